@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// globalFlags are the flags every subcommand accepts.
+type globalFlags struct {
+	logFormat string
+	logLevel  string
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:   "himes",
+		Short: "Train and evaluate the query rewriter of a HiMeS agent memory with GRPO",
+		Long: `himes trains the short-term-memory query rewriter of a HiMeS-style agent
+memory with SFT then GRPO (HSER reward: RougeL_F1 + α·EM + β·Hit), and evaluates
+the whole pipeline: rewrite → retrieve → long-term-memory re-rank → respond.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := newLogger(cmd.ErrOrStderr(), g.logFormat, g.logLevel)
+			if err != nil {
+				return err
+			}
+			slog.SetDefault(logger)
+			return nil
+		},
+	}
+	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "auto", "log format: text or json (auto = text)")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.AddCommand(
+		newTrainCmd(),
+		newEvalCmd(),
+		newAblateCmd(),
+		newReportCmd(),
+		newScoreCmd(),
+		newPrepCmd(),
+		newIndexCmd(),
+		newSearchCmd(),
+		newMemoryCmd(),
+		newTrainerCmd(),
+		newExportCmd(),
+		newConfigCmd(),
+		newVersionCmd(),
+	)
+	return root
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "auto", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", format)
+	}
+}
+
+// isInteractive reports whether progress bars should be drawn: a terminal,
+// and not CI (CI=true keeps output line-oriented).
+func isInteractive(f *os.File) bool {
+	if v := os.Getenv("CI"); v != "" && v != "false" && v != "0" {
+		return false
+	}
+	return term.IsTerminal(int(f.Fd()))
+}
+
+// notImplemented is a placeholder for a command whose issue has not landed.
+func notImplemented(use, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short + " (not implemented yet)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return fmt.Errorf("%s: not implemented yet", cmd.CommandPath())
+		},
+	}
+}

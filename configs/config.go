@@ -1,0 +1,287 @@
+// Package configs composes the run configuration from the packages' own config
+// sections, loads it strictly from YAML with command-line overrides, and
+// validates it before any work starts. The YAML files beside this file are the
+// shipped run configs.
+package configs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/grpo"
+	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/internal/fielderr"
+	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/rollout"
+	"github.com/himes-rl/himes/trainer"
+)
+
+// RunSection names the run and where its outputs go.
+type RunSection struct {
+	// Name of the run; its directory is OutputDir/Name.
+	Name string `yaml:"name"`
+	// OutputDir holds run directories (default "checkpoints", git-ignored).
+	OutputDir string `yaml:"output_dir"`
+	// Seed drives every random choice of the run (data order, sampling seeds).
+	Seed int64 `yaml:"seed"`
+}
+
+// Config is a whole run configuration. Each section is owned by its package.
+type Config struct {
+	Run       RunSection       `yaml:"run"`
+	Data      datasets.Config  `yaml:"data"`
+	Retrieval retrieval.Config `yaml:"retrieval"`
+	Rollout   rollout.Config   `yaml:"rollout"`
+	Reward    hser.Config      `yaml:"reward"`
+	GRPO      grpo.Config      `yaml:"grpo"`
+	Trainer   trainer.Config   `yaml:"trainer"`
+
+	// Source is the file the config was loaded from ("" for defaults).
+	Source string `yaml:"-"`
+	// lines maps dotted key paths to their line in Source, for error messages.
+	lines map[string]int
+}
+
+// Default returns every package's defaults: the one place they are composed.
+func Default() Config {
+	return Config{
+		Run:       RunSection{Name: "run", OutputDir: "checkpoints", Seed: 1},
+		Data:      datasets.DefaultConfig(),
+		Retrieval: retrieval.DefaultConfig(),
+		Rollout:   rollout.DefaultConfig(),
+		Reward:    hser.DefaultConfig(),
+		GRPO:      grpo.DefaultConfig(),
+		Trainer:   trainer.DefaultConfig(),
+	}
+}
+
+// Load reads path strictly (unknown keys and wrong types are errors naming
+// the file and line), applies overrides of the form "section.key=value" in
+// order, resolves relative data paths against the config file's directory,
+// and validates the result.
+func Load(path string, overrides []string) (Config, error) {
+	cfg := Default()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("read config: %w", err)
+	}
+	cfg.Source = path
+	if err := decodeStrict(raw, &cfg); err != nil {
+		return cfg, fmt.Errorf("%s: %w", path, err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(raw, &root); err == nil {
+		cfg.lines = map[string]int{}
+		collectLines(&root, "", cfg.lines)
+	}
+	for _, o := range overrides {
+		if err := cfg.Override(o); err != nil {
+			return cfg, err
+		}
+	}
+	cfg.resolvePaths(filepath.Dir(path))
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// Override applies one "dotted.key=value" override; value is parsed as YAML,
+// so numbers, booleans and lists work as they would in the file.
+func (c *Config) Override(o string) error {
+	key, value, ok := strings.Cut(o, "=")
+	key = strings.TrimSpace(key)
+	if !ok || key == "" {
+		return fmt.Errorf("--set %q: want key=value, e.g. grpo.group_size=8", o)
+	}
+	// Build {a: {b: {c: value}}} and decode it over the config strictly: only
+	// the named key changes, and an unknown key is reported as such.
+	var valNode yaml.Node
+	if err := yaml.Unmarshal([]byte(value), &valNode); err != nil {
+		return fmt.Errorf("--set %s: value %q is not valid YAML: %w", key, value, err)
+	}
+	var leaf *yaml.Node
+	if len(valNode.Content) == 1 {
+		leaf = valNode.Content[0]
+	} else {
+		leaf = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}
+	}
+	parts := strings.Split(key, ".")
+	node := leaf
+	for i := len(parts) - 1; i >= 0; i-- {
+		node = &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
+			{Kind: yaml.ScalarNode, Tag: "!!str", Value: parts[i]}, node}}
+	}
+	doc, err := yaml.Marshal(node)
+	if err != nil {
+		return fmt.Errorf("--set %s: %w", key, err)
+	}
+	if err := decodeStrict(doc, c); err != nil {
+		return fmt.Errorf("--set %s=%s: %w", key, value, stripLine(err))
+	}
+	delete(c.lines, key) // the value no longer comes from the file
+	return nil
+}
+
+// Validate checks every section and that the input files exist. A field error
+// names the dotted key and, when it came from the file, its line.
+func (c *Config) Validate() error {
+	if c.Run.Name == "" || strings.ContainsAny(c.Run.Name, `/\`) || c.Run.Name == "." || c.Run.Name == ".." {
+		return c.fieldErr(fielderr.New("run.name", "must be a non-empty name without path separators, got %q", c.Run.Name))
+	}
+	if c.Run.OutputDir == "" {
+		return c.fieldErr(fielderr.New("run.output_dir", "is required"))
+	}
+	sections := []struct {
+		name string
+		err  error
+	}{
+		{"data", c.Data.Validate()},
+		{"retrieval", c.Retrieval.Validate()},
+		{"rollout", c.Rollout.Validate()},
+		{"reward", c.Reward.Validate()},
+		{"grpo", c.GRPO.Validate()},
+		{"trainer", c.Trainer.Validate()},
+	}
+	for _, s := range sections {
+		if s.err != nil {
+			return c.fieldErr(fielderr.Prefix(s.name, s.err))
+		}
+	}
+	for _, f := range c.inputFiles() {
+		if *f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(*f.path); err != nil {
+			return c.fieldErr(fielderr.New(f.key, "file %s: %v", *f.path, errors.Unwrap(err)))
+		}
+	}
+	return nil
+}
+
+type pathField struct {
+	key  string
+	path *string
+}
+
+// inputFiles lists the config fields that name files the run reads.
+func (c *Config) inputFiles() []pathField {
+	return []pathField{
+		{"data.train", &c.Data.Train},
+		{"data.eval", &c.Data.Eval},
+		{"data.sft", &c.Data.SFT},
+		{"data.kb", &c.Data.KB},
+	}
+}
+
+// resolvePaths makes relative input paths relative to the config's directory,
+// so a config works from any working directory.
+func (c *Config) resolvePaths(dir string) {
+	for _, f := range c.inputFiles() {
+		if *f.path != "" && !filepath.IsAbs(*f.path) {
+			*f.path = filepath.Join(dir, *f.path)
+		}
+	}
+	if c.Retrieval.Index != "" && !filepath.IsAbs(c.Retrieval.Index) {
+		c.Retrieval.Index = filepath.Join(dir, c.Retrieval.Index)
+	}
+}
+
+// fieldErr adds the file and line to a field error when the key came from the file.
+func (c *Config) fieldErr(err error) error {
+	var fe *fielderr.Error
+	if !errors.As(err, &fe) {
+		return fmt.Errorf("invalid config: %w", err)
+	}
+	// Walk up the dotted path to the nearest key present in the file.
+	for key := fe.Field; key != ""; {
+		if line, ok := c.lines[key]; ok && c.Source != "" {
+			return fmt.Errorf("%s:%d: invalid config: %w", c.Source, line, err)
+		}
+		i := strings.LastIndex(key, ".")
+		if i < 0 {
+			break
+		}
+		key = key[:i]
+	}
+	if c.Source != "" {
+		return fmt.Errorf("%s: invalid config: %w", c.Source, err)
+	}
+	return fmt.Errorf("invalid config: %w", err)
+}
+
+// YAML returns the fully resolved config as YAML.
+func (c Config) YAML() ([]byte, error) {
+	return yaml.Marshal(c)
+}
+
+func decodeStrict(raw []byte, out *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(out); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // an empty file means all defaults
+		}
+		return cleanYAMLError(err)
+	}
+	return nil
+}
+
+var typeNameRe = regexp.MustCompile(` in type [\w.]+`)
+
+// cleanYAMLError turns yaml.v3's "yaml: unmarshal errors:\n  line 3: field x
+// not found in type grpo.Config" into "line 3: unknown key \"x\"".
+func cleanYAMLError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	msgs := make([]string, 0, len(te.Errors))
+	for _, m := range te.Errors {
+		m = typeNameRe.ReplaceAllString(m, "")
+		if strings.Contains(m, "field ") && strings.HasSuffix(m, " not found") {
+			m = strings.Replace(m, "field ", "unknown key \"", 1)
+			m = strings.TrimSuffix(m, " not found") + "\""
+		}
+		msgs = append(msgs, m)
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+var lineRe = regexp.MustCompile(`line \d+: `)
+
+func stripLine(err error) error { return errors.New(lineRe.ReplaceAllString(err.Error(), "")) }
+
+// collectLines records the line of every mapping key under its dotted path.
+func collectLines(n *yaml.Node, prefix string, out map[string]int) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			collectLines(c, prefix, out)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			key := k.Value
+			if prefix != "" {
+				key = prefix + "." + k.Value
+			}
+			out[key] = k.Line
+			collectLines(n.Content[i+1], key, out)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			collectLines(c, prefix+"."+strconv.Itoa(i), out)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package grpo
+
+import (
+	"math"
+
+	"github.com/himes-rl/himes/internal/fielderr"
+)
+
+// AdvantageConfig selects how a group's rewards become advantages.
+type AdvantageConfig struct {
+	// Estimator: "group" (r−mean_g)/(std_g+ε), "batch" (std over the whole
+	// batch), "none" (Dr. GRPO: centred only) or "rloo" (leave-one-out baseline).
+	Estimator string `yaml:"estimator"`
+	// Std: "population" (divide by n) or "sample" (Bessel, n−1).
+	Std string `yaml:"std"`
+	// Epsilon is added to the std before dividing.
+	Epsilon float64 `yaml:"epsilon"`
+	// Aggregation: "sum" (weighted reward, then normalize) or
+	// "normalize_then_sum" (each term z-scored within its group, then weighted).
+	Aggregation string `yaml:"aggregation"`
+	// ZeroVariance: "keep" (advantage 0) or "drop" (excluded from the update)
+	// for groups whose rewards are all equal.
+	ZeroVariance string `yaml:"zero_variance"`
+}
+
+// DefaultAdvantageConfig is GRPO's group normalization with population std.
+func DefaultAdvantageConfig() AdvantageConfig {
+	return AdvantageConfig{Estimator: "group", Std: "population", Epsilon: 1e-6, Aggregation: "sum", ZeroVariance: "keep"}
+}
+
+// Validate checks modes and ranges.
+func (c AdvantageConfig) Validate() error {
+	switch c.Estimator {
+	case "group", "batch", "none", "rloo":
+	default:
+		return fielderr.New("estimator", "must be group, batch, none or rloo, got %q", c.Estimator)
+	}
+	switch c.Std {
+	case "population", "sample":
+	default:
+		return fielderr.New("std", "must be population or sample, got %q", c.Std)
+	}
+	if math.IsNaN(c.Epsilon) || c.Epsilon < 0 {
+		return fielderr.New("epsilon", "must be ≥ 0, got %v", c.Epsilon)
+	}
+	switch c.Aggregation {
+	case "sum", "normalize_then_sum":
+	default:
+		return fielderr.New("aggregation", "must be sum or normalize_then_sum, got %q", c.Aggregation)
+	}
+	switch c.ZeroVariance {
+	case "keep", "drop":
+	default:
+		return fielderr.New("zero_variance", "must be keep or drop, got %q", c.ZeroVariance)
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+package retrieval
+
+import "context"
+
+// Chunk is a retrievable unit: a word window of a knowledge-base passage.
+type Chunk struct {
+	ID        string `json:"id"`         // derived from the passage id, e.g. "MARCO_1#0"
+	PassageID string `json:"passage_id"` // the knowledge-base passage it came from
+	Title     string `json:"title,omitempty"`
+	Text      string `json:"text"`
+}
+
+// Ranked is a chunk with the score that placed it.
+type Ranked struct {
+	Chunk
+	Score float64 `json:"score"`
+}
+
+// Scored is an id and a score, as recorded in traces and TREC runs.
+type Scored struct {
+	ID    string  `json:"id"`
+	Score float64 `json:"score"`
+}
+
+// Memory is one activated historical query (an element of H_n).
+type Memory struct {
+	Query    string  `json:"query"`
+	Topic    string  `json:"topic"`
+	Subtopic string  `json:"subtopic"`
+	Sim      float64 `json:"sim"`
+}
+
+// Trace records how a ranking came about; it goes into the rollout ledger.
+type Trace struct {
+	Candidates []Scored `json:"candidates"` // first-stage retrieval, in retrieval order
+	Memories   []Memory `json:"memories"`   // H_n; empty when memory is off or nothing activated
+	Final      []Scored `json:"final"`      // the final top-k with final scores
+}
+
+// Result is the output of one retrieval call.
+type Result struct {
+	Chunks []Ranked `json:"chunks"` // final top-k, best first
+	Trace  Trace    `json:"trace"`
+}
+
+// Retriever is what rollouts and evaluation call: retrieve for the rewrite,
+// activate long-term memory with the user's original query, re-rank.
+type Retriever interface {
+	Retrieve(ctx context.Context, user, rewrite, query string) (Result, error)
+}
