@@ -1,0 +1,134 @@
+package checkpoints
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Mode says what to do when the run directory already exists.
+type Mode int
+
+const (
+	// New refuses an existing, non-empty run directory.
+	New Mode = iota
+	// Resume requires the run directory to exist.
+	Resume
+	// Overwrite deletes an existing run directory first.
+	Overwrite
+)
+
+// RunDir is a run's output directory: config snapshot, version, metrics,
+// ledger, and harness checkpoints.
+type RunDir struct {
+	Path string
+}
+
+// Open creates or reopens base/name according to mode.
+func Open(base, name string, mode Mode) (*RunDir, error) {
+	path := filepath.Join(base, name)
+	entries, err := os.ReadDir(path)
+	exists := err == nil && len(entries) > 0
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("run directory %s: %w", path, err)
+	}
+	switch mode {
+	case New:
+		if exists {
+			return nil, fmt.Errorf("run directory %s already exists: pass --resume to continue it or --overwrite to replace it", path)
+		}
+	case Resume:
+		if !exists {
+			return nil, fmt.Errorf("--resume: run directory %s does not exist", path)
+		}
+	case Overwrite:
+		if err := os.RemoveAll(path); err != nil {
+			return nil, fmt.Errorf("--overwrite: remove %s: %w", path, err)
+		}
+	}
+	for _, sub := range []string{"", "ledger", "state"} {
+		if err := os.MkdirAll(filepath.Join(path, sub), 0o755); err != nil {
+			return nil, fmt.Errorf("create run directory: %w", err)
+		}
+	}
+	return &RunDir{Path: path}, nil
+}
+
+// File returns the path of a file in the run directory.
+func (r *RunDir) File(name string) string { return filepath.Join(r.Path, name) }
+
+// LedgerPath is the Parquet ledger file of one step.
+func (r *RunDir) LedgerPath(step int) string {
+	return filepath.Join(r.Path, "ledger", fmt.Sprintf("step-%06d.parquet", step))
+}
+
+// statePath is the harness checkpoint after a step.
+func (r *RunDir) statePath(step int) string {
+	return filepath.Join(r.Path, "state", fmt.Sprintf("step-%06d.json", step))
+}
+
+// SaveState writes the harness state after step atomically, then keeps only
+// the newest keep checkpoints (keep ≤ 0 keeps all).
+func (r *RunDir) SaveState(step int, state any, keep int) error {
+	if err := WriteJSONAtomic(r.statePath(step), state); err != nil {
+		return fmt.Errorf("save harness state: %w", err)
+	}
+	if keep <= 0 {
+		return nil
+	}
+	steps, err := r.StateSteps()
+	if err != nil {
+		return err
+	}
+	for len(steps) > keep {
+		if err := os.Remove(r.statePath(steps[0])); err != nil {
+			return fmt.Errorf("retention: %w", err)
+		}
+		steps = steps[1:]
+	}
+	return nil
+}
+
+// StateSteps lists the steps that have a saved harness state, ascending.
+func (r *RunDir) StateSteps() ([]int, error) {
+	entries, err := os.ReadDir(filepath.Join(r.Path, "state"))
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	var steps []int
+	for _, e := range entries {
+		n := e.Name()
+		if !strings.HasPrefix(n, "step-") || !strings.HasSuffix(n, ".json") {
+			continue // temporary files of an interrupted write
+		}
+		s, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(n, "step-"), ".json"))
+		if err == nil {
+			steps = append(steps, s)
+		}
+	}
+	sort.Ints(steps)
+	return steps, nil
+}
+
+// LoadLatestState decodes the newest harness state into v and returns its
+// step, or -1 when there is none.
+func (r *RunDir) LoadLatestState(v any) (int, error) {
+	steps, err := r.StateSteps()
+	if err != nil || len(steps) == 0 {
+		return -1, err
+	}
+	step := steps[len(steps)-1]
+	b, err := os.ReadFile(r.statePath(step))
+	if err != nil {
+		return -1, fmt.Errorf("read checkpoint: %w", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return -1, fmt.Errorf("checkpoint %s is corrupt: %w", r.statePath(step), err)
+	}
+	return step, nil
+}

@@ -1,0 +1,84 @@
+package checkpoints
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestOpenModes(t *testing.T) {
+	base := t.TempDir()
+	r, err := Open(base, "a", New)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileAtomic(r.File("x"), []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(base, "a", New); err == nil || !strings.Contains(err.Error(), "--resume") {
+		t.Fatalf("existing run dir must be refused with a hint, got %v", err)
+	}
+	if _, err := Open(base, "b", Resume); err == nil {
+		t.Fatal("resume of a missing run must fail")
+	}
+	if _, err := Open(base, "a", Resume); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(r.File("x")); err != nil {
+		t.Fatal("resume must keep files")
+	}
+	if _, err := Open(base, "a", Overwrite); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(r.File("x")); !os.IsNotExist(err) {
+		t.Fatal("overwrite must clear the directory")
+	}
+}
+
+func TestAtomicWriteLeavesNoTempOnFailure(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := WriteFileAtomic(p, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := WriteAtomic(p, 0o644, func(w io.Writer) error {
+		if _, err := w.Write([]byte("half")); err != nil {
+			return err
+		}
+		return errors.New("disk full")
+	})
+	if err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("want the writer's error, got %v", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "old" {
+		t.Fatalf("failed write changed the file: %q", b)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("temporary file left behind: %v", entries)
+	}
+}
+
+func TestStateRetention(t *testing.T) {
+	r, err := Open(t.TempDir(), "run", New)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := 1; step <= 5; step++ {
+		if err := r.SaveState(step, map[string]int{"step": step}, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps, _ := r.StateSteps()
+	if len(steps) != 2 || steps[0] != 4 || steps[1] != 5 {
+		t.Fatalf("kept %v, want [4 5]", steps)
+	}
+	var st map[string]int
+	step, err := r.LoadLatestState(&st)
+	if err != nil || step != 5 || st["step"] != 5 {
+		t.Fatalf("latest = %d %v %v", step, st, err)
+	}
+}
