@@ -2,43 +2,179 @@ package grpo
 
 import "github.com/himes-rl/himes/internal/fielderr"
 
-// Config is the "grpo" section: the training loop's knobs.
+// Config is the "grpo" section: the training loop's knobs. Defaults are in
+// DefaultConfig and documented in configs/README.md.
 type Config struct {
+	// Steps is the number of GRPO steps.
 	Steps int `yaml:"steps"`
 	// PromptsPerStep is the number of prompts (groups) drawn per step.
 	PromptsPerStep int `yaml:"prompts_per_step"`
-	// GroupSize is G, rewrites sampled per prompt.
-	GroupSize    int             `yaml:"group_size"`
-	Temperature  float64         `yaml:"temperature"`
+	// GroupSize is G, the rewrites sampled per prompt.
+	GroupSize   int     `yaml:"group_size"`
+	Temperature float64 `yaml:"temperature"`
+	TopP        float64 `yaml:"top_p"`
+	MaxTokens   int     `yaml:"max_tokens"`
+	// LearningRate of the policy update (sent to the trainer).
 	LearningRate float64         `yaml:"learning_rate"`
+	Loss         LossConfig      `yaml:"loss"`
 	Advantage    AdvantageConfig `yaml:"advantage"`
+	// DynamicSampling re-samples groups whose rewards are all equal (DAPO).
+	DynamicSampling DynamicSamplingConfig `yaml:"dynamic_sampling"`
+	Guards          GuardConfig           `yaml:"guards"`
+	SFT             SFTConfig             `yaml:"sft"`
+	// EvalEvery steps an evaluation on the held-out split runs (0: only at
+	// the start and the end).
+	EvalEvery int `yaml:"eval_every"`
+	// EvalTurns caps the held-out turns evaluated (0: all).
+	EvalTurns int `yaml:"eval_turns"`
+	// CheckpointEvery steps the harness and the trainer save state (0: only at the end).
+	CheckpointEvery int `yaml:"checkpoint_every"`
+	// KeepCheckpoints is how many harness checkpoints to keep (0: all).
+	KeepCheckpoints int `yaml:"keep_checkpoints"`
+}
+
+// LossConfig is the policy loss the trainer applies.
+type LossConfig struct {
+	// Type: grpo (per-sequence token mean), bnpo / dapo (token sum over the
+	// batch's tokens), dr_grpo (token sum over B × max length).
+	Type string `yaml:"type"`
+	// ClipLow and ClipHigh are PPO's ε on each side (DAPO's clip-higher when they differ).
+	ClipLow  float64 `yaml:"clip_low"`
+	ClipHigh float64 `yaml:"clip_high"`
+	// KLCoef is β of the k3 KL penalty against the reference policy.
+	KLCoef float64 `yaml:"kl_coef"`
+	// Mu is the number of update iterations per batch.
+	Mu          int     `yaml:"mu"`
+	MaxGradNorm float64 `yaml:"max_grad_norm"`
+}
+
+// DynamicSamplingConfig bounds DAPO-style re-sampling of zero-variance groups.
+type DynamicSamplingConfig struct {
+	// MaxRounds of re-sampling per step (0 disables).
+	MaxRounds int `yaml:"max_rounds"`
+	// MinZeroVarFrac triggers re-sampling when at least this fraction of groups has zero variance.
+	MinZeroVarFrac float64 `yaml:"min_zero_var_frac"`
+}
+
+// GuardConfig catches reward hacking a rewriter discovers quickly. Each
+// guard is "off", "flag" (counted only) or "penalty" (the rollout's reward is
+// replaced by Penalty, so the policy is pushed away from it).
+type GuardConfig struct {
+	AnswerLeak      string  `yaml:"answer_leak"`
+	Empty           string  `yaml:"empty"`
+	TooLong         string  `yaml:"too_long"`
+	CopiesHistory   string  `yaml:"copies_history"`
+	MaxRewriteWords int     `yaml:"max_rewrite_words"`
+	Penalty         float64 `yaml:"penalty"`
+}
+
+// SFTConfig is the optional supervised phase before GRPO.
+type SFTConfig struct {
+	Epochs       int     `yaml:"epochs"`
+	BatchSize    int     `yaml:"batch_size"`
+	LearningRate float64 `yaml:"learning_rate"`
 }
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{Steps: 50, PromptsPerStep: 8, GroupSize: 8, Temperature: 1.0, LearningRate: 1e-5,
-		Advantage: DefaultAdvantageConfig()}
+	return Config{
+		Steps: 50, PromptsPerStep: 8, GroupSize: 8, Temperature: 1.0, TopP: 1.0, MaxTokens: 64,
+		LearningRate:    1e-5,
+		Loss:            LossConfig{Type: "grpo", ClipLow: 0.2, ClipHigh: 0.2, KLCoef: 0.0, Mu: 1, MaxGradNorm: 1.0},
+		Advantage:       DefaultAdvantageConfig(),
+		DynamicSampling: DynamicSamplingConfig{MaxRounds: 0, MinZeroVarFrac: 0.5},
+		Guards: GuardConfig{AnswerLeak: "penalty", Empty: "penalty", TooLong: "penalty", CopiesHistory: "flag",
+			MaxRewriteWords: 64, Penalty: -1},
+		SFT:             SFTConfig{Epochs: 0, BatchSize: 32, LearningRate: 1e-4},
+		EvalEvery:       10,
+		CheckpointEvery: 10,
+		KeepCheckpoints: 3,
+	}
 }
 
-// Validate checks ranges.
+// Validate checks ranges and modes.
 func (c Config) Validate() error {
-	if c.Steps < 0 {
+	switch {
+	case c.Steps < 0:
 		return fielderr.New("steps", "must be ≥ 0, got %d", c.Steps)
-	}
-	if c.PromptsPerStep < 1 {
+	case c.PromptsPerStep < 1:
 		return fielderr.New("prompts_per_step", "must be ≥ 1, got %d", c.PromptsPerStep)
-	}
-	if c.GroupSize < 2 {
-		return fielderr.New("group_size", "must be ≥ 2 (GRPO needs a group to compare), got %d", c.GroupSize)
-	}
-	if c.Temperature < 0 {
+	case c.GroupSize < 2:
+		return fielderr.New("group_size", "must be ≥ 2 (GRPO compares rewrites within a group), got %d", c.GroupSize)
+	case c.Temperature < 0:
 		return fielderr.New("temperature", "must be ≥ 0, got %v", c.Temperature)
-	}
-	if c.LearningRate <= 0 {
+	case c.TopP <= 0 || c.TopP > 1:
+		return fielderr.New("top_p", "must be in (0, 1], got %v", c.TopP)
+	case c.MaxTokens < 1:
+		return fielderr.New("max_tokens", "must be ≥ 1, got %d", c.MaxTokens)
+	case c.LearningRate <= 0:
 		return fielderr.New("learning_rate", "must be > 0, got %v", c.LearningRate)
+	case c.EvalEvery < 0:
+		return fielderr.New("eval_every", "must be ≥ 0, got %d", c.EvalEvery)
+	case c.EvalTurns < 0:
+		return fielderr.New("eval_turns", "must be ≥ 0, got %d", c.EvalTurns)
+	case c.CheckpointEvery < 0:
+		return fielderr.New("checkpoint_every", "must be ≥ 0, got %d", c.CheckpointEvery)
+	case c.KeepCheckpoints < 0:
+		return fielderr.New("keep_checkpoints", "must be ≥ 0, got %d", c.KeepCheckpoints)
+	}
+	if err := c.Loss.validate(); err != nil {
+		return fielderr.Prefix("loss", err)
 	}
 	if err := c.Advantage.Validate(); err != nil {
 		return fielderr.Prefix("advantage", err)
+	}
+	if c.DynamicSampling.MaxRounds < 0 {
+		return fielderr.New("dynamic_sampling.max_rounds", "must be ≥ 0, got %d", c.DynamicSampling.MaxRounds)
+	}
+	if f := c.DynamicSampling.MinZeroVarFrac; f < 0 || f > 1 {
+		return fielderr.New("dynamic_sampling.min_zero_var_frac", "must be in [0, 1], got %v", f)
+	}
+	if err := c.Guards.validate(); err != nil {
+		return fielderr.Prefix("guards", err)
+	}
+	if c.SFT.Epochs < 0 {
+		return fielderr.New("sft.epochs", "must be ≥ 0, got %d", c.SFT.Epochs)
+	}
+	if c.SFT.Epochs > 0 && (c.SFT.BatchSize < 1 || c.SFT.LearningRate <= 0) {
+		return fielderr.New("sft", "batch_size must be ≥ 1 and learning_rate > 0 when epochs > 0")
+	}
+	return nil
+}
+
+func (l LossConfig) validate() error {
+	switch l.Type {
+	case "grpo", "bnpo", "dapo", "dr_grpo":
+	default:
+		return fielderr.New("type", "must be grpo, bnpo, dapo or dr_grpo, got %q", l.Type)
+	}
+	switch {
+	case l.ClipLow < 0 || l.ClipLow >= 1:
+		return fielderr.New("clip_low", "must be in [0, 1), got %v", l.ClipLow)
+	case l.ClipHigh < 0:
+		return fielderr.New("clip_high", "must be ≥ 0, got %v", l.ClipHigh)
+	case l.KLCoef < 0:
+		return fielderr.New("kl_coef", "must be ≥ 0, got %v", l.KLCoef)
+	case l.Mu < 1:
+		return fielderr.New("mu", "must be ≥ 1, got %d", l.Mu)
+	case l.MaxGradNorm < 0:
+		return fielderr.New("max_grad_norm", "must be ≥ 0 (0 disables clipping), got %v", l.MaxGradNorm)
+	}
+	return nil
+}
+
+func (g GuardConfig) validate() error {
+	for _, m := range []struct{ key, v string }{
+		{"answer_leak", g.AnswerLeak}, {"empty", g.Empty}, {"too_long", g.TooLong}, {"copies_history", g.CopiesHistory},
+	} {
+		switch m.v {
+		case "off", "flag", "penalty":
+		default:
+			return fielderr.New(m.key, "must be off, flag or penalty, got %q", m.v)
+		}
+	}
+	if g.MaxRewriteWords < 1 {
+		return fielderr.New("max_rewrite_words", "must be ≥ 1, got %d", g.MaxRewriteWords)
 	}
 	return nil
 }
