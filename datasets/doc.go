@@ -1,0 +1,64 @@
+// Package datasets holds the conversation and turn types, the loaders
+// (normalized JSONL, Parquet, QReCC and TopiOCQA originals), prompt
+// rendering for the rewriter, splits by conversation, the SFT and RL data
+// preparation behind `himes prep`, and the long-term-memory input. The
+// quickstart's demo data lives in datasets/demo (regenerate it with
+// `go run ./scripts/mkdemo`).
+//
+// # The normalized schema (JSONL, one user turn per line)
+//
+//	{"conv_id": "cast20-81",            string (an integer is accepted); required
+//	 "turn": 2,                         integer ≥ 1, or a string label such as
+//	                                    CAsT 2022's "1-3"; required
+//	 "history": [{"role": "user"|"assistant", "text": "..."}],
+//	                                    earlier utterances, oldest first; may be [] or absent
+//	 "question": "...",                 the user's question as asked; required key,
+//	                                    null where the source has only a rewrite
+//	 "rewrite": "..." | null,           the reference self-contained rewrite
+//	 "answer": "...",                   the reference answer, "" or absent when none
+//	 "passages": [{"id": "...",         grounding passages; id is a knowledge-base id
+//	               "title", "text",     optional
+//	               "relevance": 0–4,    optional graded judgment (CAsT); absent = unknown
+//	               "answer_snippets": [...],  spans, or one list of spans per annotator
+//	               "source": "..."}],   optional: where the judgment came from
+//	 "meta": {...},                     source-specific fields, kept as they are
+//	 "user": "..."}                     optional long-term-memory key (see below)
+//
+// A record must have a question or a rewrite. Unknown top-level or passage
+// fields are errors (put extra fields under meta), as are a wrong type, an
+// unknown role, a negative relevance, and a (conv_id, turn) seen twice in a
+// file. Every error names the file, the line and the field, e.g.
+//
+//	data.jsonl:17: field "passages[2].id": is missing
+//
+// With LoadOptions.SkipBad such records are skipped and counted instead.
+// A string turn label that is not an integer is kept in Turn.TurnLabel (and
+// written back as is); Turn.Turn is then the turn's position in its
+// conversation (user messages in history + 1).
+//
+// # Parquet
+//
+// The same columns: conv_id (string), turn (int64), turn_label (string,
+// null unless the source turn id is a label), history
+// (list<struct<role: string, text: string>>), question (string), rewrite
+// (string, null when none), answer (string), passages (list<struct<id,
+// title, text: string, relevance: int32 (null = unknown), answer_snippets:
+// list<list<string>>, source: string>>), meta (the JSON text of the object,
+// null when none) and user (string). WriteParquet and ReadParquet round-trip
+// every Turn field.
+//
+// # Source formats
+//
+// QReCC's original JSON (an array of {Conversation_no, Turn_no, Context,
+// Question, Rewrite, Answer, Answer_URL, ...}) and TopiOCQA's ({...,
+// Gold_passage: {id, title, text}, Topic, ...}) load into the same Turn:
+// Context (alternating user and assistant utterances, oldest first) becomes
+// history, Gold_passage a passage, and every other field goes into meta
+// under its lower-cased name (so TopiOCQA's Topic is meta.topic).
+//
+// # The user key
+//
+// Long-term memory groups historical queries by user. LoadOptions.UserField
+// says what a user is: "conv_id" (the default), "topic" (meta.topic, e.g.
+// CAsT 2022's topic number or TopiOCQA's Topic) or "meta.<key>".
+package datasets

@@ -1,0 +1,266 @@
+package datasets
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Input formats accepted by Load.
+const (
+	FormatJSONL    = "jsonl"    // the normalized schema, one turn per line
+	FormatParquet  = "parquet"  // the normalized schema as Parquet columns
+	FormatQReCC    = "qrecc"    // QReCC's original JSON array
+	FormatTopiOCQA = "topiocqa" // TopiOCQA's original JSON array
+)
+
+// maxSkippedErrors bounds LoadStats.SkippedErrors; Skipped still counts all.
+const maxSkippedErrors = 1000
+
+// LoadOptions control Load.
+type LoadOptions struct {
+	// Format is jsonl, parquet, qrecc or topiocqa; "" picks by extension
+	// (.jsonl, .ndjson, .parquet; .gz is decompressed) and, for .json and
+	// anything else, by sniffing the content.
+	Format string
+	// SkipBad skips invalid records (counted in LoadStats) instead of failing.
+	SkipBad bool
+	// UserField fills Turn.User: "conv_id" (default when ""), "topic"
+	// (meta.topic) or "meta.<key>". A record without the field is invalid.
+	UserField string
+}
+
+// LoadStats counts what Load read.
+type LoadStats struct {
+	Records int // turns returned
+	Skipped int // invalid records skipped (SkipBad)
+	// SkippedErrors are the reasons, as *RecordError, at most the first 1000.
+	SkippedErrors []error
+}
+
+func (s *LoadStats) skip(err error) {
+	s.Skipped++
+	if len(s.SkippedErrors) < maxSkippedErrors {
+		s.SkippedErrors = append(s.SkippedErrors, err)
+	}
+}
+
+// Load reads the turns of one file. See LoadContext.
+func Load(path string, opts LoadOptions) ([]Turn, LoadStats, error) {
+	return LoadContext(context.Background(), path, opts)
+}
+
+// LoadContext reads the turns of one file in any supported format, validates
+// every record (errors are *RecordError naming file, line and field), fills
+// Turn.User from opts.UserField, and rejects a (conv_id, turn) seen twice.
+func LoadContext(ctx context.Context, path string, opts LoadOptions) ([]Turn, LoadStats, error) {
+	var stats LoadStats
+	userOf, err := userKeyFunc(opts.UserField)
+	if err != nil {
+		return nil, stats, err
+	}
+	format := opts.Format
+	if format == "" {
+		if format, err = detectFormat(path); err != nil {
+			return nil, stats, err
+		}
+	}
+	var recs []record
+	switch format {
+	case FormatJSONL:
+		recs, err = readJSONL(ctx, path)
+	case FormatQReCC, FormatTopiOCQA:
+		recs, err = readJSONArray(ctx, path, format)
+	case FormatParquet:
+		recs, err = readParquetRecords(ctx, path)
+	default:
+		return nil, stats, fmt.Errorf("load %s: unknown format %q (want jsonl, parquet, qrecc or topiocqa)", path, format)
+	}
+	if err != nil {
+		return nil, stats, err
+	}
+	turns := make([]Turn, 0, len(recs))
+	seen := make(map[string]int, len(recs))
+	for _, r := range recs {
+		if r.err == nil {
+			r.turn.User, r.err = userOf(r.turn)
+		}
+		if r.err == nil {
+			if first, dup := seen[r.turn.ID()]; dup {
+				r.err = fieldErrf("turn", "duplicate turn %s (first at %s)", r.turn.ID(), recs[first].where())
+			}
+		}
+		if r.err != nil {
+			re := recordErr(path, r.line, r.index, r.err)
+			if !opts.SkipBad {
+				return nil, stats, re
+			}
+			stats.skip(re)
+			continue
+		}
+		seen[r.turn.ID()] = r.pos
+		turns = append(turns, r.turn)
+	}
+	stats.Records = len(turns)
+	return turns, stats, nil
+}
+
+// record is one decoded input record, or the reason it is invalid.
+type record struct {
+	turn  Turn
+	err   error
+	line  int // 1-based, 0 unknown
+	index int // record index in an array or table, -1 for JSONL
+	pos   int // position in the record slice
+}
+
+func (r record) where() string {
+	if r.line > 0 {
+		return fmt.Sprintf("line %d", r.line)
+	}
+	return fmt.Sprintf("record %d", r.index)
+}
+
+func detectFormat(path string) (string, error) {
+	name := strings.ToLower(strings.TrimSuffix(path, ".gz"))
+	switch filepath.Ext(name) {
+	case ".jsonl", ".ndjson":
+		return FormatJSONL, nil
+	case ".parquet", ".pq":
+		return FormatParquet, nil
+	}
+	f, err := openMaybeGzip(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	head := make([]byte, 64<<10)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	head = bytes.TrimLeft(head[:n], " \t\r\n\ufeff")
+	switch {
+	case bytes.HasPrefix(head, []byte("PAR1")):
+		return FormatParquet, nil
+	case bytes.HasPrefix(head, []byte("{")):
+		return FormatJSONL, nil
+	case bytes.HasPrefix(head, []byte("[")):
+		// Both originals are arrays of objects; TopiOCQA's carry Gold_passage.
+		if bytes.Contains(head, []byte(`"Gold_passage"`)) {
+			return FormatTopiOCQA, nil
+		}
+		if bytes.Contains(head, []byte(`"Conversation_no"`)) {
+			return FormatQReCC, nil
+		}
+		return "", fmt.Errorf("%s: a JSON array but neither QReCC nor TopiOCQA (no Conversation_no field); set the format explicitly", path)
+	}
+	return "", fmt.Errorf("%s: cannot tell the format (not JSONL, a JSON array or Parquet); set it explicitly", path)
+}
+
+type gzipFile struct {
+	*gzip.Reader
+	f *os.File
+}
+
+func (g gzipFile) Close() error {
+	err := g.Reader.Close()
+	if cerr := g.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// openMaybeGzip opens path, decompressing it when it ends in .gz.
+func openMaybeGzip(path string) (io.ReadCloser, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open dataset: %w", err)
+	}
+	if !strings.HasSuffix(strings.ToLower(path), ".gz") {
+		return f, nil
+	}
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open dataset %s: %w", path, err)
+	}
+	return gzipFile{zr, f}, nil
+}
+
+// readJSONL decodes one record per non-blank line; a bad line is a record
+// with an error, so SkipBad can continue past it.
+func readJSONL(ctx context.Context, path string) ([]record, error) {
+	f, err := openMaybeGzip(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	var recs []record
+	for lineNo := 1; ; lineNo++ {
+		line, rerr := br.ReadBytes('\n')
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			return nil, fmt.Errorf("read %s:%d: %w", path, lineNo, rerr)
+		}
+		if lineNo == 1 {
+			line = bytes.TrimPrefix(line, []byte("\ufeff"))
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			if lineNo%1024 == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, fmt.Errorf("read %s: %w", path, err)
+				}
+			}
+			t, err := decodeNormalized(line)
+			recs = append(recs, record{turn: t, err: err, line: lineNo, index: -1, pos: len(recs)})
+		}
+		if errors.Is(rerr, io.EOF) {
+			return recs, nil
+		}
+	}
+}
+
+// userKeyFunc returns the function that computes Turn.User for a UserField.
+func userKeyFunc(field string) (func(Turn) (string, error), error) {
+	switch {
+	case field == "" || field == "conv_id":
+		return func(t Turn) (string, error) { return t.ConvID, nil }, nil
+	case field == "topic" || strings.HasPrefix(field, "meta."):
+		key := strings.TrimPrefix(field, "meta.")
+		if key == "" {
+			return nil, fmt.Errorf("user field %q: want meta.<key>", field)
+		}
+		return func(t Turn) (string, error) {
+			v, ok := t.Meta[key]
+			if !ok || v == nil {
+				return "", fieldErrf("meta."+key, "is missing (the user field is %s)", field)
+			}
+			return metaString(v), nil
+		}, nil
+	}
+	return nil, fmt.Errorf("user field %q: want conv_id, topic or meta.<key>", field)
+}
+
+// metaString renders a meta value as a key: strings as is, others as JSON.
+func metaString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case json.Number:
+		return x.String()
+	}
+	b, err := marshalNoEscape(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
