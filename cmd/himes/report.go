@@ -1,7 +1,35 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/himes-rl/himes/report"
+)
 
 func newReportCmd() *cobra.Command {
-	return notImplemented("report", "Plots and an HTML report of one or more runs")
+	var out string
+	cmd := &cobra.Command{
+		Use:   "report RUN_DIR... --out DIR",
+		Short: "Plots and an HTML report of one or more runs",
+		Long: `report reads metrics.jsonl (and config.yaml) of each run directory and
+writes into --out: PNG plots (reward, reward terms, KL, zero-variance groups,
+optimization, held-out eval of the policy against the raw question), with
+several runs overlaid; report.html, self-contained with the images embedded;
+and report.md linking the PNG files.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := report.Generate(cmd.Context(), args, out)
+			if err != nil {
+				return err
+			}
+			slog.Info("report written", "html", res.HTML, "markdown", res.Markdown, "figures", len(res.PNGs))
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), res.HTML)
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&out, "out", "o", "report", "output directory")
+	return cmd
 }

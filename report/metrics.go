@@ -1,0 +1,125 @@
+// Package report turns the metrics.jsonl of one or more training runs into
+// PNG plots (gonum/plot) and a self-contained HTML report that embeds them,
+// so runs can be compared by looking rather than reading logs.
+package report
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/himes-rl/himes/grpo"
+)
+
+// Run is what a report shows of one run directory.
+type Run struct {
+	Name  string
+	Dir   string
+	Steps []grpo.StepMetrics
+	Evals []grpo.EvalMetrics
+	// Config is the run's resolved config.yaml, verbatim ("" when absent).
+	Config string
+	// Skipped counts metrics lines of kinds the report does not plot.
+	Skipped int
+}
+
+// MetricsFile and ConfigFile are the names the training loop writes in a run dir.
+const (
+	MetricsFile = "metrics.jsonl"
+	ConfigFile  = "config.yaml"
+)
+
+// LoadRun reads dir/metrics.jsonl (required) and dir/config.yaml (optional).
+func LoadRun(ctx context.Context, dir string) (Run, error) {
+	run := Run{Name: filepath.Base(filepath.Clean(dir)), Dir: dir}
+	path := filepath.Join(dir, MetricsFile)
+	f, err := os.Open(path)
+	if err != nil {
+		return run, fmt.Errorf("run %s: %w", dir, err)
+	}
+	defer f.Close()
+	run.Steps, run.Evals, run.Skipped, err = ReadMetrics(ctx, f, path)
+	if err != nil {
+		return run, err
+	}
+	if len(run.Steps) == 0 && len(run.Evals) == 0 {
+		return run, fmt.Errorf("%s: no step or eval lines", path)
+	}
+	cfg, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	switch {
+	case err == nil:
+		run.Config = string(cfg)
+	case errors.Is(err, os.ErrNotExist):
+		slog.Debug("run has no config.yaml", "dir", dir)
+	default:
+		return run, fmt.Errorf("run %s: %w", dir, err)
+	}
+	return run, nil
+}
+
+// ReadMetrics parses metrics.jsonl lines: "step" and "eval" lines are kept
+// (in file order), other kinds are counted as skipped, and a malformed line
+// is an error naming name:line and the field when JSON says which.
+func ReadMetrics(ctx context.Context, r io.Reader, name string) ([]grpo.StepMetrics, []grpo.EvalMetrics, int, error) {
+	var steps []grpo.StepMetrics
+	var evals []grpo.EvalMetrics
+	skipped := 0
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	line := 0
+	for sc.Scan() {
+		line++
+		if line%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, nil, 0, err
+			}
+		}
+		b := sc.Bytes()
+		if len(b) == 0 {
+			continue
+		}
+		var head struct {
+			Kind string `json:"kind"`
+		}
+		if err := json.Unmarshal(b, &head); err != nil {
+			return nil, nil, 0, fmt.Errorf("%s:%d: %w", name, line, jsonErr(err))
+		}
+		switch head.Kind {
+		case "step":
+			var m grpo.StepMetrics
+			if err := json.Unmarshal(b, &m); err != nil {
+				return nil, nil, 0, fmt.Errorf("%s:%d: step line: %w", name, line, jsonErr(err))
+			}
+			steps = append(steps, m)
+		case "eval":
+			var m grpo.EvalMetrics
+			if err := json.Unmarshal(b, &m); err != nil {
+				return nil, nil, 0, fmt.Errorf("%s:%d: eval line: %w", name, line, jsonErr(err))
+			}
+			evals = append(evals, m)
+		case "":
+			return nil, nil, 0, fmt.Errorf("%s:%d: field kind: missing", name, line)
+		default:
+			skipped++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, 0, fmt.Errorf("%s: line %d: %w", name, line+1, err)
+	}
+	return steps, evals, skipped, nil
+}
+
+// jsonErr names the offending field of a type error.
+func jsonErr(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Errorf("field %s: want %s, got JSON %s", te.Field, te.Type, te.Value)
+	}
+	return err
+}
