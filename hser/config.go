@@ -51,3 +51,9 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// Hit modes accepted by Config.Hit.
+const (
+	HitAnswer = "answer"
+	HitGold   = "gold"
+)

@@ -1,0 +1,298 @@
+package hser
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+)
+
+// Score carries every term, the weights and the total. JSON names are the
+// ones `himes score` prints.
+type Score struct {
+	RougeP  float64 `json:"rougeL_p"`
+	RougeR  float64 `json:"rougeL_r"`
+	RougeF1 float64 `json:"rougeL_f1"`
+	EM      float64 `json:"em"`       // 0 or 1
+	SquadF1 float64 `json:"squad_f1"` // reported, not part of R
+	Hit     float64 `json:"hit"`      // 0 or 1
+	Alpha   float64 `json:"alpha"`
+	Beta    float64 `json:"beta"`
+	Reward  float64 `json:"reward"` // RougeF1 + Alpha*EM + Beta*Hit
+}
+
+// Reward is the HSER total R = F1 + α·EM + β·Hit, evaluated left to right
+// ((F1 + α·EM) + β·Hit) so every caller gets the same bits.
+func (w Weights) Reward(rougeF1, em, hit float64) float64 {
+	return rougeF1 + w.Alpha*em + w.Beta*hit
+}
+
+// Scorer computes the HSER reward. It is safe for concurrent use; each call
+// borrows a scratch buffer set from a pool, so steady-state scoring does not
+// allocate.
+type Scorer struct {
+	cfg     Config
+	unicode bool
+	gold    bool
+	pool    sync.Pool
+}
+
+// NewScorer validates cfg and returns a scorer for it.
+func NewScorer(cfg Config) (*Scorer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("reward config: %w", err)
+	}
+	s := &Scorer{cfg: cfg, unicode: cfg.Tokenizer == TokenizerUnicode, gold: cfg.Hit == HitGold}
+	s.pool.New = func() any { return new(scratch) }
+	return s, nil
+}
+
+// Config returns the scorer's configuration.
+func (s *Scorer) Config() Config { return s.cfg }
+
+// scratch is one call's reusable memory.
+type scratch struct {
+	buf            []byte // token bytes
+	pred, ref      []span
+	predID, refID  []int32
+	tab            internTable
+	peq, v         []uint64
+	counts         []int32
+	stem, tmp      []byte
+	normA, normRef []byte // normalized answers (EM, F1, Hit)
+	normC          []byte // a normalized context chunk
+	nspan          []span
+}
+
+// Score scores prediction against reference; context is the retrieved
+// content (chunk texts) that Hit looks in.
+//
+// Rouge-L P, R and F1 are rouge-score's: P = LCS/len(pred), R =
+// LCS/len(ref), F1 = 2·P·R/(P+R) in that order, and 0 when either side has
+// no tokens. EM and the SQuAD F1 use SQuAD v1.1's normalize_answer with the
+// rouge-score tokenizer and its unicode variant with the unicode tokenizer
+// (unicode tokens, not stemmed, without the articles a, an, the). Hit is 1
+// when the normalized answer — the prediction, or with Hit "gold" the
+// reference — is non-empty and occurs as a whole run of normalized tokens in
+// some chunk of context.
+func (s *Scorer) Score(prediction, reference string, context []string) Score {
+	sc := s.pool.Get().(*scratch)
+	defer s.pool.Put(sc)
+
+	out := Score{Alpha: s.cfg.Alpha, Beta: s.cfg.Beta}
+	out.RougeP, out.RougeR, out.RougeF1 = s.rouge(sc, prediction, reference)
+
+	// Normalized answers: token strings joined by single spaces.
+	sc.normA = s.normalize(sc, sc.normA[:0], prediction)
+	sc.normRef = s.normalize(sc, sc.normRef[:0], reference)
+	if bytes.Equal(sc.normA, sc.normRef) {
+		out.EM = 1
+	}
+	out.SquadF1 = tokenF1(sc, sc.normA, sc.normRef)
+
+	answer := sc.normA
+	if s.gold {
+		answer = sc.normRef
+	}
+	if len(answer) > 0 {
+		for _, chunk := range context {
+			sc.normC = s.normalize(sc, sc.normC[:0], chunk)
+			if containsTokens(sc.normC, answer) {
+				out.Hit = 1
+				break
+			}
+		}
+	}
+	out.Reward = s.cfg.Weights.Reward(out.RougeF1, out.EM, out.Hit)
+	return out
+}
+
+// Tokens returns the Rouge-L tokens of text under the scorer's tokenizer
+// and stemming (for inspection and tests).
+func (s *Scorer) Tokens(text string) []string {
+	var buf, stem []byte
+	spans := s.tokenize(&buf, nil, text, s.cfg.Stem, &stem)
+	out := make([]string, len(spans))
+	for i, sp := range spans {
+		out[i] = string(buf[sp.start:sp.end])
+	}
+	return out
+}
+
+// Normalize returns the normalized answer EM, F1 and Hit compare: SQuAD's
+// normalize_answer with the rouge-score tokenizer, the unicode variant with
+// the unicode tokenizer.
+func (s *Scorer) Normalize(text string) string {
+	sc := s.pool.Get().(*scratch)
+	defer s.pool.Put(sc)
+	return string(s.normalize(sc, nil, text))
+}
+
+func (s *Scorer) tokenize(buf *[]byte, spans []span, text string, stem bool, stemBuf *[]byte) []span {
+	if s.unicode {
+		*buf, spans = appendUnicodeTokens(*buf, spans, text, stem, stemBuf)
+	} else {
+		*buf, spans = appendRougeTokens(*buf, spans, text, stem, stemBuf)
+	}
+	return spans
+}
+
+func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float64) {
+	sc.buf = sc.buf[:0]
+	sc.pred = s.tokenize(&sc.buf, sc.pred[:0], prediction, s.cfg.Stem, &sc.stem)
+	sc.ref = s.tokenize(&sc.buf, sc.ref[:0], reference, s.cfg.Stem, &sc.stem)
+	if len(sc.pred) == 0 || len(sc.ref) == 0 {
+		return 0, 0, 0
+	}
+	sc.tab.reset(len(sc.pred) + len(sc.ref))
+	sc.predID = sc.tab.intern(sc.predID[:0], sc.buf, sc.pred)
+	sc.refID = sc.tab.intern(sc.refID[:0], sc.buf, sc.ref)
+	var lcs int
+	lcs, sc.peq, sc.v = lcsBits(sc.predID, sc.refID, sc.tab.n, sc.peq, sc.v)
+	p = float64(lcs) / float64(len(sc.pred))
+	r = float64(lcs) / float64(len(sc.ref))
+	return p, r, fmeasure(p, r)
+}
+
+// fmeasure is rouge-score's scoring.fmeasure, same evaluation order.
+func fmeasure(p, r float64) float64 {
+	if p+r > 0 {
+		return 2 * p * r / (p + r)
+	}
+	return 0
+}
+
+// normalize appends the normalized form of text to dst.
+func (s *Scorer) normalize(sc *scratch, dst []byte, text string) []byte {
+	if !s.unicode {
+		return appendSQuADNormalized(dst, text, &sc.tmp)
+	}
+	// Unicode variant: unicode tokens (unstemmed) minus English articles.
+	sc.tmp = sc.tmp[:0]
+	sc.nspan = s.tokenize(&sc.tmp, sc.nspan[:0], text, false, &sc.stem)
+	start := len(dst)
+	for _, sp := range sc.nspan {
+		w := sc.tmp[sp.start:sp.end]
+		if isArticle(w) {
+			continue
+		}
+		if len(dst) > start {
+			dst = append(dst, ' ')
+		}
+		dst = append(dst, w...)
+	}
+	return dst
+}
+
+// tokenF1 is SQuAD's f1_score over space-separated normalized answers:
+// multiset overlap, 0 when nothing overlaps (so two empty answers give 0).
+func tokenF1(sc *scratch, pred, ref []byte) float64 {
+	sc.buf = append(sc.buf[:0], pred...)
+	sc.pred = splitSpaces(sc.pred[:0], sc.buf, 0)
+	off := len(sc.buf)
+	sc.buf = append(sc.buf, ref...)
+	sc.ref = splitSpaces(sc.ref[:0], sc.buf, off)
+	if len(sc.pred) == 0 || len(sc.ref) == 0 {
+		return 0
+	}
+	sc.tab.reset(len(sc.pred) + len(sc.ref))
+	sc.predID = sc.tab.intern(sc.predID[:0], sc.buf, sc.pred)
+	sc.refID = sc.tab.intern(sc.refID[:0], sc.buf, sc.ref)
+	sc.counts = resize(sc.counts, sc.tab.n)
+	clear(sc.counts)
+	for _, id := range sc.refID {
+		sc.counts[id]++
+	}
+	same := 0
+	for _, id := range sc.predID {
+		if sc.counts[id] > 0 {
+			sc.counts[id]--
+			same++
+		}
+	}
+	if same == 0 {
+		return 0
+	}
+	p := 1.0 * float64(same) / float64(len(sc.pred))
+	r := 1.0 * float64(same) / float64(len(sc.ref))
+	return (2 * p * r) / (p + r)
+}
+
+// splitSpaces appends the spans of the ' '-separated fields of buf[off:].
+func splitSpaces(spans []span, buf []byte, off int) []span {
+	start := off
+	for i := off; i <= len(buf); i++ {
+		if i == len(buf) || buf[i] == ' ' {
+			if i > start {
+				spans = append(spans, span{int32(start), int32(i)})
+			}
+			start = i + 1
+		}
+	}
+	return spans
+}
+
+// containsTokens reports whether the normalized answer occurs in the
+// normalized chunk on token boundaries (both are single-space joined).
+func containsTokens(chunk, answer []byte) bool {
+	for off := 0; off+len(answer) <= len(chunk); {
+		i := bytes.Index(chunk[off:], answer)
+		if i < 0 {
+			return false
+		}
+		i += off
+		end := i + len(answer)
+		if (i == 0 || chunk[i-1] == ' ') && (end == len(chunk) || chunk[end] == ' ') {
+			return true
+		}
+		off = i + 1
+	}
+	return false
+}
+
+// internTable maps token bytes to dense ids for one call: open addressing,
+// FNV-1a, keys stored as spans into the caller's buffer.
+type internTable struct {
+	slots []int32 // id+1, 0 = empty
+	keys  []span  // id → its first span
+	n     int
+	mask  uint64
+}
+
+func (t *internTable) reset(tokens int) {
+	size := 16
+	for size < 2*tokens {
+		size <<= 1
+	}
+	t.slots = resize(t.slots, size)
+	clear(t.slots)
+	t.keys = t.keys[:0]
+	t.n = 0
+	t.mask = uint64(size - 1)
+}
+
+func (t *internTable) intern(ids []int32, buf []byte, spans []span) []int32 {
+	for _, sp := range spans {
+		w := buf[sp.start:sp.end]
+		h := uint64(14695981039346656037)
+		for _, c := range w {
+			h ^= uint64(c)
+			h *= 1099511628211
+		}
+		for i := h & t.mask; ; i = (i + 1) & t.mask {
+			id := t.slots[i]
+			if id == 0 {
+				t.slots[i] = int32(t.n + 1)
+				t.keys = append(t.keys, sp)
+				ids = append(ids, int32(t.n))
+				t.n++
+				break
+			}
+			k := t.keys[id-1]
+			if bytes.Equal(buf[k.start:k.end], w) {
+				ids = append(ids, id-1)
+				break
+			}
+		}
+	}
+	return ids
+}

@@ -1,0 +1,185 @@
+package hser
+
+import (
+	"unicode"
+	"unicode/utf8"
+)
+
+// This file reproduces the SQuAD v1.1 evaluation script's normalize_answer:
+//
+//	lower → delete string.punctuation → re.sub(r'\b(a|an|the)\b', ' ') → ' '.join(split())
+//
+// with Python 3 str semantics, so EM and token F1 match the official script
+// to the bit on any text:
+//   - str.lower is Unicode full lowercasing: İ (U+0130) becomes "i̇", and a
+//     capital sigma becomes final ς at the end of a word (Final_Sigma).
+//   - only the 32 ASCII punctuation characters are deleted ("«»" and "。"
+//     stay).
+//   - \b is a Unicode word boundary: word characters are letters (L*),
+//     numbers (N*) and '_'. Combining marks are not word characters, as in
+//     Python's re.
+//   - str.split splits on Unicode whitespace plus U+001C–U+001F.
+// Character properties come from Go's unicode tables, so a character that is
+// new in a later Unicode version than Python's may differ.
+
+// isPyPunct reports Python's string.punctuation.
+func isPyPunct(r rune) bool {
+	switch {
+	case '!' <= r && r <= '/', ':' <= r && r <= '@', '[' <= r && r <= '`', '{' <= r && r <= '~':
+		return true
+	}
+	return false
+}
+
+// isPySpace is Python's str.isspace.
+func isPySpace(r rune) bool {
+	return unicode.IsSpace(r) || (0x1c <= r && r <= 0x1f)
+}
+
+// isPyWord is Python re's Unicode \w: str.isalnum() or '_'.
+func isPyWord(r rune) bool {
+	if r < utf8.RuneSelf {
+		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_'
+	}
+	return unicode.IsLetter(r) || unicode.IsNumber(r)
+}
+
+// isCased is Unicode's Cased property (Lowercase, Uppercase or Lt).
+func isCased(r rune) bool {
+	return unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r) ||
+		unicode.Is(unicode.Other_Lowercase, r) || unicode.Is(unicode.Other_Uppercase, r)
+}
+
+// isCaseIgnorable is Unicode's Case_Ignorable property: Mn, Me, Cf, Lm, Sk
+// and the Word_Break classes MidLetter, MidNumLet and Single_Quote.
+func isCaseIgnorable(r rune) bool {
+	switch r {
+	case '\'', '.', ':', '\u00B7', '\u0387', '\u055F', '\u05F4', '\u2018', '\u2019',
+		'\u2024', '\u2027', '\uFE13', '\uFE52', '\uFE55', '\uFF07', '\uFF0E', '\uFF1A':
+		return true
+	}
+	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk)
+}
+
+// finalSigma reports whether the capital sigma at s[i:] lowercases to ς, per
+// CPython's handle_capital_sigma: a cased letter before it (skipping case
+// ignorables) and none after it.
+func finalSigma(s string, i int) bool {
+	j := i
+	before := false
+	for j > 0 {
+		r, size := utf8.DecodeLastRuneInString(s[:j])
+		j -= size
+		if !isCaseIgnorable(r) {
+			before = isCased(r)
+			break
+		}
+	}
+	if !before {
+		return false
+	}
+	for k := i + len("Σ"); k < len(s); {
+		r, size := utf8.DecodeRuneInString(s[k:])
+		k += size
+		if !isCaseIgnorable(r) {
+			return !isCased(r)
+		}
+	}
+	return true
+}
+
+// appendPyLowerNoPunct appends Python's s.lower() with ASCII punctuation
+// deleted (the first two steps of normalize_answer). Invalid UTF-8 bytes
+// become U+FFFD, as Python's decoder with errors="replace" would make them.
+func appendPyLowerNoPunct(dst []byte, s string) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case 'A' <= c && c <= 'Z':
+				dst = append(dst, c+('a'-'A'))
+			case isPyPunct(rune(c)):
+			default:
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch r {
+		case '\u0130':
+			dst = append(dst, "i\u0307"...)
+		case '\u03A3':
+			if finalSigma(s, i) {
+				dst = utf8.AppendRune(dst, 'ς')
+			} else {
+				dst = utf8.AppendRune(dst, 'σ')
+			}
+		default:
+			dst = utf8.AppendRune(dst, unicode.ToLower(r))
+		}
+		i += size
+	}
+	return dst
+}
+
+func isArticle(w []byte) bool {
+	switch string(w) {
+	case "a", "an", "the":
+		return true
+	}
+	return false
+}
+
+// appendSQuADNormalized appends normalize_answer(s) to dst: tokens joined by
+// single spaces, no leading or trailing space. tmp is scratch space.
+func appendSQuADNormalized(dst []byte, s string, tmp *[]byte) []byte {
+	low := appendPyLowerNoPunct((*tmp)[:0], s)
+	*tmp = low
+	// Articles are whole \w runs; replacing them by ' ' and then splitting on
+	// whitespace is the same as dropping them from the whitespace fields,
+	// except that an article also splits the field it sits in ("x·the·y"
+	// has no \w around "the", so it becomes "x· ·y" → two fields).
+	sep := true // the next written byte starts a new field
+	start := len(dst)
+	emit := func(b []byte) {
+		if sep && len(dst) > start {
+			dst = append(dst, ' ')
+		}
+		sep = false
+		dst = append(dst, b...)
+	}
+	for i := 0; i < len(low); {
+		r, size := utf8.DecodeRune(low[i:])
+		switch {
+		case isPySpace(r):
+			sep = true
+			i += size
+		case isPyWord(r):
+			j := i + size
+			for j < len(low) {
+				r2, s2 := utf8.DecodeRune(low[j:])
+				if !isPyWord(r2) {
+					break
+				}
+				j += s2
+			}
+			if isArticle(low[i:j]) {
+				sep = true
+			} else {
+				emit(low[i:j])
+			}
+			i = j
+		default:
+			emit(low[i : i+size])
+			i += size
+		}
+	}
+	return dst
+}
+
+// NormalizeAnswer is SQuAD v1.1's normalize_answer, bit-exact (see above).
+func NormalizeAnswer(s string) string {
+	var tmp []byte
+	return string(appendSQuADNormalized(nil, s, &tmp))
+}

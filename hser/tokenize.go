@@ -1,0 +1,185 @@
+package hser
+
+import (
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Tokenizer names accepted by Config.Tokenizer.
+const (
+	TokenizerUnicode    = "unicode"
+	TokenizerRougeScore = "rouge-score"
+)
+
+// span is a token: bytes [start, end) of a scratch buffer.
+type span struct{ start, end int32 }
+
+// appendRougeTokens appends the tokens of Google rouge-score's default
+// tokenizer to buf and their spans to spans:
+//
+//	text.lower(); every run of characters outside [a-z0-9] → " "; split;
+//	with stemming, NLTK Porter on tokens longer than 3 characters; drop
+//	tokens that are not [a-z0-9]+.
+//
+// Python's str.lower maps exactly three kinds of non-[a-z0-9] characters into
+// [a-z0-9]: A–Z, KELVIN SIGN U+212A → "k", and U+0130 (İ) → "i" followed by
+// U+0307, which is not alphanumeric and so ends the token. Everything else
+// outside ASCII, including invalid UTF-8, separates tokens — which is why this
+// tokenizer scores any CJK text 0.
+func appendRougeTokens(buf []byte, spans []span, text string, stem bool, stemBuf *[]byte) ([]byte, []span) {
+	start := len(buf)
+	flush := func() {
+		if len(buf) > start {
+			if stem && len(buf)-start > 3 {
+				w := append((*stemBuf)[:0], buf[start:]...)
+				w = porterStem(w)
+				*stemBuf = w
+				buf = append(buf[:start], w...)
+			}
+			if len(buf) > start { // a stem is never empty, but rouge-score filters anyway
+				spans = append(spans, span{int32(start), int32(len(buf))})
+			}
+		}
+		start = len(buf)
+	}
+	for i := 0; i < len(text); {
+		c := text[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+				buf = append(buf, c)
+			case 'A' <= c && c <= 'Z':
+				buf = append(buf, c+('a'-'A'))
+			default:
+				flush()
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(text[i:])
+		i += size
+		switch r {
+		case '\u212A': // KELVIN SIGN lowercases to ASCII k
+			buf = append(buf, 'k')
+		case '\u0130': // İ lowercases to i + U+0307 (a separator)
+			buf = append(buf, 'i')
+			flush()
+		default:
+			flush()
+		}
+	}
+	flush()
+	return buf, spans
+}
+
+// isSplitRune reports the scripts whose letters are tokens of their own:
+// Han ideographs, hiragana, katakana and hangul.
+func isSplitRune(r rune) bool {
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+}
+
+// foldRune is simple case folding computed as lower(upper(r)): ς and σ, ſ
+// and s, K (KELVIN SIGN) and k fold together; ß stays ß (no full folding).
+func foldRune(r rune) rune {
+	return unicode.ToLower(unicode.ToUpper(r))
+}
+
+// appendUnicodeTokens appends the tokens of the unicode tokenizer to buf and
+// their spans to spans. The tokenizer, exactly:
+//
+//  1. Text that is not in Unicode NFC is converted to NFC, so a precomposed
+//     and a decomposed é are the same token.
+//  2. Han ideographs, hiragana, katakana and hangul characters (by Unicode
+//     script) are each a token of their own, since those scripts do not put
+//     spaces between words.
+//  3. Otherwise a token is a maximal run of letters (L*) and numbers (N*) in
+//     any script; combining marks (M*) directly after a token's character
+//     belong to that token (accents and Indic vowel signs are kept), and a
+//     mark with no token before it is dropped.
+//  4. Everything else — spaces, punctuation, symbols, '_', control
+//     characters and invalid UTF-8 — separates tokens.
+//  5. Each character is case-folded with simple case folding
+//     (lower(upper(r))); accents are not removed, so "café" ≠ "cafe".
+//
+// With stem, tokens made only of ASCII letters and digits that are longer
+// than 3 bytes are Porter-stemmed as in rouge-score.
+func appendUnicodeTokens(buf []byte, spans []span, text string, stem bool, stemBuf *[]byte) ([]byte, []span) {
+	if !isASCII(text) && !norm.NFC.IsNormalString(text) {
+		text = norm.NFC.String(text)
+	}
+	start := len(buf)
+	ascii := true // the current token is ASCII only
+	inSplit := false
+	flush := func() {
+		if len(buf) > start {
+			if stem && ascii && len(buf)-start > 3 {
+				w := append((*stemBuf)[:0], buf[start:]...)
+				w = porterStem(w)
+				*stemBuf = w
+				buf = append(buf[:start], w...)
+			}
+			spans = append(spans, span{int32(start), int32(len(buf))})
+		}
+		start = len(buf)
+		ascii = true
+		inSplit = false
+	}
+	for i := 0; i < len(text); {
+		c := text[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+				if inSplit {
+					flush()
+				}
+				buf = append(buf, c)
+			case 'A' <= c && c <= 'Z':
+				if inSplit {
+					flush()
+				}
+				buf = append(buf, c+('a'-'A'))
+			default:
+				flush()
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(text[i:])
+		i += size
+		switch {
+		case r == utf8.RuneError && size == 1:
+			flush()
+		case unicode.IsMark(r):
+			if len(buf) > start { // attach to the token in progress
+				buf = utf8.AppendRune(buf, r)
+				ascii = false
+			}
+		case isSplitRune(r) && (unicode.IsLetter(r) || unicode.IsNumber(r)):
+			flush()
+			buf = utf8.AppendRune(buf, foldRune(r))
+			ascii = false
+			inSplit = true // ends at the next letter, number or separator
+		case unicode.IsLetter(r) || unicode.IsNumber(r):
+			if inSplit {
+				flush()
+			}
+			buf = utf8.AppendRune(buf, foldRune(r))
+			ascii = false
+		default:
+			flush()
+		}
+	}
+	flush()
+	return buf, spans
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
