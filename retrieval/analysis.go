@@ -11,33 +11,9 @@ type Analyzer struct{}
 // with one analysis is never searched with another.
 const AnalyzerName = "plain-ascii-lower-v1"
 
-// Tokenize returns the lowercase [a-z0-9]+ runs of text, in order.
+// Tokenize returns the lowercase [a-z0-9] runs of text, in order.
 func (Analyzer) Tokenize(text string) []string {
 	var toks []string
-	start := -1
-	var buf []byte
-	flush := func() {
-		if start >= 0 {
-			toks = append(toks, string(buf))
-			buf = buf[:0]
-			start = -1
-		}
-	}
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c >= 'A' && c <= 'Z':
-			c += 'a' - 'A'
-		default:
-			flush()
-			continue
-		}
-		if start < 0 {
-			start = i
-		}
-		buf = append(buf, c)
-	}
-	flush()
+	forEachToken(text, func(tok []byte) { toks = append(toks, string(tok)) })
 	return toks
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -229,4 +230,11 @@ func indexText(c Chunk) string {
 		return c.Text
 	}
 	return c.Title + " " + c.Text
+}
+
+// sortedPassages returns the passages in ascending byte order of id.
+func sortedPassages(ps []Passage) []Passage {
+	out := slices.Clone(ps)
+	slices.SortFunc(out, func(a, b Passage) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
