@@ -165,6 +165,9 @@ func decodeHistory(raw json.RawMessage) ([]Message, error) {
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, fmt.Errorf("want an array of {role, text}, got %s", describeJSON(raw))
 	}
+	if len(items) == 0 {
+		return nil, nil
+	}
 	out := make([]Message, 0, len(items))
 	for i, it := range items {
 		idx := "[" + strconv.Itoa(i) + "]"
@@ -198,6 +201,9 @@ func decodePassages(raw json.RawMessage) ([]PassageRef, error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, fmt.Errorf("want an array of passages, got %s", describeJSON(raw))
+	}
+	if len(items) == 0 {
+		return nil, nil
 	}
 	out := make([]PassageRef, 0, len(items))
 	for i, it := range items {
@@ -286,4 +292,33 @@ func describeJSON(raw []byte) string {
 		return "null"
 	}
 	return kind + " " + truncate(string(raw), 40)
+}
+
+// validateTurn applies the schema's rules to a Turn decoded from a format
+// that does not go through decodeNormalized (Parquet, QReCC, TopiOCQA).
+func validateTurn(t Turn) error {
+	if t.ConvID == "" {
+		return fieldErrf("conv_id", "is empty")
+	}
+	if t.Turn < 1 {
+		return fieldErrf("turn", "must be ≥ 1, got %d", t.Turn)
+	}
+	for i, m := range t.History {
+		if m.Role != "user" && m.Role != "assistant" {
+			return fieldErrf("history["+strconv.Itoa(i)+"].role", "want \"user\" or \"assistant\", got %q", m.Role)
+		}
+	}
+	for i, p := range t.Passages {
+		idx := "passages[" + strconv.Itoa(i) + "]"
+		if p.ID == "" {
+			return fieldErrf(idx+".id", "is empty")
+		}
+		if p.Relevance != nil && *p.Relevance < 0 {
+			return fieldErrf(idx+".relevance", "must be ≥ 0, got %d", *p.Relevance)
+		}
+	}
+	if t.Question == "" && !t.HasRewrite() {
+		return fieldErrf("question", "is empty and there is no rewrite either")
+	}
+	return nil
 }

@@ -103,6 +103,9 @@ func (p *PassageRef) setSnippets(raw json.RawMessage) error {
 		return nil
 	}
 	if err := json.Unmarshal(raw, &p.AnswerSnippets); err == nil {
+		if len(p.AnswerSnippets) == 0 {
+			p.AnswerSnippets = nil // [] and absent mean the same: no spans
+		}
 		return nil
 	}
 	var sets [][]string

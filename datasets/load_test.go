@@ -1,0 +1,325 @@
+package datasets
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// Record and conversation counts per file, as documented in
+// ../shared/data/README.md; passage and relevance counts computed
+// independently with Python's json module over the same files.
+var sharedFiles = []struct {
+	file             string
+	turns, convs     int
+	withRewrite      int
+	withPassages     int
+	nullQuestion     int
+	passages         int
+	judged           int // passages with a relevance
+	relevanceAtLeast map[int]int
+}{
+	{"cast2020.jsonl", 216, 25, 216, 216, 0, 1201, 985, map[int]int{0: 985, 1: 976, 4: 333}},
+	{"cast2021.jsonl", 239, 26, 239, 239, 0, 239, 0, nil},
+	{"cast2022.jsonl", 284, 50, 284, 220, 0, 1100, 1100, map[int]int{1: 1100, 2: 1092, 4: 589}},
+	{"mtrag_human_eval_subset.jsonl", 159, 20, 150, 150, 0, 395, 0, nil},
+	{"mtragun_reference.jsonl", 507, 507, 0, 377, 0, 1180, 0, nil},
+	{"qrecc_scai_sample.jsonl", 95, 32, 95, -1, 95, 348, 0, nil},
+	{"canard_dev.jsonl", 3430, 490, 3430, 0, 0, 0, 0, nil},
+	{"canard_train_rewrites_only.jsonl", 31526, 4383, 31526, 0, 0, 0, 0, nil},
+}
+
+func TestLoadSharedFilesCounts(t *testing.T) {
+	data := sharedData(t)
+	for _, f := range sharedFiles {
+		t.Run(f.file, func(t *testing.T) {
+			if testing.Short() && f.turns > 10000 {
+				t.Skip("large file; skipped in -short")
+			}
+			turns, stats, err := Load(filepath.Join(data, "conversations", f.file), LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(turns) != f.turns || stats.Records != f.turns || stats.Skipped != 0 {
+				t.Fatalf("got %d turns (stats %+v), want %d", len(turns), stats, f.turns)
+			}
+			convs := map[string]bool{}
+			var rw, withP, nullQ, ps, judged int
+			atLeast := map[int]int{}
+			for _, tr := range turns {
+				convs[tr.ConvID] = true
+				if tr.HasRewrite() {
+					rw++
+				}
+				if len(tr.Passages) > 0 {
+					withP++
+				}
+				if tr.Question == "" {
+					nullQ++
+				}
+				for _, p := range tr.Passages {
+					ps++
+					if p.Relevance != nil {
+						judged++
+						for k := range f.relevanceAtLeast {
+							if *p.Relevance >= k {
+								atLeast[k]++
+							}
+						}
+					}
+				}
+			}
+			if len(convs) != f.convs {
+				t.Errorf("%d conversations, want %d", len(convs), f.convs)
+			}
+			if rw != f.withRewrite {
+				t.Errorf("%d turns with a rewrite, want %d", rw, f.withRewrite)
+			}
+			if f.withPassages >= 0 && withP != f.withPassages {
+				t.Errorf("%d turns with passages, want %d", withP, f.withPassages)
+			}
+			if nullQ != f.nullQuestion {
+				t.Errorf("%d turns without a question, want %d", nullQ, f.nullQuestion)
+			}
+			if ps != f.passages || judged != f.judged {
+				t.Errorf("%d passages (%d judged), want %d (%d)", ps, judged, f.passages, f.judged)
+			}
+			for k, want := range f.relevanceAtLeast {
+				if atLeast[k] != want {
+					t.Errorf("%d passages with relevance ≥ %d, want %d", atLeast[k], k, want)
+				}
+			}
+		})
+	}
+}
+
+// Spot checks of field mapping against values read off the files by hand.
+func TestLoadFieldValues(t *testing.T) {
+	data := sharedData(t)
+	c20, _, err := Load(filepath.Join(data, "conversations", "cast2020.jsonl"), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := c20[0]
+	if first.ConvID != "cast20-81" || first.Turn != 1 || len(first.History) != 0 ||
+		first.Question != "How do you know when your garage door opener is going bad?" ||
+		first.Passages[0].ID != "MARCO_5498474" || first.Passages[0].Relevance != nil ||
+		first.Passages[0].Source != "canonical response passage" {
+		t.Errorf("cast2020 line 1 decoded as %+v", first)
+	}
+	snip := first.Passages[1]
+	if len(snip.AnswerSnippetSets) != 3 || len(snip.AnswerSnippets) != 2 ||
+		!strings.HasPrefix(snip.AnswerSnippets[0], "If your garage door opener does not have a safety reversing feature") {
+		t.Errorf("cast2020 line 1 passage 1 snippets: sets %d, flat %q", len(snip.AnswerSnippetSets), snip.AnswerSnippets)
+	}
+	if got := first.Meta["canonical_result_id"]; got != "MARCO_5498474" {
+		t.Errorf("meta.canonical_result_id = %v", got)
+	}
+
+	// CAsT 2022 numbers turns "1-1", "1-3", …; the label is kept and Turn is
+	// the position in the conversation.
+	c22, _, err := Load(filepath.Join(data, "conversations", "cast2022.jsonl"), LoadOptions{UserField: "topic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c22[1].ConvID != "cast22-132-path1" || c22[1].TurnLabel != "1-3" || c22[1].Turn != 2 || c22[1].User != "132" {
+		t.Errorf("cast2022 line 2: conv %s label %q turn %d user %q", c22[1].ConvID, c22[1].TurnLabel, c22[1].Turn, c22[1].User)
+	}
+	if c22[6].ConvID != "cast22-132-path2" || c22[6].TurnLabel != "2-1" || c22[6].Turn != 3 {
+		t.Errorf("cast2022 line 7: conv %s label %q turn %d", c22[6].ConvID, c22[6].TurnLabel, c22[6].Turn)
+	}
+}
+
+func writeTemp(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const goodLine = `{"conv_id": "c1", "turn": 1, "history": [], "question": "Who wrote Dune?", "rewrite": null, "answer": "Frank Herbert", "passages": [{"id": "p1"}]}`
+
+func TestLoadMalformedLines(t *testing.T) {
+	cases := []struct {
+		name, line, field, msg string
+	}{
+		{"invalid JSON", `{"conv_id": "c2", "turn": 1,`, "", "invalid JSON"},
+		{"not an object", `[1, 2]`, "", "want a JSON object"},
+		{"turn type", `{"conv_id": "c2", "turn": true, "question": "q"}`, "turn", "want an integer or a string label"},
+		{"turn zero", `{"conv_id": "c2", "turn": 0, "question": "q"}`, "turn", "must be ≥ 1"},
+		{"missing conv", `{"turn": 1, "question": "q"}`, "conv_id", "is missing"},
+		{"missing question key", `{"conv_id": "c2", "turn": 1, "rewrite": "r"}`, "question", "is missing"},
+		{"no question nor rewrite", `{"conv_id": "c2", "turn": 1, "question": null, "rewrite": null}`, "question", "no rewrite either"},
+		{"bad role", `{"conv_id": "c2", "turn": 2, "question": "q", "history": [{"role": "user", "text": "a"}, {"role": "bot", "text": "b"}]}`, "history[1].role", `got "bot"`},
+		{"passage id", `{"conv_id": "c2", "turn": 1, "question": "q", "passages": [{"id": "p"}, {"id": "p2"}, {"title": "t"}]}`, "passages[2].id", "is missing"},
+		{"relevance type", `{"conv_id": "c2", "turn": 1, "question": "q", "passages": [{"id": "p", "relevance": "high"}]}`, "passages[0].relevance", "want an integer"},
+		{"unknown field", `{"conv_id": "c2", "turn": 1, "question": "q", "rewirte": "typo"}`, "rewirte", "unknown field"},
+		{"answer type", `{"conv_id": "c2", "turn": 1, "question": "q", "answer": 42}`, "answer", "want a string"},
+		{"meta type", `{"conv_id": "c2", "turn": 1, "question": "q", "meta": [1]}`, "meta", "want an object"},
+		{"duplicate", `{"conv_id": "c1", "turn": 1, "question": "again"}`, "turn", "duplicate turn c1#1 (first at line 1)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// The bad record is on line 3, after a good line and a blank one.
+			content := goodLine + "\n\n" + c.line + "\n" + strings.Replace(goodLine, `"c1"`, `"c9"`, 1) + "\n"
+			path := writeTemp(t, "data.jsonl", content)
+			_, _, err := Load(path, LoadOptions{})
+			var re *RecordError
+			if !errors.As(err, &re) {
+				t.Fatalf("want a *RecordError, got %v", err)
+			}
+			if re.File != path || re.Line != 3 || re.Field != c.field || !strings.Contains(re.Err.Error(), c.msg) {
+				t.Fatalf("got %s (line %d, field %q), want line 3, field %q, message containing %q", err, re.Line, re.Field, c.field, c.msg)
+			}
+			if !strings.HasPrefix(err.Error(), path+":3: ") {
+				t.Errorf("message %q does not start with file:line", err)
+			}
+
+			turns, stats, err := Load(path, LoadOptions{SkipBad: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(turns) != 2 || stats.Records != 2 || stats.Skipped != 1 || len(stats.SkippedErrors) != 1 {
+				t.Fatalf("SkipBad: %d turns, stats %+v; want 2 kept, 1 skipped", len(turns), stats)
+			}
+			if turns[0].ConvID != "c1" || turns[1].ConvID != "c9" {
+				t.Errorf("SkipBad kept %s and %s", turns[0].ID(), turns[1].ID())
+			}
+		})
+	}
+}
+
+func TestLoadUserField(t *testing.T) {
+	content := `{"conv_id": "a", "turn": 1, "question": "q1", "meta": {"topic": 12, "customer": "u-7"}}
+{"conv_id": "b", "turn": 1, "question": "q2", "meta": {"topic": "x", "customer": "u-7"}}
+`
+	path := writeTemp(t, "u.jsonl", content)
+	for field, want := range map[string][2]string{
+		"":              {"a", "b"},
+		"conv_id":       {"a", "b"},
+		"topic":         {"12", "x"},
+		"meta.customer": {"u-7", "u-7"},
+	} {
+		turns, _, err := Load(path, LoadOptions{UserField: field})
+		if err != nil {
+			t.Fatalf("user field %q: %v", field, err)
+		}
+		if turns[0].User != want[0] || turns[1].User != want[1] {
+			t.Errorf("user field %q: got %q, %q; want %q", field, turns[0].User, turns[1].User, want)
+		}
+	}
+	_, _, err := Load(path, LoadOptions{UserField: "meta.region"})
+	var re *RecordError
+	if !errors.As(err, &re) || re.Line != 1 || re.Field != "meta.region" {
+		t.Errorf("missing user field: got %v", err)
+	}
+	if _, _, err := Load(path, LoadOptions{UserField: "speaker"}); err == nil || !strings.Contains(err.Error(), "want conv_id, topic or meta.<key>") {
+		t.Errorf("bad user field: got %v", err)
+	}
+}
+
+func TestLoadQReCC(t *testing.T) {
+	turns, stats, err := Load(filepath.Join("testdata", "qrecc_small.json"), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Records != 3 || len(turns) != 3 {
+		t.Fatalf("got %d turns, want 3", len(turns))
+	}
+	second := turns[1]
+	wantRewrite := "What are the educational requirements of a physician's assistant?"
+	if second.ConvID != "1" || second.Turn != 2 || second.Question != "What are their educational requirements?" ||
+		second.Rewrite == nil || *second.Rewrite != wantRewrite || second.Answer != "A master's degree from an accredited program." {
+		t.Errorf("record 1 decoded as %+v", second)
+	}
+	wantHist := []Message{
+		{"user", "What is a physician's assistant?"},
+		{"assistant", "A physician assistant is a medical provider licensed to diagnose and treat illness."},
+	}
+	if !reflect.DeepEqual(second.History, wantHist) {
+		t.Errorf("history = %+v", second.History)
+	}
+	if second.Meta["answer_url"] != "https://example.org/pa-education" || second.Meta["conversation_source"] != "trec" || second.Meta["dataset"] != "QReCC" {
+		t.Errorf("meta = %v", second.Meta)
+	}
+	if turns[2].Rewrite != nil {
+		t.Errorf("empty Rewrite should be no rewrite, got %q", *turns[2].Rewrite)
+	}
+}
+
+func TestLoadQReCCErrors(t *testing.T) {
+	path := filepath.Join("testdata", "qrecc_bad.json")
+	_, _, err := Load(path, LoadOptions{})
+	var re *RecordError
+	if !errors.As(err, &re) {
+		t.Fatalf("want a *RecordError, got %v", err)
+	}
+	// Record 1 starts on line 3 of the fixture.
+	if re.Record != 1 || re.Line != 3 || re.Field != "Turn_no" {
+		t.Fatalf("got %v (record %d, line %d, field %q)", err, re.Record, re.Line, re.Field)
+	}
+	turns, stats, err := Load(path, LoadOptions{SkipBad: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(turns) != 2 || stats.Skipped != 2 {
+		t.Fatalf("SkipBad: %d turns, %d skipped; want 2 and 2", len(turns), stats.Skipped)
+	}
+	if !errors.As(stats.SkippedErrors[1], &re) || re.Record != 2 || re.Line != 5 || re.Field != "Context" {
+		t.Errorf("second skipped error: %v", stats.SkippedErrors[1])
+	}
+}
+
+func TestLoadTopiOCQA(t *testing.T) {
+	turns, _, err := Load(filepath.Join("testdata", "topiocqa_small.json"), LoadOptions{UserField: "topic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(turns) != 2 {
+		t.Fatalf("got %d turns", len(turns))
+	}
+	tr := turns[1]
+	if tr.ConvID != "7" || tr.Turn != 2 || tr.User != "Canberra" || tr.Rewrite == nil || *tr.Rewrite != "when was Canberra founded" {
+		t.Errorf("record 1 decoded as %+v", tr)
+	}
+	if len(tr.Passages) != 1 || tr.Passages[0].ID != "wiki:5498210" || tr.Passages[0].Title != "Canberra" {
+		t.Errorf("gold passage = %+v", tr.Passages)
+	}
+	if tr.Meta["topic_section"] != "History" || tr.Meta["is_nq"] != false || tr.Meta["dataset"] != "TopiOCQA" {
+		t.Errorf("meta = %v", tr.Meta)
+	}
+	if turns[0].Rewrite != nil {
+		t.Errorf("turn without Rewrite got %q", *turns[0].Rewrite)
+	}
+}
+
+func TestDetectFormat(t *testing.T) {
+	dir := t.TempDir()
+	cases := map[string]struct{ name, content, want string }{
+		"jsonl ext":     {"a.jsonl", goodLine, FormatJSONL},
+		"json object":   {"a.json", goodLine, FormatJSONL},
+		"qrecc":         {"b.json", `[{"Conversation_no": 1}]`, FormatQReCC},
+		"topiocqa":      {"c.json", `[{"Conversation_no": 1, "Gold_passage": {}}]`, FormatTopiOCQA},
+		"parquet magic": {"d.bin", "PAR1....", FormatParquet},
+	}
+	for name, c := range cases {
+		p := filepath.Join(dir, c.name)
+		if err := os.WriteFile(p, []byte(c.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := detectFormat(p)
+		if err != nil || got != c.want {
+			t.Errorf("%s: got %q, %v; want %q", name, got, err, c.want)
+		}
+	}
+	p := filepath.Join(dir, "e.json")
+	os.WriteFile(p, []byte(`[{"x": 1}]`), 0o644)
+	if _, err := detectFormat(p); err == nil {
+		t.Error("an unrelated JSON array should not be accepted")
+	}
+}
