@@ -1,0 +1,151 @@
+package rollout
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// answerCache is a bounded LRU of frozen-model answers keyed by
+// (responder name, rendered prompt), optionally backed by a directory with one
+// JSON file per entry. The disk copy is unbounded on purpose: it is the
+// cross-run memory; the in-memory LRU bounds what a process holds.
+type answerCache struct {
+	mu    sync.Mutex
+	max   int
+	ll    *list.List // front = most recently used
+	items map[string]*list.Element
+	dir   string
+	log   *slog.Logger
+}
+
+type cacheEntry struct {
+	Key    string `json:"key"`
+	Answer string `json:"answer"`
+}
+
+func newAnswerCache(max int, dir string, log *slog.Logger) (*answerCache, error) {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("answer cache dir: %w", err)
+		}
+	}
+	return &answerCache{max: max, ll: list.New(), items: map[string]*list.Element{}, dir: dir, log: log}, nil
+}
+
+func (c *answerCache) enabled() bool { return c != nil && (c.max > 0 || c.dir != "") }
+
+func (c *answerCache) get(key string) (string, bool) {
+	if !c.enabled() {
+		return "", false
+	}
+	c.mu.Lock()
+	if el, ok := c.items[key]; ok {
+		c.ll.MoveToFront(el)
+		a := el.Value.(*cacheEntry).Answer
+		c.mu.Unlock()
+		return a, true
+	}
+	c.mu.Unlock()
+	if c.dir == "" {
+		return "", false
+	}
+	raw, err := os.ReadFile(c.path(key))
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			c.log.Warn("answer cache read failed", "err", err)
+		}
+		return "", false
+	}
+	var e cacheEntry
+	if err := json.Unmarshal(raw, &e); err != nil || e.Key != key {
+		// A corrupt file or a hash collision is a miss, never a wrong answer.
+		return "", false
+	}
+	c.putMem(key, e.Answer)
+	return e.Answer, true
+}
+
+func (c *answerCache) put(key, answer string) {
+	if !c.enabled() {
+		return
+	}
+	c.putMem(key, answer)
+	if c.dir == "" {
+		return
+	}
+	raw, err := json.Marshal(cacheEntry{Key: key, Answer: answer})
+	if err == nil {
+		err = writeFileAtomic(c.path(key), raw)
+	}
+	if err != nil {
+		c.log.Warn("answer cache write failed", "err", err)
+	}
+}
+
+func (c *answerCache) putMem(key, answer string) {
+	if c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[key]; ok {
+		el.Value.(*cacheEntry).Answer = answer
+		c.ll.MoveToFront(el)
+		return
+	}
+	c.items[key] = c.ll.PushFront(&cacheEntry{Key: key, Answer: answer})
+	for c.ll.Len() > c.max {
+		old := c.ll.Back()
+		c.ll.Remove(old)
+		delete(c.items, old.Value.(*cacheEntry).Key)
+	}
+}
+
+func (c *answerCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ll.Len()
+}
+
+func (c *answerCache) path(key string) string {
+	h := sha256.Sum256([]byte(key))
+	s := hex.EncodeToString(h[:])
+	return filepath.Join(c.dir, s[:2], s+".json")
+}
+
+// writeFileAtomic writes to a temporary file in the target directory and
+// renames it over path, so readers never see a partial file.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,264 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// The rollout ledger is a Parquet file with one row per Record. Columns are
+// the Record fields under their json names: scalars as flat columns, slices
+// as list columns, so pandas, polars and duckdb read it directly:
+//
+//	duckdb -c "select step, avg(reward) from 'rollouts.parquet' where error = '' group by step"
+//
+// The schema is derived from Record by reflection, so a field added to Record
+// is a new column without touching this file.
+
+// LedgerVersion is stored in the file metadata under "himes.ledger.version".
+const LedgerVersion = "1"
+
+type ledgerColumn struct {
+	name  string
+	index int // field index in Record
+	kind  reflect.Kind
+	elem  reflect.Kind // for slices
+	typ   arrow.DataType
+}
+
+// ledgerColumns derives the Parquet schema from Record's fields.
+func ledgerColumns() ([]ledgerColumn, error) {
+	rt := reflect.TypeFor[Record]()
+	var cols []ledgerColumn
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		c := ledgerColumn{name: name, index: i, kind: f.Type.Kind()}
+		scalar := func(k reflect.Kind) arrow.DataType {
+			switch k {
+			case reflect.String:
+				return arrow.BinaryTypes.String
+			case reflect.Int, reflect.Int64:
+				return arrow.PrimitiveTypes.Int64
+			case reflect.Float64:
+				return arrow.PrimitiveTypes.Float64
+			case reflect.Bool:
+				return arrow.FixedWidthTypes.Boolean
+			}
+			return nil
+		}
+		if c.kind == reflect.Slice {
+			c.elem = f.Type.Elem().Kind()
+			if et := scalar(c.elem); et != nil {
+				c.typ = arrow.ListOf(et)
+			}
+		} else {
+			c.typ = scalar(c.kind)
+		}
+		if c.typ == nil {
+			return nil, fmt.Errorf("ledger: Record.%s has unsupported type %s", f.Name, f.Type)
+		}
+		cols = append(cols, c)
+	}
+	return cols, nil
+}
+
+func ledgerSchema(cols []ledgerColumn) *arrow.Schema {
+	fields := make([]arrow.Field, len(cols))
+	for i, c := range cols {
+		fields[i] = arrow.Field{Name: c.name, Type: c.typ, Nullable: false}
+	}
+	md := arrow.NewMetadata([]string{"himes.ledger.version"}, []string{LedgerVersion})
+	return arrow.NewSchema(fields, &md)
+}
+
+// WriteLedger writes records as a Parquet file at path, atomically: it writes
+// a temporary file beside path and renames it into place.
+func WriteLedger(path string, records []Record) (err error) {
+	cols, err := ledgerColumns()
+	if err != nil {
+		return err
+	}
+	schema := ledgerSchema(cols)
+	mem := memory.NewGoAllocator()
+	b := array.NewRecordBuilder(mem, schema)
+	defer b.Release()
+	for _, rec := range records {
+		rv := reflect.ValueOf(rec)
+		for ci, c := range cols {
+			appendValue(b.Field(ci), c, rv.Field(c.index))
+		}
+	}
+	batch := b.NewRecordBatch()
+	defer batch.Release()
+
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write ledger %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return fmt.Errorf("write ledger %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd))
+	w, err := pqarrow.NewFileWriter(schema, f, props, pqarrow.DefaultWriterProps())
+	if err != nil {
+		return fmt.Errorf("write ledger %s: %w", path, err)
+	}
+	if err := w.Write(batch); err != nil {
+		w.Close()
+		return fmt.Errorf("write ledger %s: %w", path, err)
+	}
+	// Close flushes the footer and closes f.
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("write ledger %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write ledger %s: %w", path, err)
+	}
+	return nil
+}
+
+func appendValue(fb array.Builder, c ledgerColumn, v reflect.Value) {
+	if c.kind != reflect.Slice {
+		appendScalar(fb, c.kind, v)
+		return
+	}
+	lb := fb.(*array.ListBuilder)
+	lb.Append(true) // an empty or nil slice is an empty list, never null
+	vb := lb.ValueBuilder()
+	for i := range v.Len() {
+		appendScalar(vb, c.elem, v.Index(i))
+	}
+}
+
+func appendScalar(b array.Builder, k reflect.Kind, v reflect.Value) {
+	switch k {
+	case reflect.String:
+		b.(*array.StringBuilder).Append(v.String())
+	case reflect.Int, reflect.Int64:
+		b.(*array.Int64Builder).Append(v.Int())
+	case reflect.Float64:
+		b.(*array.Float64Builder).Append(v.Float())
+	case reflect.Bool:
+		b.(*array.BooleanBuilder).Append(v.Bool())
+	}
+}
+
+// ReadLedger reads a ledger written by WriteLedger. Columns it does not know
+// are ignored and missing columns stay zero, so older and newer ledgers load.
+func ReadLedger(path string) ([]Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read ledger: %w", err)
+	}
+	defer f.Close()
+	mem := memory.NewGoAllocator()
+	tbl, err := pqarrow.ReadTable(context.Background(), f, parquet.NewReaderProperties(mem), pqarrow.ArrowReadProperties{}, mem)
+	if err != nil {
+		return nil, fmt.Errorf("read ledger %s: %w", path, err)
+	}
+	defer tbl.Release()
+	cols, err := ledgerColumns()
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]ledgerColumn{}
+	for _, c := range cols {
+		byName[c.name] = c
+	}
+	out := make([]Record, tbl.NumRows())
+	sc := tbl.Schema()
+	for ci := range int(tbl.NumCols()) {
+		field := sc.Field(ci)
+		c, ok := byName[field.Name]
+		if !ok {
+			continue
+		}
+		if !arrow.TypeEqual(field.Type, c.typ) {
+			return nil, fmt.Errorf("read ledger %s: column %q has type %s, want %s", path, field.Name, field.Type, c.typ)
+		}
+		row := 0
+		for _, chunk := range tbl.Column(ci).Data().Chunks() {
+			for i := range chunk.Len() {
+				fv := reflect.ValueOf(&out[row]).Elem().Field(c.index)
+				if err := readValue(chunk, i, c, fv); err != nil {
+					return nil, fmt.Errorf("read ledger %s: row %d column %q: %w", path, row, c.name, err)
+				}
+				row++
+			}
+		}
+	}
+	return out, nil
+}
+
+func readValue(arr arrow.Array, i int, c ledgerColumn, dst reflect.Value) error {
+	if arr.IsNull(i) {
+		return nil
+	}
+	if c.kind != reflect.Slice {
+		return readScalar(arr, i, c.kind, dst)
+	}
+	la, ok := arr.(*array.List)
+	if !ok {
+		return fmt.Errorf("want a list column, got %T", arr)
+	}
+	start, end := la.ValueOffsets(i)
+	if end == start {
+		return nil // empty lists read back as nil slices
+	}
+	s := reflect.MakeSlice(dst.Type(), int(end-start), int(end-start))
+	for k := start; k < end; k++ {
+		if err := readScalar(la.ListValues(), int(k), c.elem, s.Index(int(k-start))); err != nil {
+			return err
+		}
+	}
+	dst.Set(s)
+	return nil
+}
+
+func readScalar(arr arrow.Array, i int, k reflect.Kind, dst reflect.Value) error {
+	switch a := arr.(type) {
+	case *array.String:
+		if k == reflect.String {
+			dst.SetString(a.Value(i))
+			return nil
+		}
+	case *array.Int64:
+		if k == reflect.Int || k == reflect.Int64 {
+			dst.SetInt(a.Value(i))
+			return nil
+		}
+	case *array.Float64:
+		if k == reflect.Float64 {
+			dst.SetFloat(a.Value(i))
+			return nil
+		}
+	case *array.Boolean:
+		if k == reflect.Bool {
+			dst.SetBool(a.Value(i))
+			return nil
+		}
+	}
+	return fmt.Errorf("cannot read %T into a %s", arr, k)
+}

@@ -1,0 +1,119 @@
+package rollout
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/schema"
+)
+
+func sampleRecords() []Record {
+	return []Record{
+		{
+			Step: 4, PromptID: "p1", ConvID: "c1", Turn: 3, GroupIndex: 0, SampleIndex: 1, PolicyVersion: 12,
+			Question: "what about it?", Rewrite: "what about the eiffel tower",
+			ChunkIDs: []string{"MARCO_1#0", "CAR_9#2"}, ChunkScores: []float64{12.5, 3.25},
+			Memories: []string{"eiffel tower height"}, MemorySims: []float64{0.75},
+			Answer: "It is 330 m tall.", RougeP: 0.5, RougeR: 0.25, RougeF1: 1.0 / 3, EM: 0, SquadF1: 0.4,
+			Hit: 1, Alpha: 1, Beta: 0.5, Reward: 1.0/3 + 0.5, Advantage: -0.7, Included: true,
+			Dedup: true, CacheHit: true, RetrieveSeconds: 0.001, RespondSeconds: 0.5, ScoreSeconds: 1e-6,
+		},
+		{
+			// A failed rollout: no chunks, no memories (empty lists), an error.
+			Step: 4, PromptID: "p1", ConvID: "c1", Turn: 3, GroupIndex: 0, SampleIndex: 2, PolicyVersion: 12,
+			Rewrite: "ünïcödé ✓", Error: "respond: h: unavailable after 7 attempt(s): busy", ErrorKind: KindUnavailable,
+		},
+	}
+}
+
+func TestLedgerRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "rollouts.parquet")
+	want := sampleRecords()
+	if err := WriteLedger(path, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip differs:\n got %+v\nwant %+v", got, want)
+	}
+	// Only the ledger is left: the temporary file was renamed, not copied.
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 1 {
+		t.Errorf("directory holds %d entries, want only the ledger", len(entries))
+	}
+	// An empty ledger is valid too.
+	empty := filepath.Join(t.TempDir(), "empty.parquet")
+	if err := WriteLedger(empty, nil); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := ReadLedger(empty); err != nil || len(recs) != 0 {
+		t.Errorf("empty ledger: %d records, %v", len(recs), err)
+	}
+}
+
+// The file is plain Parquet that other readers understand: flat columns with
+// the json names and standard 3-level LIST columns for the slices.
+func TestLedgerParquetSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.parquet")
+	if err := WriteLedger(path, sampleRecords()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.NumRows() != 2 {
+		t.Errorf("rows = %d", r.NumRows())
+	}
+	root := r.MetaData().Schema.Root()
+	fields := map[string]schema.Node{}
+	for i := range root.NumFields() {
+		fields[root.Field(i).Name()] = root.Field(i)
+	}
+	for _, name := range []string{"step", "prompt_id", "rewrite", "answer", "reward", "rouge_f1", "em", "hit",
+		"advantage", "included", "error", "error_kind", "dedup", "cache_hit", "retrieve_seconds", "policy_version"} {
+		n, ok := fields[name]
+		if !ok {
+			t.Errorf("column %q missing", name)
+			continue
+		}
+		if _, ok := n.(*schema.PrimitiveNode); !ok {
+			t.Errorf("column %q is not flat", name)
+		}
+	}
+	for _, name := range []string{"chunk_ids", "chunk_scores", "memories", "memory_sims"} {
+		g, ok := fields[name].(*schema.GroupNode)
+		if !ok {
+			t.Errorf("column %q is not a group (list) node", name)
+			continue
+		}
+		if _, ok := g.LogicalType().(schema.ListLogicalType); !ok {
+			t.Errorf("column %q logical type %v, want LIST", name, g.LogicalType())
+		}
+	}
+	if v := r.MetaData().KeyValueMetadata().FindValue("ARROW:schema"); v == nil {
+		t.Log("no embedded arrow schema (fine for other readers)")
+	}
+}
+
+func TestReadLedgerErrors(t *testing.T) {
+	if _, err := ReadLedger(filepath.Join(t.TempDir(), "absent.parquet")); err == nil {
+		t.Error("missing file accepted")
+	}
+	bad := filepath.Join(t.TempDir(), "bad.parquet")
+	if err := os.WriteFile(bad, []byte("not parquet at all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadLedger(bad)
+	if err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("corrupt file: err = %v, want one naming %s", err, bad)
+	}
+}

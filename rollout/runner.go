@@ -1,0 +1,372 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/retrieval"
+)
+
+// Scorer computes the HSER reward of an answer; *hser.Scorer implements it.
+type Scorer interface {
+	Score(prediction, reference string, context []string) hser.Score
+}
+
+// Sample is one sampled rewrite of a prompt.
+type Sample struct {
+	Index         int    // position in the group
+	Rewrite       string // the policy's rewrite q'
+	PolicyVersion int64  // the policy version that produced it
+}
+
+// Group is one prompt of a step with its G sampled rewrites.
+type Group struct {
+	PromptID string
+	Turn     datasets.Turn
+	Samples  []Sample
+}
+
+// Record is one rollout: what was retrieved and answered for one sample, its
+// reward terms, and how it went. It is one row of the rollout ledger, so every
+// field is a scalar or a list of scalars.
+type Record struct {
+	Step          int    `json:"step"`
+	PromptID      string `json:"prompt_id"`
+	ConvID        string `json:"conv_id"`
+	Turn          int    `json:"turn"`
+	GroupIndex    int    `json:"group_index"`
+	SampleIndex   int    `json:"sample_index"`
+	PolicyVersion int64  `json:"policy_version"`
+	Question      string `json:"question"`
+	Rewrite       string `json:"rewrite"`
+
+	// The final top-k chunks handed to the responder, best first.
+	ChunkIDs    []string  `json:"chunk_ids"`
+	ChunkScores []float64 `json:"chunk_scores"`
+	// Activated long-term memories (H_n): queries and similarities.
+	Memories   []string  `json:"memories"`
+	MemorySims []float64 `json:"memory_sims"`
+
+	Answer string `json:"answer"`
+
+	// Reward terms (hser.Score); zero and meaningless when Error is set.
+	RougeP  float64 `json:"rouge_p"`
+	RougeR  float64 `json:"rouge_r"`
+	RougeF1 float64 `json:"rouge_f1"`
+	EM      float64 `json:"em"`
+	SquadF1 float64 `json:"squad_f1"`
+	Hit     float64 `json:"hit"`
+	Alpha   float64 `json:"alpha"`
+	Beta    float64 `json:"beta"`
+	Reward  float64 `json:"reward"`
+
+	// Advantage and Included are filled by the training loop.
+	Advantage float64 `json:"advantage"`
+	Included  bool    `json:"included"`
+
+	// Error is set when the rollout failed; such a rollout is not scored.
+	Error     string `json:"error"`
+	ErrorKind string `json:"error_kind"`
+
+	// Dedup: the sample reused the retrieval and answer of an earlier sample of
+	// this step with the same normalized rewrite. CacheHit: the answer came
+	// from the answer cache (or a concurrent identical call), not the responder.
+	Dedup    bool `json:"dedup"`
+	CacheHit bool `json:"cache_hit"`
+
+	// Per-stage latency in seconds (for a deduplicated sample, the stages it reused).
+	RetrieveSeconds float64 `json:"retrieve_seconds"`
+	RespondSeconds  float64 `json:"respond_seconds"`
+	ScoreSeconds    float64 `json:"score_seconds"`
+}
+
+// Failed reports whether the rollout failed (and so carries no reward).
+func (r Record) Failed() bool { return r.Error != "" }
+
+// Stats summarizes a Run. Seconds are summed over the work actually done.
+type Stats struct {
+	Rollouts, Failed, ResponderCalls, DedupHits, CacheHits int
+	RetrieveSeconds, RespondSeconds, ScoreSeconds          float64
+}
+
+// Runner executes rollouts. It keeps the answer cache across steps, so one
+// Runner serves a whole training run. It is safe for one Run at a time per
+// step; concurrent Runs share the cache safely.
+type Runner struct {
+	cfg    Config
+	ret    retrieval.Retriever
+	resp   Responder
+	scorer Scorer
+	cache  *answerCache
+	calls  singleflight.Group // identical prompts in flight share one call
+	log    *slog.Logger
+}
+
+// NewRunner returns a runner over a retriever, a responder and the reward.
+func NewRunner(cfg Config, ret retrieval.Retriever, resp Responder, scorer Scorer) (*Runner, error) {
+	if isNil(ret) {
+		return nil, errors.New("rollout: nil retriever")
+	}
+	if isNil(resp) {
+		return nil, errors.New("rollout: nil responder")
+	}
+	if isNil(scorer) {
+		return nil, errors.New("rollout: nil scorer")
+	}
+	if cfg.Concurrency < 1 {
+		return nil, fmt.Errorf("rollout: concurrency must be ≥ 1, got %d", cfg.Concurrency)
+	}
+	if cfg.CacheSize < 0 {
+		return nil, fmt.Errorf("rollout: cache_size must be ≥ 0, got %d", cfg.CacheSize)
+	}
+	log := slog.Default().With("component", "rollout")
+	cache, err := newAnswerCache(cfg.CacheSize, cfg.CacheDir, log)
+	if err != nil {
+		return nil, fmt.Errorf("rollout: %w", err)
+	}
+	return &Runner{cfg: cfg, ret: ret, resp: resp, scorer: scorer, cache: cache, log: log}, nil
+}
+
+// isNil catches typed nil pointers stored in interfaces (a nil *hser.Scorer).
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// job is the unit of work after de-duplication: one retrieval and one answer
+// shared by every sample with the same (user, question, normalized rewrite).
+type job struct {
+	user, question, rewrite string
+	samples                 []int // flat sample indexes, the first one is the leader
+
+	chunks                  []retrieval.Ranked
+	trace                   retrieval.Trace
+	answer                  string
+	err                     error
+	called, cacheHit        bool
+	retrieveSec, respondSec float64
+}
+
+// Run executes every sample of every group: retrieval → responder → reward.
+// Records come back in (group, sample) order whatever the concurrency.
+// Per-rollout failures are recorded (Error, ErrorKind) and not scored; Run
+// returns an error only for fatal problems: cancellation of ctx, or a model
+// that is missing from a host.
+func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, Stats, error) {
+	var stats Stats
+	type ref struct{ g, s int }
+	var refs []ref
+	for gi, g := range groups {
+		for si := range g.Samples {
+			refs = append(refs, ref{gi, si})
+		}
+	}
+	// De-duplicate up front: all samples of the step are known, so the first
+	// sample of each key (in (group, sample) order) leads, deterministically.
+	var jobs []*job
+	byKey := map[string]*job{}
+	jobOf := make([]*job, len(refs))
+	for i, rf := range refs {
+		g := groups[rf.g]
+		rw := g.Samples[rf.s].Rewrite
+		key := strconv.Itoa(i)
+		if r.cfg.Dedup {
+			key = g.Turn.User + "\x00" + g.Turn.Question + "\x00" + NormalizeRewrite(rw)
+		}
+		j := byKey[key]
+		if j == nil {
+			j = &job{user: g.Turn.User, question: g.Turn.Question, rewrite: rw}
+			byKey[key] = j
+			jobs = append(jobs, j)
+		}
+		j.samples = append(j.samples, i)
+		jobOf[i] = j
+	}
+
+	eg, egctx := errgroup.WithContext(ctx)
+	eg.SetLimit(r.cfg.Concurrency)
+	for _, j := range jobs {
+		eg.Go(func() error {
+			r.runJob(egctx, j)
+			if j.err != nil && (isFatal(j.err) || ctx.Err() != nil) {
+				return j.err
+			}
+			return nil
+		})
+	}
+	err := eg.Wait()
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, stats, fmt.Errorf("rollout step %d: %w", step, cerr)
+	}
+	if err != nil {
+		return nil, stats, fmt.Errorf("rollout step %d: %w", step, err)
+	}
+
+	records := make([]Record, len(refs))
+	for i, rf := range refs {
+		g := groups[rf.g]
+		s := g.Samples[rf.s]
+		j := jobOf[i]
+		rec := Record{
+			Step: step, PromptID: g.PromptID, ConvID: g.Turn.ConvID, Turn: g.Turn.Turn,
+			GroupIndex: rf.g, SampleIndex: s.Index, PolicyVersion: s.PolicyVersion,
+			Question: g.Turn.Question, Rewrite: s.Rewrite,
+			Dedup: j.samples[0] != i, CacheHit: j.cacheHit,
+			RetrieveSeconds: j.retrieveSec, RespondSeconds: j.respondSec,
+		}
+		for _, c := range j.chunks {
+			rec.ChunkIDs = append(rec.ChunkIDs, c.ID)
+			rec.ChunkScores = append(rec.ChunkScores, c.Score)
+		}
+		for _, m := range j.trace.Memories {
+			rec.Memories = append(rec.Memories, m.Query)
+			rec.MemorySims = append(rec.MemorySims, m.Sim)
+		}
+		if rec.Dedup {
+			stats.DedupHits++
+		}
+		if j.err != nil {
+			rec.Error, rec.ErrorKind = j.err.Error(), j.errKind()
+			stats.Failed++
+		} else {
+			rec.Answer = j.answer
+			texts := make([]string, len(j.chunks))
+			for k, c := range j.chunks {
+				texts[k] = c.Text
+			}
+			t0 := time.Now()
+			sc := r.scorer.Score(j.answer, g.Turn.Answer, texts)
+			rec.ScoreSeconds = time.Since(t0).Seconds()
+			stats.ScoreSeconds += rec.ScoreSeconds
+			setScore(&rec, sc)
+		}
+		records[i] = rec
+	}
+	stats.Rollouts = len(records)
+	for _, j := range jobs {
+		stats.RetrieveSeconds += j.retrieveSec
+		stats.RespondSeconds += j.respondSec
+		if j.called {
+			stats.ResponderCalls++
+		}
+		if j.cacheHit {
+			stats.CacheHits++
+		}
+	}
+	if stats.Failed > 0 {
+		first := ""
+		for _, rec := range records {
+			if rec.Error != "" {
+				first = rec.Error
+				break
+			}
+		}
+		r.log.Warn("rollouts failed", "step", step, "failed", stats.Failed, "of", stats.Rollouts, "first_error", first)
+	}
+	return records, stats, nil
+}
+
+func (j *job) errKind() string {
+	var re *retrieveError
+	if errors.As(j.err, &re) {
+		return KindRetrieval
+	}
+	return errorKind(j.err)
+}
+
+// retrieveError marks a failure of the retrieval stage.
+type retrieveError struct{ err error }
+
+func (e *retrieveError) Error() string { return "retrieve: " + e.err.Error() }
+func (e *retrieveError) Unwrap() error { return e.err }
+
+// runJob retrieves and answers one deduplicated rewrite.
+func (r *Runner) runJob(ctx context.Context, j *job) {
+	t0 := time.Now()
+	res, err := r.ret.Retrieve(ctx, j.user, j.rewrite, j.question)
+	j.retrieveSec = time.Since(t0).Seconds()
+	if err != nil {
+		j.err = &retrieveError{err}
+		return
+	}
+	j.chunks, j.trace = res.Chunks, res.Trace
+
+	key, err := r.cacheKey(j.question, res.Chunks)
+	if err != nil {
+		j.err = fmt.Errorf("respond: %w", err)
+		return
+	}
+	if a, ok := r.cache.get(key); ok {
+		j.answer, j.cacheHit = a, true
+		return
+	}
+	t1 := time.Now()
+	var led atomic.Bool
+	v, err, _ := r.calls.Do(key, func() (any, error) {
+		led.Store(true)
+		a, err := r.resp.Respond(ctx, j.question, res.Chunks)
+		if err == nil {
+			r.cache.put(key, a)
+		}
+		return a, err
+	})
+	j.respondSec = time.Since(t1).Seconds()
+	j.called = led.Load()
+	if err != nil {
+		j.err = fmt.Errorf("respond: %w", err)
+		return
+	}
+	j.answer = v.(string)
+	// An answer shared from a concurrent identical call is a cache hit too:
+	// no responder call was made for this job.
+	j.cacheHit = !j.called
+}
+
+// cacheKey is (responder name, rendered prompt). Responders that do not
+// render a prompt are keyed by the question and the chunks' ids and texts.
+func (r *Runner) cacheKey(question string, chunks []retrieval.Ranked) (string, error) {
+	var b strings.Builder
+	b.WriteString(r.resp.Name())
+	b.WriteByte(0)
+	if pr, ok := r.resp.(PromptRenderer); ok {
+		p, err := pr.RenderPrompt(question, chunks)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(p)
+		return b.String(), nil
+	}
+	b.WriteString(question)
+	for _, c := range chunks {
+		b.WriteByte(0)
+		b.WriteString(c.ID)
+		b.WriteByte(1)
+		b.WriteString(c.Text)
+	}
+	return b.String(), nil
+}
+
+// NormalizeRewrite is the de-duplication key of a rewrite: case-folded with
+// whitespace collapsed. Retrievers tokenize case-insensitively, so two
+// rewrites that differ only there retrieve the same chunks.
+func NormalizeRewrite(s string) string {
+	return strings.Join(strings.Fields(strings.ToLower(s)), " ")
+}
+
+// CacheLen reports how many answers the in-memory cache holds.
+func (r *Runner) CacheLen() int { return r.cache.len() }
