@@ -1,6 +1,10 @@
 package trainer
 
-import "github.com/himes-rl/himes/internal/fielderr"
+import (
+	"math"
+
+	"github.com/himes-rl/himes/internal/fielderr"
+)
 
 // Config is the "trainer" section: where the policy lives.
 type Config struct {
@@ -8,15 +12,104 @@ type Config struct {
 	Endpoint string `yaml:"endpoint"`
 	// Token is an optional bearer token; "$ENV" reads it from an environment variable.
 	Token string `yaml:"token"`
+	// TimeoutSeconds bounds one HTTP attempt (default 600: a grpo_step on a
+	// large batch can take minutes).
+	TimeoutSeconds float64 `yaml:"timeout_seconds"`
+	// Retries is how many times a failed call is retried (connection errors,
+	// timeouts, retryable errors); default 4.
+	Retries int `yaml:"retries"`
+	// Embedded configures the embedded policy (Endpoint "embedded", and
+	// `himes trainer serve`).
+	Embedded EmbeddedConfig `yaml:"embedded"`
+}
+
+// EmbeddedConfig holds the embedded term-selection policy's knobs. Learning
+// rates and loss settings arrive per request.
+type EmbeddedConfig struct {
+	// MaxCandidates caps the candidate terms (= tokens) per prompt; default 32.
+	MaxCandidates int `yaml:"max_candidates"`
+	// InitBias is the initial weight of the bias feature (default 0: every
+	// term kept with probability ½ at T = 1; negative keeps fewer).
+	InitBias float64 `yaml:"init_bias"`
+	// InitStd is the standard deviation of the Gaussian initial weights of the
+	// other features (default 0: all zero).
+	InitStd float64 `yaml:"init_std"`
+	// InitSeed seeds the initial weights.
+	InitSeed int64 `yaml:"init_seed"`
+	// AdamBeta1, AdamBeta2, AdamEps are Adam's constants (0.9, 0.999, 1e-8).
+	AdamBeta1 float64 `yaml:"adam_beta1"`
+	AdamBeta2 float64 `yaml:"adam_beta2"`
+	AdamEps   float64 `yaml:"adam_eps"`
+	// CheckpointDir is where save writes and load reads (default
+	// "checkpoints/trainer", relative to the working directory).
+	CheckpointDir string `yaml:"checkpoint_dir"`
+	// StepCache is how many step_id results are remembered for replay (default 1024).
+	StepCache int `yaml:"step_cache"`
 }
 
 // DefaultConfig uses the embedded policy.
-func DefaultConfig() Config { return Config{Endpoint: "embedded"} }
+func DefaultConfig() Config {
+	return Config{Endpoint: "embedded", TimeoutSeconds: 600, Retries: 4, Embedded: DefaultEmbeddedConfig()}
+}
 
-// Validate checks the endpoint.
+// DefaultEmbeddedConfig returns the documented defaults.
+func DefaultEmbeddedConfig() EmbeddedConfig {
+	return EmbeddedConfig{
+		MaxCandidates: 32, InitSeed: 1,
+		AdamBeta1: 0.9, AdamBeta2: 0.999, AdamEps: 1e-8,
+		CheckpointDir: "checkpoints/trainer", StepCache: 1024,
+	}
+}
+
+// Validate checks the endpoint and the knobs.
 func (c Config) Validate() error {
 	if c.Endpoint == "" {
 		return fielderr.New("endpoint", "is required (\"embedded\" or a URL)")
 	}
+	if c.Endpoint != "embedded" {
+		if _, err := parseBaseURL(c.Endpoint); err != nil {
+			return fielderr.New("endpoint", "want \"embedded\" or an http(s) URL: %v", err)
+		}
+	}
+	if !(c.TimeoutSeconds > 0) || math.IsInf(c.TimeoutSeconds, 0) {
+		return fielderr.New("timeout_seconds", "must be > 0, got %v", c.TimeoutSeconds)
+	}
+	if c.Retries < 0 {
+		return fielderr.New("retries", "must be ≥ 0, got %d", c.Retries)
+	}
+	if err := c.Embedded.Validate(); err != nil {
+		return fielderr.Prefix("embedded", err)
+	}
 	return nil
 }
+
+// Validate checks the embedded policy's knobs.
+func (c EmbeddedConfig) Validate() error {
+	if c.MaxCandidates < 1 {
+		return fielderr.New("max_candidates", "must be ≥ 1, got %d", c.MaxCandidates)
+	}
+	if !finite(c.InitBias) {
+		return fielderr.New("init_bias", "must be finite, got %v", c.InitBias)
+	}
+	if !finite(c.InitStd) || c.InitStd < 0 {
+		return fielderr.New("init_std", "must be ≥ 0, got %v", c.InitStd)
+	}
+	if !(c.AdamBeta1 >= 0 && c.AdamBeta1 < 1) {
+		return fielderr.New("adam_beta1", "must be in [0, 1), got %v", c.AdamBeta1)
+	}
+	if !(c.AdamBeta2 >= 0 && c.AdamBeta2 < 1) {
+		return fielderr.New("adam_beta2", "must be in [0, 1), got %v", c.AdamBeta2)
+	}
+	if !(c.AdamEps > 0) || !finite(c.AdamEps) {
+		return fielderr.New("adam_eps", "must be > 0, got %v", c.AdamEps)
+	}
+	if c.CheckpointDir == "" {
+		return fielderr.New("checkpoint_dir", "is required")
+	}
+	if c.StepCache < 1 {
+		return fielderr.New("step_cache", "must be ≥ 1, got %d", c.StepCache)
+	}
+	return nil
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -1,0 +1,223 @@
+package trainer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// checkpointFormat identifies embedded-policy checkpoint files.
+const checkpointFormat = "himes-embedded-policy/1"
+
+// checkpointFile is the on-disk form of policyState. encoding/json writes
+// float64s in their shortest round-trip form, so a load restores them bit
+// for bit.
+type checkpointFile struct {
+	Format        string    `json:"format"`
+	Features      []string  `json:"features"`
+	CreatedAt     time.Time `json:"created_at"`
+	PolicyVersion int64     `json:"policy_version"`
+	Weights       []float64 `json:"weights"`
+	AdamM         []float64 `json:"adam_m"`
+	AdamV         []float64 `json:"adam_v"`
+	AdamT         int64     `json:"adam_t"`
+	Reference     []float64 `json:"reference"` // null before the first grpo_step
+}
+
+var checkpointNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+func checkName(name string) *Error {
+	if !checkpointNameRe.MatchString(name) {
+		return invalidf("name: %q must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}", name)
+	}
+	return nil
+}
+
+func (e *Embedded) checkpointPath(name string) string {
+	return filepath.Join(e.cfg.CheckpointDir, name+".json")
+}
+
+// Save writes weights, Adam state, version and reference snapshot to
+// CheckpointDir/NAME.json atomically.
+func (e *Embedded) Save(ctx context.Context, req SaveRequest) (SaveResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return SaveResponse{}, err
+	}
+	if err := checkStepID(req.StepID); err != nil {
+		return SaveResponse{}, err
+	}
+	if err := checkName(req.Name); err != nil {
+		return SaveResponse{}, err
+	}
+	hash, err := requestHash(SaveRequest{Name: req.Name})
+	if err != nil {
+		return SaveResponse{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if prev, perr := e.steps.lookup(req.StepID, "save", hash); perr != nil {
+		return SaveResponse{}, perr
+	} else if prev != nil {
+		r := prev.(SaveResponse)
+		r.Replayed = true
+		return r, nil
+	}
+	st := e.st
+	raw, err := json.MarshalIndent(checkpointFile{
+		Format: checkpointFormat, Features: featureNames[:], CreatedAt: time.Now().UTC(),
+		PolicyVersion: st.version, Weights: st.w, AdamM: st.m, AdamV: st.v, AdamT: st.t, Reference: st.ref,
+	}, "", " ")
+	if err != nil {
+		return SaveResponse{}, fmt.Errorf("encode checkpoint %s: %w", req.Name, err)
+	}
+	path := e.checkpointPath(req.Name)
+	if err := writeAtomic(path, raw); err != nil {
+		return SaveResponse{}, newErr(CodeInternal, "save checkpoint %s: %v", req.Name, err)
+	}
+	res := SaveResponse{Name: req.Name, PolicyVersion: st.version, SizeBytes: int64(len(raw))}
+	e.steps.store(req.StepID, "save", hash, res)
+	return res, nil
+}
+
+// Load restores a checkpoint written by Save, exactly.
+func (e *Embedded) Load(ctx context.Context, req LoadRequest) (LoadResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return LoadResponse{}, err
+	}
+	if err := checkStepID(req.StepID); err != nil {
+		return LoadResponse{}, err
+	}
+	if err := checkName(req.Name); err != nil {
+		return LoadResponse{}, err
+	}
+	hash, err := requestHash(LoadRequest{Name: req.Name})
+	if err != nil {
+		return LoadResponse{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if prev, perr := e.steps.lookup(req.StepID, "load", hash); perr != nil {
+		return LoadResponse{}, perr
+	} else if prev != nil {
+		r := prev.(LoadResponse)
+		r.Replayed = true
+		return r, nil
+	}
+	cf, perr := readCheckpoint(e.checkpointPath(req.Name))
+	if perr != nil {
+		return LoadResponse{}, perr
+	}
+	e.st = policyState{w: cf.Weights, m: cf.AdamM, v: cf.AdamV, t: cf.AdamT, version: cf.PolicyVersion, ref: cf.Reference}
+	res := LoadResponse{Name: req.Name, PolicyVersion: cf.PolicyVersion}
+	e.steps.store(req.StepID, "load", hash, res)
+	return res, nil
+}
+
+// readCheckpoint reads and validates one checkpoint file.
+func readCheckpoint(path string) (checkpointFile, *Error) {
+	var cf checkpointFile
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cf, newErr(CodeNotFound, "checkpoint %q not found (%s)", strings.TrimSuffix(filepath.Base(path), ".json"), path)
+	}
+	if err != nil {
+		return cf, newErr(CodeInternal, "read checkpoint: %v", err)
+	}
+	if err := json.Unmarshal(raw, &cf); err != nil {
+		return cf, newErr(CodeInternal, "checkpoint %s: %v", path, err)
+	}
+	bad := func(field, format string, args ...any) *Error {
+		return newErr(CodeInternal, "checkpoint %s: field %s: %s", path, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case cf.Format != checkpointFormat:
+		return cf, bad("format", "%q, want %q", cf.Format, checkpointFormat)
+	case len(cf.Features) != numFeatures || strings.Join(cf.Features, ",") != strings.Join(featureNames[:], ","):
+		return cf, bad("features", "%v do not match this build's %v", cf.Features, featureNames)
+	case len(cf.Weights) != numFeatures:
+		return cf, bad("weights", "%d values, want %d", len(cf.Weights), numFeatures)
+	case len(cf.AdamM) != numFeatures:
+		return cf, bad("adam_m", "%d values, want %d", len(cf.AdamM), numFeatures)
+	case len(cf.AdamV) != numFeatures:
+		return cf, bad("adam_v", "%d values, want %d", len(cf.AdamV), numFeatures)
+	case cf.Reference != nil && len(cf.Reference) != numFeatures:
+		return cf, bad("reference", "%d values, want %d or null", len(cf.Reference), numFeatures)
+	case cf.AdamT < 0 || cf.PolicyVersion < 0:
+		return cf, bad("adam_t/policy_version", "must be ≥ 0")
+	}
+	return cf, nil
+}
+
+// Checkpoints lists the checkpoints in CheckpointDir, sorted by name.
+func (e *Embedded) Checkpoints(ctx context.Context) ([]CheckpointInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(e.cfg.CheckpointDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []CheckpointInfo{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	out := []CheckpointInfo{}
+	for _, ent := range ents {
+		name, ok := strings.CutSuffix(ent.Name(), ".json")
+		if !ok || ent.IsDir() || !checkpointNameRe.MatchString(name) {
+			continue
+		}
+		cf, perr := readCheckpoint(filepath.Join(e.cfg.CheckpointDir, ent.Name()))
+		if perr != nil {
+			continue // not one of ours, or damaged: list only what load would accept
+		}
+		fi, err := ent.Info()
+		if err != nil {
+			return nil, fmt.Errorf("list checkpoints: %w", err)
+		}
+		out = append(out, CheckpointInfo{Name: name, PolicyVersion: cf.PolicyVersion, CreatedAt: cf.CreatedAt, SizeBytes: fi.Size()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// writeAtomic writes data to path via a synced temporary file and a rename,
+// so readers see the old file or the new one, never a torn one.
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("create temporary file: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after a successful rename
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename to %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync() // best effort: make the rename durable
+		d.Close()
+	}
+	return nil
+}

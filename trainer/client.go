@@ -1,0 +1,250 @@
+package trainer
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Client speaks the protocol to a remote endpoint. It implements Policy and
+// Scorer. Every call is retried on connection failures, timeouts and
+// retryable errors: reads are side-effect free, and mutating calls carry a
+// step_id (generated when the caller leaves it empty, then reused on every
+// retry), so a retry never applies an update twice.
+type Client struct {
+	base       string
+	token      string
+	hc         *http.Client
+	timeout    time.Duration
+	retries    int
+	backoff    time.Duration
+	maxBackoff time.Duration
+	log        *slog.Logger
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithHTTPClient sets the HTTP client (default: a fresh one with the default transport).
+func WithHTTPClient(hc *http.Client) ClientOption { return func(c *Client) { c.hc = hc } }
+
+// WithTimeout bounds each attempt (default 10 minutes).
+func WithTimeout(d time.Duration) ClientOption { return func(c *Client) { c.timeout = d } }
+
+// WithRetries sets how many times a call is retried after the first attempt (default 4).
+func WithRetries(n int) ClientOption { return func(c *Client) { c.retries = max(n, 0) } }
+
+// WithBackoff sets the first retry delay and its cap; delays double (defaults 250ms, 10s).
+func WithBackoff(initial, maxDelay time.Duration) ClientOption {
+	return func(c *Client) { c.backoff, c.maxBackoff = initial, maxDelay }
+}
+
+// WithLogger sets the logger for retries (default slog.Default()).
+func WithLogger(l *slog.Logger) ClientOption { return func(c *Client) { c.log = l } }
+
+// NewClient returns a client of the endpoint at baseURL (e.g.
+// "http://127.0.0.1:8765"); token, when non-empty, is sent as a bearer token.
+func NewClient(baseURL, token string, opts ...ClientOption) *Client {
+	base, err := parseBaseURL(baseURL)
+	if err != nil {
+		base = baseURL // calls will fail with a clear error naming it
+	}
+	c := &Client{
+		base: base, token: token, hc: &http.Client{},
+		timeout: 10 * time.Minute, retries: 4,
+		backoff: 250 * time.Millisecond, maxBackoff: 10 * time.Second,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	return c
+}
+
+// URL is the endpoint's base URL.
+func (c *Client) URL() string { return c.base }
+
+// Info implements Policy.
+func (c *Client) Info(ctx context.Context) (Info, error) {
+	var out Info
+	err := c.call(ctx, http.MethodGet, "/v1/info", "info", nil, &out)
+	return out, err
+}
+
+// Sample implements Policy.
+func (c *Client) Sample(ctx context.Context, req SampleRequest) (SampleResponse, error) {
+	var out SampleResponse
+	err := c.call(ctx, http.MethodPost, "/v1/sample", "sample", req, &out)
+	return out, err
+}
+
+// Logprobs implements Scorer.
+func (c *Client) Logprobs(ctx context.Context, req LogprobsRequest) (LogprobsResponse, error) {
+	var out LogprobsResponse
+	err := c.call(ctx, http.MethodPost, "/v1/logprobs", "logprobs", req, &out)
+	return out, err
+}
+
+// SFTStep implements Policy.
+func (c *Client) SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, error) {
+	if req.StepID == "" {
+		req.StepID = newStepID()
+	}
+	var out SFTResponse
+	err := c.call(ctx, http.MethodPost, "/v1/sft_step", "sft_step", req, &out)
+	return out, err
+}
+
+// GRPOStep implements Policy.
+func (c *Client) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse, error) {
+	if req.StepID == "" {
+		req.StepID = newStepID()
+	}
+	var out GRPOResponse
+	err := c.call(ctx, http.MethodPost, "/v1/grpo_step", "grpo_step", req, &out)
+	return out, err
+}
+
+// Save implements Policy.
+func (c *Client) Save(ctx context.Context, req SaveRequest) (SaveResponse, error) {
+	if req.StepID == "" {
+		req.StepID = newStepID()
+	}
+	var out SaveResponse
+	err := c.call(ctx, http.MethodPost, "/v1/save", "save", req, &out)
+	return out, err
+}
+
+// Load implements Policy.
+func (c *Client) Load(ctx context.Context, req LoadRequest) (LoadResponse, error) {
+	if req.StepID == "" {
+		req.StepID = newStepID()
+	}
+	var out LoadResponse
+	err := c.call(ctx, http.MethodPost, "/v1/load", "load", req, &out)
+	return out, err
+}
+
+// Checkpoints implements Policy.
+func (c *Client) Checkpoints(ctx context.Context) ([]CheckpointInfo, error) {
+	var out struct {
+		Checkpoints []CheckpointInfo `json:"checkpoints"`
+	}
+	err := c.call(ctx, http.MethodGet, "/v1/checkpoints", "checkpoints", nil, &out)
+	return out.Checkpoints, err
+}
+
+// newStepID is a random step_id for callers that do not choose their own.
+func newStepID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return "auto-" + hex.EncodeToString(b[:])
+}
+
+// call sends one request, retrying what is safe to retry.
+func (c *Client) call(ctx context.Context, method, path, op string, in, out any) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return fmt.Errorf("trainer at %s: encode %s request: %w", c.base, op, err)
+		}
+	}
+	delay := c.backoff
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		retry, err := c.attempt(ctx, method, path, op, body, out)
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		if !retry || attempt >= c.retries || ctx.Err() != nil {
+			break
+		}
+		c.log.Warn("trainer call failed, retrying", "endpoint", c.base, "call", op,
+			"attempt", attempt+1, "delay", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("trainer at %s: %s: %w (last error: %v)", c.base, op, ctx.Err(), lastErr)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, c.maxBackoff)
+	}
+	return lastErr
+}
+
+// attempt makes one HTTP request; retry says whether a failure may be retried.
+func (c *Client) attempt(ctx context.Context, method, path, op string, body []byte, out any) (retry bool, err error) {
+	actx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(actx, method, c.base+path, rd)
+	if err != nil {
+		return false, fmt.Errorf("trainer at %s: %s: %w", c.base, op, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		// Connection refused/reset, EOF before a response, or a timeout;
+		// the caller's own cancellation is not worth retrying.
+		return ctx.Err() == nil, fmt.Errorf("trainer at %s: %s: %w", c.base, op, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return ctx.Err() == nil, fmt.Errorf("trainer at %s: %s: read response: %w", c.base, op, err)
+	}
+	if resp.StatusCode/100 == 2 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return false, fmt.Errorf("trainer at %s: %s: decode response: %w", c.base, op, err)
+		}
+		return false, nil
+	}
+	var env struct {
+		Error *Error `json:"error"`
+	}
+	if json.Unmarshal(raw, &env) == nil && env.Error != nil && env.Error.Code != "" {
+		env.Error.Status = resp.StatusCode
+		return env.Error.Retryable, fmt.Errorf("trainer at %s refused %s: %w", c.base, op, env.Error)
+	}
+	// Not a protocol error body: a proxy or a crashed server.
+	retryable := resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable ||
+		resp.StatusCode == http.StatusGatewayTimeout
+	return retryable, fmt.Errorf("trainer at %s: %s: HTTP %d: %s", c.base, op, resp.StatusCode, snippet(raw))
+}
+
+func snippet(b []byte) string {
+	const n = 200
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}
+
+// ErrorCode returns the protocol error code carried by err ("" if none).
+func ErrorCode(err error) string {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}

@@ -1,0 +1,531 @@
+package trainer
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+
+	"gonum.org/v1/gonum/floats"
+	"gonum.org/v1/gonum/mat"
+)
+
+// Embedded is the pure-Go term-selection policy (PROTOCOL.md, "The embedded
+// policy"): a logistic model over features of the dialogue history's content
+// words. Each candidate term is kept independently with p = σ(w·φ/T); the
+// "tokens" of a sample are its keep (1) / drop (0) decisions. It implements
+// Policy and Scorer and is safe for concurrent use; mutating calls are
+// serialized.
+type Embedded struct {
+	cfg   EmbeddedConfig
+	stats TermStats
+
+	mu    sync.RWMutex
+	st    policyState
+	steps *stepLog
+}
+
+// policyState is everything a checkpoint holds.
+type policyState struct {
+	w, m, v []float64 // weights and Adam moments
+	t       int64     // Adam steps taken
+	version int64
+	ref     []float64 // KL reference snapshot; nil until the first grpo_step
+}
+
+func (s policyState) clone() policyState {
+	s.w, s.m, s.v = clone(s.w), clone(s.m), clone(s.v)
+	if s.ref != nil {
+		s.ref = clone(s.ref)
+	}
+	return s
+}
+
+func clone(x []float64) []float64 { return append([]float64(nil), x...) }
+
+// NewEmbedded returns a fresh embedded policy at version 0. stats may be nil,
+// in which case the idf feature is 0.
+func NewEmbedded(cfg EmbeddedConfig, stats TermStats) (*Embedded, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("embedded policy config: %w", err)
+	}
+	w := make([]float64, numFeatures)
+	rng := rand.New(rand.NewPCG(uint64(cfg.InitSeed), 0x5eed))
+	for k := range w {
+		if k == featBias {
+			w[k] = cfg.InitBias
+		} else if cfg.InitStd > 0 {
+			w[k] = cfg.InitStd * rng.NormFloat64()
+		}
+	}
+	return &Embedded{
+		cfg:   cfg,
+		stats: stats,
+		st:    policyState{w: w, m: make([]float64, numFeatures), v: make([]float64, numFeatures)},
+		steps: newStepLog(cfg.StepCache),
+	}, nil
+}
+
+// Weights returns a copy of the current weights, in the order of the feature
+// names in Info().Adapter["features"].
+func (e *Embedded) Weights() []float64 {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return clone(e.st.w)
+}
+
+// Info describes the embedded policy.
+func (e *Embedded) Info(ctx context.Context) (Info, error) {
+	if err := ctx.Err(); err != nil {
+		return Info{}, err
+	}
+	e.mu.RLock()
+	v := e.st.version
+	e.mu.RUnlock()
+	return Info{
+		ProtocolVersion: ProtocolVersion,
+		Implementation:  "himes-embedded",
+		BaseModel:       "himes-embedded/term-selector",
+		Adapter: map[string]any{
+			"type":           "term_selection",
+			"features":       featureNames[:],
+			"max_candidates": e.cfg.MaxCandidates,
+		},
+		PolicyVersion: v,
+		Reference:     "snapshot",
+		LossTypes:     append([]string(nil), lossTypes...),
+		Capabilities:  Capabilities{Entropy: true, Logprobs: true},
+		Limits:        Limits{MaxTokens: e.cfg.MaxCandidates},
+		TokenKind:     "decisions",
+	}, nil
+}
+
+// design is the L×D feature matrix of a prompt's first n candidates.
+func design(cands []candidate) *mat.Dense {
+	if len(cands) == 0 {
+		return nil
+	}
+	d := mat.NewDense(len(cands), numFeatures, nil)
+	for k, c := range cands {
+		d.SetRow(k, c.phi[:])
+	}
+	return d
+}
+
+// logits returns Φw (nil for an empty Φ).
+func logits(phi *mat.Dense, w []float64) []float64 {
+	if phi == nil {
+		return nil
+	}
+	r, _ := phi.Dims()
+	z := mat.NewVecDense(r, nil)
+	z.MulVec(phi, mat.NewVecDense(len(w), w))
+	return z.RawVector().Data
+}
+
+// decisionLogp is log p(a) for a keep/drop decision with logit z at temperature T.
+func decisionLogp(a int, z, temp float64) float64 {
+	if a == 1 {
+		return logSigmoid(z / temp)
+	}
+	return logSigmoid(-z / temp)
+}
+
+// sampleRNG derives the random stream of sample j of prompt i from the seed,
+// so every sample is reproducible on its own.
+func sampleRNG(seed int64, i, j int) *rand.Rand {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(i))
+	binary.LittleEndian.PutUint64(b[8:], uint64(j))
+	return rand.New(rand.NewPCG(splitmix(uint64(seed)), splitmix(binary.LittleEndian.Uint64(b[:8])^splitmix(binary.LittleEndian.Uint64(b[8:])))))
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// Sample draws N keep/drop decision sequences per prompt.
+func (e *Embedded) Sample(ctx context.Context, req SampleRequest) (SampleResponse, error) {
+	n := req.N
+	if n == 0 {
+		n = 1
+	}
+	switch {
+	case len(req.Prompts) == 0:
+		return SampleResponse{}, invalidf("prompts: at least one prompt is required")
+	case n < 0:
+		return SampleResponse{}, invalidf("n: must be ≥ 1, got %d", req.N)
+	case !finite(req.Temperature) || req.Temperature < 0:
+		return SampleResponse{}, invalidf("temperature: must be ≥ 0, got %v", req.Temperature)
+	case !finite(req.TopP) || req.TopP < 0 || req.TopP > 1:
+		return SampleResponse{}, invalidf("top_p: must be in (0, 1], got %v", req.TopP)
+	case req.MaxTokens < 0:
+		return SampleResponse{}, invalidf("max_tokens: must be ≥ 0, got %d", req.MaxTokens)
+	}
+	limit := e.cfg.MaxCandidates
+	if req.MaxTokens > 0 {
+		limit = min(limit, req.MaxTokens)
+	}
+	e.mu.RLock()
+	w, version := clone(e.st.w), e.st.version
+	e.mu.RUnlock()
+
+	out := SampleResponse{Samples: make([]Sample, 0, len(req.Prompts)*n), PolicyVersion: version}
+	for i, p := range req.Prompts {
+		if err := ctx.Err(); err != nil {
+			return SampleResponse{}, err
+		}
+		rc := contextOf(p)
+		cands, truncated := candidates(rc, e.stats, limit)
+		z := logits(design(cands), w)
+		finish := "stop"
+		if truncated && req.MaxTokens > 0 && req.MaxTokens < e.cfg.MaxCandidates {
+			finish = "length"
+		}
+		for j := range n {
+			rng := sampleRNG(req.Seed, i, j)
+			ids := make([]int, len(cands))
+			lps := make([]float64, len(cands))
+			kept := []string{strings.TrimSpace(rc.question)}
+			for k, c := range cands {
+				var keep bool
+				temp := req.Temperature
+				if temp == 0 {
+					keep, temp = z[k] > 0, 1 // greedy; logprobs under T = 1
+				} else {
+					keep = rng.Float64() < sigmoid(z[k]/temp)
+				}
+				if keep {
+					ids[k] = 1
+					kept = append(kept, c.term)
+				}
+				lps[k] = decisionLogp(ids[k], z[k], temp)
+			}
+			out.Samples = append(out.Samples, Sample{
+				PromptIndex: i, SampleIndex: j,
+				Text:     strings.TrimSpace(strings.Join(kept, " ")),
+				TokenIDs: ids, Logprobs: lps, FinishReason: finish, PolicyVersion: version,
+			})
+		}
+	}
+	return out, nil
+}
+
+// scored is one completion prepared for scoring: its features and decisions.
+type scored struct {
+	phi *mat.Dense
+	a   []int
+}
+
+// prepare resolves a prompt's candidates and checks the decisions against them.
+func (e *Embedded) prepare(field string, p Prompt, ids []int) (scored, *Error) {
+	cands, _ := candidates(contextOf(p), e.stats, e.cfg.MaxCandidates)
+	if len(ids) > len(cands) {
+		return scored{}, invalidf("%s.token_ids: %d decisions, but the prompt has %d candidate terms", field, len(ids), len(cands))
+	}
+	for t, a := range ids {
+		if a != 0 && a != 1 {
+			return scored{}, invalidf("%s.token_ids[%d]: %d is not a decision (0 drop, 1 keep)", field, t, a)
+		}
+	}
+	return scored{phi: design(cands[:len(ids)]), a: ids}, nil
+}
+
+// Logprobs scores decision sequences under the current weights.
+func (e *Embedded) Logprobs(ctx context.Context, req LogprobsRequest) (LogprobsResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return LogprobsResponse{}, err
+	}
+	temp := req.Temperature
+	if temp == 0 {
+		temp = 1
+	}
+	if !finite(temp) || temp < 0 {
+		return LogprobsResponse{}, invalidf("temperature: must be > 0, got %v", req.Temperature)
+	}
+	items := make([]scored, len(req.Items))
+	for k, it := range req.Items {
+		s, err := e.prepare(fmt.Sprintf("items[%d]", k), it.Prompt, it.TokenIDs)
+		if err != nil {
+			return LogprobsResponse{}, err
+		}
+		items[k] = s
+	}
+	e.mu.RLock()
+	w, version := clone(e.st.w), e.st.version
+	e.mu.RUnlock()
+	out := LogprobsResponse{Logprobs: make([][]float64, len(items)), PolicyVersion: version}
+	for k, s := range items {
+		out.Logprobs[k] = seqLogp(s, w, temp)
+	}
+	return out, nil
+}
+
+func seqLogp(s scored, w []float64, temp float64) []float64 {
+	z := logits(s.phi, w)
+	lp := make([]float64, len(s.a))
+	for t, a := range s.a {
+		lp[t] = decisionLogp(a, z[t], temp)
+	}
+	return lp
+}
+
+// addGrad adds Φᵀ·dz (the gradient through the logits) to g.
+func addGrad(g []float64, phi *mat.Dense, dz []float64) {
+	if phi == nil {
+		return
+	}
+	var acc mat.VecDense
+	acc.MulVec(phi.T(), mat.NewVecDense(len(dz), dz))
+	floats.Add(g, acc.RawVector().Data)
+}
+
+// adamStep clips g to maxNorm (0 = no clipping), applies one Adam update to
+// st, and returns the norm of g before clipping.
+func (e *Embedded) adamStep(st *policyState, g []float64, lr, maxNorm float64) float64 {
+	norm := floats.Norm(g, 2)
+	if maxNorm > 0 && norm > maxNorm {
+		floats.Scale(maxNorm/norm, g)
+	}
+	b1, b2 := e.cfg.AdamBeta1, e.cfg.AdamBeta2
+	st.t++
+	c1 := 1 - math.Pow(b1, float64(st.t))
+	c2 := 1 - math.Pow(b2, float64(st.t))
+	for k := range st.w {
+		st.m[k] = b1*st.m[k] + (1-b1)*g[k]
+		st.v[k] = b2*st.v[k] + (1-b2)*g[k]*g[k]
+		st.w[k] -= lr * (st.m[k] / c1) / (math.Sqrt(st.v[k]/c2) + e.cfg.AdamEps)
+	}
+	return norm
+}
+
+// SFTStep fits the keep probabilities toward "the term occurs in the
+// completion" by logistic regression (mean binary cross-entropy, T = 1).
+func (e *Embedded) SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return SFTResponse{}, err
+	}
+	if err := checkStepID(req.StepID); err != nil {
+		return SFTResponse{}, err
+	}
+	epochs := req.Epochs
+	if epochs == 0 {
+		epochs = 1
+	}
+	switch {
+	case len(req.Examples) == 0:
+		return SFTResponse{}, invalidf("examples: at least one example is required")
+	case !finite(req.LearningRate) || req.LearningRate <= 0:
+		return SFTResponse{}, invalidf("learning_rate: must be > 0, got %v", req.LearningRate)
+	case epochs < 0:
+		return SFTResponse{}, invalidf("epochs: must be ≥ 1, got %d", req.Epochs)
+	case !finite(req.MaxGradNorm) || req.MaxGradNorm < 0:
+		return SFTResponse{}, invalidf("max_grad_norm: must be ≥ 0, got %v", req.MaxGradNorm)
+	}
+	type example struct {
+		phi *mat.Dense
+		y   []float64
+	}
+	exs := make([]example, len(req.Examples))
+	tokens := 0
+	for k, ex := range req.Examples {
+		cands, _ := candidates(contextOf(ex.Prompt), e.stats, e.cfg.MaxCandidates)
+		inCompletion := map[string]bool{}
+		for _, t := range Tokens(ex.Completion) {
+			inCompletion[t] = true
+		}
+		y := make([]float64, len(cands))
+		for t, c := range cands {
+			y[t] = b2f(inCompletion[c.term])
+		}
+		exs[k] = example{phi: design(cands), y: y}
+		tokens += len(cands)
+	}
+	hash, herr := requestHash(SFTRequest{Examples: req.Examples, LearningRate: req.LearningRate, Epochs: req.Epochs, MaxGradNorm: req.MaxGradNorm})
+	if herr != nil {
+		return SFTResponse{}, herr
+	}
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if prev, err := e.steps.lookup(req.StepID, "sft_step", hash); err != nil {
+		return SFTResponse{}, err
+	} else if prev != nil {
+		r := prev.(SFTResponse)
+		r.Replayed = true
+		return r, nil
+	}
+	st := e.st.clone()
+	var lossSum, norm float64
+	if tokens > 0 {
+		n := float64(tokens)
+		for range epochs {
+			g := make([]float64, numFeatures)
+			var loss float64
+			for _, ex := range exs {
+				z := logits(ex.phi, st.w)
+				dz := make([]float64, len(z))
+				for t := range z {
+					loss -= ex.y[t]*logSigmoid(z[t]) + (1-ex.y[t])*logSigmoid(-z[t])
+					dz[t] = (sigmoid(z[t]) - ex.y[t]) / n
+				}
+				addGrad(g, ex.phi, dz)
+			}
+			lossSum += loss / n
+			norm = e.adamStep(&st, g, req.LearningRate, req.MaxGradNorm)
+		}
+	}
+	if err := checkFinite(st.w); err != nil {
+		return SFTResponse{}, err
+	}
+	st.version++
+	e.st = st
+	res := SFTResponse{Loss: lossSum / float64(epochs), Tokens: tokens, GradNorm: norm, PolicyVersion: st.version}
+	e.steps.store(req.StepID, "sft_step", hash, res)
+	return res, nil
+}
+
+// GRPOStep applies μ Adam steps of the clipped surrogate (PROTOCOL.md).
+func (e *Embedded) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return GRPOResponse{}, err
+	}
+	if err := checkStepID(req.StepID); err != nil {
+		return GRPOResponse{}, err
+	}
+	lc, lerr := normalizeLoss(req.Loss)
+	if lerr != nil {
+		return GRPOResponse{}, lerr
+	}
+	if len(req.Samples) == 0 {
+		return GRPOResponse{}, invalidf("samples: at least one sample is required")
+	}
+	items := make([]scored, len(req.Samples))
+	for i, s := range req.Samples {
+		field := fmt.Sprintf("samples[%d]", i)
+		if len(s.OldLogprobs) != len(s.TokenIDs) {
+			return GRPOResponse{}, invalidf("%s.old_logprobs: length %d, want %d (len(token_ids))", field, len(s.OldLogprobs), len(s.TokenIDs))
+		}
+		for t, lp := range s.OldLogprobs {
+			if !finite(lp) || lp > 0 {
+				return GRPOResponse{}, invalidf("%s.old_logprobs[%d]: must be finite and ≤ 0, got %v", field, t, lp)
+			}
+		}
+		if !finite(s.Advantage) {
+			return GRPOResponse{}, invalidf("%s.advantage: must be finite, got %v", field, s.Advantage)
+		}
+		sc, err := e.prepare(field, s.Prompt, s.TokenIDs)
+		if err != nil {
+			return GRPOResponse{}, err
+		}
+		items[i] = sc
+	}
+	hash, herr := requestHash(GRPORequest{Samples: req.Samples, Loss: req.Loss})
+	if herr != nil {
+		return GRPOResponse{}, herr
+	}
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if prev, err := e.steps.lookup(req.StepID, "grpo_step", hash); err != nil {
+		return GRPOResponse{}, err
+	} else if prev != nil {
+		r := prev.(GRPOResponse)
+		r.Replayed = true
+		return r, nil
+	}
+	st := e.st.clone()
+	if st.ref == nil {
+		st.ref = clone(st.w) // the reference is the policy before its first GRPO update
+	}
+	var res GRPOResponse
+	for range lc.Mu {
+		stats, entropy, g := grpoForward(items, req.Samples, st.w, st.ref, lc)
+		norm := 0.0
+		if stats.tokens > 0 {
+			norm = e.adamStep(&st, g, lc.LearningRate, lc.MaxGradNorm)
+		}
+		res.Loss += stats.loss
+		res.KL += stats.kl
+		res.ClipFracLow += stats.clipLow
+		res.ClipFracHigh += stats.clipHigh
+		res.GradNorm += norm
+		res.Entropy += entropy
+		res.Tokens = stats.tokens
+	}
+	mu := float64(lc.Mu)
+	res.Loss /= mu
+	res.KL /= mu
+	res.ClipFracLow /= mu
+	res.ClipFracHigh /= mu
+	res.GradNorm /= mu
+	res.Entropy /= mu
+	if err := checkFinite(st.w, res.Loss, res.KL, res.GradNorm, res.Entropy); err != nil {
+		return GRPOResponse{}, err
+	}
+	st.version++
+	e.st = st
+	res.PolicyVersion = st.version
+	e.steps.store(req.StepID, "grpo_step", hash, res)
+	return res, nil
+}
+
+// grpoForward evaluates the objective at weights w (reference weights ref)
+// and returns it, the token-mean entropy, and the gradient with respect to w.
+func grpoForward(items []scored, samples []GRPOSample, w, ref []float64, lc LossConfig) (lossStats, float64, []float64) {
+	temp := lc.Temperature
+	seqs := make([]seqInput, len(items))
+	zs := make([][]float64, len(items))
+	var entSum float64
+	for i, it := range items {
+		z := logits(it.phi, w)
+		zs[i] = z
+		s := seqInput{logp: make([]float64, len(it.a)), old: samples[i].OldLogprobs, adv: samples[i].Advantage}
+		for t, a := range it.a {
+			s.logp[t] = decisionLogp(a, z[t], temp)
+			p := sigmoid(z[t] / temp)
+			entSum -= xlogx(p) + xlogx(1-p)
+		}
+		if lc.KLCoef > 0 {
+			s.ref = seqLogp(it, ref, temp)
+		}
+		seqs[i] = s
+	}
+	stats, dlogp := grpoObjective(seqs, lc)
+	g := make([]float64, len(w))
+	for i, it := range items {
+		dz := make([]float64, len(it.a))
+		for t, a := range it.a {
+			// d log p(a)/dz = (a − σ(z/T))/T
+			dz[t] = dlogp[i][t] * (float64(a) - sigmoid(zs[i][t]/temp)) / temp
+		}
+		addGrad(g, it.phi, dz)
+	}
+	if stats.tokens > 0 {
+		entSum /= float64(stats.tokens)
+	}
+	return stats, entSum, g
+}
+
+func xlogx(p float64) float64 {
+	if p <= 0 {
+		return 0
+	}
+	return p * math.Log(p)
+}
+
+// checkFinite refuses to commit a numerically broken update.
+func checkFinite(w []float64, xs ...float64) *Error {
+	for _, x := range append(clone(w), xs...) {
+		if !finite(x) {
+			return newErr(CodeInternal, "update produced a non-finite value (%v); policy left unchanged", x)
+		}
+	}
+	return nil
+}

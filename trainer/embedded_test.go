@@ -1,0 +1,486 @@
+package trainer
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// bronze is a small dialogue whose candidates are worked out by hand below.
+func bronze() Prompt {
+	return Prompt{ID: "bronze", Dialogue: &Dialogue{
+		History: []Message{
+			{Role: "user", Content: "Tell me about the Bronze Age collapse."},
+			{Role: "assistant", Content: "The Late Bronze Age collapse happened around 1177 BC in the Mediterranean."},
+			{Role: "user", Content: "Which civilizations fell?"},
+		},
+		Question: "What caused the collapse?",
+	}}
+}
+
+func coffee() Prompt {
+	return Prompt{ID: "coffee", Dialogue: &Dialogue{
+		History: []Message{
+			{Role: "user", Content: "How is espresso brewed?"},
+			{Role: "assistant", Content: "Espresso forces hot water through finely ground coffee at high pressure."},
+			{Role: "user", Content: "And cold brew coffee?"},
+			{Role: "assistant", Content: "Cold brew steeps coarse grounds in cold water for many hours."},
+		},
+		Question: "Which has more caffeine?",
+	}}
+}
+
+type mapStats map[string]float64
+
+func (m mapStats) IDF(t string) float64 { return m[t] }
+
+func newTestEmbedded(t *testing.T, stats TermStats) *Embedded {
+	t.Helper()
+	cfg := DefaultEmbeddedConfig()
+	cfg.CheckpointDir = t.TempDir()
+	e, err := NewEmbedded(cfg, stats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestCandidatesByHand(t *testing.T) {
+	cands, truncated := candidates(contextOf(bronze()), mapStats{"bronze": 4.5}, 32)
+	var terms []string
+	for _, c := range cands {
+		terms = append(terms, c.term)
+	}
+	// Stopwords (tell, me, about, the, in, which) and question words
+	// (collapse) are gone; first-occurrence order; "bronze" and "age" once.
+	want := []string{"bronze", "age", "late", "happened", "around", "1177", "bc", "mediterranean", "civilizations", "fell"}
+	if !reflect.DeepEqual(terms, want) || truncated {
+		t.Fatalf("candidates = %v (truncated %v), want %v", terms, truncated, want)
+	}
+	//                 bias  log_tf     idf  recency user asst cap first lastUser num log_len
+	wantBronze := [numFeatures]float64{1, math.Log(3), 4.5, 0.5, 1, 1, 1, 1, 0, 0, math.Log(6)}
+	want1177 := [numFeatures]float64{1, math.Log(2), 0, 0.5, 0, 1, 0, 0, 0, 1, math.Log(4)}
+	wantFell := [numFeatures]float64{1, math.Log(2), 0, 1, 1, 0, 0, 0, 1, 0, math.Log(4)}
+	for _, c := range []struct {
+		got  [numFeatures]float64
+		want [numFeatures]float64
+		name string
+	}{{cands[0].phi, wantBronze, "bronze"}, {cands[5].phi, want1177, "1177"}, {cands[9].phi, wantFell, "fell"}} {
+		if c.got != c.want {
+			t.Errorf("φ(%s) = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if cands, truncated := candidates(contextOf(bronze()), nil, 3); len(cands) != 3 || !truncated {
+		t.Errorf("cap 3: %d candidates, truncated %v", len(cands), truncated)
+	}
+}
+
+func TestContextFallbacks(t *testing.T) {
+	p := Prompt{Messages: []Message{
+		{Role: "system", Content: "Rewrite the question."},
+		{Role: "user", Content: "Bronze Age?"},
+		{Role: "assistant", Content: "Yes."},
+		{Role: "user", Content: "What caused it?"},
+	}}
+	rc := contextOf(p)
+	if rc.question != "What caused it?" || len(rc.history) != 2 || rc.history[0].Content != "Bronze Age?" {
+		t.Errorf("messages fallback: %+v", rc)
+	}
+	rc = contextOf(Prompt{Text: "just text"})
+	if rc.question != "just text" || len(rc.history) != 0 {
+		t.Errorf("text fallback: %+v", rc)
+	}
+}
+
+func TestSampleDeterministicAndWellFormed(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEmbedded(t, nil)
+	req := SampleRequest{Prompts: []Prompt{bronze(), coffee(), {Text: "no history"}}, N: 5, Temperature: 1, Seed: 7}
+	a, err := e.Sample(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Samples) != 15 {
+		t.Fatalf("%d samples, want 15", len(a.Samples))
+	}
+	for k, s := range a.Samples {
+		if s.PromptIndex != k/5 || s.SampleIndex != k%5 {
+			t.Errorf("sample %d has indices (%d, %d)", k, s.PromptIndex, s.SampleIndex)
+		}
+		if len(s.Logprobs) != len(s.TokenIDs) {
+			t.Errorf("sample %d: %d logprobs for %d tokens", k, len(s.Logprobs), len(s.TokenIDs))
+		}
+		// With zero weights every decision has p = ½.
+		for _, lp := range s.Logprobs {
+			near(t, "logprob", lp, math.Log(0.5))
+		}
+		// Text = question + kept terms.
+		q := contextOf(req.Prompts[s.PromptIndex]).question
+		cands, _ := candidates(contextOf(req.Prompts[s.PromptIndex]), nil, 32)
+		want := []string{q}
+		for i, id := range s.TokenIDs {
+			if id == 1 {
+				want = append(want, cands[i].term)
+			}
+		}
+		if s.Text != strings.Join(want, " ") {
+			t.Errorf("sample %d text %q, want %q", k, s.Text, strings.Join(want, " "))
+		}
+	}
+	if got := a.Samples[10]; got.Text != "no history" || len(got.TokenIDs) != 0 {
+		t.Errorf("no-history sample: %+v", got)
+	}
+	b, err := e.Sample(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Error("same seed gave different samples")
+	}
+	req.Seed = 8
+	c, _ := e.Sample(ctx, req)
+	if reflect.DeepEqual(a.Samples, c.Samples) {
+		t.Error("a different seed gave identical samples")
+	}
+	// Each sample's stream depends only on (seed, i, j): sampling prompt 0
+	// alone reproduces its samples.
+	req.Seed, req.Prompts = 7, req.Prompts[:1]
+	d, _ := e.Sample(ctx, req)
+	if !reflect.DeepEqual(d.Samples, a.Samples[:5]) {
+		t.Error("samples of prompt 0 depend on the other prompts")
+	}
+}
+
+func TestSampleGreedyAndMaxTokens(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEmbedded(t, nil)
+	// Weights favouring user-turn terms: greedy keeps exactly those with w·φ > 0.
+	e.st.w[featBias] = -1
+	e.st.w[featUser] = 2
+	res, err := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze()}, N: 2, Temperature: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "What caused the collapse? bronze age civilizations fell"
+	for _, s := range res.Samples {
+		if s.Text != want {
+			t.Errorf("greedy text %q, want %q", s.Text, want)
+		}
+		// Logprobs under T = 1: kept user terms σ(1), dropped σ(1) too.
+		for _, lp := range s.Logprobs {
+			near(t, "greedy logprob", lp, logSigmoid(1))
+		}
+	}
+	res, _ = e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze()}, Temperature: 0, MaxTokens: 3})
+	if s := res.Samples[0]; len(s.TokenIDs) != 3 || s.FinishReason != "length" || s.Text != "What caused the collapse? bronze age" {
+		t.Errorf("max_tokens 3: %+v", s)
+	}
+}
+
+func TestSampleLogprobsMatchScoring(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEmbedded(t, mapStats{"bronze": 3, "espresso": 2})
+	e.st.w = []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05}
+	res, err := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze(), coffee()}, N: 3, Temperature: 0.7, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []LogprobsItem
+	for _, s := range res.Samples {
+		items = append(items, LogprobsItem{Prompt: []Prompt{bronze(), coffee()}[s.PromptIndex], TokenIDs: s.TokenIDs})
+	}
+	lp, err := e.Logprobs(ctx, LogprobsRequest{Items: items, Temperature: 0.7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, s := range res.Samples {
+		if !reflect.DeepEqual(lp.Logprobs[k], s.Logprobs) {
+			t.Errorf("sample %d: scored %v, sampled %v", k, lp.Logprobs[k], s.Logprobs)
+		}
+	}
+	_, err = e.Logprobs(ctx, LogprobsRequest{Items: []LogprobsItem{{Prompt: bronze(), TokenIDs: make([]int, 11)}}})
+	if ErrorCode(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "items[0].token_ids: 11 decisions, but the prompt has 10 candidate terms") {
+		t.Errorf("too many decisions: %v", err)
+	}
+}
+
+func sftBatch() []SFTExample {
+	return []SFTExample{
+		{Prompt: bronze(), Completion: "What caused the Late Bronze Age collapse?"},
+		{Prompt: coffee(), Completion: "Which has more caffeine, espresso or cold brew coffee?"},
+	}
+}
+
+func TestSFTStepLowersLossAndMatchesBCE(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEmbedded(t, nil)
+	first, err := e.SFTStep(ctx, SFTRequest{StepID: "s1", Examples: sftBatch(), LearningRate: 0.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Zero weights: every candidate has p = ½, so the BCE is log 2 whatever the labels.
+	near(t, "initial loss", first.Loss, math.Ln2)
+	// bronze has 10 candidates; coffee: espresso, brewed, forces, hot, water,
+	// finely, ground, coffee, high, pressure, cold, brew, steeps, coarse,
+	// grounds, hours (16).
+	if first.Tokens != 26 || first.PolicyVersion != 1 {
+		t.Errorf("tokens %d version %d, want 26 and 1", first.Tokens, first.PolicyVersion)
+	}
+	prev := first.Loss
+	for k := 2; k <= 6; k++ {
+		r, err := e.SFTStep(ctx, SFTRequest{StepID: "s" + string(rune('0'+k)), Examples: sftBatch(), LearningRate: 0.05})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !(r.Loss < prev) {
+			t.Fatalf("step %d: loss %v did not drop below %v", k, r.Loss, prev)
+		}
+		prev = r.Loss
+	}
+}
+
+func seqSum(t *testing.T, e *Embedded, p Prompt, ids []int) float64 {
+	t.Helper()
+	lp, err := e.Logprobs(context.Background(), LogprobsRequest{Items: []LogprobsItem{{Prompt: p, TokenIDs: ids}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := 0.0
+	for _, x := range lp.Logprobs[0] {
+		s += x
+	}
+	return s
+}
+
+func TestGRPOStepDirection(t *testing.T) {
+	ctx := context.Background()
+	for _, adv := range []float64{1, -1} {
+		e := newTestEmbedded(t, nil)
+		e.st.w = []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05}
+		res, _ := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze()}, Temperature: 1, Seed: 11})
+		s := res.Samples[0]
+		before := seqSum(t, e, bronze(), s.TokenIDs)
+		for _, typ := range lossTypes {
+			r, err := e.GRPOStep(ctx, GRPORequest{StepID: typ, Samples: []GRPOSample{{Prompt: bronze(), TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: adv}},
+				Loss: LossConfig{Type: typ, LearningRate: 0.01, KLCoef: 0.01}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := seqSum(t, e, bronze(), s.TokenIDs)
+			if adv > 0 && !(after > before) || adv < 0 && !(after < before) {
+				t.Errorf("%s, advantage %v: sequence logprob %v → %v", typ, adv, before, after)
+			}
+			if r.Entropy <= 0 || r.Entropy > math.Ln2 || r.Tokens != 10 {
+				t.Errorf("%s: entropy %v tokens %d", typ, r.Entropy, r.Tokens)
+			}
+			before = after
+		}
+	}
+}
+
+func TestGRPOFirstStepKLZero(t *testing.T) {
+	// The reference is the policy before the first GRPO update, so the first
+	// step's KL is exactly 0 and later ones are positive.
+	ctx := context.Background()
+	e := newTestEmbedded(t, nil)
+	if _, err := e.SFTStep(ctx, SFTRequest{StepID: "sft", Examples: sftBatch(), LearningRate: 0.1}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze(), coffee()}, N: 2, Temperature: 1, Seed: 5})
+	var samples []GRPOSample
+	for k, s := range res.Samples {
+		samples = append(samples, GRPOSample{Prompt: []Prompt{bronze(), coffee()}[s.PromptIndex], TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: float64(k%3) - 1})
+	}
+	lc := LossConfig{Type: LossGRPO, LearningRate: 0.05, KLCoef: 0.1}
+	r1, err := e.GRPOStep(ctx, GRPORequest{StepID: "g1", Samples: samples, Loss: lc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.KL != 0 || r1.ClipFracLow != 0 || r1.ClipFracHigh != 0 {
+		t.Errorf("first step: kl %v clip %v/%v, want 0 (policy = reference = sampler)", r1.KL, r1.ClipFracLow, r1.ClipFracHigh)
+	}
+	r2, _ := e.GRPOStep(ctx, GRPORequest{StepID: "g2", Samples: samples, Loss: lc})
+	if !(r2.KL > 0) {
+		t.Errorf("second step kl %v, want > 0", r2.KL)
+	}
+}
+
+func TestGRPOGradientMatchesFiniteDifferences(t *testing.T) {
+	e := newTestEmbedded(t, mapStats{"bronze": 2, "coffee": 1})
+	w := []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05}
+	ref := []float64{-0.1, 0.2, 0.1, 0.5, 0.3, 0, 0.2, 0.2, 0.4, -0.2, 0.1}
+	e.st.w = clone(ref)
+	res, _ := e.Sample(context.Background(), SampleRequest{Prompts: []Prompt{bronze(), coffee()}, N: 2, Temperature: 0.8, Seed: 2})
+	var samples []GRPOSample
+	var items []scored
+	for k, s := range res.Samples {
+		p := []Prompt{bronze(), coffee()}[s.PromptIndex]
+		samples = append(samples, GRPOSample{Prompt: p, TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: []float64{1.3, -0.7, 0.2, -1.1}[k]})
+		it, perr := e.prepare("s", p, s.TokenIDs)
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		items = append(items, it)
+	}
+	// Wide clip range keeps every token off the clip kinks, where the
+	// objective is not differentiable.
+	for _, typ := range lossTypes {
+		lc, _ := normalizeLoss(LossConfig{Type: typ, ClipLow: 0.9, ClipHigh: 5, KLCoef: 0.3, LearningRate: 1, Temperature: 0.8})
+		_, _, g := grpoForward(items, samples, w, ref, lc)
+		for k := range w {
+			const h = 1e-6
+			wp, wm := clone(w), clone(w)
+			wp[k] += h
+			wm[k] -= h
+			lp, _, _ := grpoForward(items, samples, wp, ref, lc)
+			lm, _, _ := grpoForward(items, samples, wm, ref, lc)
+			fd := (lp.loss - lm.loss) / (2 * h)
+			if math.Abs(fd-g[k]) > 1e-6*max(1, math.Abs(fd)) {
+				t.Errorf("%s: dL/dw[%d] = %v, finite difference %v", typ, k, g[k], fd)
+			}
+		}
+	}
+}
+
+func TestStepIDIdempotency(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEmbedded(t, nil)
+	res, _ := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze()}, Temperature: 1, Seed: 1})
+	s := res.Samples[0]
+	req := GRPORequest{StepID: "step-1", Samples: []GRPOSample{{Prompt: bronze(), TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: 1}},
+		Loss: LossConfig{Type: LossGRPO, LearningRate: 0.1}}
+	r1, err := e.GRPOStep(ctx, req)
+	if err != nil || r1.Replayed || r1.PolicyVersion != 1 {
+		t.Fatalf("first: %+v %v", r1, err)
+	}
+	w1 := e.Weights()
+	r2, err := e.GRPOStep(ctx, req)
+	if err != nil || !r2.Replayed || r2.PolicyVersion != 1 {
+		t.Fatalf("repeat: %+v %v", r2, err)
+	}
+	r2.Replayed = false
+	if r1 != r2 || !reflect.DeepEqual(w1, e.Weights()) {
+		t.Error("the repeat changed the result or the weights")
+	}
+	// The same step_id for another call, or another body, is a conflict.
+	_, err = e.SFTStep(ctx, SFTRequest{StepID: "step-1", Examples: sftBatch(), LearningRate: 0.1})
+	if ErrorCode(err) != CodeConflict {
+		t.Errorf("sft with a grpo step_id: %v", err)
+	}
+	req.Samples[0].Advantage = -1
+	if _, err := e.GRPOStep(ctx, req); ErrorCode(err) != CodeConflict {
+		t.Errorf("grpo with another body: %v", err)
+	}
+	if _, err := e.GRPOStep(ctx, GRPORequest{Samples: req.Samples, Loss: req.Loss}); ErrorCode(err) != CodeInvalidArgument {
+		t.Errorf("no step_id: %v", err)
+	}
+	// A failed call is not remembered.
+	bad := req
+	bad.StepID, bad.Loss.Type = "step-2", "x"
+	if _, err := e.GRPOStep(ctx, bad); ErrorCode(err) != CodeUnknownLossType {
+		t.Errorf("unknown type: %v", err)
+	}
+	bad.Loss.Type = LossGRPO
+	if r, err := e.GRPOStep(ctx, bad); err != nil || r.Replayed || r.PolicyVersion != 2 {
+		t.Errorf("retry after a failure: %+v %v", r, err)
+	}
+}
+
+func TestStepLogEviction(t *testing.T) {
+	l := newStepLog(2)
+	h := [32]byte{}
+	l.store("a", "save", h, 1)
+	l.store("b", "save", h, 2)
+	l.store("c", "save", h, 3)
+	if r, _ := l.lookup("a", "save", h); r != nil {
+		t.Error("oldest entry kept past capacity")
+	}
+	if r, _ := l.lookup("c", "save", h); r != 3 {
+		t.Errorf("newest entry: %v", r)
+	}
+}
+
+func TestSaveLoadRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEmbedded(t, nil)
+	if _, err := e.SFTStep(ctx, SFTRequest{StepID: "sft", Examples: sftBatch(), LearningRate: 0.1}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze(), coffee()}, N: 2, Temperature: 1, Seed: 9})
+	var samples []GRPOSample
+	for k, s := range res.Samples {
+		samples = append(samples, GRPOSample{Prompt: []Prompt{bronze(), coffee()}[s.PromptIndex], TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: float64(k) - 1.5})
+	}
+	lc := LossConfig{Type: LossDAPO, LearningRate: 0.03, KLCoef: 0.05, Mu: 2, ClipHigh: 0.28}
+	if _, err := e.GRPOStep(ctx, GRPORequest{StepID: "g1", Samples: samples, Loss: lc}); err != nil {
+		t.Fatal(err)
+	}
+	saved := e.st.clone()
+	sv, err := e.Save(ctx, SaveRequest{StepID: "save", Name: "ck-1"})
+	if err != nil || sv.PolicyVersion != 2 || sv.SizeBytes <= 0 {
+		t.Fatalf("save: %+v %v", sv, err)
+	}
+	next, _ := e.GRPOStep(ctx, GRPORequest{StepID: "g2", Samples: samples, Loss: lc})
+	afterNext := e.st.clone()
+
+	ld, err := e.Load(ctx, LoadRequest{StepID: "load", Name: "ck-1"})
+	if err != nil || ld.PolicyVersion != 2 {
+		t.Fatalf("load: %+v %v", ld, err)
+	}
+	if !reflect.DeepEqual(e.st, saved) {
+		t.Fatalf("loaded state differs:\n%+v\n%+v", e.st, saved)
+	}
+	// The same update from the restored state lands on the same bits.
+	again, _ := e.GRPOStep(ctx, GRPORequest{StepID: "g2-again", Samples: samples, Loss: lc})
+	again.Replayed = next.Replayed
+	if again != next || !reflect.DeepEqual(e.st, afterNext) {
+		t.Error("update after load differs from the update after save")
+	}
+	// A fresh policy loads it too (checkpoint dir shared).
+	f, _ := NewEmbedded(e.cfg, nil)
+	if _, err := f.Load(ctx, LoadRequest{StepID: "l", Name: "ck-1"}); err != nil || !reflect.DeepEqual(f.st, saved) {
+		t.Errorf("fresh load: %v", err)
+	}
+	list, err := e.Checkpoints(ctx)
+	if err != nil || len(list) != 1 || list[0].Name != "ck-1" || list[0].PolicyVersion != 2 || list[0].SizeBytes != sv.SizeBytes {
+		t.Errorf("checkpoints: %+v %v", list, err)
+	}
+	if _, err := e.Load(ctx, LoadRequest{StepID: "l2", Name: "nope"}); ErrorCode(err) != CodeNotFound {
+		t.Errorf("missing checkpoint: %v", err)
+	}
+	if _, err := e.Save(ctx, SaveRequest{StepID: "s2", Name: "../escape"}); ErrorCode(err) != CodeInvalidArgument {
+		t.Errorf("bad name: %v", err)
+	}
+	// A damaged file is refused with the file and field named.
+	path := filepath.Join(e.cfg.CheckpointDir, "bad.json")
+	if err := os.WriteFile(path, []byte(`{"format":"himes-embedded-policy/1","features":["bias"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Load(ctx, LoadRequest{StepID: "l3", Name: "bad"})
+	var pe *Error
+	if !errors.As(err, &pe) || !strings.Contains(pe.Message, "bad.json: field features") {
+		t.Errorf("damaged checkpoint: %v", err)
+	}
+}
+
+func TestEmbeddedConfigValidate(t *testing.T) {
+	cfg := DefaultEmbeddedConfig()
+	cfg.AdamBeta2 = 1
+	if _, err := NewEmbedded(cfg, nil); err == nil || !strings.Contains(err.Error(), "adam_beta2") {
+		t.Errorf("beta2 = 1: %v", err)
+	}
+	c := DefaultConfig()
+	c.Endpoint = "ftp://x"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "endpoint") {
+		t.Errorf("ftp endpoint: %v", err)
+	}
+	c.Endpoint = "http://127.0.0.1:8765"
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,61 @@
+package trainer
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// Error codes of the protocol (PROTOCOL.md, "Errors").
+const (
+	CodeInvalidArgument = "invalid_argument"
+	CodeUnknownLossType = "unknown_loss_type"
+	CodeUnauthorized    = "unauthorized"
+	CodeNotFound        = "not_found"
+	CodeConflict        = "conflict"
+	CodeOOM             = "oom"
+	CodeInternal        = "internal"
+	CodeUnavailable     = "unavailable"
+)
+
+// Error is a protocol error: what an endpoint answers, and what the client
+// returns (wrapped with the endpoint and the call) when an endpoint refuses.
+type Error struct {
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+	// Status is the HTTP status; 0 means the default for Code.
+	Status int `json:"-"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// HTTPStatus is the status an endpoint answers for the error.
+func (e *Error) HTTPStatus() int {
+	if e.Status != 0 {
+		return e.Status
+	}
+	switch e.Code {
+	case CodeInvalidArgument, CodeUnknownLossType:
+		return http.StatusBadRequest
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeConflict:
+		return http.StatusConflict
+	case CodeOOM:
+		return http.StatusInsufficientStorage
+	case CodeUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+func newErr(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: code == CodeUnavailable}
+}
+
+func invalidf(format string, args ...any) *Error {
+	return newErr(CodeInvalidArgument, format, args...)
+}

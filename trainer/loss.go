@@ -1,0 +1,142 @@
+package trainer
+
+import (
+	"math"
+	"slices"
+)
+
+// seqInput is one sample's per-token inputs to the GRPO objective.
+type seqInput struct {
+	logp []float64 // π under the current weights
+	old  []float64 // π_old, from the sampler
+	ref  []float64 // π_ref; nil when β = 0
+	adv  float64
+}
+
+// lossStats are the objective and its metrics for one forward pass.
+type lossStats struct {
+	loss, kl, clipLow, clipHigh float64
+	tokens                      int
+}
+
+// lossTypes are the loss aggregations the embedded policy implements.
+var lossTypes = []string{LossGRPO, LossBNPO, LossDAPO, LossDrGRPO}
+
+// normalizeLoss validates lc and fills the documented defaults.
+func normalizeLoss(lc LossConfig) (LossConfig, *Error) {
+	if !slices.Contains(lossTypes, lc.Type) {
+		return lc, newErr(CodeUnknownLossType, "unknown loss type '%s' (supported: grpo, bnpo, dapo, dr_grpo)", lc.Type)
+	}
+	if lc.ClipLow == 0 {
+		lc.ClipLow = 0.2
+	}
+	if lc.ClipHigh == 0 {
+		lc.ClipHigh = lc.ClipLow
+	}
+	if lc.Mu == 0 {
+		lc.Mu = 1
+	}
+	if lc.Temperature == 0 {
+		lc.Temperature = 1
+	}
+	switch {
+	case !finite(lc.ClipLow) || lc.ClipLow < 0 || lc.ClipLow >= 1:
+		return lc, invalidf("loss.clip_low: must be in [0, 1), got %v", lc.ClipLow)
+	case !finite(lc.ClipHigh) || lc.ClipHigh < 0:
+		return lc, invalidf("loss.clip_high: must be ≥ 0, got %v", lc.ClipHigh)
+	case !finite(lc.KLCoef) || lc.KLCoef < 0:
+		return lc, invalidf("loss.kl_coef: must be ≥ 0, got %v", lc.KLCoef)
+	case lc.Mu < 0:
+		return lc, invalidf("loss.mu: must be ≥ 1, got %d", lc.Mu)
+	case !finite(lc.LearningRate) || lc.LearningRate <= 0:
+		return lc, invalidf("loss.learning_rate: must be > 0, got %v", lc.LearningRate)
+	case !finite(lc.MaxGradNorm) || lc.MaxGradNorm < 0:
+		return lc, invalidf("loss.max_grad_norm: must be ≥ 0, got %v", lc.MaxGradNorm)
+	case lc.MaxLength < 0:
+		return lc, invalidf("loss.max_length: must be ≥ 0, got %d", lc.MaxLength)
+	case !finite(lc.Temperature) || lc.Temperature < 0:
+		return lc, invalidf("loss.temperature: must be > 0, got %v", lc.Temperature)
+	}
+	return lc, nil
+}
+
+// grpoObjective evaluates the clipped surrogate with k3 KL, aggregated as
+// lc.Type says (PROTOCOL.md), and returns it with dL/dπ for every token.
+// lc must be normalized.
+func grpoObjective(seqs []seqInput, lc LossConfig) (lossStats, [][]float64) {
+	var st lossStats
+	maxLen := 0
+	for _, s := range seqs {
+		st.tokens += len(s.logp)
+		maxLen = max(maxLen, len(s.logp))
+	}
+	if lc.MaxLength > 0 {
+		maxLen = lc.MaxLength
+	}
+	b := float64(len(seqs))
+	grads := make([][]float64, len(seqs))
+	var klSum, nLow, nHigh float64
+	for i, s := range seqs {
+		// c is the weight of each of this sample's tokens in the aggregate.
+		var c float64
+		switch lc.Type {
+		case LossGRPO:
+			c = 1 / (b * float64(max(len(s.logp), 1)))
+		case LossBNPO, LossDAPO:
+			c = 1 / float64(max(st.tokens, 1))
+		case LossDrGRPO:
+			c = 1 / (b * float64(max(maxLen, 1)))
+		}
+		g := make([]float64, len(s.logp))
+		for t, lp := range s.logp {
+			r := math.Exp(lp - s.old[t])
+			clipped := min(max(r, 1-lc.ClipLow), 1+lc.ClipHigh)
+			unc, clp := r*s.adv, clipped*s.adv
+			var l, dl float64
+			if unc <= clp {
+				l, dl = -unc, -r*s.adv
+			} else {
+				// The clipped term is smaller, so r is outside the range
+				// and the token carries no gradient.
+				l = -clp
+			}
+			if r < 1-lc.ClipLow && s.adv < 0 {
+				nLow++
+			}
+			if r > 1+lc.ClipHigh && s.adv > 0 {
+				nHigh++
+			}
+			if s.ref != nil {
+				d := s.ref[t] - lp
+				kl := math.Exp(d) - d - 1
+				klSum += kl
+				l += lc.KLCoef * kl
+				dl += lc.KLCoef * (1 - math.Exp(d))
+			}
+			st.loss += c * l
+			g[t] = c * dl
+		}
+		grads[i] = g
+	}
+	if st.tokens > 0 {
+		n := float64(st.tokens)
+		st.kl, st.clipLow, st.clipHigh = klSum/n, nLow/n, nHigh/n
+	}
+	return st, grads
+}
+
+// logSigmoid returns log σ(x) without overflow.
+func logSigmoid(x float64) float64 {
+	if x >= 0 {
+		return -math.Log1p(math.Exp(-x))
+	}
+	return x - math.Log1p(math.Exp(x))
+}
+
+func sigmoid(x float64) float64 {
+	if x >= 0 {
+		return 1 / (1 + math.Exp(-x))
+	}
+	e := math.Exp(x)
+	return e / (1 + e)
+}

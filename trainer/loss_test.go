@@ -1,0 +1,146 @@
+package trainer
+
+import (
+	"math"
+	"testing"
+)
+
+func near(t *testing.T, what string, got, want float64) {
+	t.Helper()
+	if math.Abs(got-want) > 1e-12*max(1, math.Abs(want)) {
+		t.Errorf("%s = %.15g, want %.15g", what, got, want)
+	}
+}
+
+// handBatch has two samples whose ratios r = exp(π − π_old) are chosen so
+// that clipping is active on each side (ε_low 0.2, ε_high 0.28):
+//
+//	sample 0, A = +1, r = [1.0, 1.5]:      per-token losses −1, −1.28 (clipped high, no gradient)
+//	sample 1, A = −2, r = [0.5, 1.1, 1.4]: per-token losses 1.6 (clipped low, no gradient), 2.2, 2.8
+//
+// Token sums: −2.28 over 2 tokens and 6.6 over 3 tokens.
+func handBatch() []seqInput {
+	old := math.Log(0.5)
+	mk := func(adv float64, ratios ...float64) seqInput {
+		s := seqInput{adv: adv}
+		for _, r := range ratios {
+			s.old = append(s.old, old)
+			s.logp = append(s.logp, old+math.Log(r))
+		}
+		return s
+	}
+	return []seqInput{mk(1, 1.0, 1.5), mk(-2, 0.5, 1.1, 1.4)}
+}
+
+func TestGRPOObjectiveAggregations(t *testing.T) {
+	cases := []struct {
+		typ       string
+		maxLength int
+		loss      float64
+		grads     [][]float64 // dL/dπ: −r·A times the token's aggregation weight, 0 where clipped
+	}{
+		// (1/B) Σ_i (1/L_i) Σ_t: ½(−2.28/2 + 6.6/3) = 0.53; weights 1/4 and 1/6.
+		{LossGRPO, 0, 0.53, [][]float64{{-1.0 / 4, 0}, {0, 2.2 / 6, 2.8 / 6}}},
+		// Σ/ΣL = 4.32/5; weight 1/5.
+		{LossBNPO, 0, 0.864, [][]float64{{-0.2, 0}, {0, 0.44, 0.56}}},
+		{LossDAPO, 0, 0.864, [][]float64{{-0.2, 0}, {0, 0.44, 0.56}}},
+		// Σ/(B·L_max), L_max = longest sample = 3: 4.32/6; weight 1/6.
+		{LossDrGRPO, 0, 0.72, [][]float64{{-1.0 / 6, 0}, {0, 2.2 / 6, 2.8 / 6}}},
+		// L_max given: 4.32/8; weight 1/8.
+		{LossDrGRPO, 4, 0.54, [][]float64{{-1.0 / 8, 0}, {0, 2.2 / 8, 2.8 / 8}}},
+	}
+	for _, c := range cases {
+		lc, err := normalizeLoss(LossConfig{Type: c.typ, ClipLow: 0.2, ClipHigh: 0.28, LearningRate: 1, MaxLength: c.maxLength})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, grads := grpoObjective(handBatch(), lc)
+		near(t, c.typ+" loss", st.loss, c.loss)
+		near(t, c.typ+" clip_frac_low", st.clipLow, 0.2)
+		near(t, c.typ+" clip_frac_high", st.clipHigh, 0.2)
+		near(t, c.typ+" kl", st.kl, 0)
+		if st.tokens != 5 {
+			t.Errorf("%s tokens = %d, want 5", c.typ, st.tokens)
+		}
+		for i := range c.grads {
+			for j := range c.grads[i] {
+				near(t, c.typ+" grad", grads[i][j], c.grads[i][j])
+			}
+		}
+	}
+}
+
+func TestGRPOObjectiveSymmetricClipDefault(t *testing.T) {
+	// clip_high defaults to clip_low: with ε = 0.2 the r = 1.5, A = +1 token
+	// is clipped at 1.2.
+	lc, err := normalizeLoss(LossConfig{Type: LossBNPO, ClipLow: 0.2, LearningRate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := grpoObjective(handBatch()[:1], lc)
+	near(t, "loss", st.loss, (-1-1.2)/2)
+	near(t, "clip_frac_high", st.clipHigh, 0.5)
+}
+
+func TestGRPOObjectiveKL(t *testing.T) {
+	lc, err := normalizeLoss(LossConfig{Type: LossGRPO, KLCoef: 0.5, LearningRate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Policy equal to the reference: k3 = 0 and the KL term adds no gradient.
+	s := seqInput{logp: []float64{-0.3, -1.2}, old: []float64{-0.3, -1.2}, ref: []float64{-0.3, -1.2}, adv: 0}
+	st, g := grpoObjective([]seqInput{s}, lc)
+	near(t, "kl (policy = reference)", st.kl, 0)
+	near(t, "loss", st.loss, 0)
+	near(t, "grad", g[0][0], 0)
+
+	// π = log ½, π_ref = log ¼: d = −log 2, k3 = e^d − d − 1 = ½ + log 2 − 1;
+	// dk3/dπ = 1 − e^d = ½. With A = 0 only the KL term remains.
+	s = seqInput{logp: []float64{math.Log(0.5)}, old: []float64{math.Log(0.5)}, ref: []float64{math.Log(0.25)}}
+	st, g = grpoObjective([]seqInput{s}, lc)
+	k3 := 0.5 + math.Ln2 - 1
+	near(t, "kl", st.kl, k3)
+	near(t, "loss", st.loss, 0.5*k3)
+	near(t, "grad", g[0][0], 0.5*0.5)
+}
+
+func TestGRPOObjectiveEmptySample(t *testing.T) {
+	// A sample with no tokens counts in B but adds nothing.
+	lc, _ := normalizeLoss(LossConfig{Type: LossGRPO, ClipHigh: 0.28, LearningRate: 1})
+	b := handBatch()[:1] // loss −2.28/2 alone
+	st, _ := grpoObjective(append(b, seqInput{adv: 3}), lc)
+	near(t, "loss", st.loss, -1.14/2)
+}
+
+func TestNormalizeLossErrors(t *testing.T) {
+	_, err := normalizeLoss(LossConfig{Type: "x", LearningRate: 1})
+	if err == nil || err.Code != CodeUnknownLossType || err.Message[:23] != "unknown loss type 'x' (" {
+		t.Fatalf("unknown type: got %v", err)
+	}
+	for _, lc := range []LossConfig{
+		{Type: LossGRPO}, // no learning rate
+		{Type: LossGRPO, LearningRate: 1, ClipLow: 1.5},    // ε_low ≥ 1
+		{Type: LossGRPO, LearningRate: 1, KLCoef: -1},      // β < 0
+		{Type: LossGRPO, LearningRate: 1, Mu: -2},          // μ < 1
+		{Type: LossGRPO, LearningRate: math.NaN()},         // NaN
+		{Type: LossGRPO, LearningRate: 1, MaxLength: -1},   // L_max < 0
+		{Type: LossGRPO, LearningRate: 1, Temperature: -1}, // T < 0
+	} {
+		if _, err := normalizeLoss(lc); err == nil || err.Code != CodeInvalidArgument {
+			t.Errorf("%+v: got %v, want invalid_argument", lc, err)
+		}
+	}
+}
+
+func TestLogSigmoid(t *testing.T) {
+	for _, x := range []float64{-800, -30, -1, 0, 1, 30, 800} {
+		want := math.Log(1 / (1 + math.Exp(-x)))
+		if x == -800 {
+			want = -800 // exp overflows in the naive formula
+		}
+		near(t, "logσ", logSigmoid(x), want)
+		if s := sigmoid(x); s < 0 || s > 1 || math.IsNaN(s) {
+			t.Errorf("σ(%v) = %v", x, s)
+		}
+	}
+}

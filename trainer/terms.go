@@ -1,0 +1,214 @@
+package trainer
+
+import (
+	"math"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// word is one maximal run of letters/digits, lowercased, with whether its
+// first letter was upper-case in the source.
+type word struct {
+	lower string
+	upper bool
+}
+
+// words splits s into lowercased maximal runs of Unicode letters and digits.
+func words(s string) []word {
+	var out []word
+	start := -1
+	for i, r := range s {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 {
+			out = append(out, mkWord(s[start:i]))
+			start = -1
+		}
+	}
+	if start >= 0 {
+		out = append(out, mkWord(s[start:]))
+	}
+	return out
+}
+
+func mkWord(run string) word {
+	r, _ := utf8.DecodeRuneInString(run)
+	return word{lower: strings.ToLower(run), upper: unicode.IsUpper(r)}
+}
+
+// Tokens returns the lowercased letter/digit runs of s, the tokenization the
+// embedded policy uses for candidates and SFT targets.
+func Tokens(s string) []string {
+	ws := words(s)
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.lower
+	}
+	return out
+}
+
+// Feature indices of φ(term). Bounded magnitudes keep one learning rate
+// sensible for all of them.
+const (
+	featBias        = iota // 1
+	featLogTF              // log(1 + occurrences in the history)
+	featIDF                // TermStats.IDF(term), 0 without stats
+	featRecency            // 1/(1 + messages after the last one containing the term)
+	featUser               // occurs in a user message
+	featAssistant          // occurs in an assistant message
+	featCapitalized        // some occurrence starts with an upper-case letter
+	featFirstTurn          // occurs in the first history message
+	featLastUser           // occurs in the last user message of the history
+	featNumber             // all digits
+	featLogLen             // log(length in runes)
+	numFeatures
+)
+
+// featureNames name φ's components, in order (reported by info).
+var featureNames = [numFeatures]string{
+	"bias", "log_tf", "idf", "recency", "in_user_turn", "in_assistant_turn",
+	"capitalized", "in_first_turn", "in_last_user_turn", "is_number", "log_len",
+}
+
+// candidate is one history term with its features.
+type candidate struct {
+	term string
+	phi  [numFeatures]float64
+}
+
+// rewriteContext is the structured view of a prompt the policy works on.
+type rewriteContext struct {
+	history  []Message
+	question string
+}
+
+// contextOf resolves a prompt to (history, question): Dialogue first, then
+// Messages (history = messages before the last user one), then Text.
+func contextOf(p Prompt) rewriteContext {
+	if p.Dialogue != nil {
+		return rewriteContext{history: p.Dialogue.History, question: p.Dialogue.Question}
+	}
+	if len(p.Messages) > 0 {
+		last := -1
+		for i, m := range p.Messages {
+			if m.Role == "user" {
+				last = i
+			}
+		}
+		if last >= 0 {
+			var hist []Message
+			for _, m := range p.Messages[:last] {
+				if m.Role != "system" {
+					hist = append(hist, m)
+				}
+			}
+			return rewriteContext{history: hist, question: p.Messages[last].Content}
+		}
+	}
+	return rewriteContext{question: p.Text}
+}
+
+// candidates returns the candidate terms of c in first-occurrence order,
+// capped at limit, and whether the cap cut any off.
+func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool) {
+	inQuestion := map[string]bool{}
+	for _, w := range words(c.question) {
+		inQuestion[w.lower] = true
+	}
+	type acc struct {
+		tf                                 int
+		last                               int
+		user, asst, upper, first, lastUser bool
+	}
+	lastUser := -1
+	for i, m := range c.history {
+		if m.Role == "user" {
+			lastUser = i
+		}
+	}
+	var order []string
+	seen := map[string]*acc{}
+	for i, m := range c.history {
+		for _, w := range words(m.Content) {
+			if stopwords[w.lower] || inQuestion[w.lower] {
+				continue
+			}
+			a := seen[w.lower]
+			if a == nil {
+				a = &acc{}
+				seen[w.lower] = a
+				order = append(order, w.lower)
+			}
+			a.tf++
+			a.last = i
+			a.user = a.user || m.Role == "user"
+			a.asst = a.asst || m.Role == "assistant"
+			a.upper = a.upper || w.upper
+			a.first = a.first || i == 0
+			a.lastUser = a.lastUser || i == lastUser
+		}
+	}
+	truncated := false
+	if len(order) > limit {
+		order, truncated = order[:limit], true
+	}
+	out := make([]candidate, len(order))
+	for k, t := range order {
+		a := seen[t]
+		cd := candidate{term: t}
+		cd.phi[featBias] = 1
+		cd.phi[featLogTF] = math.Log1p(float64(a.tf))
+		if stats != nil {
+			cd.phi[featIDF] = stats.IDF(t)
+		}
+		cd.phi[featRecency] = 1 / float64(1+len(c.history)-1-a.last)
+		cd.phi[featUser] = b2f(a.user)
+		cd.phi[featAssistant] = b2f(a.asst)
+		cd.phi[featCapitalized] = b2f(a.upper)
+		cd.phi[featFirstTurn] = b2f(a.first)
+		cd.phi[featLastUser] = b2f(a.lastUser)
+		cd.phi[featNumber] = b2f(isNumber(t))
+		cd.phi[featLogLen] = math.Log(float64(utf8.RuneCountInString(t)))
+		out[k] = cd
+	}
+	return out, truncated
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func isNumber(t string) bool {
+	for _, r := range t {
+		if !unicode.IsDigit(r) {
+			return false
+		}
+	}
+	return t != ""
+}
+
+// stopwords are common English function words, never candidates.
+var stopwords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`a about above after again against all also am an and any are as at be
+because been before being below between both but by can could did do does doing down during each
+else even ever few for from further get gets got had has have having he her here hers herself him
+himself his how i if in into is it its itself just let like many may me might more most much must my
+myself no nor not now of off on once one only or other our ours ourselves out over own please same
+say says she should so some such tell than thank thanks that the their theirs them themselves then
+there these they this those through to too under until up us very was we well were what when where
+which while who whom whose why will with would yes yet you your yours yourself yourselves ok okay
+s t d ll m re ve don doesn didn isn aren wasn weren won wouldn shouldn couldn know think want
+really thing things something anything sure oh hi hello`) {
+		m[w] = true
+	}
+	return m
+}()

@@ -1,0 +1,247 @@
+// Package trainer is the contract between the harness and whatever holds the
+// policy: the JSON-over-HTTP trainer endpoint protocol (PROTOCOL.md), its Go
+// client, an http.Handler that serves the protocol for any Policy, the
+// embedded pure-Go term-selection policy, and a conformance check.
+package trainer
+
+import (
+	"context"
+	"time"
+)
+
+// ProtocolVersion is the protocol version this package speaks.
+const ProtocolVersion = 1
+
+// Loss types of grpo_step (PROTOCOL.md, "POST /v1/grpo_step").
+const (
+	LossGRPO   = "grpo"
+	LossBNPO   = "bnpo"
+	LossDAPO   = "dapo"
+	LossDrGRPO = "dr_grpo"
+)
+
+// Message is one chat message.
+type Message struct {
+	Role    string `json:"role"` // system, user or assistant
+	Content string `json:"content"`
+}
+
+// Dialogue is the structured context of a rewrite prompt; the embedded policy
+// needs it, LLM endpoints may ignore it.
+type Dialogue struct {
+	History  []Message `json:"history"`
+	Question string    `json:"question"`
+}
+
+// Prompt is one prompt: rendered text, chat messages, and/or structured context.
+type Prompt struct {
+	ID       string    `json:"id,omitempty"`
+	Text     string    `json:"text,omitempty"`
+	Messages []Message `json:"messages,omitempty"`
+	Dialogue *Dialogue `json:"dialogue,omitempty"`
+}
+
+// SampleRequest asks for N samples of each prompt.
+type SampleRequest struct {
+	Prompts     []Prompt `json:"prompts"`
+	N           int      `json:"n"`
+	Temperature float64  `json:"temperature"`
+	TopP        float64  `json:"top_p,omitempty"`
+	MaxTokens   int      `json:"max_tokens,omitempty"`
+	Stop        []string `json:"stop,omitempty"`
+	Seed        int64    `json:"seed"`
+}
+
+// Sample is one sampled completion with its tokens and their logprobs.
+type Sample struct {
+	PromptIndex   int       `json:"prompt_index"`
+	SampleIndex   int       `json:"sample_index"`
+	Text          string    `json:"text"`
+	TokenIDs      []int     `json:"token_ids"`
+	Logprobs      []float64 `json:"logprobs"`
+	FinishReason  string    `json:"finish_reason"`
+	PolicyVersion int64     `json:"policy_version"`
+}
+
+// SampleResponse holds len(Prompts)×N samples in (prompt, sample) order.
+type SampleResponse struct {
+	Samples       []Sample `json:"samples"`
+	PolicyVersion int64    `json:"policy_version"`
+}
+
+// LogprobsItem is a completion (as token ids) to score under the current policy.
+type LogprobsItem struct {
+	Prompt   Prompt `json:"prompt"`
+	TokenIDs []int  `json:"token_ids"`
+}
+
+// LogprobsRequest scores completions; Temperature 0 means 1.
+type LogprobsRequest struct {
+	Items       []LogprobsItem `json:"items"`
+	Temperature float64        `json:"temperature,omitempty"`
+}
+
+// LogprobsResponse has one logprob list per item.
+type LogprobsResponse struct {
+	Logprobs      [][]float64 `json:"logprobs"`
+	PolicyVersion int64       `json:"policy_version"`
+}
+
+// SFTExample is a (prompt, completion) pair; for rewriting, the completion is
+// the human rewrite.
+type SFTExample struct {
+	Prompt     Prompt `json:"prompt"`
+	Completion string `json:"completion"`
+}
+
+// SFTRequest is one supervised update.
+type SFTRequest struct {
+	StepID       string       `json:"step_id"`
+	Examples     []SFTExample `json:"examples"`
+	LearningRate float64      `json:"learning_rate"`
+	Epochs       int          `json:"epochs,omitempty"`        // 0 → 1
+	MaxGradNorm  float64      `json:"max_grad_norm,omitempty"` // 0 → no clipping
+}
+
+// SFTResponse reports the loss of the forward pass that drove the update.
+type SFTResponse struct {
+	Loss          float64 `json:"loss"`
+	Tokens        int     `json:"tokens"`
+	GradNorm      float64 `json:"grad_norm"`
+	PolicyVersion int64   `json:"policy_version"`
+	Replayed      bool    `json:"replayed"`
+}
+
+// GRPOSample is one sampled completion with its advantage.
+type GRPOSample struct {
+	Prompt      Prompt    `json:"prompt"`
+	TokenIDs    []int     `json:"token_ids"`
+	OldLogprobs []float64 `json:"old_logprobs"`
+	Advantage   float64   `json:"advantage"`
+}
+
+// LossConfig selects the loss of a grpo_step (PROTOCOL.md). Zero values take
+// the documented defaults: ClipLow 0.2, ClipHigh = ClipLow, Mu 1, MaxLength =
+// the longest sample, Temperature 1, MaxGradNorm 0 = no clipping.
+type LossConfig struct {
+	Type         string  `json:"type"` // grpo, bnpo, dapo or dr_grpo
+	ClipLow      float64 `json:"clip_low,omitempty"`
+	ClipHigh     float64 `json:"clip_high,omitempty"`
+	KLCoef       float64 `json:"kl_coef,omitempty"`
+	Mu           int     `json:"mu,omitempty"`
+	LearningRate float64 `json:"learning_rate"`
+	MaxGradNorm  float64 `json:"max_grad_norm,omitempty"`
+	MaxLength    int     `json:"max_length,omitempty"` // dr_grpo's L_max
+	// Temperature is the sampling temperature of the samples, so that the new
+	// logprobs are computed like the old ones.
+	Temperature float64 `json:"temperature,omitempty"`
+}
+
+// GRPORequest is one policy-gradient update.
+type GRPORequest struct {
+	StepID  string       `json:"step_id"`
+	Samples []GRPOSample `json:"samples"`
+	Loss    LossConfig   `json:"loss"`
+}
+
+// GRPOResponse holds the step's metrics, means over the μ iterations.
+type GRPOResponse struct {
+	Loss          float64 `json:"loss"`
+	KL            float64 `json:"kl"`
+	ClipFracLow   float64 `json:"clip_frac_low"`
+	ClipFracHigh  float64 `json:"clip_frac_high"`
+	GradNorm      float64 `json:"grad_norm"`
+	Entropy       float64 `json:"entropy"`
+	Tokens        int     `json:"tokens"`
+	PolicyVersion int64   `json:"policy_version"`
+	Replayed      bool    `json:"replayed"`
+}
+
+// SaveRequest saves the policy and optimizer state under Name.
+type SaveRequest struct {
+	StepID string `json:"step_id"`
+	Name   string `json:"name"`
+}
+
+// SaveResponse confirms a save.
+type SaveResponse struct {
+	Name          string `json:"name"`
+	PolicyVersion int64  `json:"policy_version"`
+	SizeBytes     int64  `json:"size_bytes"`
+	Replayed      bool   `json:"replayed"`
+}
+
+// LoadRequest restores the checkpoint Name.
+type LoadRequest struct {
+	StepID string `json:"step_id"`
+	Name   string `json:"name"`
+}
+
+// LoadResponse reports the restored policy version.
+type LoadResponse struct {
+	Name          string `json:"name"`
+	PolicyVersion int64  `json:"policy_version"`
+	Replayed      bool   `json:"replayed"`
+}
+
+// CheckpointInfo describes one saved checkpoint.
+type CheckpointInfo struct {
+	Name          string    `json:"name"`
+	PolicyVersion int64     `json:"policy_version"`
+	CreatedAt     time.Time `json:"created_at"`
+	SizeBytes     int64     `json:"size_bytes"`
+}
+
+// Capabilities are the optional features of an endpoint.
+type Capabilities struct {
+	TopP     bool `json:"top_p"`
+	Stop     bool `json:"stop"`
+	Entropy  bool `json:"entropy"`
+	Logprobs bool `json:"logprobs"`
+	Auth     bool `json:"auth"`
+}
+
+// Limits are request-size limits of an endpoint; 0 means no limit.
+type Limits struct {
+	MaxPrompts int `json:"max_prompts"`
+	MaxN       int `json:"max_n"`
+	MaxTokens  int `json:"max_tokens"`
+	MaxBatch   int `json:"max_batch"`
+}
+
+// Info describes an endpoint.
+type Info struct {
+	ProtocolVersion int            `json:"protocol_version"`
+	Implementation  string         `json:"implementation"`
+	BaseModel       string         `json:"base_model"`
+	Adapter         map[string]any `json:"adapter"`
+	PolicyVersion   int64          `json:"policy_version"`
+	Reference       string         `json:"reference"`
+	LossTypes       []string       `json:"loss_types"`
+	Capabilities    Capabilities   `json:"capabilities"`
+	Limits          Limits         `json:"limits"`
+	TokenKind       string         `json:"token_kind"`
+}
+
+// Policy is a trainer endpoint: the embedded policy, or a Client of a remote one.
+type Policy interface {
+	Info(ctx context.Context) (Info, error)
+	Sample(ctx context.Context, req SampleRequest) (SampleResponse, error)
+	SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, error)
+	GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse, error)
+	Save(ctx context.Context, req SaveRequest) (SaveResponse, error)
+	Load(ctx context.Context, req LoadRequest) (LoadResponse, error)
+	Checkpoints(ctx context.Context) ([]CheckpointInfo, error)
+}
+
+// Scorer scores given completions under the current policy (POST
+// /v1/logprobs). Embedded and Client implement it; it is separate from Policy
+// so that fakes of Policy need not.
+type Scorer interface {
+	Logprobs(ctx context.Context, req LogprobsRequest) (LogprobsResponse, error)
+}
+
+// TermStats gives knowledge-base statistics for the embedded policy's features.
+type TermStats interface {
+	IDF(term string) float64
+}
