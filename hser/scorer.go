@@ -3,6 +3,7 @@ package hser
 import (
 	"bytes"
 	"fmt"
+	"hash/maphash"
 	"sync"
 )
 
@@ -81,29 +82,110 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 	out := Score{Alpha: s.cfg.Alpha, Beta: s.cfg.Beta}
 	out.RougeP, out.RougeR, out.RougeF1 = s.rouge(sc, prediction, reference)
 
-	// Normalized answers: token strings joined by single spaces.
-	sc.normA = s.normalize(sc, sc.normA[:0], prediction)
-	sc.normRef = s.normalize(sc, sc.normRef[:0], reference)
-	if bytes.Equal(sc.normA, sc.normRef) {
-		out.EM = 1
+	if s.unicode && !s.cfg.Stem {
+		// The unicode normalization is the Rouge tokens minus articles:
+		// reuse the ids rouge just interned.
+		out.EM, out.SquadF1 = s.unicodeEMF1(sc)
+		if len(context) > 0 {
+			sc.normA = s.normalize(sc, sc.normA[:0], prediction)
+			sc.normRef = s.normalize(sc, sc.normRef[:0], reference)
+		}
+	} else {
+		// Normalized answers: token strings joined by single spaces.
+		sc.normA = s.normalize(sc, sc.normA[:0], prediction)
+		sc.normRef = s.normalize(sc, sc.normRef[:0], reference)
+		if bytes.Equal(sc.normA, sc.normRef) {
+			out.EM = 1
+		}
+		out.SquadF1 = tokenF1(sc, sc.normA, sc.normRef)
 	}
-	out.SquadF1 = tokenF1(sc, sc.normA, sc.normRef)
 
-	answer := sc.normA
-	if s.gold {
-		answer = sc.normRef
-	}
-	if len(answer) > 0 {
-		for _, chunk := range context {
-			sc.normC = s.normalize(sc, sc.normC[:0], chunk)
-			if containsTokens(sc.normC, answer) {
-				out.Hit = 1
-				break
+	if len(context) > 0 {
+		answer := sc.normA
+		if s.gold {
+			answer = sc.normRef
+		}
+		if len(answer) > 0 {
+			for _, chunk := range context {
+				sc.normC = s.normalize(sc, sc.normC[:0], chunk)
+				if containsTokens(sc.normC, answer) {
+					out.Hit = 1
+					break
+				}
 			}
 		}
 	}
 	out.Reward = s.cfg.Weights.Reward(out.RougeF1, out.EM, out.Hit)
 	return out
+}
+
+// unicodeEMF1 computes EM and token F1 from the interned Rouge tokens of the
+// last rouge call, leaving out the articles.
+func (s *Scorer) unicodeEMF1(sc *scratch) (em, f1 float64) {
+	if len(sc.pred) == 0 || len(sc.ref) == 0 {
+		// rouge did not intern; at most one side has tokens.
+		np, nr := countNonArticles(sc.buf, sc.pred), countNonArticles(sc.buf, sc.ref)
+		if np == 0 && nr == 0 {
+			return 1, 0
+		}
+		return 0, 0
+	}
+	t := &sc.tab
+	sc.counts = resize(sc.counts, 2*t.n) // [0,n): article flag, [n,2n): counts
+	art, counts := sc.counts[:t.n], sc.counts[t.n:]
+	clear(counts)
+	for id, k := range t.keys {
+		art[id] = 0
+		if isArticle(sc.buf[k.start:k.end]) {
+			art[id] = 1
+		}
+	}
+	np, nr := 0, 0
+	for _, id := range sc.refID {
+		if art[id] == 0 {
+			counts[id]++
+			nr++
+		}
+	}
+	em = 1
+	same, j := 0, 0
+	for _, id := range sc.predID {
+		if art[id] != 0 {
+			continue
+		}
+		np++
+		// EM: the non-article sequences are equal.
+		for j < len(sc.refID) && art[sc.refID[j]] != 0 {
+			j++
+		}
+		if j >= len(sc.refID) || sc.refID[j] != id {
+			em = 0
+		}
+		j++
+		if counts[id] > 0 {
+			counts[id]--
+			same++
+		}
+	}
+	if np != nr {
+		em = 0
+	}
+	if same == 0 {
+		return em, 0
+	}
+	p := 1.0 * float64(same) / float64(np)
+	r := 1.0 * float64(same) / float64(nr)
+	return em, (2 * p * r) / (p + r)
+}
+
+func countNonArticles(buf []byte, spans []span) int {
+	n := 0
+	for _, sp := range spans {
+		if !isArticle(buf[sp.start:sp.end]) {
+			n++
+		}
+	}
+	return n
 }
 
 // Tokens returns the Rouge-L tokens of text under the scorer's tokenizer
@@ -250,8 +332,10 @@ func containsTokens(chunk, answer []byte) bool {
 }
 
 // internTable maps token bytes to dense ids for one call: open addressing,
-// FNV-1a, keys stored as spans into the caller's buffer.
+// keys stored as spans into the caller's buffer. Ids are assigned in order of
+// first occurrence, so they do not depend on the (random) hash seed.
 type internTable struct {
+	seed  maphash.Seed
 	slots []int32 // id+1, 0 = empty
 	keys  []span  // id → its first span
 	n     int
@@ -259,6 +343,9 @@ type internTable struct {
 }
 
 func (t *internTable) reset(tokens int) {
+	if t.slots == nil {
+		t.seed = maphash.MakeSeed()
+	}
 	size := 16
 	for size < 2*tokens {
 		size <<= 1
@@ -271,28 +358,23 @@ func (t *internTable) reset(tokens int) {
 }
 
 func (t *internTable) intern(ids []int32, buf []byte, spans []span) []int32 {
+	slots, keys, mask, seed := t.slots, t.keys, t.mask, t.seed
 	for _, sp := range spans {
 		w := buf[sp.start:sp.end]
-		h := uint64(14695981039346656037)
-		for _, c := range w {
-			h ^= uint64(c)
-			h *= 1099511628211
-		}
-		for i := h & t.mask; ; i = (i + 1) & t.mask {
-			id := t.slots[i]
+		for i := maphash.Bytes(seed, w) & mask; ; i = (i + 1) & mask {
+			id := slots[i]
 			if id == 0 {
-				t.slots[i] = int32(t.n + 1)
-				t.keys = append(t.keys, sp)
-				ids = append(ids, int32(t.n))
-				t.n++
+				keys = append(keys, sp)
+				slots[i] = int32(len(keys))
+				ids = append(ids, int32(len(keys)-1))
 				break
 			}
-			k := t.keys[id-1]
-			if bytes.Equal(buf[k.start:k.end], w) {
+			if k := keys[id-1]; string(buf[k.start:k.end]) == string(w) {
 				ids = append(ids, id-1)
 				break
 			}
 		}
 	}
+	t.keys, t.n = keys, len(keys)
 	return ids
 }

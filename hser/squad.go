@@ -22,6 +22,25 @@ import (
 // Character properties come from Go's unicode tables, so a character that is
 // new in a later Unicode version than Python's may differ.
 
+// ASCII character classes for normalize_answer's fast path.
+const (
+	asciiOther = iota
+	asciiWord  // [A-Za-z0-9_]
+	asciiSpace // Python whitespace: \t \n \v \f \r, U+001C–U+001F, ' '
+)
+
+var asciiClass = func() (t [utf8.RuneSelf]uint8) {
+	for c := range utf8.RuneSelf {
+		switch {
+		case isPyWord(rune(c)):
+			t[c] = asciiWord
+		case isPySpace(rune(c)):
+			t[c] = asciiSpace
+		}
+	}
+	return t
+}()
+
 // isPyPunct reports Python's string.punctuation.
 func isPyPunct(r rune) bool {
 	switch {
@@ -150,6 +169,16 @@ func appendSQuADNormalized(dst []byte, s string, tmp *[]byte) []byte {
 		dst = append(dst, b...)
 	}
 	for i := 0; i < len(low); {
+		if c := low[i]; c < utf8.RuneSelf && asciiClass[c] != asciiWord {
+			// ASCII fast path for the common case.
+			if asciiClass[c] == asciiSpace {
+				sep = true
+			} else {
+				emit(low[i : i+1])
+			}
+			i++
+			continue
+		}
 		r, size := utf8.DecodeRune(low[i:])
 		switch {
 		case isPySpace(r):
@@ -158,6 +187,13 @@ func appendSQuADNormalized(dst []byte, s string, tmp *[]byte) []byte {
 		case isPyWord(r):
 			j := i + size
 			for j < len(low) {
+				if c := low[j]; c < utf8.RuneSelf {
+					if asciiClass[c] != asciiWord {
+						break
+					}
+					j++
+					continue
+				}
 				r2, s2 := utf8.DecodeRune(low[j:])
 				if !isPyWord(r2) {
 					break

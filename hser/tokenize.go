@@ -13,6 +13,14 @@ const (
 	TokenizerRougeScore = "rouge-score"
 )
 
+// asciiAlnum marks [A-Za-z0-9].
+var asciiAlnum = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+	}
+	return t
+}()
+
 // span is a token: bytes [start, end) of a scratch buffer.
 type span struct{ start, end int32 }
 
@@ -47,15 +55,16 @@ func appendRougeTokens(buf []byte, spans []span, text string, stem bool, stemBuf
 	for i := 0; i < len(text); {
 		c := text[i]
 		if c < utf8.RuneSelf {
-			switch {
-			case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
-				buf = append(buf, c)
-			case 'A' <= c && c <= 'Z':
-				buf = append(buf, c+('a'-'A'))
-			default:
+			if !asciiAlnum[c] {
 				flush()
+				i++
+				continue
 			}
-			i++
+			// A run of ASCII letters and digits; c|0x20 lowercases a letter
+			// and leaves a digit as it is.
+			for ; i < len(text) && asciiAlnum[text[i]]; i++ {
+				buf = append(buf, text[i]|0x20)
+			}
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(text[i:])
@@ -129,21 +138,17 @@ func appendUnicodeTokens(buf []byte, spans []span, text string, stem bool, stemB
 	for i := 0; i < len(text); {
 		c := text[i]
 		if c < utf8.RuneSelf {
-			switch {
-			case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
-				if inSplit {
-					flush()
-				}
-				buf = append(buf, c)
-			case 'A' <= c && c <= 'Z':
-				if inSplit {
-					flush()
-				}
-				buf = append(buf, c+('a'-'A'))
-			default:
+			if !asciiAlnum[c] {
+				flush()
+				i++
+				continue
+			}
+			if inSplit {
 				flush()
 			}
-			i++
+			for ; i < len(text) && asciiAlnum[text[i]]; i++ {
+				buf = append(buf, text[i]|0x20)
+			}
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(text[i:])

@@ -1,0 +1,92 @@
+package hser
+
+import (
+	"bufio"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+)
+
+// benchPairs draws (prediction, reference) pairs of 20–60 words from real
+// MTRAG answers in the shared data.
+func benchPairs(b *testing.B) [][2]string {
+	f, err := os.Open(sharedPath(b, "data/conversations/mtrag_human_eval_subset.jsonl"))
+	if err != nil {
+		b.Skipf("shared data: %v", err)
+	}
+	defer f.Close()
+	var words [][]string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var row struct {
+			Answer string `json:"answer"`
+		}
+		if json.Unmarshal(sc.Bytes(), &row) == nil && len(strings.Fields(row.Answer)) >= 60 {
+			words = append(words, strings.Fields(row.Answer))
+		}
+	}
+	if len(words) == 0 {
+		b.Skip("no answers")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	clip := func(w []string) string {
+		n := 20 + r.IntN(41)
+		i := r.IntN(len(w) - n + 1)
+		return strings.Join(w[i:i+n], " ")
+	}
+	pairs := make([][2]string, 256)
+	for i := range pairs {
+		a := words[r.IntN(len(words))]
+		bb := a
+		if i%2 == 1 {
+			bb = words[r.IntN(len(words))]
+		}
+		pairs[i] = [2]string{clip(a), clip(bb)}
+	}
+	return pairs
+}
+
+// BenchmarkScore scores one 20–60-word answer pair per op (no context):
+// pairs/s/core = 1e9 / (ns/op) with -cpu 1.
+func BenchmarkScore(b *testing.B) {
+	pairs := benchPairs(b)
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"unicode", DefaultConfig()},
+		{"rouge-score", rougeCfg(false)},
+		{"rouge-score+stem", rougeCfg(true)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s := mustScorer(b, c.cfg)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				p := pairs[i%len(pairs)]
+				s.Score(p[0], p[1], nil)
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkLCS compares the bit-parallel LCS with the DP on the same ids.
+func BenchmarkLCS(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 8))
+	a, c := randomIDs(r, 40, 30), randomIDs(r, 50, 30)
+	b.Run("bits", func(b *testing.B) {
+		var peq, v []uint64
+		for b.Loop() {
+			_, peq, v = lcsBits(a, c, 30, peq, v)
+		}
+	})
+	b.Run("dp", func(b *testing.B) {
+		for b.Loop() {
+			lcsDP(a, c)
+		}
+	})
+}

@@ -1,0 +1,94 @@
+package hser
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+var validRougeToken = regexp.MustCompile(`^[a-z0-9]+$`)
+
+func fuzzSeeds(f *testing.F) {
+	for _, s := range []string{"", "The quick brown fox", "İstanbul ΟΔΟΣ", "北京タワー서울", "x\xff\xfe\xc0y",
+		"\u0301\u0301the", "yyyyyyyy", "a\x00b", strings.Repeat("ab ", 100)} {
+		f.Add(s, "reference text")
+	}
+}
+
+// FuzzScore: arbitrary bytes (invalid UTF-8 included) never panic and give
+// scores in range, tokens of the documented shape and normalized answers
+// with single spaces, under every tokenizer and stemming mode.
+func FuzzScore(f *testing.F) {
+	fuzzSeeds(f)
+	scorers := []*Scorer{mustScorer(f, rougeCfg(false)), mustScorer(f, rougeCfg(true)), mustScorer(f, DefaultConfig())}
+	stemU := DefaultConfig()
+	stemU.Stem = true
+	scorers = append(scorers, mustScorer(f, stemU))
+	f.Fuzz(func(t *testing.T, pred, ref string) {
+		for i, s := range scorers {
+			g := s.Score(pred, ref, []string{ref, pred})
+			for _, v := range []float64{g.RougeP, g.RougeR, g.RougeF1, g.SquadF1} {
+				if !(v >= 0 && v <= 1) {
+					t.Fatalf("scorer %d: out of range %+v", i, g)
+				}
+			}
+			if s.Normalize(pred) != "" && g.Hit != 1 {
+				t.Fatalf("scorer %d: a non-empty answer must hit its own text: %+v", i, g)
+			}
+			for _, tok := range s.Tokens(pred) {
+				if tok == "" || !utf8.ValidString(tok) {
+					t.Fatalf("scorer %d: bad token %q", i, tok)
+				}
+				if i < 2 && !validRougeToken.MatchString(tok) {
+					t.Fatalf("rouge-score token %q", tok)
+				}
+			}
+			n := s.Normalize(pred)
+			if strings.HasPrefix(n, " ") || strings.HasSuffix(n, " ") || strings.Contains(n, "  ") {
+				t.Fatalf("scorer %d: normalized %q has stray spaces", i, n)
+			}
+		}
+	})
+}
+
+// FuzzPorter: any ASCII lowercase word stems without panic, to a non-empty
+// lowercase word for a non-empty input.
+func FuzzPorter(f *testing.F) {
+	for _, s := range []string{"generously", "yyyy", "ies", "sses", "eed", "ing", "alli", "logi", "y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		w := []byte(strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' {
+				return r
+			}
+			return -1
+		}, s))
+		got := porterStem(w)
+		if len(w) > 0 && len(got) == 0 {
+			t.Fatalf("stem(%q) is empty", w)
+		}
+	})
+}
+
+// TestLongInputs: megabyte inputs, pathological for naive code (a run of
+// y's for the Porter consonant test, one giant token, many tokens).
+func TestLongInputs(t *testing.T) {
+	long := []string{
+		strings.Repeat("y", 1<<20),
+		strings.Repeat("ational", 1<<17),
+		strings.Repeat("the ", 1<<18),
+		strings.Repeat("北京\xff", 1<<17),
+		strings.Repeat("a\u0301", 1<<18),
+	}
+	for _, cfg := range []Config{rougeCfg(true), DefaultConfig()} {
+		s := mustScorer(t, cfg)
+		for _, x := range long {
+			g := s.Score(x, "the reference", []string{x[:1000]})
+			if !(g.RougeF1 >= 0 && g.RougeF1 <= 1) {
+				t.Errorf("bad score %+v", g)
+			}
+		}
+	}
+}
