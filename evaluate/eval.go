@@ -1,0 +1,449 @@
+package evaluate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/retrieval"
+)
+
+// Responder answers the user's question from the retrieved chunks;
+// rollout.Responder implements it.
+type Responder interface {
+	Name() string
+	Respond(ctx context.Context, question string, chunks []retrieval.Ranked) (string, error)
+}
+
+// Scorer computes the HSER reward and its terms; *hser.Scorer implements it.
+type Scorer interface {
+	Score(prediction, reference string, context []string) hser.Score
+}
+
+// System is one evaluated configuration: a rewriter with long-term memory on
+// or off. Each system needs its own Retriever when memory is on, since the
+// memory of a user grows with the queries it sees.
+type System struct {
+	Name      string
+	Rewriter  Rewriter
+	Memory    bool
+	Retriever retrieval.Retriever
+}
+
+// Options tunes an evaluation.
+type Options struct {
+	// Concurrency bounds the conversations in flight (turns of one
+	// conversation run in order, so long-term memory sees them in order).
+	Concurrency int
+	Stats       StatsConfig
+	// Baseline names the rewriter every system is compared with ("raw").
+	Baseline string
+	// Progress, when set, is called after each turn with done and total.
+	Progress func(done, total int)
+}
+
+// Metric names, in table order.
+const (
+	MReward   = "reward"
+	MRougeF1  = "rougeL_f1"
+	MEM       = "em"
+	MHit      = "hit"
+	MSquadF1  = "squad_f1"
+	MMRR      = "recip_rank"
+	MNDCG3    = "ndcg_cut_3"
+	MRecall10 = "recall_10"
+	MRecall1h = "recall_100"
+)
+
+// AnswerMetrics need a reference answer; IRMetrics need gold passages.
+var (
+	AnswerMetrics = []string{MReward, MRougeF1, MEM, MHit, MSquadF1}
+	IRMetrics     = []string{MMRR, MNDCG3, MRecall10, MRecall1h}
+)
+
+// TurnResult is one system on one turn: a row of the per-turn Parquet.
+type TurnResult struct {
+	System    string
+	Rewriter  string
+	Memory    bool
+	ConvID    string
+	Turn      int
+	Question  string
+	Rewrite   string
+	Answer    string
+	Reference string
+	// Error and ErrorStage (rewrite, retrieve, respond) are set on failure.
+	Error      string
+	ErrorStage string
+	Score      hser.Score
+	// HasAnswer: the turn has a reference answer and was answered.
+	HasAnswer bool
+	// HasGold: the turn has gold passages and retrieval succeeded.
+	HasGold                          bool
+	RecipRank, NDCG3, Recall10, R100 float64
+	// Run is the passage ranking the IR metrics were computed on.
+	Run      []retrieval.Scored
+	Memories []string
+	Seconds  float64
+}
+
+// metric returns the value of a metric, NaN when it does not apply.
+func (r *TurnResult) metric(name string) float64 {
+	switch name {
+	case MMRR, MNDCG3, MRecall10, MRecall1h:
+		if !r.HasGold {
+			return math.NaN()
+		}
+		return map[string]float64{MMRR: r.RecipRank, MNDCG3: r.NDCG3, MRecall10: r.Recall10, MRecall1h: r.R100}[name]
+	}
+	if !r.HasAnswer {
+		return math.NaN()
+	}
+	switch name {
+	case MReward:
+		return r.Score.Reward
+	case MRougeF1:
+		return r.Score.RougeF1
+	case MEM:
+		return r.Score.EM
+	case MHit:
+		return r.Score.Hit
+	case MSquadF1:
+		return r.Score.SquadF1
+	}
+	return math.NaN()
+}
+
+// SystemReport is the summary of one system.
+type SystemReport struct {
+	Name     string `json:"name"`
+	Rewriter string `json:"rewriter"`
+	Memory   bool   `json:"memory"`
+	Turns    int    `json:"turns"`
+	Failed   int    `json:"failed"`
+	// Failures counts failed turns by stage (rewrite, retrieve, respond).
+	Failures map[string]int `json:"failures"`
+	// Metrics: mean over turns with a 95% cluster-bootstrap interval; a
+	// metric is absent when no turn has what it needs.
+	Metrics map[string]Estimate `json:"metrics"`
+	// Baseline is the system compared against (raw with the same memory
+	// setting); VsBaseline the paired comparisons, absent for the baseline.
+	Baseline   string                `json:"baseline,omitempty"`
+	VsBaseline map[string]Comparison `json:"vs_baseline,omitempty"`
+	// VsMemoryOff compares a memory-on system with the same rewriter without
+	// memory, when both were evaluated.
+	VsMemoryOff map[string]Comparison `json:"vs_memory_off,omitempty"`
+	// RunDepth is the largest number of passages ranked for a turn: the
+	// depth Recall@100 was computed at.
+	RunDepth int `json:"run_depth"`
+}
+
+// Report is a whole evaluation.
+type Report struct {
+	Turns         int            `json:"turns"`
+	Conversations int            `json:"conversations"`
+	WithAnswer    int            `json:"turns_with_reference_answer"`
+	WithGold      int            `json:"turns_with_gold_passages"`
+	Responder     string         `json:"responder"`
+	Stats         StatsConfig    `json:"stats"`
+	Systems       []SystemReport `json:"systems"`
+	Seconds       float64        `json:"seconds"`
+}
+
+// Evaluate runs every system over the turns and summarizes. Per-turn
+// failures are recorded in the results and counted in the report, never
+// dropped; only a cancelled context stops the evaluation.
+func Evaluate(ctx context.Context, turns []datasets.Turn, systems []System, resp Responder, scorer Scorer, opts Options) (Report, [][]TurnResult, error) {
+	t0 := time.Now()
+	if len(turns) == 0 {
+		return Report{}, nil, errors.New("evaluate: no turns")
+	}
+	if len(systems) == 0 {
+		return Report{}, nil, errors.New("evaluate: no systems")
+	}
+	if opts.Concurrency < 1 {
+		opts.Concurrency = 1
+	}
+	if opts.Baseline == "" {
+		opts.Baseline = "raw"
+	}
+	if err := opts.Stats.Validate(); err != nil {
+		return Report{}, nil, err
+	}
+	names := map[string]bool{}
+	for _, s := range systems {
+		if names[s.Name] {
+			return Report{}, nil, fmt.Errorf("evaluate: system %q given twice", s.Name)
+		}
+		names[s.Name] = true
+		if s.Retriever == nil || s.Rewriter == nil {
+			return Report{}, nil, fmt.Errorf("evaluate: system %q lacks a rewriter or retriever", s.Name)
+		}
+	}
+	convs := groupConversations(turns)
+
+	results := make([][]TurnResult, len(systems))
+	for i := range results {
+		results[i] = make([]TurnResult, len(turns))
+	}
+	// Index of each turn in the input order, per conversation.
+	index := map[*datasets.Turn]int{}
+	for i := range turns {
+		index[&turns[i]] = i
+	}
+	total := len(turns) * len(systems)
+	var done atomic.Int64
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(opts.Concurrency)
+	for si := range systems {
+		for _, conv := range convs {
+			eg.Go(func() error {
+				for _, t := range conv {
+					if err := ectx.Err(); err != nil {
+						return err
+					}
+					results[si][index[t]] = runTurn(ectx, systems[si], *t, resp, scorer)
+					n := done.Add(1)
+					if opts.Progress != nil {
+						opts.Progress(int(n), total)
+					}
+				}
+				return nil
+			})
+		}
+	}
+	if err := eg.Wait(); err != nil {
+		return Report{}, nil, fmt.Errorf("evaluate: %w", err)
+	}
+
+	rep := Report{Turns: len(turns), Conversations: len(convs), Responder: resp.Name(), Stats: opts.Stats}
+	for _, t := range turns {
+		if t.Answer != "" {
+			rep.WithAnswer++
+		}
+		if len(qrelsOf(t)) > 0 && hasRelevant(qrelsOf(t)) {
+			rep.WithGold++
+		}
+	}
+	for si, s := range systems {
+		rep.Systems = append(rep.Systems, summarizeSystem(s, results[si], turns, convs, index, opts.Stats))
+	}
+	// Paired comparisons with the baseline of the same memory setting, and
+	// memory on against off for the same rewriter.
+	for si, s := range systems {
+		if base := findSystem(systems, opts.Baseline, s.Memory); base >= 0 && base != si {
+			cmp, err := compare(results[si], results[base], convs, index, opts.Stats)
+			if err != nil {
+				return Report{}, nil, err
+			}
+			rep.Systems[si].Baseline, rep.Systems[si].VsBaseline = systems[base].Name, cmp
+		}
+		if s.Memory {
+			if off := findSystem(systems, s.Rewriter.Name(), false); off >= 0 {
+				cmp, err := compare(results[si], results[off], convs, index, opts.Stats)
+				if err != nil {
+					return Report{}, nil, err
+				}
+				rep.Systems[si].VsMemoryOff = cmp
+			}
+		}
+	}
+	rep.Seconds = time.Since(t0).Seconds()
+	return rep, results, nil
+}
+
+func findSystem(systems []System, rewriter string, memory bool) int {
+	for i, s := range systems {
+		if s.Rewriter.Name() == rewriter && s.Memory == memory {
+			return i
+		}
+	}
+	return -1
+}
+
+// groupConversations returns the turns of each conversation in turn order;
+// conversations in order of first appearance.
+func groupConversations(turns []datasets.Turn) [][]*datasets.Turn {
+	pos := map[string]int{}
+	var out [][]*datasets.Turn
+	for i := range turns {
+		t := &turns[i]
+		p, ok := pos[t.ConvID]
+		if !ok {
+			p = len(out)
+			pos[t.ConvID] = p
+			out = append(out, nil)
+		}
+		out[p] = append(out[p], t)
+	}
+	for _, c := range out {
+		sort.SliceStable(c, func(i, j int) bool { return c[i].Turn < c[j].Turn })
+	}
+	return out
+}
+
+// qrelsOf returns the turn's judged passages; unknown relevance counts as 1.
+func qrelsOf(t datasets.Turn) map[string]int {
+	q := make(map[string]int, len(t.Passages))
+	for _, p := range t.Passages {
+		rel := 1
+		if p.Relevance != nil {
+			rel = *p.Relevance
+		}
+		if old, ok := q[p.ID]; !ok || rel > old {
+			q[p.ID] = rel
+		}
+	}
+	return q
+}
+
+func hasRelevant(q map[string]int) bool {
+	for _, r := range q {
+		if r > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// passageOf maps a chunk id ("<passage id>#<window>") to its passage.
+func passageOf(chunkID string) string {
+	if i := strings.LastIndexByte(chunkID, '#'); i >= 0 {
+		return chunkID[:i]
+	}
+	return chunkID
+}
+
+// PipelineRun is the passage ranking the pipeline produced: the final
+// (re-ranked) top-k first, then the remaining first-stage candidates in
+// retrieval order, each passage at its best chunk's position (MaxP). Scores
+// are depth − rank, so trec_eval's re-sort by score keeps the pipeline's
+// order exactly.
+func PipelineRun(res retrieval.Result) []retrieval.Scored {
+	var ids []string
+	seen := map[string]bool{}
+	add := func(pid string) {
+		if !seen[pid] {
+			seen[pid] = true
+			ids = append(ids, pid)
+		}
+	}
+	for _, c := range res.Chunks {
+		pid := c.PassageID
+		if pid == "" {
+			pid = passageOf(c.ID)
+		}
+		add(pid)
+	}
+	for _, c := range res.Trace.Candidates {
+		add(passageOf(c.ID))
+	}
+	run := make([]retrieval.Scored, len(ids))
+	for i, id := range ids {
+		run[i] = retrieval.Scored{ID: id, Score: float64(len(ids) - i)}
+	}
+	return run
+}
+
+func runTurn(ctx context.Context, s System, t datasets.Turn, resp Responder, scorer Scorer) TurnResult {
+	start := time.Now()
+	r := TurnResult{System: s.Name, Rewriter: s.Rewriter.Name(), Memory: s.Memory, ConvID: t.ConvID, Turn: t.Turn,
+		Question: t.Question, Reference: t.Answer}
+	fail := func(stage string, err error) TurnResult {
+		r.ErrorStage, r.Error = stage, err.Error()
+		r.Seconds = time.Since(start).Seconds()
+		return r
+	}
+	rw, err := s.Rewriter.Rewrite(ctx, t)
+	if err != nil {
+		return fail("rewrite", err)
+	}
+	r.Rewrite = rw
+	res, err := s.Retriever.Retrieve(ctx, t.User, rw, t.Question)
+	if err != nil {
+		return fail("retrieve", err)
+	}
+	for _, m := range res.Trace.Memories {
+		r.Memories = append(r.Memories, m.Query)
+	}
+	r.Run = PipelineRun(res)
+	if q := qrelsOf(t); hasRelevant(q) {
+		r.HasGold = true
+		r.RecipRank = retrieval.RecipRank(r.Run, q)
+		r.NDCG3 = retrieval.NDCGCut(r.Run, q, 3)
+		r.Recall10 = retrieval.Recall(r.Run, q, 10)
+		r.R100 = retrieval.Recall(r.Run, q, 100)
+	}
+	ans, err := resp.Respond(ctx, t.Question, res.Chunks)
+	if err != nil {
+		return fail("respond", err)
+	}
+	r.Answer = ans
+	if t.Answer != "" {
+		texts := make([]string, len(res.Chunks))
+		for i, c := range res.Chunks {
+			texts[i] = c.Text
+		}
+		r.Score = scorer.Score(ans, t.Answer, texts)
+		r.HasAnswer = true
+	}
+	r.Seconds = time.Since(start).Seconds()
+	return r
+}
+
+// byConversation lays a metric out as conversation → turn values (NaN where
+// the turn failed or the metric does not apply), for the cluster statistics.
+func byConversation(res []TurnResult, convs [][]*datasets.Turn, index map[*datasets.Turn]int, metric string) [][]float64 {
+	out := make([][]float64, len(convs))
+	for c, conv := range convs {
+		out[c] = make([]float64, len(conv))
+		for k, t := range conv {
+			out[c][k] = res[index[t]].metric(metric)
+		}
+	}
+	return out
+}
+
+func summarizeSystem(s System, res []TurnResult, turns []datasets.Turn, convs [][]*datasets.Turn, index map[*datasets.Turn]int, cfg StatsConfig) SystemReport {
+	sr := SystemReport{Name: s.Name, Rewriter: s.Rewriter.Name(), Memory: s.Memory, Turns: len(turns),
+		Failures: map[string]int{}, Metrics: map[string]Estimate{}}
+	for _, r := range res {
+		if r.ErrorStage != "" {
+			sr.Failed++
+			sr.Failures[r.ErrorStage]++
+		}
+		sr.RunDepth = max(sr.RunDepth, len(r.Run))
+	}
+	for _, m := range append(append([]string(nil), AnswerMetrics...), IRMetrics...) {
+		est, err := Bootstrap(byConversation(res, convs, index, m), cfg)
+		if err != nil {
+			continue // no turn has this metric (no answers or no gold passages)
+		}
+		sr.Metrics[m] = est
+	}
+	return sr
+}
+
+func compare(sys, base []TurnResult, convs [][]*datasets.Turn, index map[*datasets.Turn]int, cfg StatsConfig) (map[string]Comparison, error) {
+	out := map[string]Comparison{}
+	for _, m := range append(append([]string(nil), AnswerMetrics...), IRMetrics...) {
+		c, err := Paired(byConversation(sys, convs, index, m), byConversation(base, convs, index, m), cfg)
+		if errors.Is(err, ErrNoData) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("compare %s: %w", m, err)
+		}
+		out[m] = c
+	}
+	return out, nil
+}

@@ -1,0 +1,43 @@
+package evaluate
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestGridPointsCartesianFirstAxisOutermost(t *testing.T) {
+	g, err := ParseGrid([]byte("# α then β\nalpha: [0, 0.5, 1]\nreward.beta: [0, 0.5]\nreward.hit: gold\n"), "grid.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts := g.Points()
+	if len(pts) != 6 {
+		t.Fatalf("%d points, want 3×2×1", len(pts))
+	}
+	want0 := []string{"reward.alpha=0", "reward.beta=0", "reward.hit=gold"}
+	if !reflect.DeepEqual(pts[0].Overrides, want0) || pts[0].Name != "alpha=0 beta=0 hit=gold" {
+		t.Fatalf("first point %+v", pts[0])
+	}
+	if pts[1].Overrides[1] != "reward.beta=0.5" || pts[2].Overrides[0] != "reward.alpha=0.5" {
+		t.Fatalf("order: %v then %v", pts[1].Overrides, pts[2].Overrides)
+	}
+}
+
+func TestGridErrorsNameLine(t *testing.T) {
+	cases := map[string]string{
+		"alpha: [0]\nalpha: [1]\n": "grid.yaml:2",
+		"alpha: []\n":              "grid.yaml:1",
+		"topk: [1]\n":              "grid.yaml:1",
+		"alpha:\n  x: 1\n":         "grid.yaml:2",
+		"reward.alpha: [[0, 1]]\n": "grid.yaml:1",
+		"- alpha\n":                "grid.yaml:1",
+		"":                         "empty grid",
+	}
+	for in, want := range cases {
+		_, err := ParseGrid([]byte(in), "grid.yaml")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want an error containing %q", in, err, want)
+		}
+	}
+}

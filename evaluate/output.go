@@ -1,0 +1,314 @@
+package evaluate
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/retrieval"
+)
+
+var metricLabels = map[string]string{
+	MReward: "HSER", MRougeF1: "Rouge-L F1", MEM: "EM", MHit: "Hit", MSquadF1: "SQuAD F1",
+	MMRR: "MRR", MNDCG3: "NDCG@3", MRecall10: "R@10", MRecall1h: "R@100",
+}
+
+// WriteMarkdown writes two tables: every system's means with 95% intervals,
+// and each system's difference from its baseline with the p-value.
+func WriteMarkdown(w io.Writer, rep Report) error {
+	var b strings.Builder
+	metrics := presentMetrics(rep)
+	fmt.Fprintf(&b, "%d turns in %d conversations (%d with a reference answer, %d with gold passages); responder %s.\n",
+		rep.Turns, rep.Conversations, rep.WithAnswer, rep.WithGold, rep.Responder)
+	fmt.Fprintf(&b, "Means over turns with %.0f%% bootstrap intervals resampling conversations (%d resamples).\n\n",
+		rep.Stats.Level*100, rep.Stats.Resamples)
+	b.WriteString("| system | failed |")
+	for _, m := range metrics {
+		b.WriteString(" " + metricLabels[m] + " |")
+	}
+	b.WriteString("\n|---|---:|" + strings.Repeat("---:|", len(metrics)) + "\n")
+	for _, s := range rep.Systems {
+		fmt.Fprintf(&b, "| %s | %d/%d |", mdEscape(s.Name), s.Failed, s.Turns)
+		for _, m := range metrics {
+			if e, ok := s.Metrics[m]; ok {
+				fmt.Fprintf(&b, " %.3f [%.3f, %.3f] |", e.Mean, e.Lo, e.Hi)
+			} else {
+				b.WriteString(" – |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	var cmpRows []string
+	for _, s := range rep.Systems {
+		for _, c := range []struct {
+			label string
+			m     map[string]Comparison
+		}{{"vs " + s.Baseline, s.VsBaseline}, {"vs memory off", s.VsMemoryOff}} {
+			if len(c.m) == 0 {
+				continue
+			}
+			row := fmt.Sprintf("| %s | %s |", mdEscape(s.Name), mdEscape(c.label))
+			for _, m := range metrics {
+				if d, ok := c.m[m]; ok {
+					row += fmt.Sprintf(" %+.3f [%+.3f, %+.3f] p=%s |", d.Diff, d.Lo, d.Hi, pString(d.P, rep.Stats.Resamples))
+				} else {
+					row += " – |"
+				}
+			}
+			cmpRows = append(cmpRows, row)
+		}
+	}
+	if len(cmpRows) > 0 {
+		b.WriteString("\nPaired differences (system − baseline) over turns both completed; p from a sign-flip randomization test over conversations.\n\n| system | against |")
+		for _, m := range metrics {
+			b.WriteString(" Δ " + metricLabels[m] + " |")
+		}
+		b.WriteString("\n|---|---|" + strings.Repeat("---:|", len(metrics)) + "\n")
+		b.WriteString(strings.Join(cmpRows, "\n") + "\n")
+	}
+	var notes []string
+	for _, s := range rep.Systems {
+		if s.Failed > 0 {
+			var parts []string
+			for _, st := range sortedKeys(s.Failures) {
+				parts = append(parts, fmt.Sprintf("%s %d", st, s.Failures[st]))
+			}
+			notes = append(notes, fmt.Sprintf("%s: %d failed turns (%s); they are left out of its means and of its pairs.", s.Name, s.Failed, strings.Join(parts, ", ")))
+		}
+		if _, ok := s.Metrics[MRecall1h]; ok && s.RunDepth < 100 {
+			notes = append(notes, fmt.Sprintf("%s: the pipeline ranks at most %d passages, so R@100 is recall at that depth (raise retrieval.candidates).", s.Name, s.RunDepth))
+		}
+	}
+	if len(notes) > 0 {
+		b.WriteString("\n" + strings.Join(notes, "\n") + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// pString prints a p-value no finer than the resampling can resolve.
+func pString(p float64, resamples int) string {
+	if floor := 1 / float64(resamples+1); p <= floor {
+		return fmt.Sprintf("<%.2g", 2*floor)
+	}
+	if p < 0.001 {
+		return fmt.Sprintf("%.1e", p)
+	}
+	return fmt.Sprintf("%.3f", p)
+}
+
+func presentMetrics(rep Report) []string {
+	var out []string
+	for _, m := range append(append([]string(nil), AnswerMetrics...), IRMetrics...) {
+		for _, s := range rep.Systems {
+			if _, ok := s.Metrics[m]; ok {
+				out = append(out, m)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]int) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// WriteJSON writes the report with every number, indented.
+func WriteJSON(w io.Writer, rep Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._+-]+`)
+
+// FileSafe turns a system name into a file name and TREC run tag.
+func FileSafe(name string) string { return strings.Trim(unsafeName.ReplaceAllString(name, "_"), "_") }
+
+// QueryID is the TREC query id of a turn ("<conv_id>_<turn>", whitespace-free).
+func QueryID(convID string, turn int) string { return FileSafe(convID) + "_" + fmt.Sprint(turn) }
+
+// WriteTRECRun writes one system's per-turn rankings as a TREC run file.
+// Failed turns have no ranking and are absent, as trec_eval expects.
+func WriteTRECRun(w io.Writer, res []TurnResult, tag string) error {
+	bw := bufio.NewWriter(w)
+	for _, r := range res {
+		if len(r.Run) == 0 {
+			continue
+		}
+		if err := retrieval.WriteTRECRun(bw, QueryID(r.ConvID, r.Turn), r.Run, tag); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// WriteQrels writes the turns' judgments in trec_eval's qrels format, so the
+// run files can be checked with `trec_eval -m recip_rank qrels run`.
+func WriteQrels(w io.Writer, turns []datasets.Turn) error {
+	bw := bufio.NewWriter(w)
+	for _, t := range turns {
+		q := qrelsOf(t)
+		ids := make([]string, 0, len(q))
+		for id := range q {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			if _, err := fmt.Fprintf(bw, "%s 0 %s %d\n", QueryID(t.ConvID, t.Turn), id, q[id]); err != nil {
+				return err
+			}
+		}
+	}
+	return bw.Flush()
+}
+
+// turnsSchema is the per-turn Parquet layout. Metrics that do not apply
+// (no gold passages, failed turn) are null.
+var turnsSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "system", Type: arrow.BinaryTypes.String},
+	{Name: "rewriter", Type: arrow.BinaryTypes.String},
+	{Name: "memory", Type: arrow.FixedWidthTypes.Boolean},
+	{Name: "conv_id", Type: arrow.BinaryTypes.String},
+	{Name: "turn", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "question", Type: arrow.BinaryTypes.String},
+	{Name: "rewrite", Type: arrow.BinaryTypes.String},
+	{Name: "answer", Type: arrow.BinaryTypes.String},
+	{Name: "reference", Type: arrow.BinaryTypes.String},
+	{Name: "error", Type: arrow.BinaryTypes.String},
+	{Name: "error_stage", Type: arrow.BinaryTypes.String},
+	{Name: "reward", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "rougeL_p", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "rougeL_r", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "rougeL_f1", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "em", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "hit", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "squad_f1", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "recip_rank", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "ndcg_cut_3", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "recall_10", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "recall_100", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "top_passages", Type: arrow.ListOf(arrow.BinaryTypes.String)},
+	{Name: "memories", Type: arrow.ListOf(arrow.BinaryTypes.String)},
+	{Name: "seconds", Type: arrow.PrimitiveTypes.Float64},
+}, nil)
+
+// topPassages is how much of each ranking the Parquet keeps (the TREC run
+// files have all of it).
+const topPassages = 10
+
+// WriteTurnsParquet writes every system's per-turn results to path,
+// atomically (temporary file, then rename).
+func WriteTurnsParquet(path string, results [][]TurnResult) (err error) {
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), turnsSchema)
+	defer b.Release()
+	str := func(i int, v string) { b.Field(i).(*array.StringBuilder).Append(v) }
+	num := func(i int, v float64, ok bool) {
+		fb := b.Field(i).(*array.Float64Builder)
+		if ok && !math.IsNaN(v) {
+			fb.Append(v)
+		} else {
+			fb.AppendNull()
+		}
+	}
+	list := func(i int, vs []string) {
+		lb := b.Field(i).(*array.ListBuilder)
+		lb.Append(true)
+		vb := lb.ValueBuilder().(*array.StringBuilder)
+		for _, v := range vs {
+			vb.Append(v)
+		}
+	}
+	for _, sys := range results {
+		for _, r := range sys {
+			str(0, r.System)
+			str(1, r.Rewriter)
+			b.Field(2).(*array.BooleanBuilder).Append(r.Memory)
+			str(3, r.ConvID)
+			b.Field(4).(*array.Int64Builder).Append(int64(r.Turn))
+			str(5, r.Question)
+			str(6, r.Rewrite)
+			str(7, r.Answer)
+			str(8, r.Reference)
+			str(9, r.Error)
+			str(10, r.ErrorStage)
+			sc := r.Score
+			for i, v := range []float64{sc.Reward, sc.RougeP, sc.RougeR, sc.RougeF1, sc.EM, sc.Hit, sc.SquadF1} {
+				num(11+i, v, r.HasAnswer)
+			}
+			for i, v := range []float64{r.RecipRank, r.NDCG3, r.Recall10, r.R100} {
+				num(18+i, v, r.HasGold)
+			}
+			var top []string
+			for i, s := range r.Run {
+				if i == topPassages {
+					break
+				}
+				top = append(top, s.ID)
+			}
+			list(22, top)
+			list(23, r.Memories)
+			b.Field(24).(*array.Float64Builder).Append(r.Seconds)
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := f.Chmod(0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd))
+	w, err := pqarrow.NewFileWriter(turnsSchema, f, props, pqarrow.DefaultWriterProps())
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := w.Write(rec); err != nil {
+		w.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := w.Close(); err != nil { // also closes f
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

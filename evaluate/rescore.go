@@ -1,0 +1,434 @@
+package evaluate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+	"gopkg.in/yaml.v3"
+
+	"github.com/himes-rl/himes/configs"
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/grpo"
+	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/rollout"
+)
+
+// Setting is one reward setting to rescore under.
+type Setting struct {
+	Name      string               `json:"name"`
+	Overrides []string             `json:"overrides"`
+	Reward    hser.Config          `json:"reward"`
+	Advantage grpo.AdvantageConfig `json:"advantage"`
+}
+
+// Lookup supplies what the rollout ledger does not store: the reference
+// answer of a turn and the text of a retrieved chunk.
+type Lookup interface {
+	Reference(convID string, turn int) (string, error)
+	ChunkText(id string) (string, error)
+}
+
+// MapLookup is a Lookup over loaded turns and chunks.
+type MapLookup struct {
+	refs   map[string]string
+	chunks map[string]string
+}
+
+// NewMapLookup indexes turns by (conv_id, turn) and chunks by id.
+func NewMapLookup(turns []datasets.Turn, chunks []retrieval.Chunk) *MapLookup {
+	l := &MapLookup{refs: make(map[string]string, len(turns)), chunks: make(map[string]string, len(chunks))}
+	for _, t := range turns {
+		l.refs[t.ID()] = t.Answer
+	}
+	for _, c := range chunks {
+		l.chunks[c.ID] = c.Text
+	}
+	return l
+}
+
+// Reference returns the turn's reference answer.
+func (l *MapLookup) Reference(convID string, turn int) (string, error) {
+	id := datasets.Turn{ConvID: convID, Turn: turn}.ID()
+	ref, ok := l.refs[id]
+	if !ok {
+		return "", fmt.Errorf("turn %s is not in the run's data", id)
+	}
+	return ref, nil
+}
+
+// ChunkText returns the chunk's text.
+func (l *MapLookup) ChunkText(id string) (string, error) {
+	t, ok := l.chunks[id]
+	if !ok {
+		return "", fmt.Errorf("chunk %s is not in the knowledge base (different kb or chunking?)", id)
+	}
+	return t, nil
+}
+
+// RescoreResult is what one setting does to the logged rollouts.
+type RescoreResult struct {
+	Setting
+	// Own marks the run's own setting, the reference of the τ and flips.
+	Own      bool `json:"own"`
+	Rollouts int  `json:"rollouts"` // valid (non-failed) rollouts rescored
+	Groups   int  `json:"groups"`
+
+	Reward  float64 `json:"reward"`
+	RougeF1 float64 `json:"rougeL_f1"`
+	EM      float64 `json:"em"`
+	Hit     float64 `json:"hit"`
+
+	// Correlations (Pearson, over rollouts) between the reward and its terms
+	// and among the terms; null when a side is constant.
+	Correlations map[string]*float64 `json:"correlations"`
+
+	// ZeroVarShare is the share of groups whose rewards are all equal (or
+	// that have fewer than two valid rollouts): no GRPO signal.
+	ZeroVarShare float64 `json:"zero_var_share"`
+	// IncludedShare is the share of valid rollouts the update would use.
+	IncludedShare float64 `json:"included_share"`
+
+	// KendallTau is the mean over groups of τ-b between this setting's
+	// advantages and the own setting's, over the group's valid rollouts;
+	// TauGroups counts the groups where both sides vary (τ is defined).
+	KendallTau *float64 `json:"kendall_tau"`
+	TauGroups  int      `json:"tau_groups"`
+	// SignFlips is the share of valid rollouts whose advantage sign (−, 0, +)
+	// differs from the own setting's: pushed the other way.
+	SignFlips float64 `json:"sign_flips"`
+
+	// MaxRewardDiff and MaxAdvantageDiff compare with what the run logged;
+	// under the own setting both are 0 when rescoring reproduces the run.
+	MaxRewardDiff    float64 `json:"max_reward_diff_vs_logged"`
+	MaxAdvantageDiff float64 `json:"max_advantage_diff_vs_logged"`
+}
+
+// ledgerGroup is one logged group: the records of one prompt of one step.
+type ledgerGroup struct {
+	step int
+	recs []rollout.Record
+}
+
+// groupLedger groups records by (step, group index), in step then group
+// order, each group sorted by sample index. A repeated sample is an error:
+// the rescoring would double-count it.
+func groupLedger(recs []rollout.Record) ([][]ledgerGroup, error) {
+	type key struct{ step, group int }
+	byKey := map[key][]rollout.Record{}
+	for _, r := range recs {
+		k := key{r.Step, r.GroupIndex}
+		byKey[k] = append(byKey[k], r)
+	}
+	keys := make([]key, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].step != keys[j].step {
+			return keys[i].step < keys[j].step
+		}
+		return keys[i].group < keys[j].group
+	})
+	var steps [][]ledgerGroup
+	for _, k := range keys {
+		g := byKey[k]
+		slices.SortFunc(g, func(a, b rollout.Record) int { return a.SampleIndex - b.SampleIndex })
+		for i := 1; i < len(g); i++ {
+			if g[i].SampleIndex == g[i-1].SampleIndex {
+				return nil, fmt.Errorf("ledger: step %d group %d has sample %d twice", k.step, k.group, g[i].SampleIndex)
+			}
+		}
+		if len(steps) == 0 || steps[len(steps)-1][0].step != k.step {
+			steps = append(steps, nil)
+		}
+		steps[len(steps)-1] = append(steps[len(steps)-1], ledgerGroup{step: k.step, recs: g})
+	}
+	return steps, nil
+}
+
+// rescored holds one setting's per-rollout scores and advantages, in the
+// layout of the grouped ledger.
+type rescored struct {
+	scores [][][]hser.Score // step → group → sample
+	adv    grpoAdv
+}
+
+type grpoAdv struct {
+	values  [][][]float64
+	include [][][]bool
+}
+
+// Rescore re-scores the logged rollouts under each setting (no model is
+// called: the answers are in the ledger) and recomputes advantages step by
+// step as the training loop does. own is the run's setting; it is always
+// evaluated and comes first in the result. Settings run concurrently.
+func Rescore(ctx context.Context, recs []rollout.Record, lookup Lookup, own Setting, grid []Setting) ([]RescoreResult, error) {
+	steps, err := groupLedger(recs)
+	if err != nil {
+		return nil, err
+	}
+	if len(steps) == 0 {
+		return nil, errors.New("rescore: the ledger has no rollouts")
+	}
+	// Resolve references and contexts once; every setting reuses them.
+	refs := make([][][]string, len(steps))
+	ctxs := make([][][][]string, len(steps))
+	for s, groups := range steps {
+		refs[s] = make([][]string, len(groups))
+		ctxs[s] = make([][][]string, len(groups))
+		for g, grp := range groups {
+			refs[s][g] = make([]string, len(grp.recs))
+			ctxs[s][g] = make([][]string, len(grp.recs))
+			for i, r := range grp.recs {
+				if r.Failed() {
+					continue
+				}
+				if refs[s][g][i], err = lookup.Reference(r.ConvID, r.Turn); err != nil {
+					return nil, fmt.Errorf("step %d group %d sample %d: %w", r.Step, r.GroupIndex, r.SampleIndex, err)
+				}
+				texts := make([]string, len(r.ChunkIDs))
+				for k, id := range r.ChunkIDs {
+					if texts[k], err = lookup.ChunkText(id); err != nil {
+						return nil, fmt.Errorf("step %d group %d sample %d: %w", r.Step, r.GroupIndex, r.SampleIndex, err)
+					}
+				}
+				ctxs[s][g][i] = texts
+			}
+		}
+	}
+
+	all := append([]Setting{own}, grid...)
+	out := make([]rescored, len(all))
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(max(1, min(len(all), 4)))
+	for i, st := range all {
+		eg.Go(func() error {
+			r, err := rescoreOne(ectx, steps, refs, ctxs, st)
+			if err != nil {
+				return fmt.Errorf("setting %s: %w", st.Name, err)
+			}
+			out[i] = r
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return nil, err
+	}
+	results := make([]RescoreResult, len(all))
+	for i, st := range all {
+		results[i] = summarizeRescore(st, steps, out[i], out[0])
+		results[i].Own = i == 0
+	}
+	return results, nil
+}
+
+func rescoreOne(ctx context.Context, steps [][]ledgerGroup, refs [][][]string, ctxs [][][][]string, st Setting) (rescored, error) {
+	scorer, err := hser.NewScorer(st.Reward)
+	if err != nil {
+		return rescored{}, err
+	}
+	if err := st.Advantage.Validate(); err != nil {
+		return rescored{}, fmt.Errorf("advantage config: %w", err)
+	}
+	r := rescored{
+		scores: make([][][]hser.Score, len(steps)),
+		adv:    grpoAdv{values: make([][][]float64, len(steps)), include: make([][][]bool, len(steps))},
+	}
+	for s, groups := range steps {
+		if err := ctx.Err(); err != nil {
+			return rescored{}, err
+		}
+		in := make([][]grpo.SampleReward, len(groups))
+		r.scores[s] = make([][]hser.Score, len(groups))
+		for g, grp := range groups {
+			in[g] = make([]grpo.SampleReward, len(grp.recs))
+			r.scores[s][g] = make([]hser.Score, len(grp.recs))
+			for i, rec := range grp.recs {
+				if rec.Failed() {
+					continue
+				}
+				sc := scorer.Score(rec.Answer, refs[s][g][i], ctxs[s][g][i])
+				r.scores[s][g][i] = sc
+				in[g][i] = grpo.SampleReward{Valid: true, Score: sc}
+			}
+		}
+		adv, err := grpo.ComputeAdvantages(st.Advantage, st.Reward.Weights, in)
+		if err != nil {
+			return rescored{}, fmt.Errorf("step %d: advantages: %w", groups[0].step, err)
+		}
+		r.adv.values[s], r.adv.include[s] = adv.Values, adv.Include
+	}
+	return r, nil
+}
+
+var termNames = []string{"reward", "rougeL_f1", "em", "hit"}
+
+func summarizeRescore(st Setting, steps [][]ledgerGroup, r, own rescored) RescoreResult {
+	res := RescoreResult{Setting: st, Correlations: map[string]*float64{}}
+	cols := make([][]float64, len(termNames))
+	var tauSum float64
+	var included, flips int
+	zeroVar := 0
+	for s, groups := range steps {
+		for g, grp := range groups {
+			res.Groups++
+			var mine, ref []float64
+			var first float64
+			valid, varies := 0, false
+			for i, rec := range grp.recs {
+				if rec.Failed() {
+					continue
+				}
+				sc := r.scores[s][g][i]
+				res.Rollouts++
+				for k, v := range []float64{sc.Reward, sc.RougeF1, sc.EM, sc.Hit} {
+					cols[k] = append(cols[k], v)
+				}
+				if valid == 0 {
+					first = sc.Reward
+				} else if sc.Reward != first {
+					varies = true
+				}
+				valid++
+				a, b := r.adv.values[s][g][i], own.adv.values[s][g][i]
+				mine, ref = append(mine, a), append(ref, b)
+				if sign(a) != sign(b) {
+					flips++
+				}
+				if r.adv.include[s][g][i] {
+					included++
+				}
+				res.MaxRewardDiff = math.Max(res.MaxRewardDiff, math.Abs(sc.Reward-rec.Reward))
+				res.MaxAdvantageDiff = math.Max(res.MaxAdvantageDiff, math.Abs(a-rec.Advantage))
+			}
+			if !varies {
+				zeroVar++
+			}
+			if tau, ok, _ := KendallTauB(mine, ref); ok {
+				tauSum += tau
+				res.TauGroups++
+			}
+		}
+	}
+	if res.Groups > 0 {
+		res.ZeroVarShare = float64(zeroVar) / float64(res.Groups)
+	}
+	if res.Rollouts > 0 {
+		n := float64(res.Rollouts)
+		res.Reward, res.RougeF1, res.EM, res.Hit = mean(cols[0]), mean(cols[1]), mean(cols[2]), mean(cols[3])
+		res.IncludedShare = float64(included) / n
+		res.SignFlips = float64(flips) / n
+	}
+	if res.TauGroups > 0 {
+		t := tauSum / float64(res.TauGroups)
+		res.KendallTau = &t
+	}
+	for i := range termNames {
+		for j := i + 1; j < len(termNames); j++ {
+			if c, ok, _ := Pearson(cols[i], cols[j]); ok {
+				res.Correlations[termNames[i]+"~"+termNames[j]] = &c
+			} else {
+				res.Correlations[termNames[i]+"~"+termNames[j]] = nil
+			}
+		}
+	}
+	return res
+}
+
+func mean(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// LedgerDir is where a run keeps its rollout ledgers.
+const LedgerDir = "ledger"
+
+// ReadRunLedgers reads every runDir/ledger/*.parquet in name order.
+func ReadRunLedgers(ctx context.Context, runDir string) ([]rollout.Record, error) {
+	files, err := filepath.Glob(filepath.Join(runDir, LedgerDir, "*.parquet"))
+	if err != nil {
+		return nil, fmt.Errorf("ledgers of %s: %w", runDir, err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no rollout ledgers in %s", filepath.Join(runDir, LedgerDir))
+	}
+	sort.Strings(files)
+	var all []rollout.Record
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		recs, err := rollout.ReadLedger(f)
+		if err != nil {
+			return nil, fmt.Errorf("ledger %s: %w", f, err)
+		}
+		all = append(all, recs...)
+	}
+	return all, nil
+}
+
+// ReadRunConfig reads runDir/config.yaml, the resolved config the run saved,
+// over the defaults. Unknown keys are tolerated (the run may come from
+// another version); paths are kept as saved.
+func ReadRunConfig(runDir string) (configs.Config, error) {
+	path := filepath.Join(runDir, "config.yaml")
+	cfg := configs.Default()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("run config: %w", err)
+	}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		return cfg, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := cfg.Reward.Validate(); err != nil {
+		return cfg, fmt.Errorf("%s: reward: %w", path, err)
+	}
+	if err := cfg.GRPO.Advantage.Validate(); err != nil {
+		return cfg, fmt.Errorf("%s: grpo.advantage: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// SettingOf is the reward setting of a config.
+func SettingOf(name string, overrides []string, cfg configs.Config) Setting {
+	return Setting{Name: name, Overrides: overrides, Reward: cfg.Reward, Advantage: cfg.GRPO.Advantage}
+}
+
+// RescoreSettings expands a grid over the run's config into settings. Only
+// reward.* and grpo.advantage.* keys can be rescored; anything else changes
+// what was sampled or retrieved and needs a new run (ablate sweep).
+func RescoreSettings(g Grid, base configs.Config) ([]Setting, error) {
+	for _, ax := range g.Axes {
+		if !strings.HasPrefix(ax.Key, "reward.") && !strings.HasPrefix(ax.Key, "grpo.advantage.") {
+			return nil, fmt.Errorf("%s:%d: key %s cannot be rescored from logged rollouts (only reward.* and grpo.advantage.*); use `himes ablate sweep`", g.Source, ax.Line, ax.Key)
+		}
+	}
+	var out []Setting
+	// Sequential on purpose: Config.Override touches the config's line map.
+	for _, p := range g.Points() {
+		cfg, err := g.Apply(base, p)
+		if err != nil {
+			return nil, err
+		}
+		if err := cfg.Reward.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: point %s: reward: %w", g.Source, p.Name, err)
+		}
+		if err := cfg.GRPO.Advantage.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: point %s: grpo.advantage: %w", g.Source, p.Name, err)
+		}
+		out = append(out, SettingOf(p.Name, p.Overrides, cfg))
+	}
+	return out, nil
+}

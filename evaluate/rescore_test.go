@@ -1,0 +1,206 @@
+package evaluate
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/himes-rl/himes/configs"
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/grpo"
+	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/rollout"
+)
+
+// syntheticRun builds the turns, chunks and ledger records of a tiny run
+// scored under own, as the training loop would log them.
+//
+// Group 0 (step 1), reference "blue whale", unicode tokenizer, hit=answer:
+//
+//	s0 "blue whale"      ctx "the largest animal is the blue whale": F1 1,   EM 1, hit 1
+//	s1 "blue whale big"  ctx "nothing here":                         F1 0.8, EM 0, hit 0
+//	s2 "whale"           ctx "a whale":                              F1 2/3, EM 0, hit 1
+//	s3 failed (retrieval error): not scored
+//
+// Group 1 (step 1): every sample answers the same → zero variance.
+// Group 0 (step 2): the same as step 1's group 0, so steps are kept apart.
+func syntheticRun(t *testing.T, own Setting) ([]datasets.Turn, []retrieval.Chunk, []rollout.Record) {
+	t.Helper()
+	turns := []datasets.Turn{
+		{ConvID: "c1", Turn: 2, Question: "how big is it", Answer: "blue whale"},
+		{ConvID: "c2", Turn: 1, Question: "what colour", Answer: "red"},
+	}
+	chunks := []retrieval.Chunk{
+		{ID: "p1#0", PassageID: "p1", Text: "the largest animal is the blue whale"},
+		{ID: "p2#0", PassageID: "p2", Text: "nothing here"},
+		{ID: "p3#0", PassageID: "p3", Text: "a whale"},
+		{ID: "p4#0", PassageID: "p4", Text: "green"},
+	}
+	text := map[string]string{}
+	for _, c := range chunks {
+		text[c.ID] = c.Text
+	}
+	scorer, err := hser.NewScorer(own.Reward)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type sample struct {
+		answer, chunk string
+		failed        bool
+	}
+	groups := []struct {
+		step, group int
+		turn        datasets.Turn
+		samples     []sample
+	}{
+		{1, 0, turns[0], []sample{{"blue whale", "p1#0", false}, {"blue whale big", "p2#0", false}, {"whale", "p3#0", false}, {"", "", true}}},
+		{1, 1, turns[1], []sample{{"green", "p4#0", false}, {"green", "p4#0", false}, {"green", "p4#0", false}}},
+		{2, 0, turns[0], []sample{{"whale", "p3#0", false}, {"blue whale", "p1#0", false}, {"blue whale big", "p2#0", false}}},
+	}
+	var recs []rollout.Record
+	for _, step := range []int{1, 2} {
+		var in [][]grpo.SampleReward
+		var idx [][]int
+		for _, g := range groups {
+			if g.step != step {
+				continue
+			}
+			var row []grpo.SampleReward
+			var ri []int
+			for i, s := range g.samples {
+				r := rollout.Record{Step: g.step, GroupIndex: g.group, SampleIndex: i, ConvID: g.turn.ConvID, Turn: g.turn.Turn,
+					PromptID: g.turn.ID(), Question: g.turn.Question, Rewrite: "rw", Answer: s.answer}
+				var sc hser.Score
+				if s.failed {
+					r.Error, r.ErrorKind = "retrieve: boom", "retrieve"
+				} else {
+					r.ChunkIDs, r.ChunkScores = []string{s.chunk}, []float64{1}
+					sc = scorer.Score(s.answer, g.turn.Answer, []string{text[s.chunk]})
+					r.RougeP, r.RougeR, r.RougeF1, r.EM, r.SquadF1, r.Hit = sc.RougeP, sc.RougeR, sc.RougeF1, sc.EM, sc.SquadF1, sc.Hit
+					r.Alpha, r.Beta, r.Reward = sc.Alpha, sc.Beta, sc.Reward
+				}
+				row = append(row, grpo.SampleReward{Valid: !s.failed, Score: sc})
+				ri = append(ri, len(recs))
+				recs = append(recs, r)
+			}
+			in = append(in, row)
+			idx = append(idx, ri)
+		}
+		adv, err := grpo.ComputeAdvantages(own.Advantage, own.Reward.Weights, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for g := range idx {
+			for k, i := range idx[g] {
+				recs[i].Advantage, recs[i].Included = adv.Values[g][k], adv.Include[g][k]
+			}
+		}
+	}
+	return turns, chunks, recs
+}
+
+func TestRescoreReproducesLoggedRunAndRanksHandComputed(t *testing.T) {
+	base := configs.Default()
+	own := SettingOf("own", nil, base) // α = β = 1, unicode, hit=answer, group/population/sum
+	turns, chunks, recs := syntheticRun(t, own)
+
+	// Through the Parquet ledger, as a run directory stores it.
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, LedgerDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := rollout.WriteLedger(filepath.Join(dir, LedgerDir, "step-000002.parquet"), recs[7:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := rollout.WriteLedger(filepath.Join(dir, LedgerDir, "step-000001.parquet"), recs[:7]); err != nil {
+		t.Fatal(err)
+	}
+	logged, err := ReadRunLedgers(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logged) != len(recs) {
+		t.Fatalf("read %d records, wrote %d", len(logged), len(recs))
+	}
+
+	grid, err := ParseGrid([]byte("alpha: [0, 1]\nbeta: [0, 1]\n"), "grid.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings, err := RescoreSettings(grid, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Rescore(context.Background(), logged, NewMapLookup(turns, chunks), own, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 5 || !res[0].Own {
+		t.Fatalf("got %d results (own first?), want own + 4 grid points", len(res))
+	}
+	byName := map[string]RescoreResult{}
+	for _, r := range res {
+		byName[r.Name] = r
+	}
+
+	// Exact reproduction under the run's own setting (and the identical grid point).
+	for _, name := range []string{"own", "alpha=1 beta=1"} {
+		r := byName[name]
+		if r.MaxRewardDiff != 0 || r.MaxAdvantageDiff != 0 {
+			t.Fatalf("%s: rescored rewards/advantages differ from the logged ones by %g / %g", name, r.MaxRewardDiff, r.MaxAdvantageDiff)
+		}
+		if r.KendallTau == nil || *r.KendallTau != 1 || r.SignFlips != 0 {
+			t.Fatalf("%s: τ %v flips %v, want 1 and 0 against itself", name, r.KendallTau, r.SignFlips)
+		}
+	}
+	own0 := byName["own"]
+	// 3 groups, 9 valid rollouts (one failed); group "green" has no variance.
+	if own0.Groups != 3 || own0.Rollouts != 9 || math.Abs(own0.ZeroVarShare-1.0/3) > 1e-12 {
+		t.Fatalf("own: %d groups %d rollouts zero-var %v, want 3, 9, 1/3", own0.Groups, own0.Rollouts, own0.ZeroVarShare)
+	}
+
+	// α = β = 0: rewards are F1 only: (1, 0.8, 2/3) vs own (3, 0.8, 5/3).
+	// Within each varying group one pair of three swaps order: τ = (2−1)/3.
+	r00 := byName["alpha=0 beta=0"]
+	if r00.KendallTau == nil || math.Abs(*r00.KendallTau-1.0/3) > 1e-12 || r00.TauGroups != 2 {
+		t.Fatalf("α=β=0: τ %v over %d groups, want 1/3 over 2", r00.KendallTau, r00.TauGroups)
+	}
+	// Rewards over the 9 valid rollouts: 2×(1 + 0.8 + 2/3) + 3×0 ("green" vs "red").
+	if want := (2 * (1 + 0.8 + 2.0/3)) / 9; math.Abs(r00.Reward-want) > 1e-9 {
+		t.Fatalf("α=β=0: mean reward %v, want %v", r00.Reward, want)
+	}
+	// Own rewards 3, 0.8, 5/3 (mean 1.822) → signs +, −, −; F1 only 1, 0.8,
+	// 2/3 (mean 0.822) → +, −, −: nobody is pushed the other way.
+	if r00.SignFlips != 0 {
+		t.Fatalf("α=β=0: sign flips %v, want 0", r00.SignFlips)
+	}
+	if r00.MaxRewardDiff < 1.9 {
+		t.Fatalf("α=β=0: max reward change vs logged %v, want 2 (EM and hit dropped)", r00.MaxRewardDiff)
+	}
+	// Hit is 1 for s0 and s2 and 0 for s1 and the green group: reward~hit is defined.
+	if c := r00.Correlations["reward~hit"]; c == nil {
+		t.Fatal("reward~hit correlation missing")
+	}
+}
+
+func TestRescoreSettingsRejectsSweepOnlyKeys(t *testing.T) {
+	g, err := ParseGrid([]byte("reward.alpha: [0, 1]\nretrieval.top_k: [3, 5]\n"), "g.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = RescoreSettings(g, configs.Default())
+	if err == nil || !strings.Contains(err.Error(), "g.yaml:2") || !strings.Contains(err.Error(), "retrieval.top_k") {
+		t.Fatalf("got %v, want an error naming g.yaml:2 and retrieval.top_k", err)
+	}
+	g, err = ParseGrid([]byte("alpha: [0, -1]\n"), "g.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = RescoreSettings(g, configs.Default()); err == nil || !strings.Contains(err.Error(), "alpha") {
+		t.Fatalf("got %v, want a validation error for alpha=-1", err)
+	}
+}
