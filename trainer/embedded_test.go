@@ -3,6 +3,8 @@ package trainer
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -484,3 +486,5 @@ func TestEmbeddedConfigValidate(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -1,0 +1,527 @@
+package trainer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+)
+
+// CheckOptions tune the conformance check. Zero values take the defaults.
+type CheckOptions struct {
+	// LearningRate of the check's updates (default 1e-3: large enough to move
+	// a LoRA adapter measurably in one Adam step, small enough not to break it).
+	LearningRate float64
+	// Seed of the check's sample calls (default 1).
+	Seed int64
+	// N samples per prompt (default 4).
+	N int
+	// MaxTokens per sample (default 48).
+	MaxTokens int
+	// LossType of the check's grpo steps (default grpo, or the first type the endpoint lists).
+	LossType string
+}
+
+// Check runs every conformance property of the protocol against p and writes
+// one PASS/FAIL line per property to w. ok is false if any property failed;
+// err is only for failures to write the report or a cancelled ctx.
+//
+// The check updates the policy. It saves a checkpoint first and loads it
+// again at the end, so the endpoint is left as it was found (its checkpoint
+// directory keeps the check's checkpoints, named himes-check-RUN-*).
+func Check(ctx context.Context, p Policy, w io.Writer) (bool, error) {
+	return CheckWith(ctx, p, w, CheckOptions{})
+}
+
+// CheckWith is Check with options.
+func CheckWith(ctx context.Context, p Policy, w io.Writer, opts CheckOptions) (bool, error) {
+	if opts.LearningRate == 0 {
+		opts.LearningRate = 1e-3
+	}
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	if opts.N == 0 {
+		opts.N = 4
+	}
+	if opts.MaxTokens == 0 {
+		opts.MaxTokens = 48
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	c := &checker{p: p, w: w, opts: opts, ok: true, run: "himes-check-" + hex.EncodeToString(b[:])}
+	c.sc, _ = p.(Scorer)
+	return c.runAll(ctx)
+}
+
+type checker struct {
+	p        Policy
+	sc       Scorer
+	w        io.Writer
+	opts     CheckOptions
+	run      string
+	ok       bool
+	werr     error
+	passed   int
+	total    int
+	nextStep int
+	info     Info
+	startCk  bool // a starting checkpoint exists
+}
+
+func (c *checker) stepID(what string) string {
+	c.nextStep++
+	return fmt.Sprintf("%s-%d-%s", c.run, c.nextStep, what)
+}
+
+func (c *checker) report(name string, err error, detail string) {
+	c.total++
+	line := fmt.Sprintf("PASS  %s: %s\n", name, detail)
+	if err != nil {
+		c.ok = false
+		line = fmt.Sprintf("FAIL  %s: %v\n", name, err)
+	} else {
+		c.passed++
+	}
+	if _, werr := io.WriteString(c.w, line); werr != nil && c.werr == nil {
+		c.werr = werr
+	}
+}
+
+// checkPrompts are two short dialogues in every form a prompt can take.
+func checkPrompts() []Prompt {
+	dialogues := []Dialogue{
+		{History: []Message{
+			{Role: "user", Content: "Tell me about the Bronze Age collapse in the Mediterranean."},
+			{Role: "assistant", Content: "Around 1177 BC many Late Bronze Age societies, such as the Hittites and Mycenaean Greece, declined."},
+		}, Question: "What caused it?"},
+		{History: []Message{
+			{Role: "user", Content: "How is espresso brewed?"},
+			{Role: "assistant", Content: "Espresso forces hot water through finely ground coffee at high pressure."},
+			{Role: "user", Content: "And cold brew?"},
+			{Role: "assistant", Content: "Cold brew steeps coarse grounds in cold water for twelve hours."},
+		}, Question: "Which one has more caffeine?"},
+	}
+	const instr = "Rewrite the user's last question so that it can be understood without the conversation. Answer with the rewrite only."
+	out := make([]Prompt, len(dialogues))
+	for i, d := range dialogues {
+		var sb strings.Builder
+		msgs := []Message{{Role: "system", Content: instr}}
+		sb.WriteString(instr + "\n\n")
+		for _, m := range d.History {
+			fmt.Fprintf(&sb, "%s: %s\n", m.Role, m.Content)
+			msgs = append(msgs, m)
+		}
+		fmt.Fprintf(&sb, "user: %s\nRewrite:", d.Question)
+		msgs = append(msgs, Message{Role: "user", Content: d.Question})
+		dd := d
+		out[i] = Prompt{ID: fmt.Sprintf("check-%d", i), Text: sb.String(), Messages: msgs, Dialogue: &dd}
+	}
+	return out
+}
+
+var checkCompletions = []string{
+	"What caused the Late Bronze Age collapse in the Mediterranean?",
+	"Which has more caffeine, espresso or cold brew coffee?",
+}
+
+func (c *checker) runAll(ctx context.Context) (bool, error) {
+	names := []string{"info", "sample_shape", "sample_deterministic", "grpo_positive_raises_logprob",
+		"grpo_negative_lowers_logprob", "sft_lowers_loss", "step_id_replay", "save_load_restores", "checkpoints_list"}
+	info, err := c.p.Info(ctx)
+	if err == nil {
+		err = checkInfo(info)
+	}
+	if err != nil {
+		c.report("info", err, "")
+		for _, n := range names[1:] {
+			c.report(n, fmt.Errorf("skipped: info failed"), "")
+		}
+		return c.finish(ctx)
+	}
+	c.info = info
+	if c.opts.LossType == "" {
+		c.opts.LossType = info.LossTypes[0]
+		if slices.Contains(info.LossTypes, LossGRPO) {
+			c.opts.LossType = LossGRPO
+		}
+	}
+	c.report("info", nil, fmt.Sprintf("%s serving %s, policy_version %d, loss types %v, tokens: %s",
+		info.Implementation, info.BaseModel, info.PolicyVersion, info.LossTypes, info.TokenKind))
+
+	// Keep the starting policy so every update property starts from it and
+	// the endpoint is left as found.
+	if _, err := c.p.Save(ctx, SaveRequest{StepID: c.stepID("save-start"), Name: c.run + "-start"}); err == nil {
+		c.startCk = true
+	} else {
+		fmt.Fprintf(c.w, "NOTE  could not save the starting policy (%v); update properties run one after another\n", err)
+	}
+
+	sample := c.checkSamples(ctx)
+	c.checkDirection(ctx, "grpo_positive_raises_logprob", sample, +1)
+	c.checkDirection(ctx, "grpo_negative_lowers_logprob", sample, -1)
+	c.checkSFT(ctx)
+	c.checkReplay(ctx, sample)
+	c.checkSaveLoad(ctx, sample)
+	return c.finish(ctx)
+}
+
+func (c *checker) finish(ctx context.Context) (bool, error) {
+	if c.startCk {
+		if _, err := c.p.Load(ctx, LoadRequest{StepID: c.stepID("restore"), Name: c.run + "-start"}); err != nil {
+			fmt.Fprintf(c.w, "NOTE  could not restore the starting policy: %v\n", err)
+		} else {
+			fmt.Fprintf(c.w, "NOTE  restored the starting policy (checkpoint %s-start)\n", c.run)
+		}
+	}
+	fmt.Fprintf(c.w, "%d/%d properties passed\n", c.passed, c.total)
+	if c.werr != nil {
+		return false, fmt.Errorf("write check report: %w", c.werr)
+	}
+	return c.ok, ctx.Err()
+}
+
+func checkInfo(info Info) error {
+	if info.ProtocolVersion != ProtocolVersion {
+		return fmt.Errorf("protocol_version %d, want %d", info.ProtocolVersion, ProtocolVersion)
+	}
+	if len(info.LossTypes) == 0 {
+		return fmt.Errorf("loss_types is empty")
+	}
+	for _, t := range info.LossTypes {
+		if !slices.Contains(lossTypes, t) {
+			return fmt.Errorf("loss_types lists unknown type %q", t)
+		}
+	}
+	if info.PolicyVersion < 0 {
+		return fmt.Errorf("policy_version %d < 0", info.PolicyVersion)
+	}
+	if info.TokenKind != "tokenizer" && info.TokenKind != "decisions" {
+		return fmt.Errorf("token_kind %q, want tokenizer or decisions", info.TokenKind)
+	}
+	return nil
+}
+
+// restore loads the starting checkpoint before an update property.
+func (c *checker) restore(ctx context.Context) error {
+	if !c.startCk {
+		return nil
+	}
+	if _, err := c.p.Load(ctx, LoadRequest{StepID: c.stepID("load-start"), Name: c.run + "-start"}); err != nil {
+		return fmt.Errorf("load the starting checkpoint: %w", err)
+	}
+	return nil
+}
+
+// checkSamples runs sample_shape and sample_deterministic and returns a
+// sample with tokens for the update properties.
+func (c *checker) checkSamples(ctx context.Context) *GRPOSample {
+	prompts := checkPrompts()
+	req := SampleRequest{Prompts: prompts, N: c.opts.N, Temperature: 1, MaxTokens: c.opts.MaxTokens, Seed: c.opts.Seed}
+	a, err := c.p.Sample(ctx, req)
+	if err == nil {
+		err = checkSampleShape(a, len(prompts), c.opts.N)
+	}
+	if err != nil {
+		c.report("sample_shape", err, "")
+		c.report("sample_deterministic", fmt.Errorf("skipped: sample failed"), "")
+		return nil
+	}
+	c.report("sample_shape", nil, fmt.Sprintf("%d prompts × %d samples, token ids and logprobs aligned, all logprobs ≤ 0, e.g. %q",
+		len(prompts), c.opts.N, a.Samples[0].Text))
+	b, err := c.p.Sample(ctx, req)
+	if err == nil {
+		err = sameSamples(a, b)
+	}
+	c.report("sample_deterministic", err, fmt.Sprintf("seed %d gives identical samples twice", c.opts.Seed))
+
+	best := -1
+	for k, s := range a.Samples {
+		if len(s.TokenIDs) > 0 && (best < 0 || len(s.TokenIDs) > len(a.Samples[best].TokenIDs)) {
+			best = k
+		}
+	}
+	if best < 0 {
+		return nil // every sample is empty; the update properties say so
+	}
+	s := a.Samples[best]
+	return &GRPOSample{Prompt: prompts[s.PromptIndex], TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs}
+}
+
+func checkSampleShape(r SampleResponse, prompts, n int) error {
+	if len(r.Samples) != prompts*n {
+		return fmt.Errorf("%d samples, want %d prompts × %d", len(r.Samples), prompts, n)
+	}
+	for k, s := range r.Samples {
+		if s.PromptIndex != k/n || s.SampleIndex != k%n {
+			return fmt.Errorf("samples[%d] is (prompt %d, sample %d), want (%d, %d)", k, s.PromptIndex, s.SampleIndex, k/n, k%n)
+		}
+		if len(s.Logprobs) != len(s.TokenIDs) {
+			return fmt.Errorf("samples[%d]: %d logprobs for %d token ids", k, len(s.Logprobs), len(s.TokenIDs))
+		}
+		for t, lp := range s.Logprobs {
+			if math.IsNaN(lp) || lp > 0 {
+				return fmt.Errorf("samples[%d].logprobs[%d] = %v, want ≤ 0", k, t, lp)
+			}
+		}
+		if s.FinishReason != "stop" && s.FinishReason != "length" {
+			return fmt.Errorf("samples[%d].finish_reason %q, want stop or length", k, s.FinishReason)
+		}
+		if s.PolicyVersion != r.PolicyVersion {
+			return fmt.Errorf("samples[%d].policy_version %d, response says %d", k, s.PolicyVersion, r.PolicyVersion)
+		}
+	}
+	return nil
+}
+
+// logprobTol absorbs nondeterministic GPU kernels; the embedded policy is exact.
+const logprobTol = 1e-4
+
+func sameSamples(a, b SampleResponse) error {
+	for k := range a.Samples {
+		x, y := a.Samples[k], b.Samples[k]
+		if x.Text != y.Text || !slices.Equal(x.TokenIDs, y.TokenIDs) {
+			return fmt.Errorf("samples[%d] differ for the same seed: %q vs %q", k, x.Text, y.Text)
+		}
+		for t := range x.Logprobs {
+			if math.Abs(x.Logprobs[t]-y.Logprobs[t]) > logprobTol {
+				return fmt.Errorf("samples[%d].logprobs[%d] differ for the same seed: %v vs %v", k, t, x.Logprobs[t], y.Logprobs[t])
+			}
+		}
+	}
+	return nil
+}
+
+// score returns the logprobs of s's tokens under the current policy.
+func (c *checker) score(ctx context.Context, s *GRPOSample) ([]float64, error) {
+	if c.sc == nil {
+		return nil, fmt.Errorf("the endpoint client does not implement Logprobs (/v1/logprobs)")
+	}
+	r, err := c.sc.Logprobs(ctx, LogprobsRequest{Items: []LogprobsItem{{Prompt: s.Prompt, TokenIDs: s.TokenIDs}}, Temperature: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Logprobs) != 1 || len(r.Logprobs[0]) != len(s.TokenIDs) {
+		return nil, fmt.Errorf("logprobs returned %d lists, want 1 of %d values", len(r.Logprobs), len(s.TokenIDs))
+	}
+	return r.Logprobs[0], nil
+}
+
+func sum(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+func (c *checker) grpo(ctx context.Context, stepID string, s *GRPOSample, adv float64) (GRPOResponse, error) {
+	gs := *s
+	gs.Advantage = adv
+	return c.p.GRPOStep(ctx, GRPORequest{StepID: stepID, Samples: []GRPOSample{gs},
+		Loss: LossConfig{Type: c.opts.LossType, LearningRate: c.opts.LearningRate, Temperature: 1}})
+}
+
+func (c *checker) checkDirection(ctx context.Context, name string, s *GRPOSample, adv float64) {
+	if s == nil {
+		c.report(name, fmt.Errorf("skipped: no sample with tokens"), "")
+		return
+	}
+	err := func() error {
+		if err := c.restore(ctx); err != nil {
+			return err
+		}
+		before, err := c.score(ctx, s)
+		if err != nil {
+			return err
+		}
+		if _, err := c.grpo(ctx, c.stepID("dir"), s, adv); err != nil {
+			return err
+		}
+		after, err := c.score(ctx, s)
+		if err != nil {
+			return err
+		}
+		b, a := sum(before), sum(after)
+		if adv > 0 && !(a > b) || adv < 0 && !(a < b) {
+			return fmt.Errorf("advantage %+g moved the sample's logprob from %.6g to %.6g", adv, b, a)
+		}
+		c.report(name, nil, fmt.Sprintf("advantage %+g: sequence logprob %.6g → %.6g", adv, b, a))
+		return nil
+	}()
+	if err != nil {
+		c.report(name, err, "")
+	}
+}
+
+func (c *checker) checkSFT(ctx context.Context) {
+	err := func() error {
+		if err := c.restore(ctx); err != nil {
+			return err
+		}
+		prompts := checkPrompts()
+		var exs []SFTExample
+		for i, p := range prompts {
+			exs = append(exs, SFTExample{Prompt: p, Completion: checkCompletions[i]})
+		}
+		r1, err := c.p.SFTStep(ctx, SFTRequest{StepID: c.stepID("sft"), Examples: exs, LearningRate: c.opts.LearningRate})
+		if err != nil {
+			return err
+		}
+		r2, err := c.p.SFTStep(ctx, SFTRequest{StepID: c.stepID("sft"), Examples: exs, LearningRate: c.opts.LearningRate})
+		if err != nil {
+			return err
+		}
+		if !(r2.Loss < r1.Loss) {
+			return fmt.Errorf("loss %.6g then %.6g on the same batch: did not drop", r1.Loss, r2.Loss)
+		}
+		if r2.PolicyVersion != r1.PolicyVersion+1 {
+			return fmt.Errorf("policy_version %d then %d, want +1 per sft_step", r1.PolicyVersion, r2.PolicyVersion)
+		}
+		c.report("sft_lowers_loss", nil, fmt.Sprintf("loss %.6g → %.6g over %d tokens", r1.Loss, r2.Loss, r1.Tokens))
+		return nil
+	}()
+	if err != nil {
+		c.report("sft_lowers_loss", err, "")
+	}
+}
+
+func (c *checker) checkReplay(ctx context.Context, s *GRPOSample) {
+	const name = "step_id_replay"
+	if s == nil {
+		c.report(name, fmt.Errorf("skipped: no sample with tokens"), "")
+		return
+	}
+	err := func() error {
+		if err := c.restore(ctx); err != nil {
+			return err
+		}
+		info, err := c.p.Info(ctx)
+		if err != nil {
+			return err
+		}
+		id := c.stepID("replay")
+		r1, err := c.grpo(ctx, id, s, 1)
+		if err != nil {
+			return err
+		}
+		if r1.Replayed || r1.PolicyVersion != info.PolicyVersion+1 {
+			return fmt.Errorf("first call: replayed %v, policy_version %d, want false and %d", r1.Replayed, r1.PolicyVersion, info.PolicyVersion+1)
+		}
+		lp1, err := c.score(ctx, s)
+		if err != nil {
+			return err
+		}
+		r2, err := c.grpo(ctx, id, s, 1)
+		if err != nil {
+			return err
+		}
+		if !r2.Replayed || r2.PolicyVersion != r1.PolicyVersion || r2.Loss != r1.Loss {
+			return fmt.Errorf("repeat: replayed %v, policy_version %d, loss %v; want true, %d, %v", r2.Replayed, r2.PolicyVersion, r2.Loss, r1.PolicyVersion, r1.Loss)
+		}
+		info2, err := c.p.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info2.PolicyVersion != r1.PolicyVersion {
+			return fmt.Errorf("policy_version moved to %d after the repeat, want %d", info2.PolicyVersion, r1.PolicyVersion)
+		}
+		lp2, err := c.score(ctx, s)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(lp1, lp2) {
+			return fmt.Errorf("the repeat changed the policy: logprobs %v → %v", lp1, lp2)
+		}
+		_, err = c.p.SFTStep(ctx, SFTRequest{StepID: id, Examples: []SFTExample{{Prompt: s.Prompt, Completion: "x"}}, LearningRate: c.opts.LearningRate})
+		if ErrorCode(err) != CodeConflict {
+			return fmt.Errorf("reusing a grpo_step step_id for sft_step: got %v, want a conflict error", err)
+		}
+		c.report(name, nil, fmt.Sprintf("repeat replayed, policy_version stayed %d, policy unchanged; reuse for another call is a conflict", r1.PolicyVersion))
+		return nil
+	}()
+	if err != nil {
+		c.report(name, err, "")
+	}
+}
+
+func (c *checker) checkSaveLoad(ctx context.Context, s *GRPOSample) {
+	if s == nil {
+		c.report("save_load_restores", fmt.Errorf("skipped: no sample with tokens"), "")
+		c.report("checkpoints_list", fmt.Errorf("skipped: no sample with tokens"), "")
+		return
+	}
+	name := c.run + "-saved"
+	var saved SaveResponse
+	err := func() error {
+		if err := c.restore(ctx); err != nil {
+			return err
+		}
+		// Move away from the starting point first, so the saved state has
+		// optimizer momentum and is not the starting checkpoint.
+		if _, err := c.grpo(ctx, c.stepID("pre-save"), s, 1); err != nil {
+			return err
+		}
+		var err error
+		if saved, err = c.p.Save(ctx, SaveRequest{StepID: c.stepID("save"), Name: name}); err != nil {
+			return err
+		}
+		want, err := c.score(ctx, s)
+		if err != nil {
+			return err
+		}
+		if _, err := c.grpo(ctx, c.stepID("post-save"), s, -1); err != nil {
+			return err
+		}
+		moved, err := c.score(ctx, s)
+		if err != nil {
+			return err
+		}
+		if slices.Equal(moved, want) {
+			return fmt.Errorf("the update after save did not change the logprobs; cannot test load")
+		}
+		ld, err := c.p.Load(ctx, LoadRequest{StepID: c.stepID("load"), Name: name})
+		if err != nil {
+			return err
+		}
+		got, err := c.score(ctx, s)
+		if err != nil {
+			return err
+		}
+		for t := range want {
+			if math.Abs(got[t]-want[t]) > logprobTol {
+				return fmt.Errorf("after load, logprobs[%d] = %v, saved %v", t, got[t], want[t])
+			}
+		}
+		info, err := c.p.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if ld.PolicyVersion != saved.PolicyVersion || info.PolicyVersion != saved.PolicyVersion {
+			return fmt.Errorf("after load policy_version %d (info %d), saved %d", ld.PolicyVersion, info.PolicyVersion, saved.PolicyVersion)
+		}
+		c.report("save_load_restores", nil, fmt.Sprintf("save → update (logprob %.6g → %.6g) → load restored %.6g and policy_version %d",
+			sum(want), sum(moved), sum(got), saved.PolicyVersion))
+		return nil
+	}()
+	if err != nil {
+		c.report("save_load_restores", err, "")
+	}
+	list, err := c.p.Checkpoints(ctx)
+	if err == nil {
+		err = fmt.Errorf("checkpoint %q missing from %d listed", name, len(list))
+		for _, ck := range list {
+			if ck.Name == name {
+				err = nil
+				if saved.Name != "" && ck.PolicyVersion != saved.PolicyVersion {
+					err = fmt.Errorf("checkpoint %q listed with policy_version %d, saved %d", name, ck.PolicyVersion, saved.PolicyVersion)
+				}
+			}
+		}
+	}
+	c.report("checkpoints_list", err, fmt.Sprintf("lists %s", name))
+}

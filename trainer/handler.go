@@ -1,0 +1,153 @@
+package trainer
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+)
+
+// maxBodyBytes bounds request bodies (PROTOCOL.md, "Conventions").
+const maxBodyBytes = 64 << 20
+
+// NewHandler serves the protocol for p. When token is non-empty every
+// request must carry "Authorization: Bearer <token>". /v1/logprobs is served
+// when p implements Scorer. Idempotency of step_ids is p's job (Embedded and
+// Client both provide it), so the handler adds no state of its own.
+func NewHandler(p Policy, token string) http.Handler {
+	return &handler{p: p, token: token}
+}
+
+type handler struct {
+	p     Policy
+	token string
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.token != "" {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(h.token)) != 1 {
+			writeError(w, newErr(CodeUnauthorized, "missing or wrong bearer token"))
+			return
+		}
+	}
+	ctx := r.Context()
+	switch r.URL.Path {
+	case "/v1/info":
+		if !method(w, r, http.MethodGet) {
+			return
+		}
+		info, err := h.p.Info(ctx)
+		if err == nil && h.token != "" {
+			info.Capabilities.Auth = true
+		}
+		reply(w, info, err)
+	case "/v1/checkpoints":
+		if !method(w, r, http.MethodGet) {
+			return
+		}
+		list, err := h.p.Checkpoints(ctx)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		info, err := h.p.Info(ctx)
+		reply(w, struct {
+			Checkpoints   []CheckpointInfo `json:"checkpoints"`
+			PolicyVersion int64            `json:"policy_version"`
+		}{list, info.PolicyVersion}, err)
+	case "/v1/sample":
+		serve(w, r, ctx, h.p.Sample)
+	case "/v1/logprobs":
+		sc, ok := h.p.(Scorer)
+		if !ok {
+			writeError(w, newErr(CodeNotFound, "this endpoint does not implement /v1/logprobs"))
+			return
+		}
+		serve(w, r, ctx, sc.Logprobs)
+	// A mutating call runs to completion even if the client goes away: its
+	// result is then stored for the client's retry with the same step_id.
+	case "/v1/sft_step":
+		serve(w, r, context.WithoutCancel(ctx), h.p.SFTStep)
+	case "/v1/grpo_step":
+		serve(w, r, context.WithoutCancel(ctx), h.p.GRPOStep)
+	case "/v1/save":
+		serve(w, r, context.WithoutCancel(ctx), h.p.Save)
+	case "/v1/load":
+		serve(w, r, context.WithoutCancel(ctx), h.p.Load)
+	default:
+		writeError(w, newErr(CodeNotFound, "no such endpoint %s %s", r.Method, r.URL.Path))
+	}
+}
+
+// serve decodes a POST body into Req, calls f, and writes its result.
+func serve[Req, Resp any](w http.ResponseWriter, r *http.Request, ctx context.Context, f func(context.Context, Req) (Resp, error)) {
+	if !method(w, r, http.MethodPost) {
+		return
+	}
+	var req Req
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err := dec.Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			e := invalidf("request body larger than %d bytes", maxBodyBytes)
+			e.Status = http.StatusRequestEntityTooLarge
+			writeError(w, e)
+			return
+		}
+		writeError(w, invalidf("request body: %v", err))
+		return
+	}
+	resp, err := f(ctx, req)
+	reply(w, resp, err)
+}
+
+func method(w http.ResponseWriter, r *http.Request, want string) bool {
+	if r.Method == want {
+		return true
+	}
+	e := invalidf("%s %s: method not allowed, use %s", r.Method, r.URL.Path, want)
+	e.Status = http.StatusMethodNotAllowed
+	w.Header().Set("Allow", want)
+	writeError(w, e)
+	return false
+}
+
+func reply(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		// NaN or Inf in a result: the protocol never sends them.
+		writeError(w, newErr(CodeInternal, "encode response: %v", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	_, _ = w.Write(append(raw, '\n'))
+}
+
+// writeError answers a protocol error; errors that are not *Error become
+// internal errors (or unavailable when the request was cancelled).
+func writeError(w http.ResponseWriter, err error) {
+	var pe *Error
+	if !errors.As(err, &pe) {
+		code := CodeInternal
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			code = CodeUnavailable
+		}
+		slog.Error("trainer endpoint error", "err", err)
+		pe = newErr(code, "%v", err)
+	}
+	raw, _ := json.Marshal(struct {
+		Error *Error `json:"error"`
+	}{pe})
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(pe.HTTPStatus())
+	_, _ = fmt.Fprintf(w, "%s\n", raw)
+}

@@ -1,0 +1,256 @@
+package trainer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func quietClient(url, token string, opts ...ClientOption) *Client {
+	opts = append([]ClientOption{WithBackoff(time.Millisecond, 5*time.Millisecond), WithLogger(discardLogger())}, opts...)
+	return NewClient(url, token, opts...)
+}
+
+func TestCheckPassesInProcessAndOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEmbedded(t, nil)
+	var out bytes.Buffer
+	ok, err := Check(ctx, e, &out)
+	if err != nil || !ok {
+		t.Fatalf("in-process check failed (%v):\n%s", err, out.String())
+	}
+
+	e2 := newTestEmbedded(t, nil)
+	srv := httptest.NewServer(NewHandler(e2, "sesame"))
+	defer srv.Close()
+	out.Reset()
+	ok, err = Check(ctx, quietClient(srv.URL, "sesame"), &out)
+	if err != nil || !ok {
+		t.Fatalf("HTTP check failed (%v):\n%s", err, out.String())
+	}
+	for _, prop := range []string{"info", "sample_shape", "sample_deterministic", "grpo_positive_raises_logprob",
+		"grpo_negative_lowers_logprob", "sft_lowers_loss", "step_id_replay", "save_load_restores", "checkpoints_list"} {
+		if !strings.Contains(out.String(), "PASS  "+prop+":") {
+			t.Errorf("no PASS line for %s:\n%s", prop, out.String())
+		}
+	}
+	// The check leaves the policy as it found it.
+	if e2.Weights()[featBias] != 0 || e2.st.version != 0 {
+		t.Errorf("check left the policy at version %d, weights %v", e2.st.version, e2.Weights())
+	}
+}
+
+// brokenPolicy wraps the embedded policy and breaks one property: grpo_step
+// applies nothing while claiming success.
+type brokenPolicy struct{ *Embedded }
+
+func (b brokenPolicy) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse, error) {
+	return GRPOResponse{PolicyVersion: b.st.version + 1}, nil
+}
+
+func TestCheckDetectsBrokenEndpoint(t *testing.T) {
+	var out bytes.Buffer
+	ok, err := Check(context.Background(), brokenPolicy{newTestEmbedded(t, nil)}, &out)
+	if err != nil || ok {
+		t.Fatalf("check passed a policy whose grpo_step does nothing (%v):\n%s", err, out.String())
+	}
+	for _, prop := range []string{"grpo_positive_raises_logprob", "grpo_negative_lowers_logprob", "step_id_replay"} {
+		if !strings.Contains(out.String(), "FAIL  "+prop+":") {
+			t.Errorf("no FAIL line for %s:\n%s", prop, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "PASS  sft_lowers_loss:") {
+		t.Errorf("sft should still pass:\n%s", out.String())
+	}
+}
+
+// dropProxy forwards TCP connections to backend; the first connection's
+// response is swallowed and the connection closed, after the backend has
+// started answering (so the request was fully applied): the client sees the
+// connection drop after sending.
+type dropProxy struct {
+	ln      net.Listener
+	backend string
+	conns   atomic.Int32
+	wg      sync.WaitGroup
+}
+
+func newDropProxy(t *testing.T, backend string) *dropProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &dropProxy{ln: ln, backend: backend}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				p.handle(c, p.conns.Add(1) == 1)
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *dropProxy) handle(c net.Conn, drop bool) {
+	defer c.Close()
+	b, err := net.Dial("tcp", p.backend)
+	if err != nil {
+		return
+	}
+	defer b.Close()
+	go func() { _, _ = io.Copy(b, c) }()
+	if drop {
+		var one [1]byte
+		_, _ = b.Read(one[:]) // the backend has applied the call and is answering
+		return                // close without forwarding a byte
+	}
+	_, _ = io.Copy(c, b)
+}
+
+func TestIdempotencyUnderDroppedConnection(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEmbedded(t, nil)
+	var grpoCalls atomic.Int32
+	h := NewHandler(e, "")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/grpo_step" {
+			grpoCalls.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	proxy := newDropProxy(t, strings.TrimPrefix(srv.URL, "http://"))
+
+	// A twin policy gets the same update once, directly.
+	twin := newTestEmbedded(t, nil)
+	res, _ := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze()}, Temperature: 1, Seed: 4})
+	s := res.Samples[0]
+	req := GRPORequest{StepID: "dropped-1", Samples: []GRPOSample{{Prompt: bronze(), TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: 1}},
+		Loss: LossConfig{Type: LossGRPO, LearningRate: 0.1}}
+	want, err := twin.GRPOStep(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := quietClient("http://"+proxy.ln.Addr().String(), "", WithHTTPClient(&http.Client{Transport: &http.Transport{}}))
+	got, err := c.GRPOStep(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := grpoCalls.Load(); n != 2 {
+		t.Fatalf("the endpoint saw %d grpo_step requests, want 2 (the dropped one and the retry)", n)
+	}
+	if !got.Replayed || got.PolicyVersion != 1 {
+		t.Errorf("retry: replayed %v, policy_version %d; want true and 1", got.Replayed, got.PolicyVersion)
+	}
+	got.Replayed = false
+	if got != want || !reflect.DeepEqual(e.Weights(), twin.Weights()) {
+		t.Errorf("the update was not applied exactly once: %+v vs %+v", got, want)
+	}
+
+	// The same with an auto-generated step_id: the client reuses it on retry.
+	req.StepID = ""
+	proxy.conns.Store(0)
+	c2 := quietClient("http://"+proxy.ln.Addr().String(), "", WithHTTPClient(&http.Client{Transport: &http.Transport{}}))
+	got, err = c2.GRPOStep(ctx, req)
+	if err != nil || !got.Replayed || got.PolicyVersion != 2 {
+		t.Errorf("auto step_id: %+v %v, want replayed at version 2", got, err)
+	}
+}
+
+func TestClientErrors(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEmbedded(t, nil)
+	srv := httptest.NewServer(NewHandler(e, "sesame"))
+	defer srv.Close()
+
+	c := quietClient(srv.URL, "sesame")
+	_, err := c.GRPOStep(ctx, GRPORequest{StepID: "x", Samples: []GRPOSample{{Prompt: bronze()}}, Loss: LossConfig{Type: "x", LearningRate: 1}})
+	if want := "trainer at " + srv.URL + " refused grpo_step: unknown loss type 'x'"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("got %v, want prefix %q", err, want)
+	}
+	if ErrorCode(err) != CodeUnknownLossType {
+		t.Errorf("code %q", ErrorCode(err))
+	}
+	_, err = quietClient(srv.URL, "wrong").Info(ctx)
+	if ErrorCode(err) != CodeUnauthorized {
+		t.Errorf("wrong token: %v", err)
+	}
+	_, err = c.Load(ctx, LoadRequest{Name: "missing"})
+	if ErrorCode(err) != CodeNotFound {
+		t.Errorf("missing checkpoint: %v", err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil || !info.Capabilities.Auth || info.TokenKind != "decisions" {
+		t.Errorf("info: %+v %v", info, err)
+	}
+
+	for _, tc := range []struct{ method, path, body, code string }{
+		{"GET", "/v1/grpo_step", "", CodeInvalidArgument},
+		{"POST", "/v1/nope", "{}", CodeNotFound},
+		{"POST", "/v1/sample", "{not json", CodeInvalidArgument},
+		{"POST", "/v1/sft_step", `{"step_id":"a","examples":[]}`, CodeInvalidArgument},
+	} {
+		r, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
+		r.Header.Set("Authorization", "Bearer sesame")
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var env struct{ Error Error }
+		_ = json.NewDecoder(resp.Body).Decode(&env)
+		resp.Body.Close()
+		if env.Error.Code != tc.code || resp.StatusCode/100 != 4 {
+			t.Errorf("%s %s: status %d code %q, want 4xx %q", tc.method, tc.path, resp.StatusCode, env.Error.Code, tc.code)
+		}
+	}
+}
+
+func TestClientRetriesOnlyRetryable(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		switch {
+		case r.URL.Path == "/v1/info" && n <= 2:
+			writeError(w, newErr(CodeUnavailable, "warming up"))
+		case r.URL.Path == "/v1/info":
+			reply(w, Info{ProtocolVersion: 1}, nil)
+		default:
+			writeError(w, newErr(CodeOOM, "out of memory"))
+		}
+	}))
+	defer srv.Close()
+	c := quietClient(srv.URL, "")
+	if info, err := c.Info(context.Background()); err != nil || info.ProtocolVersion != 1 || calls.Load() != 3 {
+		t.Errorf("info after two unavailable answers: %v after %d calls", err, calls.Load())
+	}
+	calls.Store(0)
+	if _, err := c.Sample(context.Background(), SampleRequest{}); ErrorCode(err) != CodeOOM || calls.Load() != 1 {
+		t.Errorf("oom: %v after %d calls, want one call", err, calls.Load())
+	}
+	// Connection refused: retried, then reported with the endpoint named.
+	srv.Close()
+	c = quietClient(srv.URL, "", WithRetries(2))
+	if _, err := c.Info(context.Background()); err == nil || !strings.Contains(err.Error(), "trainer at "+srv.URL) {
+		t.Errorf("closed server: %v", err)
+	}
+}
