@@ -1,0 +1,157 @@
+package rollout
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeOllama is an in-process Ollama-compatible server: /api/tags,
+// /api/chat and /api/embed, with a fixed service time and a number of
+// slots, like a server with OLLAMA_NUM_PARALLEL = slots. Requests beyond
+// slots + maxQueue get Ollama's 503 (when maxQueue > 0).
+type fakeOllama struct {
+	srv      *httptest.Server
+	models   []string
+	slots    chan struct{}
+	service  time.Duration
+	maxQueue int64
+
+	pending  atomic.Int64 // waiting or running
+	chats    atomic.Int64 // chat requests received
+	served   atomic.Int64 // chat requests answered 200
+	busy     atomic.Int64 // 503s sent
+	inflight atomic.Int64
+	peak     atomic.Int64
+
+	// status, when set, may override the reply to the n-th chat request (1-based).
+	status func(n int64) int
+
+	mu   sync.Mutex
+	last map[string]any // body of the last chat request
+}
+
+func newFakeOllama(t testing.TB, slots int, service time.Duration, models ...string) *fakeOllama {
+	f := &fakeOllama{models: models, slots: make(chan struct{}, slots), service: service}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/tags", f.tags)
+	mux.HandleFunc("POST /api/chat", f.chat)
+	mux.HandleFunc("POST /api/embed", f.embed)
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeOllama) url() string { return f.srv.URL }
+
+func (f *fakeOllama) known(m string) bool {
+	for _, k := range f.models {
+		if sameModel(k, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (f *fakeOllama) tags(w http.ResponseWriter, _ *http.Request) {
+	var ms []map[string]any
+	for _, m := range f.models {
+		ms = append(ms, map[string]any{"name": m, "model": m, "digest": fmt.Sprintf("%064x", len(m))})
+	}
+	writeJSON(w, 200, map[string]any{"models": ms})
+}
+
+func (f *fakeOllama) chat(w http.ResponseWriter, r *http.Request) {
+	n := f.chats.Add(1)
+	var body map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeJSON(w, 400, map[string]string{"error": err.Error()})
+		return
+	}
+	f.mu.Lock()
+	f.last = body
+	f.mu.Unlock()
+	model, _ := body["model"].(string)
+	if !f.known(model) {
+		writeJSON(w, 404, map[string]string{"error": fmt.Sprintf("model %q not found, try pulling it first", model)})
+		return
+	}
+	if f.status != nil {
+		if s := f.status(n); s != 200 {
+			writeJSON(w, s, map[string]string{"error": http.StatusText(s)})
+			return
+		}
+	}
+	if p := f.pending.Add(1); f.maxQueue > 0 && p > int64(cap(f.slots))+f.maxQueue {
+		f.pending.Add(-1)
+		f.busy.Add(1)
+		writeJSON(w, 503, map[string]string{"error": "server busy, please try again.  maximum pending requests exceeded"})
+		return
+	}
+	defer f.pending.Add(-1)
+	select {
+	case f.slots <- struct{}{}:
+	case <-r.Context().Done():
+		return
+	}
+	in := f.inflight.Add(1)
+	for p := f.peak.Load(); in > p && !f.peak.CompareAndSwap(p, in); p = f.peak.Load() {
+	}
+	if f.service > 0 {
+		time.Sleep(f.service)
+	}
+	f.inflight.Add(-1)
+	<-f.slots
+	msgs, _ := body["messages"].([]any)
+	last := ""
+	if len(msgs) > 0 {
+		m, _ := msgs[len(msgs)-1].(map[string]any)
+		last, _ = m["content"].(string)
+	}
+	// The answer is a function of the prompt, like a frozen model at temperature 0.
+	answer := "answer: " + lastLine(last)
+	f.served.Add(1)
+	writeJSON(w, 200, map[string]any{"model": model, "message": map[string]string{"role": "assistant", "content": answer}, "done": true})
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func (f *fakeOllama) embed(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Model string   `json:"model"`
+		Input []string `json:"input"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeJSON(w, 400, map[string]string{"error": err.Error()})
+		return
+	}
+	var out [][]float32
+	for _, in := range body.Input {
+		out = append(out, []float32{float32(len(in)), 1})
+	}
+	writeJSON(w, 200, map[string]any{"model": body.Model, "embeddings": out})
+}
+
+func (f *fakeOllama) lastRequest() map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
+}
