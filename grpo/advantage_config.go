@@ -11,9 +11,11 @@ type AdvantageConfig struct {
 	// Estimator: "group" (r−mean_g)/(std_g+ε), "batch" (std over the whole
 	// batch), "none" (Dr. GRPO: centred only) or "rloo" (leave-one-out baseline).
 	Estimator string `yaml:"estimator"`
-	// Std: "population" (divide by n) or "sample" (Bessel, n−1).
+	// Std: "population" (divide by n; the default, GRPO's formulation) or
+	// "sample" (Bessel, n−1; what torch.std and TRL compute).
 	Std string `yaml:"std"`
-	// Epsilon is added to the std before dividing.
+	// Epsilon is added to the std before dividing (not under the square
+	// root). Default 1e-6; TRL uses 1e-4.
 	Epsilon float64 `yaml:"epsilon"`
 	// Aggregation: "sum" (weighted reward, then normalize) or
 	// "normalize_then_sum" (each term z-scored within its group, then weighted).
@@ -40,8 +42,8 @@ func (c AdvantageConfig) Validate() error {
 	default:
 		return fielderr.New("std", "must be population or sample, got %q", c.Std)
 	}
-	if math.IsNaN(c.Epsilon) || c.Epsilon < 0 {
-		return fielderr.New("epsilon", "must be ≥ 0, got %v", c.Epsilon)
+	if math.IsNaN(c.Epsilon) || math.IsInf(c.Epsilon, 0) || c.Epsilon < 0 {
+		return fielderr.New("epsilon", "must be a finite number ≥ 0, got %v", c.Epsilon)
 	}
 	switch c.Aggregation {
 	case "sum", "normalize_then_sum":

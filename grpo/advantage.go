@@ -1,0 +1,262 @@
+package grpo
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/himes-rl/himes/hser"
+)
+
+// SampleReward is one rollout's reward terms as the advantage code sees them.
+type SampleReward struct {
+	// Valid is false when the rollout failed (retrieval or responder error):
+	// it is left out of its group's baseline and of the update, and is never
+	// scored 0.
+	Valid bool
+	Score hser.Score // terms; only read when Valid
+}
+
+// AdvantageStats are the step metrics of one advantage computation.
+type AdvantageStats struct {
+	// Groups is the number of input groups. DroppedGroups counts the groups
+	// excluded from the update: fewer than 2 valid rollouts, or zero
+	// variance with ZeroVariance "drop". FailedRollouts counts invalid
+	// rollouts in all groups.
+	Groups, DroppedGroups, FailedRollouts int
+	// ZeroVarGroups counts groups (with ≥ 2 valid rollouts) whose advantages
+	// are all zero by construction: with Aggregation "sum" the total reward is
+	// the same for every valid rollout; with "normalize_then_sum" every term
+	// is. ZeroVarRougeL, ZeroVarEM and ZeroVarHit count the groups in which
+	// that term alone is constant.
+	ZeroVarGroups                        int
+	ZeroVarRougeL, ZeroVarEM, ZeroVarHit int
+	// Mean, Std (population) and AbsMean of the advantages of the included
+	// samples; 0 when none is included.
+	Mean, Std, AbsMean float64
+}
+
+// Advantages is the result of ComputeAdvantages.
+type Advantages struct {
+	Values  [][]float64 // same shape as the input groups; 0 where not included
+	Include [][]bool    // sample goes into the policy update
+	Stats   AdvantageStats
+}
+
+// term is one reward quantity that is normalized on its own: the total
+// reward with Aggregation "sum", or one of the three terms with
+// "normalize_then_sum".
+type term struct {
+	weight float64
+	get    func(hser.Score) float64
+}
+
+// ComputeAdvantages turns the rewards of a batch of groups (one group per
+// prompt, one entry per rollout) into per-rollout advantages.
+//
+// Rewards: with Aggregation "sum" the reward is R = F1 + α·EM + β·Hit with
+// the weights w (w is authoritative; Score.Reward is not read); with
+// "normalize_then_sum" each term (Rouge-L F1, EM, Hit) is normalized within
+// its group by the estimator below and the advantage is
+// A = n(F1) + α·n(EM) + β·n(Hit).
+//
+// Estimators, for a group's valid rollouts r_1..r_n (n ≥ 2) with mean m:
+//
+//	group  A_i = (r_i − m) / (std + ε), std over the group's valid rollouts
+//	batch  A_i = (r_i − m) / (std_B + ε), std_B over all valid rollouts of
+//	       the batch (every group, dropped or not) about the batch mean; the
+//	       centring stays per group
+//	none   A_i = r_i − m (Dr. GRPO: centred, not scaled)
+//	rloo   A_i = r_i − (Σ_{j≠i} r_j)/(n−1), the leave-one-out baseline
+//	       (= n/(n−1)·(r_i − m))
+//
+// std is the population standard deviation (divide by n) with Std
+// "population" — the DeepSeekMath/GRPO formulation — or Bessel-corrected
+// (divide by n−1, what torch.std and TRL use) with Std "sample". ε
+// (Epsilon, default 1e-6) is added to the std, never under the square root,
+// so a near-constant group gets large but finite advantages.
+//
+// A group left with fewer than 2 valid rollouts is dropped (nothing to
+// compare). A zero-variance group (see AdvantageStats.ZeroVarGroups) gets
+// advantage exactly 0 and stays in the update with ZeroVariance "keep", or is
+// dropped with "drop". A term that is constant within a group contributes
+// exactly 0, not a rounding residue.
+func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleReward) (Advantages, error) {
+	if err := cfg.Validate(); err != nil {
+		return Advantages{}, fmt.Errorf("advantage config: %w", err)
+	}
+	for _, x := range []struct {
+		name string
+		v    float64
+	}{{"alpha", w.Alpha}, {"beta", w.Beta}} {
+		if math.IsNaN(x.v) || math.IsInf(x.v, 0) || x.v < 0 {
+			return Advantages{}, fmt.Errorf("reward weight %s must be a finite number ≥ 0, got %v", x.name, x.v)
+		}
+	}
+	for g, grp := range groups {
+		for i, s := range grp {
+			if !s.Valid {
+				continue
+			}
+			for _, v := range []float64{s.Score.RougeF1, s.Score.EM, s.Score.Hit} {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					return Advantages{}, fmt.Errorf("group %d rollout %d: reward term is %v", g, i, v)
+				}
+			}
+		}
+	}
+
+	var terms []term
+	if cfg.Aggregation == "sum" {
+		terms = []term{{1, func(s hser.Score) float64 { return w.Reward(s.RougeF1, s.EM, s.Hit) }}}
+	} else {
+		terms = []term{
+			{1, func(s hser.Score) float64 { return s.RougeF1 }},
+			{w.Alpha, func(s hser.Score) float64 { return s.EM }},
+			{w.Beta, func(s hser.Score) float64 { return s.Hit }},
+		}
+	}
+
+	out := Advantages{Values: make([][]float64, len(groups)), Include: make([][]bool, len(groups))}
+	st := &out.Stats
+	st.Groups = len(groups)
+
+	// The batch std of each term, over every valid rollout of the batch.
+	batchStd := make([]float64, len(terms))
+	if cfg.Estimator == "batch" {
+		for t, tm := range terms {
+			var vals []float64
+			for _, grp := range groups {
+				for _, s := range grp {
+					if s.Valid {
+						vals = append(vals, tm.get(s.Score))
+					}
+				}
+			}
+			batchStd[t] = stddev(vals, mean(vals), cfg.Std == "sample")
+		}
+	}
+
+	vals := []float64{}
+	var included []float64
+	for g, grp := range groups {
+		out.Values[g] = make([]float64, len(grp))
+		out.Include[g] = make([]bool, len(grp))
+		var valid []int
+		for i, s := range grp {
+			if s.Valid {
+				valid = append(valid, i)
+			} else {
+				st.FailedRollouts++
+			}
+		}
+		if len(valid) < 2 {
+			st.DroppedGroups++
+			continue
+		}
+		constant := func(get func(hser.Score) float64) bool {
+			first := get(grp[valid[0]].Score)
+			for _, i := range valid[1:] {
+				if get(grp[i].Score) != first {
+					return false
+				}
+			}
+			return true
+		}
+		if constant(func(s hser.Score) float64 { return s.RougeF1 }) {
+			st.ZeroVarRougeL++
+		}
+		if constant(func(s hser.Score) float64 { return s.EM }) {
+			st.ZeroVarEM++
+		}
+		if constant(func(s hser.Score) float64 { return s.Hit }) {
+			st.ZeroVarHit++
+		}
+		zeroVar := true
+		for _, tm := range terms {
+			if !constant(tm.get) {
+				zeroVar = false
+			}
+		}
+		if zeroVar {
+			st.ZeroVarGroups++
+			if cfg.ZeroVariance == "drop" {
+				st.DroppedGroups++
+				continue
+			}
+		}
+		for t, tm := range terms {
+			if constant(tm.get) {
+				continue // contributes exactly 0
+			}
+			vals = vals[:0]
+			for _, i := range valid {
+				vals = append(vals, tm.get(grp[i].Score))
+			}
+			m := mean(vals)
+			var scale float64
+			switch cfg.Estimator {
+			case "group":
+				scale = 1 / (stddev(vals, m, cfg.Std == "sample") + cfg.Epsilon)
+			case "batch":
+				scale = 1 / (batchStd[t] + cfg.Epsilon)
+			}
+			sum := 0.0
+			for _, v := range vals {
+				sum += v
+			}
+			for k, i := range valid {
+				var a float64
+				switch cfg.Estimator {
+				case "group", "batch":
+					a = (vals[k] - m) * scale
+				case "none":
+					a = vals[k] - m
+				case "rloo":
+					a = vals[k] - (sum-vals[k])/float64(len(vals)-1)
+				}
+				out.Values[g][i] += tm.weight * a
+			}
+		}
+		for _, i := range valid {
+			out.Include[g][i] = true
+			included = append(included, out.Values[g][i])
+		}
+	}
+	if len(included) > 0 {
+		st.Mean = mean(included)
+		st.Std = stddev(included, st.Mean, false)
+		for _, a := range included {
+			st.AbsMean += math.Abs(a)
+		}
+		st.AbsMean /= float64(len(included))
+	}
+	return out, nil
+}
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// stddev is the population (÷n) or, with bessel, the sample (÷(n−1))
+// standard deviation of v about m; 0 for too few values.
+func stddev(v []float64, m float64, bessel bool) float64 {
+	n := float64(len(v))
+	if bessel {
+		n--
+	}
+	if n <= 0 {
+		return 0
+	}
+	ss := 0.0
+	for _, x := range v {
+		ss += (x - m) * (x - m)
+	}
+	return math.Sqrt(ss / n)
+}

@@ -1,0 +1,272 @@
+package grpo
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/himes-rl/himes/hser"
+)
+
+// rewards builds a valid group whose total reward (α = β = 0) is r.
+func rewards(r ...float64) []SampleReward {
+	out := make([]SampleReward, len(r))
+	for i, v := range r {
+		out[i] = SampleReward{Valid: true, Score: hser.Score{RougeF1: v}}
+	}
+	return out
+}
+
+func advCfg(estimator string) AdvantageConfig {
+	c := DefaultAdvantageConfig()
+	c.Estimator = estimator
+	c.Epsilon = 0
+	return c
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Max(1, math.Abs(b)) }
+
+func mustAdv(t *testing.T, cfg AdvantageConfig, w hser.Weights, groups [][]SampleReward) Advantages {
+	t.Helper()
+	a, err := ComputeAdvantages(cfg, w, groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func checkValues(t *testing.T, what string, got, want []float64) {
+	t.Helper()
+	for i := range want {
+		if !near(got[i], want[i]) {
+			t.Errorf("%s: A[%d] = %.17g, want %.17g", what, i, got[i], want[i])
+		}
+	}
+}
+
+// TestHandComputed: rewards 1, 2, 3, 4 (mean 2.5; population variance 1.25,
+// sample variance 5/3), worked out by hand.
+func TestHandComputed(t *testing.T) {
+	g := [][]SampleReward{rewards(1, 2, 3, 4)}
+	w := hser.Weights{}
+	pop := 1 / math.Sqrt(1.25)
+	checkValues(t, "group/population", mustAdv(t, advCfg("group"), w, g).Values[0],
+		[]float64{-1.5 * pop, -0.5 * pop, 0.5 * pop, 1.5 * pop})
+	c := advCfg("group")
+	c.Std = "sample"
+	smp := 1 / math.Sqrt(5.0/3)
+	checkValues(t, "group/sample", mustAdv(t, c, w, g).Values[0],
+		[]float64{-1.5 * smp, -0.5 * smp, 0.5 * smp, 1.5 * smp})
+	c = advCfg("group")
+	c.Epsilon = 0.5
+	e := 1 / (math.Sqrt(1.25) + 0.5) // ε is added to the std
+	checkValues(t, "group/eps", mustAdv(t, c, w, g).Values[0], []float64{-1.5 * e, -0.5 * e, 0.5 * e, 1.5 * e})
+	checkValues(t, "none", mustAdv(t, advCfg("none"), w, g).Values[0], []float64{-1.5, -0.5, 0.5, 1.5})
+	// rloo: 1 − (2+3+4)/3 = −2, 2 − 8/3, 3 − 7/3, 4 − 2.
+	checkValues(t, "rloo", mustAdv(t, advCfg("rloo"), w, g).Values[0], []float64{-2, 2 - 8.0/3, 3 - 7.0/3, 2})
+}
+
+// TestBatchStd: groups {0, 1} and {0, 3}: batch mean 1, population variance
+// (1+0+1+4)/4 = 1.5; centring stays per group (means 0.5 and 1.5).
+func TestBatchStd(t *testing.T) {
+	a := mustAdv(t, advCfg("batch"), hser.Weights{}, [][]SampleReward{rewards(0, 1), rewards(0, 3)})
+	s := math.Sqrt(1.5)
+	checkValues(t, "group 0", a.Values[0], []float64{-0.5 / s, 0.5 / s})
+	checkValues(t, "group 1", a.Values[1], []float64{-1.5 / s, 1.5 / s})
+}
+
+// TestNormalizeThenSum: α = 2, β = 3. Rouge {0.2, 0.4} and EM {0, 1} z-score
+// to ∓1 each; Hit is constant and adds nothing: A = ∓(1 + 2·1).
+func TestNormalizeThenSum(t *testing.T) {
+	c := advCfg("group")
+	c.Aggregation = "normalize_then_sum"
+	g := [][]SampleReward{{
+		{Valid: true, Score: hser.Score{RougeF1: 0.2, EM: 0, Hit: 1}},
+		{Valid: true, Score: hser.Score{RougeF1: 0.4, EM: 1, Hit: 1}},
+	}}
+	a := mustAdv(t, c, hser.Weights{Alpha: 2, Beta: 3}, g)
+	checkValues(t, "nts", a.Values[0], []float64{-3, 3})
+	if a.Stats.ZeroVarHit != 1 || a.Stats.ZeroVarEM != 0 || a.Stats.ZeroVarRougeL != 0 || a.Stats.ZeroVarGroups != 0 {
+		t.Errorf("zero-variance counts %+v, want only Hit", a.Stats)
+	}
+	// With "sum" the same group has rewards 0.2+0+3 = 3.2 and 0.4+2+3 = 5.4.
+	c.Aggregation = "sum"
+	checkValues(t, "sum", mustAdv(t, c, hser.Weights{Alpha: 2, Beta: 3}, g).Values[0], []float64{-1, 1})
+}
+
+func randomGroups(r *rand.Rand, n, g int, failProb float64) [][]SampleReward {
+	out := make([][]SampleReward, n)
+	for i := range out {
+		out[i] = make([]SampleReward, g)
+		for k := range out[i] {
+			out[i][k] = SampleReward{Valid: r.Float64() >= failProb, Score: hser.Score{
+				RougeF1: r.Float64(), EM: float64(r.IntN(2)), Hit: float64(r.IntN(2))}}
+		}
+	}
+	return out
+}
+
+var allEstimators = []string{"group", "batch", "none", "rloo"}
+
+// TestGroupSumsToZero: every estimator centres each group (rloo too: the
+// leave-one-out advantages sum to n/(n−1)·Σ(r−m) = 0).
+func TestGroupSumsToZero(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	w := hser.Weights{Alpha: 1, Beta: 0.5}
+	for _, est := range allEstimators {
+		for _, agg := range []string{"sum", "normalize_then_sum"} {
+			c := DefaultAdvantageConfig()
+			c.Estimator, c.Aggregation = est, agg
+			a := mustAdv(t, c, w, randomGroups(r, 50, 8, 0.2))
+			for g := range a.Values {
+				sum, scale := 0.0, 0.0
+				for i, v := range a.Values[g] {
+					if a.Include[g][i] {
+						sum += v
+						scale += math.Abs(v)
+					}
+				}
+				if math.Abs(sum) > 1e-9*math.Max(1, scale) {
+					t.Fatalf("%s/%s: group %d sums to %g", est, agg, g, sum)
+				}
+			}
+		}
+	}
+}
+
+// TestShiftInvariance: adding a constant to every reward changes nothing.
+func TestShiftInvariance(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	for _, est := range allEstimators {
+		c := DefaultAdvantageConfig()
+		c.Estimator = est
+		groups := randomGroups(r, 20, 6, 0.1)
+		shifted := make([][]SampleReward, len(groups))
+		for g := range groups {
+			shifted[g] = append([]SampleReward(nil), groups[g]...)
+			for i := range shifted[g] {
+				shifted[g][i].Score.RougeF1 += 7.25
+			}
+		}
+		w := hser.Weights{Alpha: 1, Beta: 1}
+		a, b := mustAdv(t, c, w, groups), mustAdv(t, c, w, shifted)
+		for g := range a.Values {
+			for i := range a.Values[g] {
+				if math.Abs(a.Values[g][i]-b.Values[g][i]) > 1e-9 || a.Include[g][i] != b.Include[g][i] {
+					t.Fatalf("%s: shift moved group %d sample %d: %v → %v", est, g, i, a.Values[g][i], b.Values[g][i])
+				}
+			}
+		}
+	}
+}
+
+// TestRLOOClosedForm: r_i − mean of the others = n/(n−1)·(r_i − m).
+func TestRLOOClosedForm(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	groups := randomGroups(r, 30, 5, 0)
+	a := mustAdv(t, advCfg("rloo"), hser.Weights{Alpha: 1, Beta: 1}, groups)
+	for g, grp := range groups {
+		m, n := 0.0, float64(len(grp))
+		for _, s := range grp {
+			m += s.Score.RougeF1 + s.Score.EM + s.Score.Hit
+		}
+		m /= n
+		for i, s := range grp {
+			want := n / (n - 1) * (s.Score.RougeF1 + s.Score.EM + s.Score.Hit - m)
+			if a.Include[g][i] && math.Abs(a.Values[g][i]-want) > 1e-12 {
+				t.Fatalf("group %d sample %d: %v, closed form %v", g, i, a.Values[g][i], want)
+			}
+		}
+	}
+}
+
+// TestFailedRolloutIsolated: a failed rollout, whatever its (garbage) score,
+// does not move its siblings' advantages, is excluded and is counted.
+func TestFailedRolloutIsolated(t *testing.T) {
+	w := hser.Weights{Alpha: 1, Beta: 1}
+	base := rewards(0.1, 0.5, 0.9)
+	withFail := []SampleReward{base[0], {Valid: false, Score: hser.Score{RougeF1: 1e9, Reward: -5}}, base[1], base[2]}
+	for _, est := range []string{"group", "none", "rloo"} {
+		a := mustAdv(t, advCfg(est), w, [][]SampleReward{base})
+		b := mustAdv(t, advCfg(est), w, [][]SampleReward{withFail})
+		got := []float64{b.Values[0][0], b.Values[0][2], b.Values[0][3]}
+		for i := range got {
+			if math.Float64bits(got[i]) != math.Float64bits(a.Values[0][i]) {
+				t.Errorf("%s: sibling %d moved: %v vs %v", est, i, got[i], a.Values[0][i])
+			}
+		}
+		if b.Include[0][1] || b.Values[0][1] != 0 || b.Stats.FailedRollouts != 1 || b.Stats.DroppedGroups != 0 {
+			t.Errorf("%s: failed rollout included or miscounted: %+v", est, b)
+		}
+	}
+	// A group left with one valid rollout is dropped.
+	a := mustAdv(t, advCfg("group"), w, [][]SampleReward{{base[0], {Valid: false}}, base})
+	if a.Include[0][0] || a.Stats.DroppedGroups != 1 || a.Stats.FailedRollouts != 1 || a.Stats.Groups != 2 {
+		t.Errorf("one-valid group: %+v", a)
+	}
+}
+
+func TestZeroVariance(t *testing.T) {
+	w := hser.Weights{Alpha: 1, Beta: 1}
+	flat := []SampleReward{
+		{Valid: true, Score: hser.Score{RougeF1: 0.3, EM: 0, Hit: 1}},
+		{Valid: true, Score: hser.Score{RougeF1: 0.3, EM: 0, Hit: 1}},
+		{Valid: false},
+	}
+	varied := rewards(0, 1)
+	keep := mustAdv(t, advCfg("group"), w, [][]SampleReward{flat, varied})
+	if !keep.Include[0][0] || !keep.Include[0][1] || keep.Values[0][0] != 0 || keep.Values[0][1] != 0 {
+		t.Errorf("keep: %+v", keep)
+	}
+	st := keep.Stats
+	if st.ZeroVarGroups != 1 || st.ZeroVarRougeL != 1 || st.ZeroVarEM != 2 || st.ZeroVarHit != 2 || st.DroppedGroups != 0 {
+		t.Errorf("keep stats: %+v", st)
+	}
+	c := advCfg("group")
+	c.ZeroVariance = "drop"
+	drop := mustAdv(t, c, w, [][]SampleReward{flat, varied})
+	if drop.Include[0][0] || drop.Include[0][1] || drop.Stats.DroppedGroups != 1 || !drop.Include[1][0] {
+		t.Errorf("drop: %+v", drop)
+	}
+	// Equal totals from different terms are not zero variance under
+	// normalize_then_sum: F1 0.5 + EM 0 vs F1 0 + EM 0.5·… here α = 0.5.
+	c = advCfg("group")
+	c.Aggregation = "normalize_then_sum"
+	g := [][]SampleReward{{
+		{Valid: true, Score: hser.Score{RougeF1: 0.5, EM: 0}},
+		{Valid: true, Score: hser.Score{RougeF1: 0, EM: 1}},
+	}}
+	a := mustAdv(t, c, hser.Weights{Alpha: 0.5}, g)
+	if a.Stats.ZeroVarGroups != 0 || a.Values[0][0] != 0.5 || a.Values[0][1] != -0.5 {
+		t.Errorf("nts equal totals: %+v", a)
+	}
+	c.Aggregation = "sum"
+	if a := mustAdv(t, c, hser.Weights{Alpha: 0.5}, g); a.Stats.ZeroVarGroups != 1 {
+		t.Errorf("sum equal totals not counted as zero variance: %+v", a.Stats)
+	}
+}
+
+func TestStats(t *testing.T) {
+	a := mustAdv(t, advCfg("none"), hser.Weights{}, [][]SampleReward{rewards(0, 2), rewards(1, 1, 4)})
+	// Advantages −1, 1, −1, −1, 2: mean 0, population std √(8/5), |A| mean 6/5.
+	if !near(a.Stats.Mean, 0) || !near(a.Stats.Std, math.Sqrt(8.0/5)) || !near(a.Stats.AbsMean, 6.0/5) {
+		t.Errorf("stats %+v", a.Stats)
+	}
+}
+
+func TestAdvantageErrors(t *testing.T) {
+	good := [][]SampleReward{rewards(0, 1)}
+	if _, err := ComputeAdvantages(AdvantageConfig{Estimator: "ppo"}, hser.Weights{}, good); err == nil {
+		t.Error("unknown estimator accepted")
+	}
+	if _, err := ComputeAdvantages(DefaultAdvantageConfig(), hser.Weights{Alpha: -1}, good); err == nil {
+		t.Error("negative alpha accepted")
+	}
+	bad := rewards(0, math.NaN())
+	if _, err := ComputeAdvantages(DefaultAdvantageConfig(), hser.Weights{}, [][]SampleReward{bad}); err == nil {
+		t.Error("NaN reward accepted")
+	}
+	if a, err := ComputeAdvantages(DefaultAdvantageConfig(), hser.Weights{}, nil); err != nil || a.Stats.Groups != 0 {
+		t.Errorf("empty batch: %v %+v", err, a)
+	}
+}
