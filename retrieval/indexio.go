@@ -1,0 +1,342 @@
+package retrieval
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// IndexFormatVersion is bumped whenever the on-disk layout or the scoring it
+// encodes changes; an index of another version is refused, not guessed at.
+const IndexFormatVersion = 1
+
+// indexMagic starts every index file.
+var indexMagic = [8]byte{'H', 'I', 'M', 'E', 'S', 'B', 'M', '1'}
+
+// IndexFile is the name of the index inside its directory.
+const IndexFile = "index.bin"
+
+// IndexMeta describes a persisted index; it is stored inside the index file
+// (covered by its checksum) and mirrored to meta.json for humans.
+type IndexMeta struct {
+	FormatVersion int        `json:"format_version"`
+	Analyzer      string     `json:"analyzer"`
+	Params        BM25Params `json:"params"`
+	ChunkWords    int        `json:"chunk_words"`
+	ChunkStride   int        `json:"chunk_stride"`
+	KBPath        string     `json:"kb_path"`
+	// KBFingerprint is the SHA-256 of the knowledge-base file the index was
+	// built from; loading against a different KB is an error (stale index).
+	KBFingerprint string    `json:"kb_fingerprint"`
+	Docs          int       `json:"docs"`
+	Terms         int       `json:"terms"`
+	Postings      int       `json:"postings"`
+	AvgDocLen     float64   `json:"avg_doc_len"`
+	Built         time.Time `json:"built"`
+	// Checksum is the hex SHA-256 of the index file's body (filled on read).
+	Checksum string `json:"checksum,omitempty"`
+}
+
+// SaveIndex writes ix to dir/index.bin (atomically: temp file + rename) and
+// dir/meta.json. Layout, little endian:
+//
+//	magic[8] version:u32 metaLen:u32 meta(JSON)
+//	ids: n:u32 then n × (len:u32 bytes)
+//	docLen: n × u32
+//	terms: m:u32 then m × (len:u32 bytes)
+//	termOff: (m+1) × u64
+//	postDocs, postTFs: P × u32 each
+//	sha256(everything above)[32]
+func SaveIndex(ctx context.Context, dir string, ix *Index, meta IndexMeta) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("save index: %w", err)
+	}
+	meta.FormatVersion = IndexFormatVersion
+	meta.Analyzer = AnalyzerName
+	meta.Params = ix.params
+	meta.Docs, meta.Terms, meta.Postings, meta.AvgDocLen = ix.Len(), ix.NumTerms(), ix.NumPostings(), ix.avgdl
+	metaJSON, err := json.Marshal(meta)
+	if err != nil {
+		return fmt.Errorf("save index: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".index-*.tmp")
+	if err != nil {
+		return fmt.Errorf("save index: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	h := sha256.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(tmp, h), 1<<20)
+	w := &binWriter{w: bw}
+	w.bytes(indexMagic[:])
+	w.u32(IndexFormatVersion)
+	w.u32(uint32(len(metaJSON)))
+	w.bytes(metaJSON)
+	w.strings(ix.ids)
+	w.u32s(ix.docLen)
+	if err := ctx.Err(); err != nil {
+		tmp.Close()
+		return err
+	}
+	w.strings(ix.termStr)
+	for _, o := range ix.termOff {
+		w.u64(o)
+	}
+	w.u32s(ix.postDocs)
+	w.u32s(ix.postTFs)
+	if w.err == nil {
+		w.err = bw.Flush()
+	}
+	if w.err == nil {
+		_, w.err = tmp.Write(h.Sum(nil))
+	}
+	if w.err == nil {
+		w.err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); w.err == nil {
+		w.err = cerr
+	}
+	if w.err != nil {
+		return fmt.Errorf("save index %s: %w", dir, w.err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, IndexFile)); err != nil {
+		return fmt.Errorf("save index: %w", err)
+	}
+	pretty, _ := json.MarshalIndent(meta, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "meta.json"), append(pretty, '\n'), 0o644); err != nil {
+		return fmt.Errorf("save index: %w", err)
+	}
+	return nil
+}
+
+// ErrIndexCorrupt is wrapped by load errors caused by damaged index files.
+var ErrIndexCorrupt = errors.New("index corrupt")
+
+// LoadIndex reads dir/index.bin, verifying magic, version and checksum
+// before trusting any byte of it.
+func LoadIndex(ctx context.Context, dir string) (*Index, IndexMeta, error) {
+	path := filepath.Join(dir, IndexFile)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, IndexMeta{}, fmt.Errorf("load index: %w", err)
+	}
+	meta, body, err := checkIndexFile(path, raw)
+	if err != nil {
+		return nil, meta, err
+	}
+	r := &binReader{b: body}
+	ix := &Index{params: meta.Params}
+	ix.ids = r.strings()
+	ix.docLen = r.u32s(len(ix.ids))
+	if err := ctx.Err(); err != nil {
+		return nil, meta, err
+	}
+	ix.termStr = r.strings()
+	ix.termOff = make([]uint64, len(ix.termStr)+1)
+	for i := range ix.termOff {
+		ix.termOff[i] = r.u64()
+	}
+	np := ix.termOff[len(ix.termStr)]
+	if r.err == nil && np > uint64(len(r.b)/4) {
+		r.err = fmt.Errorf("%d postings do not fit in %d bytes", np, len(r.b))
+	}
+	ix.postDocs = r.u32s(int(np))
+	ix.postTFs = r.u32s(int(np))
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("%d trailing bytes", len(r.b))
+	}
+	if r.err != nil {
+		return nil, meta, fmt.Errorf("%s: %w: %w", path, ErrIndexCorrupt, r.err)
+	}
+	if err := ix.validate(); err != nil {
+		return nil, meta, fmt.Errorf("%s: %w: %w", path, ErrIndexCorrupt, err)
+	}
+	ix.terms = make(map[string]uint32, len(ix.termStr))
+	for t, s := range ix.termStr {
+		ix.terms[s] = uint32(t)
+	}
+	var total uint64
+	for _, l := range ix.docLen {
+		total += uint64(l)
+	}
+	ix.finish(total)
+	return ix, meta, nil
+}
+
+// ReadIndexMeta verifies an index file and returns its metadata without
+// decoding the postings.
+func ReadIndexMeta(dir string) (IndexMeta, error) {
+	path := filepath.Join(dir, IndexFile)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return IndexMeta{}, fmt.Errorf("read index: %w", err)
+	}
+	meta, _, err := checkIndexFile(path, raw)
+	return meta, err
+}
+
+func checkIndexFile(path string, raw []byte) (IndexMeta, []byte, error) {
+	var meta IndexMeta
+	if len(raw) < len(indexMagic)+8+sha256.Size || !bytes.Equal(raw[:8], indexMagic[:]) {
+		return meta, nil, fmt.Errorf("%s: %w: not a himes BM25 index (bad magic or truncated)", path, ErrIndexCorrupt)
+	}
+	if v := binary.LittleEndian.Uint32(raw[8:]); v != IndexFormatVersion {
+		return meta, nil, fmt.Errorf("%s: index format version %d, this himes reads version %d: rebuild it with `himes index build`", path, v, IndexFormatVersion)
+	}
+	body, sum := raw[:len(raw)-sha256.Size], raw[len(raw)-sha256.Size:]
+	got := sha256.Sum256(body)
+	if !bytes.Equal(got[:], sum) {
+		return meta, nil, fmt.Errorf("%s: %w: checksum mismatch (file damaged or truncated): rebuild it with `himes index build`", path, ErrIndexCorrupt)
+	}
+	r := &binReader{b: body[16:]}
+	mj := r.take(int(binary.LittleEndian.Uint32(raw[12:])))
+	if r.err != nil {
+		return meta, nil, fmt.Errorf("%s: %w: %w", path, ErrIndexCorrupt, r.err)
+	}
+	if err := json.Unmarshal(mj, &meta); err != nil {
+		return meta, nil, fmt.Errorf("%s: %w: metadata: %w", path, ErrIndexCorrupt, err)
+	}
+	meta.Checksum = fmt.Sprintf("%x", got)
+	if meta.Analyzer != AnalyzerName {
+		return meta, nil, fmt.Errorf("%s: index analyzed with %q, this himes uses %q: rebuild it", path, meta.Analyzer, AnalyzerName)
+	}
+	return meta, r.b, nil
+}
+
+// validate checks the structural invariants searching relies on, so a
+// well-checksummed but inconsistent file cannot cause out-of-range reads.
+func (ix *Index) validate() error {
+	n := uint32(len(ix.ids))
+	if n == 0 {
+		return errors.New("no documents")
+	}
+	for i := 1; i < len(ix.ids); i++ {
+		if ix.ids[i-1] >= ix.ids[i] {
+			return fmt.Errorf("document ids not strictly ascending at %d", i)
+		}
+	}
+	for t := range ix.termStr {
+		lo, hi := ix.termOff[t], ix.termOff[t+1]
+		if lo > hi || hi > uint64(len(ix.postDocs)) {
+			return fmt.Errorf("term %d: bad posting range [%d,%d)", t, lo, hi)
+		}
+		for i := lo; i < hi; i++ {
+			if ix.postDocs[i] >= n || (i > lo && ix.postDocs[i] <= ix.postDocs[i-1]) || ix.postTFs[i] == 0 {
+				return fmt.Errorf("term %d: bad posting %d", t, i)
+			}
+		}
+	}
+	if ix.termOff[0] != 0 || ix.termOff[len(ix.termStr)] != uint64(len(ix.postDocs)) {
+		return errors.New("posting offsets do not cover the postings")
+	}
+	if ix.params.K1 < 0 || ix.params.B < 0 || ix.params.B > 1 || math.IsNaN(ix.params.K1) || math.IsNaN(ix.params.B) {
+		return fmt.Errorf("bad parameters %+v", ix.params)
+	}
+	return nil
+}
+
+type binWriter struct {
+	w   io.Writer
+	err error
+	buf [8]byte
+}
+
+func (w *binWriter) bytes(b []byte) {
+	if w.err == nil {
+		_, w.err = w.w.Write(b)
+	}
+}
+func (w *binWriter) u32(v uint32) {
+	binary.LittleEndian.PutUint32(w.buf[:4], v)
+	w.bytes(w.buf[:4])
+}
+func (w *binWriter) u64(v uint64) {
+	binary.LittleEndian.PutUint64(w.buf[:8], v)
+	w.bytes(w.buf[:8])
+}
+func (w *binWriter) u32s(vs []uint32) {
+	var b [4096]byte
+	for len(vs) > 0 && w.err == nil {
+		n := min(len(vs), len(b)/4)
+		for i := 0; i < n; i++ {
+			binary.LittleEndian.PutUint32(b[4*i:], vs[i])
+		}
+		w.bytes(b[:4*n])
+		vs = vs[n:]
+	}
+}
+func (w *binWriter) strings(ss []string) {
+	w.u32(uint32(len(ss)))
+	for _, s := range ss {
+		w.u32(uint32(len(s)))
+		if w.err == nil {
+			_, w.err = io.WriteString(w.w, s)
+		}
+	}
+}
+
+type binReader struct {
+	b   []byte
+	err error
+}
+
+func (r *binReader) take(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(r.b) {
+		r.err = fmt.Errorf("truncated: want %d bytes, %d left", n, len(r.b))
+		return nil
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+func (r *binReader) u32() uint32 {
+	b := r.take(4)
+	if b == nil {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(b)
+}
+func (r *binReader) u64() uint64 {
+	b := r.take(8)
+	if b == nil {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(b)
+}
+func (r *binReader) u32s(n int) []uint32 {
+	b := r.take(4 * n)
+	if b == nil {
+		return nil
+	}
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return out
+}
+func (r *binReader) strings() []string {
+	n := int(r.u32())
+	if r.err == nil && n > len(r.b)/4 {
+		r.err = fmt.Errorf("string count %d exceeds remaining %d bytes", n, len(r.b))
+	}
+	if r.err != nil {
+		return nil
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = string(r.take(int(r.u32())))
+	}
+	return out
+}

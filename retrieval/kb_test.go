@@ -1,0 +1,79 @@
+package retrieval
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadKBErrorsNameFileAndLine(t *testing.T) {
+	cases := []struct {
+		name, content, want string
+	}{
+		{"dup", "{\"id\":\"a\",\"text\":\"x\"}\n\n{\"id\":\"a\",\"text\":\"y\"}\n", `:3: field "id": duplicate passage id "a" (first at 1)`},
+		{"empty", "{\"id\":\"a\",\"text\":\"x\"}\n{\"id\":\"b\",\"text\":\"  \"}\n", `:2: field "text": empty text`},
+		{"utf8", "{\"id\":\"a\",\"text\":\"x\"}\n{\"id\":\"b\",\"text\":\"bad \xff byte\"}\n", ":2: invalid UTF-8"},
+		{"noid", "{\"title\":\"t\",\"text\":\"x\"}\n", `:1: field "id": missing`},
+		{"json", "{\"id\":\"a\",\"text\":\"x\"}\n{\"id\": 3}\n", ":2: json: cannot unmarshal"},
+	}
+	for _, c := range cases {
+		path := writeFile(t, c.name+".jsonl", c.content)
+		_, err := LoadKB(t.Context(), path)
+		if err == nil || !strings.Contains(err.Error(), path+c.want) {
+			t.Errorf("%s: got error %v, want it to contain %q", c.name, err, path+c.want)
+		}
+	}
+}
+
+func TestLoadKBRealFile(t *testing.T) {
+	kb, err := LoadKB(t.Context(), filepath.Join(sharedData(t), "kb", "passages.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kb.Passages) != 4040 {
+		t.Fatalf("%d passages, the README says 4,040", len(kb.Passages))
+	}
+}
+
+func TestChunkPassages(t *testing.T) {
+	ps := []Passage{{ID: "p", Title: "T", Text: "a b c d e f g"}, {ID: "q", Text: "x y"}}
+	got, err := ChunkPassages(ps, 3, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Chunk{
+		{ID: "p#0", PassageID: "p", Title: "T", Text: "a b c"},
+		{ID: "p#1", PassageID: "p", Title: "T", Text: "c d e"},
+		{ID: "p#2", PassageID: "p", Title: "T", Text: "e f g"},
+		{ID: "q#0", PassageID: "q", Text: "x y"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	whole, _ := ChunkPassages(ps, 0, 0)
+	if len(whole) != 2 || whole[0].Text != ps[0].Text || whole[0].ID != "p#0" {
+		t.Fatalf("words=0: got %+v", whole)
+	}
+	if _, err := ChunkPassages(ps, 3, 4); err == nil {
+		t.Fatal("stride > window accepted")
+	}
+}
+
+func TestAnalyzerMatchesReadmeTokenization(t *testing.T) {
+	got := Analyzer{}.Tokenize("What's the U.S. GDP in 2020? Café-au-lait!")
+	want := []string{"what", "s", "the", "u", "s", "gdp", "in", "2020", "caf", "au", "lait"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}

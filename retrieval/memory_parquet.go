@@ -1,0 +1,187 @@
+package retrieval
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// MemoryFormat tags persisted memory files.
+const MemoryFormat = "himes-memory-v1"
+
+// Schema-level metadata keys of a memory Parquet file.
+const (
+	metaFormat   = "himes.format"
+	metaEmbedder = "himes.embedder"
+	metaTaxonomy = "himes.taxonomy_sha256"
+)
+
+func memorySchema(md arrow.Metadata) *arrow.Schema {
+	return arrow.NewSchema([]arrow.Field{
+		{Name: "user", Type: arrow.BinaryTypes.String},
+		{Name: "query", Type: arrow.BinaryTypes.String},
+		{Name: "time", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
+		{Name: "topic", Type: arrow.BinaryTypes.String},
+		{Name: "subtopic", Type: arrow.BinaryTypes.String},
+		{Name: "embedding", Type: arrow.ListOf(arrow.PrimitiveTypes.Float32)},
+	}, &md)
+}
+
+// SaveMemory writes the store as one Parquet file, rows ordered by user,
+// topic, subtopic, time (so each partition is contiguous), with the
+// embedder name and taxonomy fingerprint in the schema metadata. The write
+// is atomic (temp file + rename).
+func SaveMemory(ctx context.Context, path string, m *MemoryStore) error {
+	idx := make([]int, len(m.entries))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		ea, eb := m.entries[a], m.entries[b]
+		for _, c := range []int{strings.Compare(ea.User, eb.User), strings.Compare(ea.Topic, eb.Topic),
+			strings.Compare(ea.Subtopic, eb.Subtopic), ea.Time.Compare(eb.Time)} {
+			if c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	md := arrow.NewMetadata([]string{metaFormat, metaEmbedder, metaTaxonomy},
+		[]string{MemoryFormat, m.emb.Name(), m.tax.Fingerprint})
+	schema := memorySchema(md)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	users := b.Field(0).(*array.StringBuilder)
+	queries := b.Field(1).(*array.StringBuilder)
+	times := b.Field(2).(*array.TimestampBuilder)
+	topics := b.Field(3).(*array.StringBuilder)
+	subs := b.Field(4).(*array.StringBuilder)
+	embs := b.Field(5).(*array.ListBuilder)
+	vals := embs.ValueBuilder().(*array.Float32Builder)
+	for _, i := range idx {
+		e := m.entries[i]
+		users.Append(e.User)
+		queries.Append(e.Query)
+		times.Append(arrow.Timestamp(e.Time.UTC().UnixMicro()))
+		topics.Append(e.Topic)
+		subs.Append(e.Subtopic)
+		embs.Append(true)
+		vals.AppendValues(e.Embedding, nil)
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	tbl := array.NewTableFromRecords(schema, []arrow.RecordBatch{rec})
+	defer tbl.Release()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("save memory: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".memory-*.parquet")
+	if err != nil {
+		return fmt.Errorf("save memory: %w", err)
+	}
+	defer os.Remove(f.Name())
+	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd))
+	if err := pqarrow.WriteTable(tbl, f, 1<<16, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())); err != nil {
+		f.Close()
+		return fmt.Errorf("save memory %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("save memory %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("save memory: %w", err)
+	}
+	return nil
+}
+
+// LoadMemory reads a memory Parquet file written by SaveMemory and builds a
+// store with cfg's taxonomy and classifier. The file's embedder and taxonomy
+// must be the ones given: vectors from another embedding space or labels
+// from another taxonomy would be silently meaningless.
+func LoadMemory(ctx context.Context, path string, cfg MemoryConfig, emb Embedder) (*MemoryStore, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load memory: %w", err)
+	}
+	tbl, err := pqarrow.ReadTable(ctx, bytes.NewReader(raw), nil, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read parquet: %w", path, err)
+	}
+	defer tbl.Release()
+	md := tbl.Schema().Metadata()
+	get := func(k string) string {
+		if i := md.FindKey(k); i >= 0 {
+			return md.Values()[i]
+		}
+		return ""
+	}
+	if f := get(metaFormat); f != MemoryFormat {
+		return nil, fmt.Errorf("%s: not a himes memory file (format %q, want %q)", path, f, MemoryFormat)
+	}
+	if e := get(metaEmbedder); e != emb.Name() {
+		return nil, fmt.Errorf("%s: memories embedded with %q, the configured embedder is %q: rebuild with `himes memory build`", path, e, emb.Name())
+	}
+	tax, err := LoadTaxonomy(cfg.Taxonomy)
+	if err != nil {
+		return nil, err
+	}
+	if t := get(metaTaxonomy); t != tax.Fingerprint {
+		return nil, fmt.Errorf("%s: labelled with another taxonomy (sha256 %.12s…, configured %.12s…): rebuild with `himes memory build`", path, t, tax.Fingerprint)
+	}
+	want := memorySchema(arrow.Metadata{})
+	for i, f := range want.Fields() {
+		if tbl.NumCols() <= int64(i) || tbl.Schema().Field(i).Name != f.Name || !arrow.TypeEqual(tbl.Schema().Field(i).Type, f.Type) {
+			return nil, fmt.Errorf("%s: column %d: want %s %s", path, i, f.Name, f.Type)
+		}
+	}
+	entries := make([]MemoryEntry, 0, tbl.NumRows())
+	tr := array.NewTableReader(tbl, 1<<16)
+	defer tr.Release()
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		users := rec.Column(0).(*array.String)
+		queries := rec.Column(1).(*array.String)
+		times := rec.Column(2).(*array.Timestamp)
+		topics := rec.Column(3).(*array.String)
+		subs := rec.Column(4).(*array.String)
+		embs := rec.Column(5).(*array.List)
+		vals := embs.ListValues().(*array.Float32)
+		for r := 0; r < int(rec.NumRows()); r++ {
+			lo, hi := embs.ValueOffsets(r)
+			entries = append(entries, MemoryEntry{
+				User: users.Value(r), Query: queries.Value(r),
+				Time:  time.UnixMicro(int64(times.Value(r))).UTC(),
+				Topic: topics.Value(r), Subtopic: subs.Value(r),
+				Embedding: slices.Clone(vals.Float32Values()[lo:hi]),
+			})
+		}
+	}
+	if err := tr.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	cls, err := NewClassifier(ctx, cfg, tax, emb)
+	if err != nil {
+		return nil, err
+	}
+	m, err := NewMemoryStore(ctx, cfg, emb, tax, cls, entries)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
