@@ -1,0 +1,433 @@
+package rollout
+
+// Integration tests against a real Ollama server (v0.6.5, built by
+// scripts/ci/setup-ollama.sh) serving a tiny random-weight model generated
+// by internal/tinygguf. They check the plumbing; the model's output is
+// gibberish. They skip when no ollama binary is found.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/rollout/internal/tinygguf"
+)
+
+// ollamaBinary looks in $HIMES_OLLAMA_BIN, then PATH, then $(go env GOPATH)/bin.
+func ollamaBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("HIMES_OLLAMA_BIN"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("HIMES_OLLAMA_BIN=%s: %v", p, err)
+		}
+		return p
+	}
+	if p, err := exec.LookPath("ollama"); err == nil {
+		return p
+	}
+	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+		for _, dir := range filepath.SplitList(strings.TrimSpace(string(out))) {
+			p := filepath.Join(dir, "bin", "ollama")
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+		}
+	}
+	t.Skip("ollama binary not found ($HIMES_OLLAMA_BIN, PATH, $(go env GOPATH)/bin): " +
+		"run scripts/ci/setup-ollama.sh (go install github.com/ollama/ollama@v0.6.5) to run the real-server tests")
+	return ""
+}
+
+// ollamaServer is a private `ollama serve` on a loopback port.
+type ollamaServer struct {
+	t      *testing.T
+	bin    string
+	addr   string // 127.0.0.1:port
+	models string // OLLAMA_MODELS
+	home   string
+	env    []string
+	cmd    *exec.Cmd
+	log    *bytes.Buffer
+}
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startOllama starts a server with a private model directory and extra env
+// (OLLAMA_NUM_PARALLEL, OLLAMA_MAX_QUEUE, …) and creates the tiny model "tiny".
+func startOllama(t *testing.T, env ...string) *ollamaServer {
+	t.Helper()
+	s := &ollamaServer{t: t, bin: ollamaBinary(t), addr: freePort(t), models: t.TempDir(), home: t.TempDir(), env: env}
+	s.start()
+	t.Cleanup(s.stop)
+	dir := t.TempDir()
+	gguf := filepath.Join(dir, "tiny.gguf")
+	if err := tinygguf.Write(gguf, tinygguf.Options{Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	mf := filepath.Join(dir, "Modelfile")
+	// A plain template: the random model has no chat format of its own.
+	modelfile := "FROM " + gguf + "\nTEMPLATE \"\"\"{{ range .Messages }}{{ .Content }}\n{{ end }}\"\"\"\n"
+	if err := os.WriteFile(mf, []byte(modelfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), s.bin, "create", "tiny", "-f", mf)
+	cmd.Env = s.environ()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ollama create: %v\n%s\nserver log:\n%s", err, out, s.log)
+	}
+	return s
+}
+
+func (s *ollamaServer) environ() []string {
+	env := append(os.Environ(), "OLLAMA_HOST="+s.addr, "OLLAMA_MODELS="+s.models, "HOME="+s.home,
+		"OLLAMA_NOPRUNE=1", "OLLAMA_KEEP_ALIVE=10m")
+	return append(env, s.env...)
+}
+
+func (s *ollamaServer) start() {
+	s.t.Helper()
+	s.log = &bytes.Buffer{}
+	s.cmd = exec.Command(s.bin, "serve")
+	s.cmd.Env = s.environ()
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	// Own process group: stop kills the model runner child with the server.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatalf("start ollama serve: %v", err)
+	}
+	// Readiness: poll the root endpoint. The bound is generous; it only turns
+	// a server that never comes up into a clear failure instead of a hang.
+	for range 600 {
+		resp, err := http.Get("http://" + s.addr + "/")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.stop()
+	s.t.Fatalf("ollama serve did not come up on %s:\n%s", s.addr, s.log)
+}
+
+// stop kills the server and its runner (the whole process group).
+func (s *ollamaServer) stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+func (s *ollamaServer) url() string { return "http://" + s.addr }
+
+func realCfg(s *ollamaServer) Config {
+	cfg := DefaultConfig()
+	cfg.Responder = "ollama"
+	cfg.Ollama.Model = "tiny"
+	cfg.Ollama.Hosts = []string{s.url()}
+	cfg.Ollama.NumThread = 1
+	cfg.Ollama.NumCtx = 512
+	cfg.Ollama.NumPredict = 16
+	cfg.Ollama.Call.BackoffBase = 10 * time.Millisecond
+	cfg.Ollama.Call.BackoffMax = 200 * time.Millisecond
+	return cfg
+}
+
+func TestRealOllama(t *testing.T) {
+	s := startOllama(t)
+	ctx := t.Context()
+
+	t.Run("chat, determinism and the runner", func(t *testing.T) {
+		resp, err := NewResponder(ctx, realCfg(s))
+		if err != nil {
+			t.Fatalf("%v\nserver log:\n%s", err, s.log)
+		}
+		o := resp.(*Ollama)
+		defer o.Close()
+		first, err := o.Respond(ctx, "How tall is the Eiffel Tower?", testChunks)
+		if err != nil {
+			t.Fatalf("%v\nserver log:\n%s", err, s.log)
+		}
+		if first == "" {
+			t.Error("empty answer from the model")
+		}
+		// Temperature 0 with a seed: the same prompt gives the same answer.
+		for range 3 {
+			again, err := o.Respond(ctx, "How tall is the Eiffel Tower?", testChunks)
+			if err != nil || again != first {
+				t.Fatalf("answer changed: %q vs %q (%v)", again, first, err)
+			}
+		}
+		other, err := o.Respond(ctx, "Who designed it, and when was it finished?", testChunks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("answers: %q / %q", first, other)
+
+		// Through the runner with the real reward: every rollout answered and scored.
+		sc, err := hser.NewScorer(hser.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := NewRunner(realCfg(s), staticRetriever{}, o, sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, st, err := r.Run(ctx, 0, []Group{group("1", "How tall is the Eiffel Tower?", "eiffel tower height", "tower height", "Eiffel  Tower HEIGHT")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// staticRetriever returns the same chunks for every rewrite: one prompt, one call.
+		if st.Failed != 0 || st.ResponderCalls != 1 || st.DedupHits != 1 || st.CacheHits != 1 {
+			t.Errorf("stats %+v", st)
+		}
+		for _, rec := range recs {
+			if rec.Answer != first {
+				t.Errorf("runner answer %q, want the direct answer %q", rec.Answer, first)
+			}
+		}
+	})
+
+	t.Run("embed", func(t *testing.T) {
+		o := newTestOllama(t, realCfg(s).Ollama)
+		embs, err := o.Embed(ctx, []string{"hello world", "the eiffel tower"})
+		if err != nil {
+			t.Fatalf("%v\nserver log:\n%s", err, s.log)
+		}
+		if len(embs) != 2 || len(embs[0]) != 64 || len(embs[1]) != 64 {
+			t.Fatalf("embedding shapes: %d vectors", len(embs))
+		}
+		same := true
+		for i := range embs[0] {
+			same = same && embs[0][i] == embs[1][i]
+		}
+		if same {
+			t.Error("different inputs gave the same embedding")
+		}
+	})
+
+	t.Run("missing model fails at start-up", func(t *testing.T) {
+		cfg := realCfg(s)
+		cfg.Ollama.Model = "no-such-model"
+		_, err := NewResponder(ctx, cfg)
+		want := "model no-such-model not found on host " + s.url() + " — run `ollama pull no-such-model`"
+		if err == nil || err.Error() != want {
+			t.Errorf("err = %v\nwant %s", err, want)
+		}
+		// And mid-run (the model vanished after start-up): a 404 is fatal, not retried.
+		o := newTestOllama(t, cfg.Ollama)
+		_, err = o.Respond(ctx, "q", testChunks)
+		var nf *ModelNotFoundError
+		if !errors.As(err, &nf) {
+			t.Errorf("chat with a missing model: %v", err)
+		}
+	})
+}
+
+// staticRetriever returns testChunks for any rewrite.
+type staticRetriever struct{}
+
+func (staticRetriever) Retrieve(context.Context, string, string, string) (retrieval.Result, error) {
+	return retrieval.Result{Chunks: testChunks}, nil
+}
+
+// uniqueRetriever returns a chunk naming the rewrite, so every rewrite is its
+// own prompt; onCall, when set, runs at the n-th retrieval (1-based).
+type uniqueRetriever struct {
+	n      atomic.Int64
+	onCall func(n int64)
+}
+
+func (u *uniqueRetriever) Retrieve(_ context.Context, _, rewrite, _ string) (retrieval.Result, error) {
+	n := u.n.Add(1)
+	if u.onCall != nil {
+		u.onCall(n)
+	}
+	return retrieval.Result{Chunks: []retrieval.Ranked{{Chunk: retrieval.Chunk{ID: rewrite, Text: "About " + rewrite + "."}}}}, nil
+}
+
+func TestRealOllamaBackPressure(t *testing.T) {
+	// One slot and a queue of one: a burst of 24 gets 503 "maximum pending
+	// requests exceeded"; retries with backoff must get every call through.
+	s := startOllama(t, "OLLAMA_NUM_PARALLEL=1", "OLLAMA_MAX_QUEUE=1")
+	cfg := realCfg(s)
+	cfg.Ollama.NumPredict = 64
+	cfg.Ollama.MaxPerHost = 24 // deliberately more than the server admits
+	cfg.Ollama.Call.Retries = 100
+	cfg.Ollama.Call.BackoffBase = 20 * time.Millisecond
+	cfg.Ollama.Call.BackoffMax = 300 * time.Millisecond
+	cfg.Concurrency = 24
+	cfg.CacheSize = 0
+	resp, err := NewResponder(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := resp.(*Ollama)
+	defer o.Close()
+	busy := &statusCounter{}
+	o.call.client.Transport = busy.wrap(o.call.client.Transport)
+	r, err := NewRunner(cfg, &uniqueRetriever{}, o, mustScorer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rws []string
+	for i := range 24 {
+		rws = append(rws, fmt.Sprintf("rewrite %d", i))
+	}
+	recs, st, err := r.Run(t.Context(), 0, []Group{group("1", "q", rws...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Failed != 0 || len(recs) != 24 || st.ResponderCalls != 24 {
+		t.Errorf("stats %+v; first error %q", st, firstError(recs))
+	}
+	if busy.count(503) == 0 {
+		t.Errorf("the burst never met a 503; statuses %v", busy.all())
+	}
+	t.Logf("burst of 24 on 1 slot + queue 1: statuses %v", busy.all())
+}
+
+func TestRealOllamaKilledMidRun(t *testing.T) {
+	s := startOllama(t)
+	cfg := realCfg(s)
+	cfg.Concurrency = 4
+	cfg.Ollama.MaxPerHost = 4
+	cfg.Ollama.Call.Retries = 2
+	cfg.Ollama.Call.BackoffBase = 5 * time.Millisecond
+	cfg.Ollama.Call.BackoffMax = 20 * time.Millisecond
+	resp, err := NewResponder(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := resp.(*Ollama)
+	defer o.Close()
+	var once sync.Once
+	ret := &uniqueRetriever{}
+	// Kill the server when the 9th retrieval starts: the earlier rollouts are
+	// answered or in flight, the later ones meet a dead host.
+	ret.onCall = func(n int64) {
+		if n == 9 {
+			once.Do(s.stop)
+		}
+	}
+	r, err := NewRunner(cfg, ret, o, mustScorer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rws []string
+	for i := range 24 {
+		rws = append(rws, fmt.Sprintf("rewrite %d", i))
+	}
+	groups := []Group{group("1", "q", rws...)}
+	recs, st, err := r.Run(t.Context(), 0, groups)
+	if err != nil {
+		t.Fatalf("a dead server must fail rollouts, not the run: %v", err)
+	}
+	// Concurrency 4: the 9th retrieval starts after at least 5 rollouts
+	// finished (answered); rollouts 9–24 meet the dead server.
+	if st.Failed < 16 || st.Failed > 19 {
+		t.Errorf("stats %+v: want 16 to 19 failures after the kill", st)
+	}
+	for i, rec := range recs {
+		if rec.Failed() {
+			if rec.ErrorKind != KindUnavailable && rec.ErrorKind != KindTimeout {
+				t.Errorf("record %d: kind %q (%s)", i, rec.ErrorKind, rec.Error)
+			}
+			if rec.Reward != 0 || rec.Answer != "" {
+				t.Errorf("record %d failed but carries a reward or answer: %+v", i, rec)
+			}
+		}
+	}
+	t.Logf("killed mid-run: %d of %d failed; e.g. %q", st.Failed, st.Rollouts, firstError(recs))
+
+	// Restart on the same port and model directory: the same step now succeeds.
+	ret.onCall = nil
+	s.start()
+	recs, st, err = r.Run(t.Context(), 1, groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Failed != 0 {
+		t.Errorf("after restart: %d failed, first %q\nserver log:\n%s", st.Failed, firstError(recs), s.log)
+	}
+}
+
+func mustScorer(t *testing.T) *hser.Scorer {
+	sc, err := hser.NewScorer(hser.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+func firstError(recs []Record) string {
+	for _, r := range recs {
+		if r.Error != "" {
+			return r.Error
+		}
+	}
+	return ""
+}
+
+// statusCounter counts response statuses seen by a client.
+type statusCounter struct {
+	mu sync.Mutex
+	m  map[int]int
+}
+
+func (c *statusCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(r)
+		if err == nil {
+			c.mu.Lock()
+			if c.m == nil {
+				c.m = map[int]int{}
+			}
+			c.m[resp.StatusCode]++
+			c.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+func (c *statusCounter) count(code int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[code]
+}
+
+func (c *statusCounter) all() map[int]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[int]int{}
+	for k, v := range c.m {
+		out[k] = v
+	}
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
