@@ -1,0 +1,139 @@
+"""Flags, backend construction and the serve loop."""
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import List, Optional
+
+import torch
+
+from .engine import Engine, Limits
+from .server import CheckpointStore, TrainerService, make_http_server
+from .tiny import LoRAConfig, TinyBackend, TinyModelConfig
+
+log = logging.getLogger("lora_trainer")
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="lora_trainer",
+        description="The reference LoRA trainer endpoint of himes (trainer/PROTOCOL.md).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--backend", choices=("hf", "tiny"), default="hf", help="hf: transformers + peft; tiny: a random byte-level transformer for tests")
+    p.add_argument("--base-model", default="", help="hf: model name on the Hugging Face hub or a local path")
+    p.add_argument("--init-adapter", default="", help="hf: start from this saved PEFT adapter directory instead of a fresh one")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind; anything but loopback exposes the policy, use --token")
+    p.add_argument("--port", type=int, default=8400, help="0 picks a free port (see --port-file)")
+    p.add_argument("--port-file", default="", help="write the bound port to this file once listening")
+    p.add_argument("--token", default="", help="require 'Authorization: Bearer TOKEN'; '$NAME' reads the environment variable NAME")
+    p.add_argument("--checkpoint-dir", default="lora_checkpoints", help="where save/load keep named checkpoints")
+    p.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda, cuda:1, ...")
+    p.add_argument("--dtype", default="auto", help="hf: auto (bfloat16 on GPU, float32 on CPU), float32, bfloat16, float16")
+    p.add_argument("--seed", type=int, default=0, help="LoRA init (and tiny model weights) and dropout RNG")
+    p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--lora-alpha", type=float, default=32.0)
+    p.add_argument("--lora-dropout", type=float, default=0.0, help="> 0 makes training forwards differ from sampling, so r != 1 on-policy")
+    p.add_argument("--lora-target-modules", default="", help="comma-separated; default hf: q_proj,k_proj,v_proj,o_proj; tiny: all its projections")
+    p.add_argument("--micro-batch-size", type=int, default=0, help="rows per forward pass (gradient accumulation over a call); 0 = whole request")
+    p.add_argument("--max-new-tokens", type=int, default=128, help="sample's max_tokens when a request leaves it 0")
+    p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (0 = Adam)")
+    p.add_argument("--gradient-checkpointing", action="store_true", help="hf: trade compute for activation memory")
+    p.add_argument("--trust-remote-code", action="store_true", help="hf: allow model code from the hub")
+    p.add_argument("--limit-prompts", type=int, default=0, help="info.limits.max_prompts (0 = none)")
+    p.add_argument("--limit-n", type=int, default=0, help="info.limits.max_n")
+    p.add_argument("--limit-tokens", type=int, default=0, help="info.limits.max_tokens")
+    p.add_argument("--limit-batch", type=int, default=0, help="info.limits.max_batch")
+    p.add_argument("--tiny-d-model", type=int, default=64)
+    p.add_argument("--tiny-layers", type=int, default=2)
+    p.add_argument("--log-level", default="info")
+    a = p.parse_args(argv)
+    if a.backend == "hf" and not a.base_model:
+        p.error("--backend hf needs --base-model NAME_OR_PATH (or use --backend tiny)")
+    for flag in ("lora_rank", "micro_batch_size", "max_new_tokens", "limit_prompts", "limit_n", "limit_tokens", "limit_batch"):
+        if getattr(a, flag) < 0:
+            p.error(f"--{flag.replace('_', '-')}: must be >= 0")
+    if a.lora_rank < 1:
+        p.error("--lora-rank: must be >= 1")
+    if not 0 <= a.lora_dropout < 1:
+        p.error("--lora-dropout: must be in [0, 1)")
+    return a
+
+
+def resolve_token(token: str) -> str:
+    if token.startswith("$"):
+        value = os.environ.get(token[1:], "")
+        if not value:
+            raise SystemExit(f"--token {token}: environment variable {token[1:]} is empty or unset")
+        return value
+    return token
+
+
+def build_engine(a: argparse.Namespace) -> Engine:
+    device = a.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    targets = [t.strip() for t in a.lora_target_modules.split(",") if t.strip()]
+    if a.backend == "tiny":
+        lora = LoRAConfig(rank=a.lora_rank, alpha=a.lora_alpha, dropout=a.lora_dropout)
+        if targets:
+            lora.target_modules = targets
+        backend = TinyBackend(lora, TinyModelConfig(d_model=a.tiny_d_model, n_layers=a.tiny_layers, seed=a.seed), device=device)
+    else:
+        from .hf import HFBackend  # lazy: transformers/peft only when asked for
+
+        lora = LoRAConfig(rank=a.lora_rank, alpha=a.lora_alpha, dropout=a.lora_dropout, target_modules=targets)
+        backend = HFBackend(
+            a.base_model,
+            lora,
+            device=device,
+            dtype=a.dtype,
+            init_adapter=a.init_adapter,
+            gradient_checkpointing=a.gradient_checkpointing,
+            trust_remote_code=a.trust_remote_code,
+            seed=a.seed,
+        )
+    torch.manual_seed(a.seed)  # the dropout stream
+    limits = Limits(max_prompts=a.limit_prompts, max_n=a.limit_n, max_tokens=a.limit_tokens, max_batch=a.limit_batch)
+    return Engine(backend, micro_batch_size=a.micro_batch_size, default_max_tokens=a.max_new_tokens, weight_decay=a.weight_decay, limits=limits)
+
+
+def serve(engine: Engine, a: argparse.Namespace) -> int:
+    token = resolve_token(a.token)
+    service = TrainerService(engine, CheckpointStore(a.checkpoint_dir), token=token)
+    srv = make_http_server(service, a.host, a.port)
+    host, port = srv.server_address[:2]
+    if a.host not in ("127.0.0.1", "localhost", "::1") and not token:
+        log.warning("listening on %s without --token: anyone who can reach it can read and change the policy", a.host)
+    if a.port_file:
+        tmp = a.port_file + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(f"{port}\n")
+        os.replace(tmp, a.port_file)  # a reader never sees an empty file
+    log.info("serving %s (%s) on http://%s:%d/v1", engine.backend.base_model, engine.backend.device, host, port)
+
+    def stop(signum, _frame):
+        log.info("signal %d: shutting down", signum)
+        threading.Thread(target=srv.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        srv.serve_forever()
+    finally:
+        srv.server_close()
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    a = parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, a.log_level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    engine = build_engine(a)
+    return serve(engine, a)

@@ -1,0 +1,478 @@
+"""The policy engine: sampling, scoring and the updates of the protocol, on any backend.
+
+A backend (tiny.TinyBackend, hf.HFBackend) supplies the model and tokenizer;
+everything the protocol specifies — batching, logprobs, the SFT and GRPO
+updates, the optimizer, save/load — lives here once for both.
+
+Batches are laid out as [left-padded prompt | right-padded completion], so the
+completion of every row starts at the same column P and its predictions are
+logits[:, P-1 : P-1+C].
+"""
+
+import copy
+import hashlib
+import json
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from . import losses
+
+log = logging.getLogger("lora_trainer")
+
+IMPLEMENTATION = "himes-lora-reference"
+
+
+class ArgumentError(ValueError):
+    """A request field is invalid; the message names the field."""
+
+
+class NumericError(RuntimeError):
+    """A non-finite loss or gradient: nothing was applied."""
+
+
+@dataclass
+class Limits:
+    max_prompts: int = 0
+    max_n: int = 0
+    max_tokens: int = 0
+    max_batch: int = 0
+
+    def as_dict(self) -> Dict[str, int]:
+        return {"max_prompts": self.max_prompts, "max_n": self.max_n, "max_tokens": self.max_tokens, "max_batch": self.max_batch}
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [B, P+C]
+    attention_mask: torch.Tensor  # [B, P+C]
+    position_ids: torch.Tensor  # [B, P+C]
+    targets: torch.Tensor  # [B, C] completion tokens (pad where mask is 0)
+    mask: torch.Tensor  # [B, C] float, 1 on real completion tokens
+    prompt_len: int  # P
+
+
+def render_plain(messages: Sequence[Dict[str, str]]) -> str:
+    """A chat rendering for tokenizers without a chat template."""
+    return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
+
+
+def sample_seed(seed: int, i: int, j: int) -> int:
+    """The random stream of sample j of prompt i: a pure function of (seed, i, j)."""
+    h = hashlib.sha256(f"{seed}:{i}:{j}".encode()).digest()
+    return int.from_bytes(h[:8], "little") & ((1 << 63) - 1)
+
+
+class Engine:
+    def __init__(
+        self,
+        backend,
+        micro_batch_size: int = 0,
+        default_max_tokens: int = 128,
+        weight_decay: float = 0.0,
+        limits: Optional[Limits] = None,
+    ):
+        self.backend = backend
+        self.tok = backend.tokenizer
+        self.micro_batch_size = micro_batch_size
+        self.default_max_tokens = default_max_tokens
+        self.limits = limits or Limits()
+        self.policy_version = 0
+        self.params = backend.trainable_parameters()
+        # The learning rate is set per call (the protocol sends it); AdamW with
+        # weight_decay 0 is Adam.
+        self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, weight_decay=weight_decay)
+
+    # ------------------------------------------------------------------ prompts
+
+    def encode_prompt(self, prompt: Dict, where: str) -> List[int]:
+        """Token ids of a protocol Prompt, identical in every call that takes one."""
+        messages = prompt.get("messages") or None
+        text = prompt.get("text") or ""
+        if not messages and not text and prompt.get("dialogue"):
+            # LLM endpoints may ignore dialogue; when it is all we have, render it as chat.
+            d = prompt["dialogue"]
+            messages = list(d.get("history") or []) + [{"role": "user", "content": d.get("question", "")}]
+        ids = self.tok.encode_prompt(text, messages)
+        if not ids:
+            raise ArgumentError(f"{where}: empty prompt (text, messages and dialogue are all empty)")
+        return ids
+
+    # ------------------------------------------------------------------ batching
+
+    def _check_context(self, prompt_len: int, completion_len: int, where: str) -> None:
+        limit = self.backend.max_positions
+        if limit and prompt_len + completion_len > limit:
+            raise ArgumentError(
+                f"{where}: {prompt_len} prompt tokens + {completion_len} completion tokens exceed the model's context of {limit}"
+            )
+
+    def _batch(self, prompts: Sequence[List[int]], completions: Sequence[List[int]]) -> Batch:
+        dev = self.backend.device
+        p = max(len(x) for x in prompts)
+        c = max((len(x) for x in completions), default=0)
+        pad = self.tok.pad_id
+        ids, attn, tgt, cmask = [], [], [], []
+        for pr, co in zip(prompts, completions):
+            ids.append([pad] * (p - len(pr)) + list(pr) + list(co) + [pad] * (c - len(co)))
+            attn.append([0] * (p - len(pr)) + [1] * (len(pr) + len(co)) + [0] * (c - len(co)))
+            tgt.append(list(co) + [pad] * (c - len(co)))
+            cmask.append([1.0] * len(co) + [0.0] * (c - len(co)))
+        input_ids = torch.tensor(ids, dtype=torch.long, device=dev)
+        attention_mask = torch.tensor(attn, dtype=torch.long, device=dev)
+        return Batch(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=(attention_mask.cumsum(-1) - 1).clamp(min=0),
+            targets=torch.tensor(tgt, dtype=torch.long, device=dev).view(len(prompts), c),
+            mask=torch.tensor(cmask, dtype=torch.float32, device=dev).view(len(prompts), c),
+            prompt_len=p,
+        )
+
+    def _completion_logits(self, batch: Batch) -> torch.Tensor:
+        """The logits that predict the completion tokens, [B, C, V]."""
+        c = batch.targets.shape[1]
+        logits, _ = self.backend.forward(batch.input_ids, batch.attention_mask, batch.position_ids)
+        return logits[:, batch.prompt_len - 1 : batch.prompt_len - 1 + c]
+
+    def _chunks(self, n: int) -> List[range]:
+        size = self.micro_batch_size if self.micro_batch_size > 0 else n
+        return [range(s, min(s + size, n)) for s in range(0, n, size)]
+
+    # ------------------------------------------------------------------ read-only calls
+
+    @torch.no_grad()
+    def logprobs(self, prompts: Sequence[List[int]], completions: Sequence[List[int]], temperature: float) -> List[List[float]]:
+        """logprob of every completion token under softmax(logits / T), in eval mode."""
+        self.backend.train(False)
+        out: List[List[float]] = []
+        for rows in self._chunks(len(prompts)):
+            ps = [prompts[k] for k in rows]
+            cs = [completions[k] for k in rows]
+            if max(len(x) for x in cs) == 0:
+                out.extend([] for _ in rows)
+                continue
+            b = self._batch(ps, cs)
+            lp = losses.token_logprobs(self._completion_logits(b), b.targets, temperature)
+            for r, co in enumerate(cs):
+                out.append([min(float(v), 0.0) for v in lp[r, : len(co)].tolist()])
+        return out
+
+    @torch.no_grad()
+    def sample(
+        self,
+        prompts: Sequence[List[int]],
+        n: int,
+        temperature: float,
+        top_p: float,
+        max_tokens: int,
+        stop: Sequence[str],
+        seed: int,
+    ) -> List[Dict]:
+        """n samples per prompt, in (prompt, sample) order; see PROTOCOL.md /v1/sample."""
+        self.backend.train(False)
+        max_tokens = max_tokens or self.default_max_tokens
+        for i, p in enumerate(prompts):
+            self._check_context(len(p), max_tokens, f"prompts[{i}]")
+        rows = [(i, j) for i in range(len(prompts)) for j in range(n)]
+        results: List[Dict] = []
+        for chunk in self._chunks(len(rows)):
+            results.extend(self._generate([rows[k] for k in chunk], prompts, temperature, top_p, max_tokens, stop, seed))
+        # Logprobs come from a fresh forward pass over prompt + completion: the
+        # exact computation grpo_step uses for its ratio, so r = 1 on-policy.
+        lps = self.logprobs([prompts[r["prompt_index"]] for r in results], [r["token_ids"] for r in results], temperature or 1.0)
+        for r, lp in zip(results, lps):
+            r["logprobs"] = lp
+            r["policy_version"] = self.policy_version
+        return results
+
+    def _generate(self, rows, prompts, temperature, top_p, max_tokens, stop, seed) -> List[Dict]:
+        dev = self.backend.device
+        b = self._batch([prompts[i] for i, _ in rows], [[] for _ in rows])
+        attn, pos = b.attention_mask, b.position_ids
+        gens = [torch.Generator().manual_seed(sample_seed(seed, i, j)) for i, j in rows]
+        logits, past = self.backend.forward(b.input_ids, attn, pos, use_cache=True)
+        last = logits[:, -1].float()
+        tokens: List[List[int]] = [[] for _ in rows]
+        finish: List[Optional[str]] = [None] * len(rows)
+        texts: List[Optional[str]] = [None] * len(rows)
+        for _ in range(max_tokens):
+            nxt = self._choose(last, temperature, top_p, gens)
+            for r, t in enumerate(nxt.tolist()):
+                if finish[r] is not None:
+                    continue
+                if t in self.tok.eos_ids:
+                    finish[r] = "stop"
+                    continue
+                tokens[r].append(t)
+                if stop:
+                    text = self.tok.decode(tokens[r])
+                    cut = min((text.find(s) for s in stop if s and s in text), default=-1)
+                    if cut >= 0:
+                        finish[r], texts[r] = "stop", text[:cut]
+            if all(f is not None for f in finish):
+                break
+            # Finished rows keep decoding into ignored positions; rows never see each other.
+            attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
+            pos = pos[:, -1:] + 1
+            logits, past = self.backend.forward(nxt.to(dev).unsqueeze(1), attn, pos, past=past, use_cache=True)
+            last = logits[:, -1].float()
+        out = []
+        for r, (i, j) in enumerate(rows):
+            text = texts[r] if texts[r] is not None else self.tok.decode(tokens[r])
+            out.append(
+                {
+                    "prompt_index": i,
+                    "sample_index": j,
+                    "text": text,
+                    "token_ids": tokens[r],
+                    "finish_reason": finish[r] or "length",
+                }
+            )
+        return out
+
+    @staticmethod
+    def _choose(logits: torch.Tensor, temperature: float, top_p: float, gens) -> torch.Tensor:
+        """Next token per row: argmax at T = 0, else inverse-CDF sampling of the
+        (top-p truncated) softmax(logits / T) with one uniform per row from the
+        row's own CPU generator, so a row's draw does not depend on its batch or device."""
+        if temperature == 0:
+            return logits.argmax(-1).cpu()
+        probs = torch.softmax(logits / temperature, dim=-1)
+        sp, si = probs.sort(dim=-1, descending=True)
+        if top_p < 1.0:
+            # Keep the smallest prefix whose mass reaches top_p (the top token always).
+            sp = sp * ((sp.cumsum(-1) - sp) < top_p).to(sp.dtype)
+        cum = sp.cumsum(-1)
+        u = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in gens]).to(cum.device)
+        u = (u * cum[:, -1].double()).to(cum.dtype).unsqueeze(-1)
+        idx = torch.searchsorted(cum, u, right=True).clamp(max=cum.shape[-1] - 1)
+        # A zero-probability token can only be hit through rounding at the top end.
+        idx = torch.minimum(idx, (sp > 0).sum(-1, keepdim=True) - 1)
+        return si.gather(-1, idx).squeeze(-1).cpu()
+
+    # ------------------------------------------------------------------ updates
+
+    def _snapshot(self):
+        """What a failed call must restore so that nothing is applied."""
+        return (
+            [p.detach().clone() for p in self.params],
+            copy.deepcopy(self.optimizer.state_dict()),
+            self._rng_state(),
+        )
+
+    def _restore(self, snap) -> None:
+        params, opt, rng = snap
+        with torch.no_grad():
+            for p, v in zip(self.params, params):
+                p.copy_(v)
+        self.optimizer.load_state_dict(opt)
+        self._set_rng_state(rng)
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _apply(self, fn):
+        snap = self._snapshot()
+        try:
+            return fn()
+        except BaseException:
+            self._restore(snap)
+            raise
+        finally:
+            self.backend.train(False)
+
+    def _optimizer_step(self, lr: float, max_grad_norm: float, loss: float, what: str) -> float:
+        with_grad = [p for p in self.params if p.grad is not None]
+        if with_grad:
+            norm = float(torch.nn.utils.clip_grad_norm_(with_grad, max_grad_norm if max_grad_norm > 0 else float("inf")))
+        else:
+            norm = 0.0
+        if not (math.isfinite(loss) and math.isfinite(norm)):
+            raise NumericError(f"{what}: non-finite loss {loss} or gradient norm {norm}; nothing was applied")
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        self.optimizer.step()
+        return norm
+
+    def sft_step(self, examples: Sequence[Tuple[List[int], List[int]]], learning_rate: float, epochs: int, max_grad_norm: float) -> Dict:
+        """Masked cross-entropy on completion tokens (+ EOS); `epochs` full-batch Adam steps."""
+        prompts = [p for p, _ in examples]
+        comps = [list(c) + [self.tok.eos_id] for _, c in examples]
+        for k, (p, c) in enumerate(zip(prompts, comps)):
+            self._check_context(len(p), len(c), f"examples[{k}]")
+        total = sum(len(c) for c in comps)
+
+        def run():
+            epoch_losses, norm = [], 0.0
+            for e in range(epochs):
+                self.optimizer.zero_grad(set_to_none=True)
+                self.backend.train(True)
+                loss_value = 0.0
+                for rows in self._chunks(len(examples)):
+                    b = self._batch([prompts[k] for k in rows], [comps[k] for k in rows])
+                    part = losses.sft_nll_sum(self._completion_logits(b), b.targets, b.mask) / total
+                    part.backward()
+                    loss_value += float(part.detach())
+                norm = self._optimizer_step(learning_rate, max_grad_norm, loss_value, f"sft_step epoch {e}")
+                epoch_losses.append(loss_value)
+            self.policy_version += 1
+            return {"loss": sum(epoch_losses) / len(epoch_losses), "tokens": total, "grad_norm": norm}
+
+        return self._apply(run)
+
+    def grpo_step(self, samples: Sequence[Dict], loss: Dict) -> Dict:
+        """μ clipped-surrogate Adam steps on one batch; see losses.py for the formulas.
+
+        samples: dicts with prompt_ids, token_ids, old_logprobs, advantage.
+        loss: the request's LossConfig with defaults applied.
+        """
+        n = len(samples)
+        lengths = [len(s["token_ids"]) for s in samples]
+        for k, s in enumerate(samples):
+            self._check_context(len(s["prompt_ids"]), lengths[k], f"samples[{k}]")
+        chunks = self._chunks(n)
+        norm = losses.Normalizer(
+            batch_size=n,
+            total_tokens=sum(lengths),
+            max_length=loss["max_length"] or max(lengths),
+            micro_batches=len(chunks),
+        )
+        temperature = loss["temperature"] or 1.0
+        kl_coef = loss["kl_coef"]
+        dev = self.backend.device
+
+        def tensors(rows):
+            b = self._batch([samples[k]["prompt_ids"] for k in rows], [samples[k]["token_ids"] for k in rows])
+            c = b.targets.shape[1]
+            old = torch.tensor(
+                [list(samples[k]["old_logprobs"]) + [0.0] * (c - lengths[k]) for k in rows], dtype=torch.float32, device=dev
+            ).view(len(rows), c)
+            adv = torch.tensor([samples[k]["advantage"] for k in rows], dtype=torch.float32, device=dev)
+            return b, old, adv
+
+        def run():
+            # The reference (adapter disabled) does not change during the call: one forward.
+            refs: List[Optional[torch.Tensor]] = []
+            for rows in chunks:
+                ref = None
+                if kl_coef != 0 and max(lengths[k] for k in rows) > 0:
+                    b, _, _ = tensors(rows)
+                    with torch.no_grad(), self.backend.adapter_disabled():
+                        self.backend.train(False)
+                        ref = losses.token_logprobs(self._completion_logits(b), b.targets, temperature)
+                refs.append(ref)
+            sums = {"loss": 0.0, "kl": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "grad_norm": 0.0, "entropy": 0.0}
+            tokens = max(norm.total_tokens, 1)
+            for it in range(loss["mu"]):
+                self.optimizer.zero_grad(set_to_none=True)
+                self.backend.train(True)
+                loss_value, kl_sum, low, high, ent = 0.0, 0.0, 0, 0, 0.0
+                for rows, ref in zip(chunks, refs):
+                    if max(lengths[k] for k in rows) == 0:
+                        continue  # no tokens: contributes 0, still counts in B
+                    b, old, adv = tensors(rows)
+                    logits = self._completion_logits(b)
+                    logp = losses.token_logprobs(logits, b.targets, temperature)
+                    terms = losses.grpo_token_terms(
+                        logp, old, adv, b.mask, loss["clip_low"], loss["clip_high"], kl_coef, ref
+                    )
+                    part = losses.aggregate(loss["type"], terms.loss, b.mask, norm)
+                    part.backward()
+                    loss_value += float(part.detach())
+                    kl_sum += terms.kl_sum
+                    low += terms.clip_low
+                    high += terms.clip_high
+                    with torch.no_grad():
+                        ent += float((losses.entropy(logits.detach(), temperature) * b.mask).sum())
+                g = self._optimizer_step(loss["learning_rate"], loss["max_grad_norm"], loss_value, f"grpo_step iteration {it}")
+                for k, v in (("loss", loss_value), ("kl", kl_sum / tokens), ("clip_frac_low", low / tokens),
+                             ("clip_frac_high", high / tokens), ("grad_norm", g), ("entropy", ent / tokens)):
+                    sums[k] += v
+            self.policy_version += 1
+            out = {k: v / loss["mu"] for k, v in sums.items()}
+            out["tokens"] = norm.total_tokens
+            return out
+
+        return self._apply(run)
+
+    # ------------------------------------------------------------------ state
+
+    def _rng_state(self) -> Dict:
+        state = {"cpu": torch.get_rng_state()}
+        if self.backend.device.type == "cuda":
+            state["cuda"] = torch.cuda.get_rng_state(self.backend.device)
+        return state
+
+    def _set_rng_state(self, state: Dict) -> None:
+        torch.set_rng_state(state["cpu"])
+        if "cuda" in state and self.backend.device.type == "cuda":
+            torch.cuda.set_rng_state(state["cuda"], self.backend.device)
+
+    def save_to(self, directory: str) -> None:
+        """Write adapter, optimizer, RNG state and version into an empty directory."""
+        adapter = os.path.join(directory, "adapter")
+        os.makedirs(adapter)
+        self.backend.save_adapter(adapter)
+        tensors, rest = split_optimizer_state(self.optimizer.state_dict())
+        torch.save(tensors, os.path.join(directory, "optimizer.pt"))
+        with open(os.path.join(directory, "optimizer.json"), "w", encoding="utf-8") as f:
+            json.dump(rest, f)
+        torch.save(self._rng_state(), os.path.join(directory, "rng.pt"))
+        meta = {
+            "implementation": IMPLEMENTATION,
+            "base_model": self.backend.base_model,
+            "adapter": self.backend.adapter_info(),
+            "policy_version": self.policy_version,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        with open(os.path.join(directory, "state.json"), "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=2)
+
+    def load_from(self, directory: str) -> int:
+        """Restore what save_to wrote; on any failure the current policy is kept."""
+        with open(os.path.join(directory, "state.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+        if meta.get("base_model") != self.backend.base_model or meta.get("adapter") != self.backend.adapter_info():
+            raise ArgumentError(
+                f"checkpoint {directory} was saved for base model {meta.get('base_model')!r} with adapter "
+                f"{meta.get('adapter')}; this server runs {self.backend.base_model!r} with {self.backend.adapter_info()}"
+            )
+        with open(os.path.join(directory, "optimizer.json"), encoding="utf-8") as f:
+            rest = json.load(f)
+        tensors = torch.load(os.path.join(directory, "optimizer.pt"), map_location=self.backend.device, weights_only=True)
+        opt = join_optimizer_state(tensors, rest)
+        rng = torch.load(os.path.join(directory, "rng.pt"), map_location="cpu", weights_only=True)
+        snap = self._snapshot()
+        try:
+            self.backend.load_adapter(os.path.join(directory, "adapter"))
+            self.optimizer.load_state_dict(opt)
+            self._set_rng_state(rng)
+        except BaseException:
+            self._restore(snap)
+            raise
+        self.policy_version = int(meta["policy_version"])
+        return self.policy_version
+
+
+def split_optimizer_state(sd: Dict) -> Tuple[Dict[str, torch.Tensor], Dict]:
+    """An optimizer state_dict as (tensors, JSON). Checkpoints are read with
+    torch.load(weights_only=True), which on PyTorch 1.13 accepts tensors but
+    not pickled floats, so everything that is not a tensor goes to JSON."""
+    tensors: Dict[str, torch.Tensor] = {}
+    scalars: Dict[str, object] = {}
+    for pid, st in sd["state"].items():
+        for k, v in st.items():
+            (tensors if torch.is_tensor(v) else scalars)[f"{pid}/{k}"] = v
+    return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
+
+
+def join_optimizer_state(tensors: Dict[str, torch.Tensor], rest: Dict) -> Dict:
+    state: Dict[int, Dict] = {}
+    for key, v in list(tensors.items()) + list(rest["scalars"].items()):
+        pid, k = key.split("/", 1)
+        state.setdefault(int(pid), {})[k] = v
+    return {"state": state, "param_groups": rest["param_groups"]}

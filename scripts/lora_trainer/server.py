@@ -1,0 +1,348 @@
+"""The HTTP server of the trainer protocol (trainer/PROTOCOL.md), standard library only.
+
+TrainerService.handle(method, path, headers, body) is the whole protocol as
+one function (tests call it directly); make_http_server wraps it in a
+ThreadingHTTPServer. Every call that touches the model holds one lock, so
+updates are applied one at a time and never overlap a sample.
+"""
+
+import collections
+import hashlib
+import hmac
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable, Dict, Mapping, Optional, Tuple
+
+import torch
+
+from . import protocol
+from .engine import IMPLEMENTATION, ArgumentError, Engine, NumericError
+from .protocol import ProtocolError, invalid
+
+log = logging.getLogger("lora_trainer")
+
+MAX_BODY_BYTES = 64 << 20
+PROTOCOL_VERSION = 1
+
+
+def is_oom(err: BaseException) -> bool:
+    """CUDA (or CPU allocator) out-of-memory, on PyTorch 1.13 and 2.x."""
+    oom_type = getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom_type is not None and isinstance(err, oom_type):
+        return True
+    return isinstance(err, (RuntimeError, MemoryError)) and (
+        isinstance(err, MemoryError) or "out of memory" in str(err).lower()
+    )
+
+
+class StepLog:
+    """Results of the last `size` applied mutating calls, keyed by step_id."""
+
+    def __init__(self, size: int = 1024):
+        self.size = size
+        self._entries: "collections.OrderedDict[str, Tuple[str, str, Dict]]" = collections.OrderedDict()
+
+    def lookup(self, step_id: str, endpoint: str, digest: str) -> Optional[Dict]:
+        hit = self._entries.get(step_id)
+        if hit is None:
+            return None
+        ep, dg, resp = hit
+        if ep != endpoint:
+            raise ProtocolError("conflict", 409, f"step_id {step_id!r} was used for {ep}, not {endpoint}")
+        if dg != digest:
+            raise ProtocolError("conflict", 409, f"step_id {step_id!r} was used for a different {endpoint} request")
+        return dict(resp, replayed=True)
+
+    def remember(self, step_id: str, endpoint: str, digest: str, resp: Dict) -> None:
+        self._entries[step_id] = (endpoint, digest, resp)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+
+def canonical_digest(body: Dict) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def _dir_size(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+class CheckpointStore:
+    """Named checkpoints under one directory, written atomically.
+
+    A checkpoint is written into a hidden temporary directory and renamed into
+    place, so a reader sees either the old checkpoint or the new one, never a
+    half-written one. Hidden entries are never listed.
+    """
+
+    def __init__(self, root: str):
+        self.root = os.path.abspath(root)
+        os.makedirs(self.root, exist_ok=True)
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.root, name)
+
+    def save(self, name: str, write: Callable[[str], None]) -> int:
+        tmp = os.path.join(self.root, f".tmp-{name}-{uuid.uuid4().hex}")
+        os.makedirs(tmp)
+        try:
+            write(tmp)
+            _fsync_tree(tmp)
+            final = self.path(name)
+            old = None
+            if os.path.exists(final):
+                old = os.path.join(self.root, f".old-{name}-{uuid.uuid4().hex}")
+                os.replace(final, old)
+            os.replace(tmp, final)
+            _fsync_dir(self.root)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+        return _dir_size(final)
+
+    def exists(self, name: str) -> bool:
+        return os.path.isfile(os.path.join(self.path(name), "state.json"))
+
+    def list(self):
+        out = []
+        for name in sorted(os.listdir(self.root)):
+            if name.startswith(".") or not self.exists(name):
+                continue
+            with open(os.path.join(self.path(name), "state.json"), encoding="utf-8") as f:
+                meta = json.load(f)
+            out.append(
+                {
+                    "name": name,
+                    "policy_version": meta["policy_version"],
+                    "created_at": meta["created_at"],
+                    "size_bytes": _dir_size(self.path(name)),
+                }
+            )
+        return out
+
+
+def _fsync_tree(root: str) -> None:
+    for d, _, files in os.walk(root):
+        for f in files:
+            with open(os.path.join(d, f), "rb") as fh:
+                os.fsync(fh.fileno())
+        _fsync_dir(d)
+
+
+def _fsync_dir(d: str) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class TrainerService:
+    """The protocol: routes, auth, idempotency, validation and errors around an Engine."""
+
+    def __init__(self, engine: Engine, checkpoints: CheckpointStore, token: str = "", step_log_size: int = 1024):
+        self.engine = engine
+        self.checkpoints = checkpoints
+        self.token = token
+        self.steps = StepLog(step_log_size)
+        self.lock = threading.Lock()
+        self.routes: Dict[str, Tuple[str, Callable[[Dict], Dict]]] = {
+            "/v1/info": ("GET", self._info),
+            "/v1/checkpoints": ("GET", self._list),
+            "/v1/sample": ("POST", self._sample),
+            "/v1/logprobs": ("POST", self._logprobs),
+            "/v1/sft_step": ("POST", self._sft),
+            "/v1/grpo_step": ("POST", self._grpo),
+            "/v1/save": ("POST", self._save),
+            "/v1/load": ("POST", self._load),
+        }
+        self.mutating = {"/v1/sft_step", "/v1/grpo_step", "/v1/save", "/v1/load"}
+
+    # --- entry point
+
+    def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Tuple[int, Dict]:
+        try:
+            return 200, self._dispatch(method, path, headers, body)
+        except ProtocolError as e:
+            return e.status, e.body()
+        except ArgumentError as e:
+            return 400, invalid(str(e)).body()
+        except NumericError as e:
+            return 500, ProtocolError("internal", 500, str(e)).body()
+        except Exception as e:  # noqa: BLE001 - every failure must become a JSON error
+            if is_oom(e):
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                log.warning("%s: out of memory: %s", path, e)
+                return 507, ProtocolError("oom", 507, f"{path}: out of memory ({e}); nothing was applied, split the batch").body()
+            log.exception("%s failed", path)
+            return 500, ProtocolError("internal", 500, f"{path}: {type(e).__name__}: {e}").body()
+
+    def _dispatch(self, method, path, headers, body) -> Dict:
+        if self.token:
+            auth = headers.get("Authorization") or headers.get("authorization") or ""
+            if not hmac.compare_digest(auth.encode("utf-8"), f"Bearer {self.token}".encode("utf-8")):
+                raise ProtocolError("unauthorized", 401, "missing or wrong bearer token")
+        route = self.routes.get(path)
+        if route is None:
+            raise ProtocolError("not_found", 404, f"unknown path {path}")
+        want, fn = route
+        if method != want:
+            raise invalid(f"{path}: method {method} not allowed, use {want}", status=405)
+        req: Dict = {}
+        if method == "POST":
+            try:
+                req = json.loads(body.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise invalid(f"body: not valid JSON: {e}") from e
+            req = protocol.obj(req, "")
+        if path not in self.mutating:
+            if method == "GET":
+                return fn(req)
+            with self.lock:
+                return fn(req)
+        sid = protocol.step_id(req)
+        digest = canonical_digest(req)
+        # A repeat of a call still being applied waits here, then replays.
+        with self.lock:
+            stored = self.steps.lookup(sid, path, digest)
+            if stored is not None:
+                log.info("%s step_id=%s replayed", path, sid)
+                return stored
+            resp = fn(req)
+            resp["replayed"] = False
+            self.steps.remember(sid, path, digest, resp)
+            return dict(resp)
+
+    # --- endpoints
+
+    def _info(self, _req) -> Dict:
+        e = self.engine
+        return {
+            "protocol_version": PROTOCOL_VERSION,
+            "implementation": IMPLEMENTATION,
+            "base_model": e.backend.base_model,
+            "adapter": e.backend.adapter_info(),
+            "policy_version": e.policy_version,
+            "reference": "adapter_disabled",
+            "loss_types": list(protocol.LOSS_TYPES),
+            "capabilities": {"top_p": True, "stop": True, "entropy": True, "logprobs": True, "auth": bool(self.token)},
+            "limits": e.limits.as_dict(),
+            "token_kind": "tokenizer",
+        }
+
+    def _sample(self, req) -> Dict:
+        r = protocol.parse_sample(req, self.engine.limits)
+        ids = [self.engine.encode_prompt(p, f"prompts[{k}]") for k, p in enumerate(r["prompts"])]
+        samples = self.engine.sample(ids, r["n"], r["temperature"], r["top_p"], r["max_tokens"], r["stop"], r["seed"])
+        return {"samples": samples, "policy_version": self.engine.policy_version}
+
+    def _logprobs(self, req) -> Dict:
+        r = protocol.parse_logprobs(req, self.engine.tok.vocab_size)
+        ids = [self.engine.encode_prompt(it["prompt"], f"items[{k}].prompt") for k, it in enumerate(r["items"])]
+        lps = self.engine.logprobs(ids, [it["token_ids"] for it in r["items"]], r["temperature"]) if ids else []
+        return {"logprobs": lps, "policy_version": self.engine.policy_version}
+
+    def _sft(self, req) -> Dict:
+        r = protocol.parse_sft(req, self.engine.limits)
+        examples = [
+            (self.engine.encode_prompt(ex["prompt"], f"examples[{k}].prompt"), self.engine.tok.encode(ex["completion"]))
+            for k, ex in enumerate(r["examples"])
+        ]
+        out = self.engine.sft_step(examples, r["learning_rate"], r["epochs"], r["max_grad_norm"])
+        out["policy_version"] = self.engine.policy_version
+        return out
+
+    def _grpo(self, req) -> Dict:
+        r = protocol.parse_grpo(req, self.engine.limits, self.engine.tok.vocab_size)
+        samples = [
+            dict(s, prompt_ids=self.engine.encode_prompt(s["prompt"], f"samples[{k}].prompt"))
+            for k, s in enumerate(r["samples"])
+        ]
+        out = self.engine.grpo_step(samples, r["loss"])
+        out["policy_version"] = self.engine.policy_version
+        return out
+
+    def _save(self, req) -> Dict:
+        name = protocol.checkpoint_name(req)
+        size = self.checkpoints.save(name, self.engine.save_to)
+        log.info("saved checkpoint %s (policy_version %d, %d bytes)", name, self.engine.policy_version, size)
+        return {"name": name, "policy_version": self.engine.policy_version, "size_bytes": size}
+
+    def _load(self, req) -> Dict:
+        name = protocol.checkpoint_name(req)
+        if not self.checkpoints.exists(name):
+            raise ProtocolError("not_found", 404, f"name: no checkpoint {name!r} in {self.checkpoints.root}")
+        version = self.engine.load_from(self.checkpoints.path(name))
+        log.info("loaded checkpoint %s (policy_version %d)", name, version)
+        return {"name": name, "policy_version": version}
+
+    def _list(self, _req) -> Dict:
+        return {"checkpoints": self.checkpoints.list(), "policy_version": self.engine.policy_version}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive; every response has a Content-Length
+    service: TrainerService  # set by make_http_server
+
+    def _serve(self, method: str) -> None:
+        start = time.monotonic()
+        path = self.path.split("?", 1)[0]
+        length = self.headers.get("Content-Length")
+        body = b""
+        status: int
+        resp: Dict
+        try:
+            n = int(length) if length else 0
+        except ValueError:
+            n = -1
+        if n < 0:
+            status, resp = 400, invalid("Content-Length: not a valid length").body()
+            self.close_connection = True
+        elif n > MAX_BODY_BYTES:
+            status, resp = 413, invalid(f"body: {n} bytes, at most {MAX_BODY_BYTES}", status=413).body()
+            self.close_connection = True  # the unread body cannot be skipped safely
+        else:
+            body = self.rfile.read(n) if n else b""
+            status, resp = self.service.handle(method, path, self.headers, body)
+        try:
+            data = json.dumps(resp, allow_nan=False).encode("utf-8")
+        except ValueError as e:  # NaN or Inf: never sent (PROTOCOL.md)
+            status = 500
+            data = json.dumps(ProtocolError("internal", 500, f"{path}: non-finite number in the response: {e}").body()).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        log.info("%s %s %d %.3fs", method, path, status, time.monotonic() - start)
+
+    def do_GET(self):  # noqa: N802 - http.server's naming
+        self._serve("GET")
+
+    def do_POST(self):  # noqa: N802
+        self._serve("POST")
+
+    def do_PUT(self):  # noqa: N802
+        self._serve("PUT")
+
+    def do_DELETE(self):  # noqa: N802
+        self._serve("DELETE")
+
+    def log_message(self, fmt, *args):  # requests are logged once, in _serve
+        log.debug(fmt, *args)
+
+
+def make_http_server(service: TrainerService, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    handler = type("Handler", (_Handler,), {"service": service})
+    srv = ThreadingHTTPServer((host, port), handler)
+    srv.daemon_threads = True
+    return srv

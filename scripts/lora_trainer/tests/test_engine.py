@@ -1,0 +1,285 @@
+"""The engine on the tiny backend: sampling, scoring, updates, save/load."""
+
+import math
+
+import pytest
+import torch
+
+from lora_trainer import losses
+from lora_trainer.engine import Engine, NumericError
+from lora_trainer.tiny import BOS_ID, EOS_ID, ByteTokenizer
+
+from .helpers import prompt_ids, tiny_engine
+
+LOSS = {"type": "grpo", "clip_low": 0.2, "clip_high": 0.2, "kl_coef": 0.0, "mu": 1, "learning_rate": 0.05,
+        "max_grad_norm": 0.0, "max_length": 0, "temperature": 1.0}
+
+
+def unbatched_logprobs(engine: Engine, prompt, completion, temperature=1.0):
+    """Independent of the engine's batching: one unpadded sequence, positions 0..n-1."""
+    ids = torch.tensor([list(prompt) + list(completion)])
+    with torch.no_grad():
+        logits, _ = engine.backend.forward(ids, torch.ones_like(ids), torch.arange(ids.shape[1]).unsqueeze(0))
+        lp = torch.log_softmax(logits[0].float() / temperature, dim=-1)
+    return [float(lp[len(prompt) - 1 + t, tok]) for t, tok in enumerate(completion)]
+
+
+def unbatched_entropy(engine: Engine, prompt, completion):
+    ids = torch.tensor([list(prompt) + list(completion)])
+    with torch.no_grad():
+        logits, _ = engine.backend.forward(ids, torch.ones_like(ids), torch.arange(ids.shape[1]).unsqueeze(0))
+        lp = torch.log_softmax(logits[0].float(), dim=-1)
+    h = -(lp.exp() * lp).sum(-1)
+    return [float(h[len(prompt) - 1 + t]) for t in range(len(completion))]
+
+
+def test_byte_tokenizer():
+    tok = ByteTokenizer()
+    assert tok.encode("hé") == [104, 195, 169]
+    assert tok.decode(tok.encode("hé")) == "hé"
+    assert tok.encode_prompt("hi", None) == [BOS_ID, 104, 105]
+    chat = tok.encode_prompt("", [{"role": "user", "content": "hi"}])
+    assert tok.decode(chat[1:]) == "user: hi\nassistant: "
+    assert tok.decode([104, EOS_ID, 105]) == "hi"
+
+
+def test_prompt_falls_back_to_dialogue():
+    e = tiny_engine()
+    p = {"text": "", "messages": [], "dialogue": {"history": [{"role": "user", "content": "a"}], "question": "b"}}
+    assert e.tok.decode(e.encode_prompt(p, "x")[1:]) == "user: a\nuser: b\nassistant: "
+
+
+def test_adapter_starts_as_the_base_model():
+    e = tiny_engine()
+    p, c = prompt_ids(e, "hello"), [1, 2, 3]
+    with_adapter = unbatched_logprobs(e, p, c)
+    with e.backend.adapter_disabled():
+        without = unbatched_logprobs(e, p, c)
+    assert with_adapter == without
+
+
+def test_sampling_is_seeded_and_logprobs_match_an_unbatched_forward():
+    e = tiny_engine()
+    prompts = [prompt_ids(e, "a short prompt"), prompt_ids(e, "x")]  # different lengths: left padding
+    a = e.sample(prompts, 3, 1.0, 1.0, 6, [], seed=7)
+    b = e.sample(prompts, 3, 1.0, 1.0, 6, [], seed=7)
+    c = e.sample(prompts, 3, 1.0, 1.0, 6, [], seed=8)
+    assert a == b
+    assert [s["token_ids"] for s in a] != [s["token_ids"] for s in c]
+    assert [(s["prompt_index"], s["sample_index"]) for s in a] == [(i, j) for i in range(2) for j in range(3)]
+    for s in a:
+        assert len(s["token_ids"]) == len(s["logprobs"]) == 6
+        assert s["finish_reason"] == "length" and s["policy_version"] == 0
+        want = unbatched_logprobs(e, prompts[s["prompt_index"]], s["token_ids"])
+        assert s["logprobs"] == pytest.approx(want, abs=1e-5)
+        assert all(lp <= 0 for lp in s["logprobs"])
+
+
+def test_sample_of_a_prompt_does_not_depend_on_the_other_prompts():
+    e = tiny_engine()
+    p0, p1 = prompt_ids(e, "first"), prompt_ids(e, "second prompt")
+    both = e.sample([p0, p1], 2, 1.0, 1.0, 5, [], seed=3)
+    alone = e.sample([p0], 2, 1.0, 1.0, 5, [], seed=3)
+    assert [s["token_ids"] for s in both[:2]] == [s["token_ids"] for s in alone]
+
+
+def test_temperature_scales_the_reported_logprobs():
+    e = tiny_engine()
+    p = prompt_ids(e, "hot")
+    s = e.sample([p], 1, 2.0, 1.0, 4, [], seed=1)[0]
+    assert s["logprobs"] == pytest.approx(unbatched_logprobs(e, p, s["token_ids"], temperature=2.0), abs=1e-5)
+
+
+def test_greedy_follows_the_argmax():
+    e = tiny_engine()
+    p = prompt_ids(e, "greedy")
+    s = e.sample([p], 2, 0.0, 1.0, 5, [], seed=1)
+    assert s[0]["token_ids"] == s[1]["token_ids"]
+    seq = list(p)
+    for _ in range(5):
+        ids = torch.tensor([seq])
+        with torch.no_grad():
+            logits, _ = e.backend.forward(ids, torch.ones_like(ids), torch.arange(len(seq)).unsqueeze(0))
+        seq.append(int(logits[0, -1].argmax()))
+    assert s[0]["token_ids"] == seq[len(p):]
+    # T = 0 reports logprobs under T = 1.
+    assert s[0]["logprobs"] == pytest.approx(unbatched_logprobs(e, p, s[0]["token_ids"]), abs=1e-5)
+
+
+def test_choose_draws_from_the_top_p_truncated_distribution():
+    # p = [0.5, 0.3, 0.2]. top_p = 1: frequencies follow p. top_p = 0.6: the
+    # smallest prefix with mass >= 0.6 is {0, 1}, renormalized [0.625, 0.375].
+    # top_p = 0.5: token 0 alone.
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.2]])).expand(4000, 3)
+    gens = [torch.Generator().manual_seed(k) for k in range(4000)]
+    for top_p, want in ((1.0, [0.5, 0.3, 0.2]), (0.6, [0.625, 0.375, 0.0]), (0.5, [1.0, 0.0, 0.0])):
+        draws = Engine._choose(logits, 1.0, top_p, gens)
+        freq = torch.bincount(draws, minlength=3).double() / 4000
+        # 4 standard errors of a proportion over 4000 draws is < 0.032.
+        assert freq.tolist() == pytest.approx(want, abs=0.032), top_p
+
+
+def test_stop_string_truncates_text():
+    e = tiny_engine()
+    p = prompt_ids(e, "stop here")
+    free = e.sample([p], 1, 1.0, 1.0, 16, [], seed=0)[0]
+    ids = free["token_ids"]
+    # A stop string made of two consecutive ASCII tokens of the free sample (after the first token).
+    k = next(k for k in range(1, len(ids) - 1) if ids[k] < 128 and ids[k + 1] < 128)
+    stop = chr(ids[k]) + chr(ids[k + 1])
+    cut = free["text"].find(stop)
+    s = e.sample([p], 1, 1.0, 1.0, 16, [stop], seed=0)[0]
+    assert s["finish_reason"] == "stop"
+    assert s["text"] == free["text"][:cut]
+    # The tokens run up to the one that completed the stop string.
+    assert s["token_ids"] == ids[: len(s["token_ids"])]
+    assert stop in e.tok.decode(s["token_ids"]) and stop not in e.tok.decode(s["token_ids"][:-1])
+    assert len(s["logprobs"]) == len(s["token_ids"])
+
+
+def test_sft_learns_and_eos_ends_a_sample():
+    # SFT on the empty completion teaches "EOS first"; greedy then stops at once.
+    e = tiny_engine()
+    p = prompt_ids(e, "q")
+    # The loss of the first call is the loss before any update: -log p(EOS | prompt).
+    first_want = -unbatched_logprobs(e, p, [EOS_ID])[0]
+    first = None
+    for k in range(40):
+        out = e.sft_step([(p, [])], learning_rate=0.05, epochs=1, max_grad_norm=1.0)
+        first = out["loss"] if first is None else first
+        assert out["tokens"] == 1
+    assert e.policy_version == 40
+    assert first == pytest.approx(first_want, abs=1e-5)
+    assert first > 4 and out["loss"] < 1.5  # p(EOS) from ~1/259 to > 0.2
+    s = e.sample([p], 1, 0.0, 1.0, 8, [], seed=0)[0]
+    assert s["token_ids"] == [] and s["finish_reason"] == "stop" and s["policy_version"] == 40
+
+
+def test_sft_loss_is_the_token_mean_nll():
+    e = tiny_engine()
+    p1, p2 = prompt_ids(e, "one"), prompt_ids(e, "prompt two")
+    c1, c2 = e.tok.encode("ab"), e.tok.encode("xyz")
+    nll = -sum(unbatched_logprobs(e, p1, c1 + [EOS_ID])) - sum(unbatched_logprobs(e, p2, c2 + [EOS_ID]))
+    out = e.sft_step([(p1, c1), (p2, c2)], learning_rate=0.01, epochs=1, max_grad_norm=0.0)
+    assert out["tokens"] == 7
+    assert out["loss"] == pytest.approx(nll / 7, abs=1e-5)
+
+
+def on_policy_batch(e, n=2, advantages=(1.5, -0.5), max_tokens=(3, 5)):
+    samples = []
+    for k in range(n):
+        p = prompt_ids(e, f"prompt {k}")
+        s = e.sample([p], 1, 1.0, 1.0, max_tokens[k], [], seed=k)[0]
+        samples.append({"prompt_ids": p, "token_ids": s["token_ids"], "old_logprobs": s["logprobs"], "advantage": advantages[k]})
+    return samples
+
+
+def test_grpo_first_iteration_metrics_on_policy():
+    # On-policy r = 1, so l_it = -A_i (+ beta*kl with kl = 0: the adapter starts at zero).
+    # grpo: -(1.5 - 0.5)/2 = -0.5. dr_grpo: -(1.5*3 - 0.5*5)/(2*5) = -0.2.
+    # dapo: -(1.5*3 - 0.5*5)/8 = -0.25.
+    for loss_type, want in (("grpo", -0.5), ("dr_grpo", -0.2), ("dapo", -0.25), ("bnpo", -0.25)):
+        e = tiny_engine()
+        out = e.grpo_step(on_policy_batch(e), dict(LOSS, type=loss_type, kl_coef=0.1))
+        assert out["loss"] == pytest.approx(want, abs=1e-5), loss_type
+        assert out["kl"] == 0.0 and out["clip_frac_low"] == 0.0 and out["clip_frac_high"] == 0.0
+        assert out["tokens"] == 8 and out["grad_norm"] > 0
+        f = tiny_engine()  # the policy before the update, which the metrics are measured on
+        want_h = sum(sum(unbatched_entropy(f, s["prompt_ids"], s["token_ids"])) for s in on_policy_batch(f)) / 8
+        assert out["entropy"] == pytest.approx(want_h, abs=1e-4)
+        assert e.policy_version == 1
+
+
+def test_grpo_moves_logprobs_with_the_advantage_and_kl_grows():
+    e = tiny_engine()
+    batch = on_policy_batch(e)
+    before = [sum(unbatched_logprobs(e, s["prompt_ids"], s["token_ids"])) for s in batch]
+    out = e.grpo_step(batch, dict(LOSS, mu=4, kl_coef=0.1, learning_rate=0.01))
+    after = [sum(unbatched_logprobs(e, s["prompt_ids"], s["token_ids"])) for s in batch]
+    assert after[0] > before[0] and after[1] < before[1]
+    assert e.policy_version == 1  # one per call, not per iteration
+    # Later iterations are off-policy: the mean over 4 iterations differs from iteration 1's -0.5
+    # and the KL against the disabled adapter is positive.
+    assert out["loss"] != pytest.approx(-0.5, abs=1e-4)
+    assert out["kl"] > 0
+    again = e.grpo_step(on_policy_batch(e), dict(LOSS, kl_coef=0.1))
+    assert again["kl"] > 0
+
+
+def test_clip_fractions_count_tokens_outside_the_range():
+    e = tiny_engine()
+    batch = on_policy_batch(e)
+    # Pretend the samples were drawn by a policy 2x more likely (r = 0.5 < 0.8) for
+    # sample 1 (A < 0: clipped low) and 2x less likely (r = 2 > 1.2) for sample 0 (A > 0: clipped high).
+    batch[0]["old_logprobs"] = [x - math.log(2) for x in batch[0]["old_logprobs"]]
+    batch[1]["old_logprobs"] = [x + math.log(2) for x in batch[1]["old_logprobs"]]
+    out = e.grpo_step(batch, dict(LOSS, learning_rate=1e-6))
+    assert out["clip_frac_high"] == pytest.approx(3 / 8) and out["clip_frac_low"] == pytest.approx(5 / 8)
+    # Every token is clipped: the surrogate is constant, the gradient zero.
+    assert out["grad_norm"] == pytest.approx(0.0, abs=1e-9)
+    # l = -clip(r)*A: sample 0: -1.2*1.5 per token, sample 1: -0.8*(-0.5) per token; grpo mean of means.
+    assert out["loss"] == pytest.approx((-1.8 + 0.4) / 2, abs=1e-5)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo"])
+def test_micro_batching_gives_the_same_update(loss_type):
+    # Gradient accumulation over micro-batches of one sample: the same loss, metrics and
+    # gradient (left in .grad by the last iteration) as the whole batch at once.
+    e1, e2 = tiny_engine(), tiny_engine(micro_batch_size=1)
+    o1 = e1.grpo_step(on_policy_batch(e1), dict(LOSS, type=loss_type, kl_coef=0.1, mu=2))
+    o2 = e2.grpo_step(on_policy_batch(e2), dict(LOSS, type=loss_type, kl_coef=0.1, mu=2))
+    for k in ("loss", "kl", "grad_norm", "entropy", "clip_frac_low", "clip_frac_high"):
+        assert o2[k] == pytest.approx(o1[k], rel=1e-4, abs=1e-6), k
+    for a, b in zip(e1.params, e2.params):
+        assert torch.allclose(a.grad, b.grad, rtol=1e-3, atol=1e-6)
+
+
+def test_failed_update_applies_nothing():
+    e = tiny_engine()
+    batch = on_policy_batch(e)
+    batch[0]["old_logprobs"] = [-1e30] * len(batch[0]["token_ids"])  # r = exp(1e30) = inf
+    before = [p.detach().clone() for p in e.params]
+    with pytest.raises(NumericError, match="non-finite"):
+        e.grpo_step(batch, LOSS)
+    assert e.policy_version == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, e.params))
+    assert e.optimizer.state_dict()["state"] == {}
+
+
+def test_save_load_restores_policy_optimizer_and_version(tmp_path):
+    e = tiny_engine(dropout=0.1)  # dropout makes the RNG state part of what must be restored
+    e.grpo_step(on_policy_batch(e), LOSS)
+    e.save_to(str(tmp_path / "ck"))
+    batch = on_policy_batch(e)
+    lp_at_save = unbatched_logprobs(e, batch[0]["prompt_ids"], batch[0]["token_ids"])
+    first = e.grpo_step(batch, LOSS)
+    params_first = [p.detach().clone() for p in e.params]
+    assert e.load_from(str(tmp_path / "ck")) == 1
+    assert e.policy_version == 1
+    assert unbatched_logprobs(e, batch[0]["prompt_ids"], batch[0]["token_ids"]) == lp_at_save
+    second = e.grpo_step(batch, LOSS)
+    assert second == first
+    assert all(torch.equal(a, b) for a, b in zip(params_first, e.params))
+
+
+def test_load_refuses_a_checkpoint_of_another_model(tmp_path):
+    e = tiny_engine(seed=0)
+    e.save_to(str(tmp_path / "ck"))
+    other = tiny_engine(seed=1)
+    with pytest.raises(ValueError, match="was saved for base model"):
+        other.load_from(str(tmp_path / "ck"))
+
+
+def test_context_limit_names_the_prompt():
+    e = tiny_engine()
+    long = prompt_ids(e, "x" * 300)
+    with pytest.raises(ValueError, match=r"prompts\[1\]: 301 prompt tokens"):
+        e.sample([prompt_ids(e, "ok"), long], 1, 1.0, 1.0, 4, [], seed=0)
+
+
+def test_token_logprobs_helper_agrees_with_engine():
+    e = tiny_engine()
+    p = prompt_ids(e, "abc")
+    got = e.logprobs([p, p], [[5, 6], []], 1.0)
+    assert got[1] == [] and got[0] == pytest.approx(unbatched_logprobs(e, p, [5, 6]), abs=1e-5)
+    assert losses.LOSS_TYPES == ("grpo", "bnpo", "dapo", "dr_grpo")

@@ -1,0 +1,271 @@
+"""The tiny backend: a small causal transformer with hand-written LoRA layers.
+
+Plain PyTorch (runs on Debian's PyTorch 1.13 and on 2.x), random weights from
+a seed, a byte-level vocabulary. It lets the server, its losses and the
+protocol be tested on a CPU and in CI without transformers, peft or weights.
+It is not meant to produce useful text.
+"""
+
+import contextlib
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import nn
+
+# Byte-level vocabulary: ids 0..255 are bytes, then the special tokens.
+BOS_ID = 256
+EOS_ID = 257
+PAD_ID = 258
+VOCAB_SIZE = 259
+
+DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj")
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as tokens. A prompt starts with BOS; completions carry no specials."""
+
+    eos_ids = frozenset([EOS_ID])
+    eos_id = EOS_ID
+    pad_id = PAD_ID
+    vocab_size = VOCAB_SIZE
+
+    def encode(self, text: str) -> List[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        # Sampled bytes need not be valid UTF-8; replace rather than fail.
+        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+    def encode_prompt(self, text: str, messages: Optional[List[Dict[str, str]]]) -> List[int]:
+        if messages:
+            # A minimal chat template: one "role: content" line per message,
+            # then the generation prompt.
+            text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
+        return [BOS_ID] + self.encode(text)
+
+
+@dataclass
+class LoRAConfig:
+    rank: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    target_modules: List[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))
+
+
+class LoRALinear(nn.Module):
+    """y = W x + b + (alpha/r) * B A dropout(x); W, b frozen, A random, B zero.
+
+    With B = 0 at init the adapted model starts equal to the base model, so
+    the reference (adapter disabled) and the policy agree until the first update.
+    """
+
+    def __init__(self, base: nn.Linear, rank: int, alpha: float, dropout: float):
+        super().__init__()
+        self.base = base
+        for p in self.base.parameters():
+            p.requires_grad_(False)
+        self.lora_A = nn.Parameter(torch.empty(rank, base.in_features))
+        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank))
+        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))  # PEFT's default init
+        self.scaling = alpha / rank
+        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+        self.enabled = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.base(x)
+        if self.enabled:
+            y = y + (self.dropout(x) @ self.lora_A.t() @ self.lora_B.t()) * self.scaling
+        return y
+
+
+@dataclass
+class TinyModelConfig:
+    vocab_size: int = VOCAB_SIZE
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    d_ff: int = 256
+    max_positions: int = 4096
+    seed: int = 0
+
+
+KVCache = List[Tuple[torch.Tensor, torch.Tensor]]
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: TinyModelConfig):
+        super().__init__()
+        d = cfg.d_model
+        self.n_heads = cfg.n_heads
+        self.ln1 = nn.LayerNorm(d)
+        self.q_proj = nn.Linear(d, d)
+        self.k_proj = nn.Linear(d, d)
+        self.v_proj = nn.Linear(d, d)
+        self.o_proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.up_proj = nn.Linear(d, cfg.d_ff)
+        self.down_proj = nn.Linear(cfg.d_ff, d)
+
+    def forward(self, x, bias, past: Optional[Tuple[torch.Tensor, torch.Tensor]]):
+        b, t, d = x.shape
+        h = self.n_heads
+        hd = d // h
+        y = self.ln1(x)
+        q = self.q_proj(y).view(b, t, h, hd).transpose(1, 2)
+        k = self.k_proj(y).view(b, t, h, hd).transpose(1, 2)
+        v = self.v_proj(y).view(b, t, h, hd).transpose(1, 2)
+        if past is not None:
+            k = torch.cat([past[0], k], dim=2)
+            v = torch.cat([past[1], v], dim=2)
+        att = (q @ k.transpose(-1, -2)) / math.sqrt(hd) + bias
+        att = torch.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.o_proj(y)
+        x = x + self.down_proj(torch.nn.functional.gelu(self.up_proj(self.ln2(x))))
+        return x, (k, v)
+
+
+class TinyCausalLM(nn.Module):
+    """A pre-LayerNorm decoder with learned absolute positions."""
+
+    def __init__(self, cfg: TinyModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos = nn.Embedding(cfg.max_positions, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+        # The frozen head must be able to express a peaked distribution (logits
+        # of several nats) from the unit-variance final LayerNorm output, or no
+        # adapter could ever learn; std 1/sqrt(d) gives unit-variance logits.
+        nn.init.normal_(self.lm_head.weight, std=cfg.d_model ** -0.5)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        past: Optional[KVCache] = None,
+    ):
+        """attention_mask covers past + current positions ([B, P+T]); returns (logits, cache)."""
+        b, t = input_ids.shape
+        total = attention_mask.shape[1]
+        past_len = total - t
+        # Causal mask over (current query, all keys) plus key padding.
+        q_idx = torch.arange(past_len, total, device=input_ids.device).unsqueeze(1)
+        k_idx = torch.arange(total, device=input_ids.device).unsqueeze(0)
+        allowed = (k_idx <= q_idx).unsqueeze(0) & attention_mask.bool().unsqueeze(1)
+        # A fully masked row (a padding query) would give NaN; let it see itself.
+        allowed = allowed | (k_idx == q_idx).unsqueeze(0)
+        bias = torch.zeros(allowed.shape, dtype=torch.float32, device=input_ids.device)
+        bias = bias.masked_fill(~allowed, float("-inf")).unsqueeze(1)
+        x = self.embed(input_ids) + self.pos(position_ids.clamp(min=0))
+        new_cache: KVCache = []
+        for i, blk in enumerate(self.blocks):
+            x, kv = blk(x, bias, past[i] if past is not None else None)
+            new_cache.append(kv)
+        return self.lm_head(self.ln_f(x)), new_cache
+
+
+class TinyBackend:
+    """The model interface the engine uses; see hf.HFBackend for the same interface on transformers."""
+
+    implementation_detail = "tiny"
+
+    def __init__(self, lora: LoRAConfig, model_cfg: Optional[TinyModelConfig] = None, device: str = "cpu"):
+        self.model_cfg = model_cfg or TinyModelConfig()
+        self.lora = lora
+        unknown = set(lora.target_modules) - set(DEFAULT_TARGETS)
+        if unknown:
+            raise ValueError(f"--lora-target-modules: tiny backend has no module(s) {sorted(unknown)}; it has {list(DEFAULT_TARGETS)}")
+        if lora.rank < 1:
+            raise ValueError(f"--lora-rank: must be >= 1, got {lora.rank}")
+        self.device = torch.device(device)
+        self.tokenizer = ByteTokenizer()
+        # Weights are a pure function of the seed, independent of global RNG use.
+        gen_state = torch.random.get_rng_state()
+        torch.manual_seed(self.model_cfg.seed)
+        try:
+            self.model = TinyCausalLM(self.model_cfg)
+            for p in self.model.parameters():
+                p.requires_grad_(False)
+            self._lora_layers: List[LoRALinear] = []
+            for blk in self.model.blocks:
+                for name in lora.target_modules:
+                    layer = LoRALinear(getattr(blk, name), lora.rank, lora.alpha, lora.dropout)
+                    setattr(blk, name, layer)
+                    self._lora_layers.append(layer)
+        finally:
+            torch.random.set_rng_state(gen_state)
+        self.model.to(self.device)
+        self.model.eval()
+        self.base_model = (
+            f"tiny-byte-transformer(d={self.model_cfg.d_model},layers={self.model_cfg.n_layers},"
+            f"heads={self.model_cfg.n_heads},seed={self.model_cfg.seed})"
+        )
+        self.max_positions = self.model_cfg.max_positions
+
+    # --- the interface the engine uses ---
+
+    def adapter_info(self) -> Dict:
+        return {
+            "type": "lora",
+            "rank": self.lora.rank,
+            "alpha": self.lora.alpha,
+            "dropout": self.lora.dropout,
+            "target_modules": list(self.lora.target_modules),
+        }
+
+    def trainable_parameters(self) -> List[nn.Parameter]:
+        return [p for layer in self._lora_layers for p in (layer.lora_A, layer.lora_B)]
+
+    def forward(self, input_ids, attention_mask, position_ids, past=None, use_cache=False):
+        logits, cache = self.model(input_ids, attention_mask, position_ids, past)
+        return logits, (cache if use_cache else None)
+
+    @contextlib.contextmanager
+    def adapter_disabled(self):
+        for layer in self._lora_layers:
+            layer.enabled = False
+        try:
+            yield
+        finally:
+            for layer in self._lora_layers:
+                layer.enabled = True
+
+    def train(self, mode: bool = True):
+        self.model.train(mode)
+
+    def adapter_state(self) -> Dict[str, torch.Tensor]:
+        return {n: p for n, p in self.model.named_parameters() if "lora_" in n}
+
+    def save_adapter(self, directory: str) -> None:
+        torch.save({n: p.detach().cpu() for n, p in self.adapter_state().items()}, os.path.join(directory, "adapter.pt"))
+        with open(os.path.join(directory, "adapter_config.json"), "w", encoding="utf-8") as f:
+            json.dump({"backend": "tiny", "model": asdict(self.model_cfg), "lora": asdict(self.lora)}, f, indent=2)
+
+    def load_adapter(self, directory: str) -> None:
+        with open(os.path.join(directory, "adapter_config.json"), encoding="utf-8") as f:
+            cfg = json.load(f)
+        if cfg.get("model") != asdict(self.model_cfg) or cfg.get("lora") != asdict(self.lora):
+            raise ValueError(
+                f"{directory}: adapter was saved for model {cfg.get('model')} lora {cfg.get('lora')}, "
+                f"this server runs model {asdict(self.model_cfg)} lora {asdict(self.lora)}"
+            )
+        state = torch.load(os.path.join(directory, "adapter.pt"), map_location=self.device)
+        params = self.adapter_state()
+        if set(state) != set(params):
+            raise ValueError(f"{directory}: adapter tensors {sorted(state)} do not match the model's {sorted(params)}")
+        with torch.no_grad():
+            for n, p in params.items():
+                p.copy_(state[n])
