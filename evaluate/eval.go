@@ -7,7 +7,7 @@ import (
 	"math"
 	"sort"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -47,7 +47,8 @@ type Options struct {
 	Stats       StatsConfig
 	// Baseline names the rewriter every system is compared with ("raw").
 	Baseline string
-	// Progress, when set, is called after each turn with done and total.
+	// Progress, when set, is called after each turn with done and total,
+	// never concurrently.
 	Progress func(done, total int)
 }
 
@@ -87,7 +88,7 @@ type TurnResult struct {
 	Score      hser.Score
 	// HasAnswer: the turn has a reference answer and was answered.
 	HasAnswer bool
-	// HasGold: the turn has gold passages and retrieval succeeded.
+	// HasGold: the turn has judged passages and retrieval succeeded.
 	HasGold                          bool
 	RecipRank, NDCG3, Recall10, R100 float64
 	// Run is the passage ranking the IR metrics were computed on.
@@ -152,7 +153,7 @@ type Report struct {
 	Turns         int            `json:"turns"`
 	Conversations int            `json:"conversations"`
 	WithAnswer    int            `json:"turns_with_reference_answer"`
-	WithGold      int            `json:"turns_with_gold_passages"`
+	WithGold      int            `json:"turns_with_judged_passages"`
 	Responder     string         `json:"responder"`
 	Stats         StatsConfig    `json:"stats"`
 	Systems       []SystemReport `json:"systems"`
@@ -201,7 +202,10 @@ func Evaluate(ctx context.Context, turns []datasets.Turn, systems []System, resp
 		index[&turns[i]] = i
 	}
 	total := len(turns) * len(systems)
-	var done atomic.Int64
+	var (
+		progressMu sync.Mutex // Progress is called from one goroutine at a time
+		done       int
+	)
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.SetLimit(opts.Concurrency)
 	for si := range systems {
@@ -212,9 +216,11 @@ func Evaluate(ctx context.Context, turns []datasets.Turn, systems []System, resp
 						return err
 					}
 					results[si][index[t]] = runTurn(ectx, systems[si], *t, resp, scorer)
-					n := done.Add(1)
 					if opts.Progress != nil {
-						opts.Progress(int(n), total)
+						progressMu.Lock()
+						done++
+						opts.Progress(done, total)
+						progressMu.Unlock()
 					}
 				}
 				return nil
@@ -230,7 +236,7 @@ func Evaluate(ctx context.Context, turns []datasets.Turn, systems []System, resp
 		if t.Answer != "" {
 			rep.WithAnswer++
 		}
-		if len(qrelsOf(t)) > 0 && hasRelevant(qrelsOf(t)) {
+		if len(t.Passages) > 0 {
 			rep.WithGold++
 		}
 	}
@@ -306,15 +312,6 @@ func qrelsOf(t datasets.Turn) map[string]int {
 	return q
 }
 
-func hasRelevant(q map[string]int) bool {
-	for _, r := range q {
-		if r > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // passageOf maps a chunk id ("<passage id>#<window>") to its passage.
 func passageOf(chunkID string) string {
 	if i := strings.LastIndexByte(chunkID, '#'); i >= 0 {
@@ -376,7 +373,9 @@ func runTurn(ctx context.Context, s System, t datasets.Turn, resp Responder, sco
 		r.Memories = append(r.Memories, m.Query)
 	}
 	r.Run = PipelineRun(res)
-	if q := qrelsOf(t); hasRelevant(q) {
+	// Like trec_eval, a judged turn counts even when no passage is relevant
+	// (its metrics are 0), and a turn whose retrieval failed is absent.
+	if q := qrelsOf(t); len(q) > 0 {
 		r.HasGold = true
 		r.RecipRank = retrieval.RecipRank(r.Run, q)
 		r.NDCG3 = retrieval.NDCGCut(r.Run, q, 3)

@@ -33,7 +33,7 @@ var metricLabels = map[string]string{
 func WriteMarkdown(w io.Writer, rep Report) error {
 	var b strings.Builder
 	metrics := presentMetrics(rep)
-	fmt.Fprintf(&b, "%d turns in %d conversations (%d with a reference answer, %d with gold passages); responder %s.\n",
+	fmt.Fprintf(&b, "%d turns in %d conversations (%d with a reference answer, %d with judged passages); responder %s.\n",
 		rep.Turns, rep.Conversations, rep.WithAnswer, rep.WithGold, rep.Responder)
 	fmt.Fprintf(&b, "Means over turns with %.0f%% bootstrap intervals resampling conversations (%d resamples).\n\n",
 		rep.Stats.Level*100, rep.Stats.Resamples)
