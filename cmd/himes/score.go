@@ -1,7 +1,167 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/himes-rl/himes/hser"
+)
+
+// scoreInput is one JSONL line of `himes score`.
+type scoreInput struct {
+	Prediction *string  `json:"prediction"`
+	Reference  *string  `json:"reference"`
+	Context    []string `json:"context"`
+}
+
+// scoreOutput is one output line: the input's line number and every term.
+type scoreOutput struct {
+	Line int `json:"line"`
+	hser.Score
+}
 
 func newScoreCmd() *cobra.Command {
-	return notImplemented("score", "Score predictions with the HSER reward (JSONL in, JSONL out)")
+	var (
+		cf      configFlags
+		skipBad bool
+		flagCfg = hser.DefaultConfig()
+	)
+	cmd := &cobra.Command{
+		Use:   "score [FILE]",
+		Short: "Score predictions with the HSER reward (JSONL in, JSONL out)",
+		Long: `Reads JSONL lines {"prediction": ..., "reference": ..., "context": [chunk, ...]}
+from FILE or stdin ("-" or no argument) and writes one JSON line per input:
+line, rougeL_p, rougeL_r, rougeL_f1, em, squad_f1, hit, alpha, beta, reward,
+with reward = rougeL_f1 + alpha·em + beta·hit. "context" (the retrieved chunks
+that hit looks in) is optional; blank lines are skipped.
+
+The reward settings come from the defaults, then the reward section of
+--config if given, then the flags set explicitly. A malformed line stops the
+run with an error naming its line; with --skip-bad it is skipped, and the
+count is reported on stderr.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg := hser.DefaultConfig()
+			if cf.path != "" {
+				run, err := cf.load()
+				if err != nil {
+					return err
+				}
+				cfg = run.Reward
+			}
+			fl := cmd.Flags()
+			if fl.Changed("tokenizer") {
+				cfg.Tokenizer = flagCfg.Tokenizer
+			}
+			if fl.Changed("stem") {
+				cfg.Stem = flagCfg.Stem
+			}
+			if fl.Changed("alpha") {
+				cfg.Alpha = flagCfg.Alpha
+			}
+			if fl.Changed("beta") {
+				cfg.Beta = flagCfg.Beta
+			}
+			if fl.Changed("hit") {
+				cfg.Hit = flagCfg.Hit
+			}
+			scorer, err := hser.NewScorer(cfg)
+			if err != nil {
+				return err
+			}
+			name, in := "stdin", cmd.InOrStdin()
+			if len(args) == 1 && args[0] != "-" {
+				f, err := os.Open(args[0])
+				if err != nil {
+					return fmt.Errorf("score: %w", err)
+				}
+				defer f.Close()
+				name, in = args[0], f
+			}
+			return runScore(cmd, scorer, name, in, skipBad)
+		},
+	}
+	d := hser.DefaultConfig()
+	f := cmd.Flags()
+	f.StringVar(&flagCfg.Tokenizer, "tokenizer", d.Tokenizer, "Rouge-L tokenizer: unicode or rouge-score (bit-exact with Google's rouge-score)")
+	f.BoolVar(&flagCfg.Stem, "stem", d.Stem, "Porter-stem tokens longer than 3 characters (NLTK's stemmer, as rouge-score's use_stemmer)")
+	f.Float64Var(&flagCfg.Alpha, "alpha", d.Alpha, "weight α of EM in the reward")
+	f.Float64Var(&flagCfg.Beta, "beta", d.Beta, "weight β of Hit in the reward")
+	f.StringVar(&flagCfg.Hit, "hit", d.Hit, "hit: answer (the prediction occurs in the context) or gold (the reference does)")
+	f.BoolVar(&skipBad, "skip-bad", false, "skip malformed lines (counted on stderr) instead of failing")
+	cf.register(cmd, false)
+	return cmd
+}
+
+// runScore streams in to the command's stdout.
+func runScore(cmd *cobra.Command, scorer *hser.Scorer, name string, in io.Reader, skipBad bool) error {
+	ctx := cmd.Context()
+	r := bufio.NewReaderSize(in, 1<<16)
+	w := bufio.NewWriter(cmd.OutOrStdout())
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	scored, skipped := 0, 0
+	for line := 1; ; line++ {
+		if ctx != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		raw, readErr := r.ReadBytes('\n')
+		if readErr != nil && !errors.Is(readErr, io.EOF) {
+			return fmt.Errorf("%s:%d: read: %w", name, line, readErr)
+		}
+		if len(bytes.TrimSpace(raw)) > 0 {
+			rec, err := parseScoreLine(raw)
+			switch {
+			case err != nil && skipBad:
+				skipped++
+				slog.Warn("skipping malformed line", "input", name, "line", line, "err", err)
+			case err != nil:
+				return fmt.Errorf("%s:%d: %w (use --skip-bad to skip malformed lines)", name, line, err)
+			default:
+				s := scorer.Score(*rec.Prediction, *rec.Reference, rec.Context)
+				if err := enc.Encode(scoreOutput{Line: line, Score: s}); err != nil {
+					return fmt.Errorf("write: %w", err)
+				}
+				scored++
+			}
+		}
+		if readErr != nil { // io.EOF
+			break
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if skipped > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "himes score: skipped %d malformed line(s)\n", skipped)
+	}
+	slog.Debug("scored", "input", name, "lines", scored, "skipped", skipped)
+	return nil
+}
+
+// parseScoreLine decodes one line; the error names the field at fault.
+func parseScoreLine(raw []byte) (scoreInput, error) {
+	var rec scoreInput
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return rec, fmt.Errorf("field %q: want %s, got JSON %s", te.Field, te.Type, te.Value)
+		}
+		return rec, fmt.Errorf("invalid JSON: %w", err)
+	}
+	if rec.Prediction == nil {
+		return rec, fmt.Errorf("field \"prediction\": missing (want a string)")
+	}
+	if rec.Reference == nil {
+		return rec, fmt.Errorf("field \"reference\": missing (want a string)")
+	}
+	return rec, nil
 }

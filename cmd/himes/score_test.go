@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runHimes runs the root command with args and stdin, returning stdout,
+// stderr and the error.
+func runHimes(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var out, errb bytes.Buffer
+	root.SetArgs(args)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	err := root.Execute()
+	return out.String(), errb.String(), err
+}
+
+type scoreLine struct {
+	Line    int     `json:"line"`
+	RougeP  float64 `json:"rougeL_p"`
+	RougeR  float64 `json:"rougeL_r"`
+	RougeF1 float64 `json:"rougeL_f1"`
+	EM      float64 `json:"em"`
+	SquadF1 float64 `json:"squad_f1"`
+	Hit     float64 `json:"hit"`
+	Alpha   float64 `json:"alpha"`
+	Beta    float64 `json:"beta"`
+	Reward  float64 `json:"reward"`
+}
+
+func parseLines(t *testing.T, out string) []scoreLine {
+	t.Helper()
+	var res []scoreLine
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l == "" {
+			continue
+		}
+		var s scoreLine
+		if err := json.Unmarshal([]byte(l), &s); err != nil {
+			t.Fatalf("output line %q: %v", l, err)
+		}
+		res = append(res, s)
+	}
+	return res
+}
+
+func TestScoreCommand(t *testing.T) {
+	in := `{"prediction": "The answer is 42 years", "reference": "42", "context": ["Q: his age? The answer is 42 years."]}
+
+{"prediction": "dogs are running quickly", "reference": "the dog runs quick"}
+`
+	out, _, err := runHimes(t, in, "score", "--tokenizer", "rouge-score", "--stem", "--alpha", "0.5", "--beta", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := parseLines(t, out)
+	if len(got) != 2 {
+		t.Fatalf("%d output lines, want 2:\n%s", len(got), out)
+	}
+	// Line 1: the shared vector "partial_overlap" (P 0.2, R 1, F1
+	// 0.33333333333333337, SQuAD F1 0.4), and the normalized answer occurs in the context.
+	a := got[0]
+	if a.Line != 1 || a.RougeP != 0.2 || a.RougeR != 1 || a.RougeF1 != 0.33333333333333337 || a.EM != 0 ||
+		a.SquadF1 != 0.4 || a.Hit != 1 || a.Alpha != 0.5 || a.Beta != 2 || a.Reward != 0.33333333333333337+2 {
+		t.Errorf("line 1: %+v", a)
+	}
+	// Line 3: the shared vector "stemming", with stemming: P = R = F1 = 0.5; no context, no hit.
+	b := got[1]
+	if b.Line != 3 || b.RougeF1 != 0.5 || b.Hit != 0 || b.Reward != 0.5 {
+		t.Errorf("line 3: %+v", b)
+	}
+}
+
+func TestScoreCommandFileAndHitGold(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "in.jsonl")
+	if err := os.WriteFile(path, []byte(`{"prediction": "London", "reference": "北京", "context": ["首都是北京"]}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runHimes(t, "", "score", "--hit", "gold", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := parseLines(t, out)
+	if len(got) != 1 || got[0].Hit != 1 || got[0].RougeF1 != 0 || got[0].Reward != 1 {
+		t.Errorf("gold hit with the unicode tokenizer: %+v", got)
+	}
+}
+
+func TestScoreCommandMalformed(t *testing.T) {
+	in := `{"prediction": "a", "reference": "a"}
+{"prediction": "a"
+{"prediction": 3, "reference": "a"}
+{"reference": "a"}
+{"prediction": "b", "reference": "b"}
+`
+	_, _, err := runHimes(t, in, "score")
+	if err == nil || !strings.Contains(err.Error(), "stdin:2:") {
+		t.Fatalf("error %v, want one naming line 2", err)
+	}
+	out, stderr, err := runHimes(t, in, "score", "--skip-bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := parseLines(t, out)
+	if len(got) != 2 || got[0].Line != 1 || got[1].Line != 5 {
+		t.Errorf("skip-bad output %+v", got)
+	}
+	if !strings.Contains(stderr, "skipped 3 malformed") {
+		t.Errorf("stderr %q does not count the 3 skipped lines", stderr)
+	}
+	for _, c := range []struct{ in, want string }{
+		{`{"prediction": 3, "reference": "a"}`, `stdin:1: field "prediction"`},
+		{`{"prediction": "x"}`, `stdin:1: field "reference": missing`},
+		{`{"prediction": "x", "reference": "y", "context": "z"}`, `stdin:1: field "context"`},
+	} {
+		if _, _, err := runHimes(t, c.in, "score"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("input %s: error %v, want %q", c.in, err, c.want)
+		}
+	}
+}
+
+func TestScoreCommandBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"score", "--alpha", "-1"},
+		{"score", "--beta", "NaN"},
+		{"score", "--tokenizer", "nltk"},
+		{"score", "--hit", "both"},
+	} {
+		if _, _, err := runHimes(t, `{"prediction":"a","reference":"a"}`, args...); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+	if _, _, err := runHimes(t, "", "score", filepath.Join(t.TempDir(), "missing.jsonl")); err == nil {
+		t.Error("missing file accepted")
+	}
+}
