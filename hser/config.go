@@ -17,7 +17,10 @@ type Config struct {
 	Weights `yaml:",inline"`
 	// Tokenizer is "unicode" (default) or "rouge-score" (bit-exact with Google's rouge-score).
 	Tokenizer string `yaml:"tokenizer" json:"tokenizer"`
-	// Stem applies the NLTK Porter stemmer (rouge-score tokenizer only).
+	// Stem applies NLTK's Porter stemmer to tokens longer than 3 characters,
+	// as rouge-score's use_stemmer does; with the unicode tokenizer only to
+	// tokens made of ASCII letters and digits. It affects Rouge-L only, never
+	// EM, F1 or Hit. Default false.
 	Stem bool `yaml:"stem" json:"stem"`
 	// Hit is "answer" (the predicted answer occurs in the retrieved content, the
 	// paper's definition) or "gold" (the reference answer occurs in it).

@@ -217,3 +217,29 @@ func TestConcurrentScoring(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestUnicodeEMFastPath: with the unicode tokenizer and no stemming, EM and
+// F1 come from the Rouge token ids; with stemming, from a separate
+// normalization. Both must agree (stemming never touches EM or F1).
+func TestUnicodeEMFastPath(t *testing.T) {
+	fast := mustScorer(t, DefaultConfig())
+	c := DefaultConfig()
+	c.Stem = true
+	slow := mustScorer(t, c)
+	r := rand.New(rand.NewPCG(9, 9))
+	words := strings.Fields("the a an The A Paris paris 北 京 café CAFÉ 42 , . x")
+	text := func() string {
+		w := make([]string, r.IntN(8))
+		for i := range w {
+			w[i] = words[r.IntN(len(words))]
+		}
+		return strings.Join(w, " ")
+	}
+	for range 5000 {
+		p, q := text(), text()
+		a, b := fast.Score(p, q, nil), slow.Score(p, q, nil)
+		if a.EM != b.EM || !same(a.SquadF1, b.SquadF1) {
+			t.Fatalf("(%q, %q): fast EM %v F1 %v, slow EM %v F1 %v", p, q, a.EM, a.SquadF1, b.EM, b.SquadF1)
+		}
+	}
+}

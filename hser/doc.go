@@ -1,0 +1,30 @@
+// Package hser is the HSER reward of HiMeS:
+//
+//	R = RougeL_F1(answer, reference) + α·EM(answer, reference) + β·Hit
+//
+// and the text normalization it rests on. A Scorer (NewScorer) computes one
+// Score per (prediction, reference, retrieved context) with every term, the
+// weights and the total.
+//
+// Two tokenizers feed Rouge-L:
+//
+//   - "rouge-score" reproduces Google's rouge-score RougeScorer(["rougeL"],
+//     use_stemmer=...) bit for bit, with NLTK's PorterStemmer
+//     (NLTK_EXTENSIONS mode) for stemming. It only knows [a-z0-9]: any CJK
+//     text scores 0. EM and the SQuAD token F1 are the SQuAD v1.1 script's,
+//     bit-exact (see NormalizeAnswer).
+//   - "unicode" (the default) keeps words in every script and makes each
+//     CJK ideograph, kana and hangul syllable a token (see
+//     appendUnicodeTokens for the exact rules). EM and token F1 compare the
+//     unicode tokens without the articles a, an and the — SQuAD's
+//     normalization carried over to all scripts.
+//
+// Hit is 1 when the normalized answer (the prediction; with Hit "gold", the
+// reference) is non-empty and occurs on token boundaries in one chunk of the
+// retrieved content, normalized the same way. An empty, whitespace-only or
+// punctuation-only answer never hits, so a silent responder cannot collect β.
+//
+// Rouge-L's LCS is computed bit-parallel over interned token ids (see
+// lcsBits); a scorer reuses pooled scratch buffers, so scoring does not
+// allocate in steady state and is safe for concurrent use.
+package hser
