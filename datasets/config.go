@@ -1,6 +1,11 @@
 package datasets
 
-import "github.com/himes-rl/himes/internal/fielderr"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/himes-rl/himes/internal/fielderr"
+)
 
 // Config selects the data a run trains and evaluates on, and how prompts
 // for the rewriter are rendered. The datasets package owns these knobs.
@@ -17,11 +22,73 @@ type Config struct {
 	KB string `yaml:"kb"`
 	// UserField names what identifies a long-term-memory user: conv_id, topic, or meta.<column>.
 	UserField string `yaml:"user_field"`
+	// Format of the input files: "" (by extension and content), jsonl,
+	// parquet, qrecc or topiocqa.
+	Format string `yaml:"format"`
+	// SkipBad skips invalid input records (counted and logged) instead of failing.
+	SkipBad bool `yaml:"skip_bad"`
+	// Prompt renders the rewriter's input.
+	Prompt PromptConfig `yaml:"prompt"`
+	// Prep configures `himes prep sft` and `himes prep rl`.
+	Prep PrepConfig `yaml:"prep"`
+}
+
+// PrepConfig are the knobs of SFT and RL data preparation.
+type PrepConfig struct {
+	// NoRewriteRatio is the share of "no rewrite needed" examples in the SFT
+	// set (completion = the question itself). Turns whose reference rewrite
+	// equals the question supply them first; when there are too few, turns
+	// are added with their self-contained reference rewrite as the question.
+	// 0 drops identity examples altogether.
+	NoRewriteRatio float64 `yaml:"no_rewrite_ratio"`
+	// MaxPromptChars drops SFT pairs whose flat prompt is longer; 0 = no limit.
+	MaxPromptChars int `yaml:"max_prompt_chars"`
+	// MaxCompletionChars drops SFT pairs whose completion is longer; 0 = no limit.
+	MaxCompletionChars int `yaml:"max_completion_chars"`
+	// ValFraction of the split keys (conversations by default) held out for validation.
+	ValFraction float64 `yaml:"val_fraction"`
+	// SplitBy is the key that must not straddle train and validation:
+	// conv_id, user (the user_field key), topic or meta.<key>. Use topic for
+	// CAsT 2022, whose flattened tree paths share their first turns.
+	SplitBy string `yaml:"split_by"`
+	// RequirePassages keeps only turns with gold passages in the RL set.
+	RequirePassages bool `yaml:"require_passages"`
+}
+
+// DefaultPrepConfig returns the documented defaults.
+func DefaultPrepConfig() PrepConfig {
+	return PrepConfig{
+		NoRewriteRatio:     0.2,
+		MaxPromptChars:     8000,
+		MaxCompletionChars: 400,
+		ValFraction:        0.1,
+		SplitBy:            "conv_id",
+	}
+}
+
+// Validate checks ranges.
+func (c PrepConfig) Validate() error {
+	if c.NoRewriteRatio < 0 || c.NoRewriteRatio >= 1 {
+		return fielderr.New("no_rewrite_ratio", "must be in [0, 1), got %v", c.NoRewriteRatio)
+	}
+	if c.MaxPromptChars < 0 {
+		return fielderr.New("max_prompt_chars", "must be ≥ 0 (0 = no limit), got %d", c.MaxPromptChars)
+	}
+	if c.MaxCompletionChars < 0 {
+		return fielderr.New("max_completion_chars", "must be ≥ 0 (0 = no limit), got %d", c.MaxCompletionChars)
+	}
+	if c.ValFraction < 0 || c.ValFraction >= 1 {
+		return fielderr.New("val_fraction", "must be in [0, 1), got %v", c.ValFraction)
+	}
+	if err := validKeyName(c.SplitBy, true); err != nil {
+		return fielderr.New("split_by", "%v", err)
+	}
+	return nil
 }
 
 // DefaultConfig returns the defaults documented in configs/README.md.
 func DefaultConfig() Config {
-	return Config{EvalFraction: 0.2, UserField: "conv_id"}
+	return Config{EvalFraction: 0.2, UserField: "conv_id", Prompt: DefaultPromptConfig(), Prep: DefaultPrepConfig()}
 }
 
 // Validate checks ranges; file existence is checked by the loaders.
@@ -32,5 +99,35 @@ func (c Config) Validate() error {
 	if c.EvalFraction < 0 || c.EvalFraction >= 1 {
 		return fielderr.New("eval_fraction", "must be in [0, 1), got %v", c.EvalFraction)
 	}
+	if err := validKeyName(c.UserField, false); err != nil {
+		return fielderr.New("user_field", "%v", err)
+	}
+	switch c.Format {
+	case "", FormatJSONL, FormatParquet, FormatQReCC, FormatTopiOCQA:
+	default:
+		return fielderr.New("format", "want jsonl, parquet, qrecc or topiocqa (or empty to detect), got %q", c.Format)
+	}
+	if err := c.Prompt.Validate(); err != nil {
+		return fielderr.Prefix("prompt", err)
+	}
+	if err := c.Prep.Validate(); err != nil {
+		return fielderr.Prefix("prep", err)
+	}
 	return nil
+}
+
+// validKeyName checks a user_field / split_by value.
+func validKeyName(v string, allowUser bool) error {
+	switch {
+	case v == "" || v == "conv_id" || v == "topic":
+		return nil
+	case allowUser && v == "user":
+		return nil
+	case strings.HasPrefix(v, "meta.") && len(v) > len("meta."):
+		return nil
+	}
+	if allowUser {
+		return fmt.Errorf("want conv_id, user, topic or meta.<key>, got %q", v)
+	}
+	return fmt.Errorf("want conv_id, topic or meta.<key>, got %q", v)
 }

@@ -20,10 +20,19 @@ func SplitByConversation(turns []Turn, evalFraction float64, seed int64) (train,
 // or the Go version. With evalFraction > 0 and at least two keys, each side
 // gets at least one key. Both outputs keep the input order.
 func SplitByKey(turns []Turn, evalFraction float64, seed int64, key func(Turn) string) (train, eval []Turn) {
+	keyOf := make([]string, len(turns))
+	for i, t := range turns {
+		keyOf[i] = key(t)
+	}
+	return splitByKeys(turns, keyOf, evalFraction, seed)
+}
+
+// splitByKeys is SplitByKey with the key of each turn precomputed.
+func splitByKeys(turns []Turn, keyOf []string, evalFraction float64, seed int64) (train, eval []Turn) {
 	var keys []string
 	seen := map[string]bool{}
-	for _, t := range turns {
-		if k := key(t); !seen[k] {
+	for _, k := range keyOf {
+		if !seen[k] {
 			seen[k] = true
 			keys = append(keys, k)
 		}
@@ -47,8 +56,8 @@ func SplitByKey(turns []Turn, evalFraction float64, seed int64, key func(Turn) s
 	for _, k := range keys[:n] {
 		inEval[k] = true
 	}
-	for _, t := range turns {
-		if inEval[key(t)] {
+	for i, t := range turns {
+		if inEval[keyOf[i]] {
 			eval = append(eval, t)
 		} else {
 			train = append(train, t)
