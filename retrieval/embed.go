@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/ollama/ollama/api"
@@ -284,6 +283,3 @@ func writeVec(path string, v []float32) error {
 	}
 	return os.Rename(f.Name(), path)
 }
-
-// embedderName is used in error messages.
-func embedderName(e Embedder) string { return strings.TrimSpace(e.Name()) }

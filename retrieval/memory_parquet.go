@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
@@ -82,8 +84,6 @@ func SaveMemory(ctx context.Context, path string, m *MemoryStore) error {
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
-	tbl := array.NewTableFromRecords(schema, []arrow.RecordBatch{rec})
-	defer tbl.Release()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -96,8 +96,26 @@ func SaveMemory(ctx context.Context, path string, m *MemoryStore) error {
 		return fmt.Errorf("save memory: %w", err)
 	}
 	defer os.Remove(f.Name())
+	// The writer closes an io.Closer sink itself; hide Close so the file is
+	// closed once, here, with its error checked.
 	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd))
-	if err := pqarrow.WriteTable(tbl, f, 1<<16, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())); err != nil {
+	fw, err := pqarrow.NewFileWriter(schema, struct{ io.Writer }{f}, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("save memory %s: %w", path, err)
+	}
+	// File-level key-value metadata is what readers reliably get back.
+	for i, k := range md.Keys() {
+		if err := fw.AppendKeyValueMetadata(k, md.Values()[i]); err != nil {
+			f.Close()
+			return fmt.Errorf("save memory %s: %w", path, err)
+		}
+	}
+	if err := fw.Write(rec); err != nil {
+		f.Close()
+		return fmt.Errorf("save memory %s: %w", path, err)
+	}
+	if err := fw.Close(); err != nil {
 		f.Close()
 		return fmt.Errorf("save memory %s: %w", path, err)
 	}
@@ -119,18 +137,27 @@ func LoadMemory(ctx context.Context, path string, cfg MemoryConfig, emb Embedder
 	if err != nil {
 		return nil, fmt.Errorf("load memory: %w", err)
 	}
-	tbl, err := pqarrow.ReadTable(ctx, bytes.NewReader(raw), nil, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	pf, err := file.NewParquetReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("%s: open parquet: %w", path, err)
+	}
+	defer pf.Close()
+	kv := pf.MetaData().KeyValueMetadata()
+	get := func(k string) string {
+		if v := kv.FindValue(k); v != nil {
+			return *v
+		}
+		return ""
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1 << 16}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("%s: parquet reader: %w", path, err)
+	}
+	tbl, err := fr.ReadTable(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read parquet: %w", path, err)
 	}
 	defer tbl.Release()
-	md := tbl.Schema().Metadata()
-	get := func(k string) string {
-		if i := md.FindKey(k); i >= 0 {
-			return md.Values()[i]
-		}
-		return ""
-	}
 	if f := get(metaFormat); f != MemoryFormat {
 		return nil, fmt.Errorf("%s: not a himes memory file (format %q, want %q)", path, f, MemoryFormat)
 	}

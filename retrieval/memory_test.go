@@ -1,0 +1,233 @@
+package retrieval
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRerankHandComputed(t *testing.T) {
+	cands := []Ranked{
+		{Chunk: Chunk{ID: "c1"}, Score: 10},
+		{Chunk: Chunk{ID: "c2"}, Score: 5},
+		{Chunk: Chunk{ID: "c3"}, Score: 0},
+	}
+	cv := [][]float32{{1, 0}, {0, 1}, {0.8, 0.6}}
+	hv := [][]float32{{1, 0}, {0.6, 0.8}}
+	// mean cosines: c1 (1 + 0.6)/2 = 0.8, c2 (0 + 0.8)/2 = 0.4, c3 (0.8 + 0.96)/2 = 0.88
+	got, err := Rerank(cands, cv, hv, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		id    string
+		score float64
+	}{{"c3", 0.88}, {"c1", 0.8}, {"c2", 0.4}}
+	for i, w := range want {
+		if got[i].ID != w.id || math.Abs(got[i].Score-w.score) > 1e-6 {
+			t.Errorf("pure rank %d: got %s %.6f, want %s %.6f", i+1, got[i].ID, got[i].Score, w.id, w.score)
+		}
+	}
+	// λ-fusion with w = 0.5: retrieval normalized to 1, 0.5, 0
+	// c1 0.5·0.8 + 0.5·1 = 0.9, c2 0.5·0.4 + 0.25 = 0.45, c3 0.5·0.88 + 0 = 0.44
+	got, _ = Rerank(cands, cv, hv, 0.5)
+	want = []struct {
+		id    string
+		score float64
+	}{{"c1", 0.9}, {"c2", 0.45}, {"c3", 0.44}}
+	for i, w := range want {
+		if got[i].ID != w.id || math.Abs(got[i].Score-w.score) > 1e-6 {
+			t.Errorf("fused rank %d: got %s %.6f, want %s %.6f", i+1, got[i].ID, got[i].Score, w.id, w.score)
+		}
+	}
+	// no memories: retrieval order and scores untouched
+	got, _ = Rerank(cands, cv, nil, 0)
+	for i := range cands {
+		if got[i] != cands[i] {
+			t.Fatalf("empty H_n changed the ranking: %+v", got)
+		}
+	}
+}
+
+// mapEmbedder returns fixed vectors for known texts and a zero vector otherwise.
+type mapEmbedder struct {
+	vecs map[string][]float32
+	dim  int
+}
+
+func (m mapEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, t := range texts {
+		if v, ok := m.vecs[t]; ok {
+			out[i] = v
+		} else {
+			out[i] = make([]float32, m.dim)
+		}
+	}
+	return out, nil
+}
+func (m mapEmbedder) Dim() int     { return m.dim }
+func (m mapEmbedder) Name() string { return "map" }
+
+type mapClassifier map[string]Label
+
+func (m mapClassifier) Classify(_ context.Context, texts []string, _ [][]float32) ([]Label, error) {
+	out := make([]Label, len(texts))
+	for i, t := range texts {
+		l, ok := m[t]
+		if !ok {
+			return nil, fmt.Errorf("unexpected text %q", t)
+		}
+		out[i] = l
+	}
+	return out, nil
+}
+
+func TestActivatePartitionFallbackAndExclusion(t *testing.T) {
+	tax, err := ParseTaxonomy([]byte(`topics:
+  - {name: A, description: a, subtopics: [{name: a1, description: x}, {name: a2, description: y}]}
+  - {name: B, description: b, subtopics: [{name: b1, description: z}]}
+`), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	e := func(user, q, topic, sub string, day int, v ...float32) MemoryEntry {
+		return MemoryEntry{User: user, Query: q, Topic: topic, Subtopic: sub, Time: t0.AddDate(0, 0, day), Embedding: v}
+	}
+	entries := []MemoryEntry{
+		e("u", "q1", "A", "a1", 1, 1, 0, 0),
+		e("u", "q2", "A", "a1", 2, 0.6, 0.8, 0),
+		e("u", "q3", "A", "a2", 3, 0, 1, 0),
+		e("u", "q4", "B", "b1", 4, 0, 0, 1),
+		e("u", "Same  query", "A", "a1", 5, 1, 0, 0),
+		e("v", "v1", "A", "a1", 1, 1, 0, 0),
+	}
+	emb := mapEmbedder{dim: 3}
+	cls := mapClassifier{"same query": {"A", "a1"}}
+	activate := func(topN, minPart int) []Memory {
+		t.Helper()
+		m, err := NewMemoryStore(t.Context(), MemoryConfig{TopN: topN, MinPartition: minPart}, emb, tax, cls, entries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mems, vecs, err := m.Activate(t.Context(), "u", "same query", []float32{1, 0, 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(vecs) != len(mems) {
+			t.Fatalf("%d memories, %d vectors", len(mems), len(vecs))
+		}
+		return mems
+	}
+	names := func(ms []Memory) string {
+		var s []string
+		for _, m := range ms {
+			s = append(s, fmt.Sprintf("%s:%.1f", m.Query, m.Sim))
+		}
+		return strings.Join(s, " ")
+	}
+	// own partition suffices (2 ≥ 2); the identical query is excluded; v's memories never appear
+	if got, want := names(activate(2, 2)), "q1:1.0 q2:0.6"; got != want {
+		t.Errorf("topN=2 min=2: got %s, want %s", got, want)
+	}
+	// partition too small (2 < 4): widen to the same topic's a2, then B; ties → more recent first
+	if got, want := names(activate(4, 4)), "q1:1.0 q2:0.6 q4:0.0 q3:0.0"; got != want {
+		t.Errorf("topN=4 min=4: got %s, want %s", got, want)
+	}
+	// widening stops as soon as enough: min=3 takes a2 (same topic) but not B
+	if got, want := names(activate(4, 3)), "q1:1.0 q2:0.6 q3:0.0"; got != want {
+		t.Errorf("topN=4 min=3: got %s, want %s", got, want)
+	}
+	m, _ := NewMemoryStore(t.Context(), MemoryConfig{TopN: 2}, emb, tax, cls, entries)
+	if mems, _, _ := m.Activate(t.Context(), "stranger", "same query", []float32{1, 0, 0}); len(mems) != 0 {
+		t.Errorf("unknown user activated %v", mems)
+	}
+}
+
+func TestEmbeddingClassifierDefaultTaxonomy(t *testing.T) {
+	tax, err := DefaultTaxonomy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tax.Topics) != 17 {
+		t.Fatalf("%d topics", len(tax.Topics))
+	}
+	emb, _ := NewHashEmbedder(1024)
+	cls, err := NewEmbeddingClassifier(t.Context(), tax, emb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]Label{
+		"How do you know when your garage door opener is going bad?": {"home", "repair"},
+		"what are the symptoms of diabetes":                          {"health", "conditions"},
+		"coffee or tea or beer":                                      {"food", "drinks"},
+		"!!! ???":                                                    {"general", "misc"}, // no features at all
+	}
+	for q, want := range cases {
+		v, _ := emb.Embed(t.Context(), []string{q})
+		got, err := cls.Classify(t.Context(), []string{q}, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0] != want {
+			t.Errorf("%q → %s, want %s", q, got[0], want)
+		}
+	}
+}
+
+func TestMemoryParquetRoundTrip(t *testing.T) {
+	emb, _ := NewHashEmbedder(64)
+	t0 := time.Date(2025, 3, 4, 5, 6, 7, 123456000, time.UTC)
+	var entries []MemoryEntry
+	for i, q := range []string{"garage door opener repair", "diabetes symptoms", "best red wine", "fix a leaking faucet", "how tall is everest"} {
+		entries = append(entries, MemoryEntry{User: []string{"alice", "bob"}[i%2], Query: q, Time: t0.Add(time.Duration(i) * time.Hour)})
+	}
+	cfg := DefaultConfig().Memory
+	m, err := BuildMemory(t.Context(), cfg, emb, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "mem.parquet")
+	if err := SaveMemory(t.Context(), path, m); err != nil {
+		t.Fatal(err)
+	}
+	back, err := LoadMemory(t.Context(), path, cfg, emb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Len() != m.Len() {
+		t.Fatalf("%d entries back, %d written", back.Len(), m.Len())
+	}
+	byQuery := map[string]MemoryEntry{}
+	for _, e := range m.Entries() {
+		byQuery[e.Query] = e
+	}
+	for _, got := range back.Entries() {
+		want := byQuery[got.Query]
+		if got.User != want.User || !got.Time.Equal(want.Time) || got.Topic != want.Topic || got.Subtopic != want.Subtopic {
+			t.Errorf("entry %q: got %+v, want %+v", got.Query, got, want)
+		}
+		if len(got.Embedding) != 64 {
+			t.Fatalf("embedding dim %d", len(got.Embedding))
+		}
+		for i := range got.Embedding {
+			if got.Embedding[i] != want.Embedding[i] {
+				t.Fatalf("entry %q: embedding differs at %d", got.Query, i)
+			}
+		}
+	}
+	for _, u := range []string{"alice", "bob"} {
+		if fmt.Sprint(back.Partitions(u)) != fmt.Sprint(m.Partitions(u)) {
+			t.Errorf("user %s partitions %v, want %v", u, back.Partitions(u), m.Partitions(u))
+		}
+	}
+	other, _ := NewHashEmbedder(128)
+	if _, err := LoadMemory(t.Context(), path, cfg, other); err == nil || !strings.Contains(err.Error(), "embedded with") {
+		t.Fatalf("other embedder: got %v", err)
+	}
+}
