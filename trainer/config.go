@@ -26,7 +26,7 @@ type Config struct {
 // EmbeddedConfig holds the embedded term-selection policy's knobs. Learning
 // rates and loss settings arrive per request.
 type EmbeddedConfig struct {
-	// MaxCandidates caps the candidate terms (= tokens) per prompt; default 32.
+	// MaxCandidates caps the candidate terms (= tokens) per prompt; default 64.
 	MaxCandidates int `yaml:"max_candidates"`
 	// InitBias is the initial weight of the bias feature (default 0: every
 	// term kept with probability ½ at T = 1; negative keeps fewer).
@@ -55,7 +55,7 @@ func DefaultConfig() Config {
 // DefaultEmbeddedConfig returns the documented defaults.
 func DefaultEmbeddedConfig() EmbeddedConfig {
 	return EmbeddedConfig{
-		MaxCandidates: 32, InitSeed: 1,
+		MaxCandidates: 64, InitSeed: 1,
 		AdamBeta1: 0.9, AdamBeta2: 0.999, AdamEps: 1e-8,
 		CheckpointDir: "checkpoints/trainer", StepCache: 1024,
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 
@@ -192,7 +193,7 @@ func (e *Embedded) Sample(ctx context.Context, req SampleRequest) (SampleRespons
 			rng := sampleRNG(req.Seed, i, j)
 			ids := make([]int, len(cands))
 			lps := make([]float64, len(cands))
-			kept := []string{strings.TrimSpace(rc.question)}
+			var kept []candidate
 			for k, c := range cands {
 				var keep bool
 				temp := req.Temperature
@@ -203,18 +204,29 @@ func (e *Embedded) Sample(ctx context.Context, req SampleRequest) (SampleRespons
 				}
 				if keep {
 					ids[k] = 1
-					kept = append(kept, c.term)
+					kept = append(kept, c)
 				}
 				lps[k] = decisionLogp(ids[k], z[k], temp)
 			}
 			out.Samples = append(out.Samples, Sample{
 				PromptIndex: i, SampleIndex: j,
-				Text:     strings.TrimSpace(strings.Join(kept, " ")),
+				Text:     rewriteText(rc.question, kept),
 				TokenIDs: ids, Logprobs: lps, FinishReason: finish, PolicyVersion: version,
 			})
 		}
 	}
 	return out, nil
+}
+
+// rewriteText is the question followed by the kept terms in the order they
+// first occur in the history.
+func rewriteText(question string, kept []candidate) string {
+	slices.SortFunc(kept, func(a, b candidate) int { return a.first - b.first })
+	parts := []string{strings.TrimSpace(question)}
+	for _, c := range kept {
+		parts = append(parts, c.term)
+	}
+	return strings.TrimSpace(strings.Join(parts, " "))
 }
 
 // scored is one completion prepared for scoring: its features and decisions.

@@ -59,8 +59,10 @@ func TestCandidatesByHand(t *testing.T) {
 		terms = append(terms, c.term)
 	}
 	// Stopwords (tell, me, about, the, in, which) and question words
-	// (collapse) are gone; first-occurrence order; "bronze" and "age" once.
-	want := []string{"bronze", "age", "late", "happened", "around", "1177", "bc", "mediterranean", "civilizations", "fell"}
+	// (collapse) are gone; "bronze" and "age" once. Ranked: user-turn terms
+	// first, most recent message first, then assistant-only terms, ties in
+	// first-occurrence order.
+	want := []string{"civilizations", "fell", "bronze", "age", "late", "happened", "around", "1177", "bc", "mediterranean"}
 	if !reflect.DeepEqual(terms, want) || truncated {
 		t.Fatalf("candidates = %v (truncated %v), want %v", terms, truncated, want)
 	}
@@ -72,13 +74,17 @@ func TestCandidatesByHand(t *testing.T) {
 		got  [numFeatures]float64
 		want [numFeatures]float64
 		name string
-	}{{cands[0].phi, wantBronze, "bronze"}, {cands[5].phi, want1177, "1177"}, {cands[9].phi, wantFell, "fell"}} {
+	}{{cands[2].phi, wantBronze, "bronze"}, {cands[7].phi, want1177, "1177"}, {cands[1].phi, wantFell, "fell"}} {
 		if c.got != c.want {
 			t.Errorf("φ(%s) = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	if cands, truncated := candidates(contextOf(bronze()), nil, 3); len(cands) != 3 || !truncated {
-		t.Errorf("cap 3: %d candidates, truncated %v", len(cands), truncated)
+	// A cap keeps a prefix of the ranking.
+	if capped, truncated := candidates(contextOf(bronze()), nil, 3); len(capped) != 3 || !truncated || capped[0].term != want[0] || capped[1].term != want[1] || capped[2].term != want[2] {
+		t.Errorf("cap 3: %v, truncated %v", capped, truncated)
+	}
+	if cands[2].first != 0 || cands[0].first != 8 || cands[9].first != 7 {
+		t.Errorf("first-occurrence ranks: %+v", cands)
 	}
 }
 
@@ -123,11 +129,21 @@ func TestSampleDeterministicAndWellFormed(t *testing.T) {
 		}
 		// Text = question + kept terms.
 		q := contextOf(req.Prompts[s.PromptIndex]).question
-		cands, _ := candidates(contextOf(req.Prompts[s.PromptIndex]), nil, 32)
-		want := []string{q}
+		// Kept terms appear in history order: find them in the history text.
+		cands, _ := candidates(contextOf(req.Prompts[s.PromptIndex]), nil, 64)
+		keptSet := map[string]bool{}
 		for i, id := range s.TokenIDs {
 			if id == 1 {
-				want = append(want, cands[i].term)
+				keptSet[cands[i].term] = true
+			}
+		}
+		want := []string{q}
+		for _, m := range contextOf(req.Prompts[s.PromptIndex]).history {
+			for _, w := range Tokens(m.Content) {
+				if keptSet[w] {
+					want = append(want, w)
+					delete(keptSet, w)
+				}
 			}
 		}
 		if s.Text != strings.Join(want, " ") {
@@ -179,7 +195,9 @@ func TestSampleGreedyAndMaxTokens(t *testing.T) {
 		}
 	}
 	res, _ = e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze()}, Temperature: 0, MaxTokens: 3})
-	if s := res.Samples[0]; len(s.TokenIDs) != 3 || s.FinishReason != "length" || s.Text != "What caused the collapse? bronze age" {
+	// The first three ranked candidates are civilizations, fell, bronze (all
+	// kept); the text lists them in history order.
+	if s := res.Samples[0]; len(s.TokenIDs) != 3 || s.FinishReason != "length" || s.Text != "What caused the collapse? bronze civilizations fell" {
 		t.Errorf("max_tokens 3: %+v", s)
 	}
 }

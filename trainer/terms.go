@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"math"
+	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -77,8 +78,9 @@ var featureNames = [numFeatures]string{
 
 // candidate is one history term with its features.
 type candidate struct {
-	term string
-	phi  [numFeatures]float64
+	term  string
+	first int // rank of first occurrence in the history, for the rewrite's word order
+	phi   [numFeatures]float64
 }
 
 // rewriteContext is the structured view of a prompt the policy works on.
@@ -113,8 +115,9 @@ func contextOf(p Prompt) rewriteContext {
 	return rewriteContext{question: p.Text}
 }
 
-// candidates returns the candidate terms of c in first-occurrence order,
-// capped at limit, and whether the cap cut any off.
+// candidates returns the candidate terms of c, ranked (user-turn terms
+// first, then by recency, then by first occurrence), capped at limit, and
+// whether the cap cut any off.
 func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool) {
 	inQuestion := map[string]bool{}
 	for _, w := range words(c.question) {
@@ -153,6 +156,21 @@ func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool
 			a.lastUser = a.lastUser || i == lastUser
 		}
 	}
+	// Rank so that a cap keeps the likeliest terms: user-turn terms before
+	// assistant-only ones (answers are long passages), then the most recent.
+	// The ranking does not depend on the cap, so a shorter candidate list is
+	// always a prefix of a longer one (max_tokens truncation stays scorable).
+	first := make(map[string]int, len(order))
+	for k, t := range order {
+		first[t] = k
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		a, b := seen[order[i]], seen[order[j]]
+		if a.user != b.user {
+			return a.user
+		}
+		return a.last > b.last
+	})
 	truncated := false
 	if len(order) > limit {
 		order, truncated = order[:limit], true
@@ -160,7 +178,7 @@ func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool
 	out := make([]candidate, len(order))
 	for k, t := range order {
 		a := seen[t]
-		cd := candidate{term: t}
+		cd := candidate{term: t, first: first[t]}
 		cd.phi[featBias] = 1
 		cd.phi[featLogTF] = math.Log1p(float64(a.tf))
 		if stats != nil {
