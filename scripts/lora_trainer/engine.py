@@ -98,9 +98,11 @@ class Engine:
             # LLM endpoints may ignore dialogue; when it is all we have, render it as chat.
             d = prompt["dialogue"]
             messages = list(d.get("history") or []) + [{"role": "user", "content": d.get("question", "")}]
+        if not messages and not text:
+            raise ArgumentError(f"{where}: empty prompt (text, messages and dialogue are all empty)")
         ids = self.tok.encode_prompt(text, messages)
         if not ids:
-            raise ArgumentError(f"{where}: empty prompt (text, messages and dialogue are all empty)")
+            raise ArgumentError(f"{where}: the prompt encodes to no tokens")
         return ids
 
     # ------------------------------------------------------------------ batching

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The reference LoRA trainer (scripts/lora_trainer), run by scripts/test.sh:
+#  1. its pytest tests, with Debian's /usr/bin/python3 (which has python3-torch;
+#     the python3 first on PATH may be another interpreter without torch);
+#  2. protocol conformance: the server on the tiny backend on a free loopback
+#     port, checked by `himes trainer check --endpoint URL`; every property must pass.
+# Outside CI the step is skipped when torch or pytest is missing
+# (scripts/ci/setup-python.sh installs them); in CI that is an error.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=/usr/bin/python3
+
+if ! "$PY" -c 'import torch, pytest' 2>/dev/null; then
+  if [ -n "${CI:-}" ] && [ "${CI}" != "false" ] && [ "${CI}" != "0" ]; then
+    echo "python.sh: $PY cannot import torch and pytest; run scripts/ci/setup-python.sh" >&2
+    exit 1
+  fi
+  echo "python.sh: skipped ($PY cannot import torch and pytest; scripts/ci/setup-python.sh installs them)"
+  exit 0
+fi
+
+echo "-- pytest scripts/lora_trainer/tests"
+"$PY" -m pytest -q -p no:cacheprovider scripts/lora_trainer/tests
+
+echo "-- himes trainer check against the tiny-backend server"
+tmp=$(mktemp -d)
+pid=""
+cleanup() {
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+go build -o "$tmp/himes" ./cmd/himes
+"$PY" scripts/lora_trainer --backend tiny --port 0 --port-file "$tmp/port" \
+  --checkpoint-dir "$tmp/checkpoints" >"$tmp/server.log" 2>&1 &
+pid=$!
+
+# Wait for the server to bind (it writes the port file once listening).
+for _ in $(seq 1 600); do
+  [ -s "$tmp/port" ] && break
+  if ! kill -0 "$pid" 2>/dev/null; then
+    echo "python.sh: the trainer server exited during startup:" >&2
+    cat "$tmp/server.log" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+if [ ! -s "$tmp/port" ]; then
+  echo "python.sh: the trainer server did not start within 60 s:" >&2
+  cat "$tmp/server.log" >&2
+  exit 1
+fi
+url="http://127.0.0.1:$(cat "$tmp/port")"
+
+if ! "$tmp/himes" trainer check --endpoint "$url"; then
+  echo "python.sh: conformance check failed; server log:" >&2
+  tail -n 50 "$tmp/server.log" >&2
+  exit 1
+fi
