@@ -1,0 +1,228 @@
+package retrieval
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func TestHashEmbedder(t *testing.T) {
+	e, err := NewHashEmbedder(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, _ := e.Embed(t.Context(), []string{"cat", "black cat", "Black  CAT!", "", "dog"})
+	nonzero := func(v []float32) (n int) {
+		for _, x := range v {
+			if x != 0 {
+				n++
+			}
+		}
+		return n
+	}
+	// one unigram → one coordinate of magnitude 1
+	if nonzero(vs[0]) != 1 {
+		t.Fatalf("single word: %d non-zero coordinates", nonzero(vs[0]))
+	}
+	// two unigrams + one bigram, no collision expected in 4096 buckets → each ±1/√3
+	for _, x := range vs[1] {
+		if x != 0 && math.Abs(math.Abs(float64(x))-1/math.Sqrt(3)) > 1e-7 {
+			t.Fatalf("coordinate %v, want ±1/√3", x)
+		}
+	}
+	if c := Cosine(vs[1], vs[2]); math.Abs(c-1) > 1e-6 {
+		t.Fatalf("same tokens, cosine %v", c)
+	}
+	if nonzero(vs[3]) != 0 {
+		t.Fatal("empty text has features")
+	}
+	// "cat" shares one of three features with "black cat": cosine 1/√3
+	if c := Cosine(vs[0], vs[1]); math.Abs(c-1/math.Sqrt(3)) > 1e-6 {
+		t.Fatalf("cos(cat, black cat) = %v, want 1/√3", c)
+	}
+	again, _ := e.Embed(t.Context(), []string{"black cat"})
+	for i := range again[0] {
+		if again[0][i] != vs[1][i] {
+			t.Fatal("not deterministic")
+		}
+	}
+}
+
+// fakeOllama serves /api/embed (vector [len(text), 1, 0]) and /api/chat.
+func fakeOllama(t *testing.T, embedCalls *atomic.Int32, chatReply string, lastFormat *atomic.Value) *httptest.Server {
+	t.Helper()
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/embed":
+			embedCalls.Add(1)
+			var req struct {
+				Model string   `json:"model"`
+				Input []string `json:"input"`
+			}
+			if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+				http.Error(w, err.Error(), 400)
+				return
+			}
+			var out [][]float32
+			for _, s := range req.Input {
+				out = append(out, []float32{float32(len(s)), 1, 0})
+			}
+			json.NewEncoder(w).Encode(map[string]any{"model": req.Model, "embeddings": out})
+		case "/api/chat":
+			var req map[string]json.RawMessage
+			json.NewDecoder(r.Body).Decode(&req)
+			if lastFormat != nil {
+				lastFormat.Store(string(req["format"]))
+			}
+			json.NewEncoder(w).Encode(map[string]any{"model": "m", "done": true,
+				"message": map[string]string{"role": "assistant", "content": chatReply}})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+}
+
+func TestOllamaEmbedderBatchesAndCaches(t *testing.T) {
+	var calls atomic.Int32
+	srv := fakeOllama(t, &calls, "", nil)
+	defer srv.Close()
+	cache := t.TempDir()
+	e, err := NewOllamaEmbedder(srv.URL, "nomic", 2, cache, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{"a", "bb", "ccc", "dddd", "eeeee"}
+	vs, err := e.Embed(t.Context(), texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 3 {
+		t.Fatalf("5 texts in batches of 2: %d requests, want 3", calls.Load())
+	}
+	for i, v := range vs {
+		n := float64(len(texts[i]))
+		want := []float64{n / math.Sqrt(n*n+1), 1 / math.Sqrt(n*n+1), 0}
+		for j := range v {
+			if math.Abs(float64(v[j])-want[j]) > 1e-6 {
+				t.Fatalf("text %q: got %v, want normalized %v", texts[i], v, want)
+			}
+		}
+	}
+	if e.Dim() != 3 || e.Name() != "ollama:nomic" {
+		t.Fatalf("dim %d name %s", e.Dim(), e.Name())
+	}
+	// a fresh embedder on the same cache sends nothing for known texts
+	e2, _ := NewOllamaEmbedder(srv.URL, "nomic", 2, cache, srv.Client())
+	vs2, err := e2.Embed(t.Context(), []string{"ccc", "a", "new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 4 {
+		t.Fatalf("after cached call: %d requests, want 4 (only \"new\")", calls.Load())
+	}
+	for j := range vs2[0] {
+		if vs2[0][j] != vs[2][j] {
+			t.Fatal("cached vector differs")
+		}
+	}
+	// the cache is keyed by model too
+	e3, _ := NewOllamaEmbedder(srv.URL, "other", 2, cache, srv.Client())
+	e3.Embed(t.Context(), []string{"a"})
+	if calls.Load() != 5 {
+		t.Fatalf("other model reused the cache: %d requests", calls.Load())
+	}
+}
+
+func TestOllamaClassifierUsesSchema(t *testing.T) {
+	tax, _ := DefaultTaxonomy()
+	var calls atomic.Int32
+	var format atomic.Value
+	srv := fakeOllama(t, &calls, `{"label": "home/repair"}`, &format)
+	defer srv.Close()
+	c, err := NewOllamaClassifier(srv.URL, "llama", tax, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Classify(t.Context(), []string{"garage door broke"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != (Label{"home", "repair"}) {
+		t.Fatalf("got %v", got[0])
+	}
+	var schema struct {
+		Properties struct {
+			Label struct {
+				Enum []string `json:"enum"`
+			} `json:"label"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal([]byte(format.Load().(string)), &schema); err != nil {
+		t.Fatalf("format is not a JSON schema: %v", err)
+	}
+	if len(schema.Properties.Label.Enum) != len(tax.Labels()) || !strings.Contains(strings.Join(schema.Properties.Label.Enum, ","), "home/repair") {
+		t.Fatalf("schema enum %v", schema.Properties.Label.Enum)
+	}
+	bad := fakeOllama(t, &calls, `{"label": "cooking/space"}`, nil)
+	defer bad.Close()
+	c2, _ := NewOllamaClassifier(bad.URL, "llama", tax, bad.Client())
+	if _, err := c2.Classify(t.Context(), []string{"x"}, nil); err == nil {
+		t.Fatal("label outside the taxonomy accepted")
+	}
+}
+
+func TestDenseSearchMatchesBruteForce(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	vecs := make([][]float32, 300)
+	for i := range vecs {
+		vecs[i] = make([]float32, 16)
+		for j := range vecs[i] {
+			vecs[i][j] = float32(r.NormFloat64())
+		}
+	}
+	d, err := NewDenseIndex(vecs, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := vecs[7]
+	got, err := d.Search(q, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Doc != 7 || math.Abs(got[0].Score-1) > 1e-5 {
+		t.Fatalf("a document's own vector is not its nearest: %+v", got[0])
+	}
+	// brute force with float64 cosines
+	best := -2.0
+	for i := range vecs {
+		if i != 7 {
+			best = max(best, Cosine(q, vecs[i]))
+		}
+	}
+	if math.Abs(got[1].Score-best) > 1e-5 {
+		t.Fatalf("second hit %v, brute-force best %v", got[1].Score, best)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Score > got[i-1].Score {
+			t.Fatal("not sorted")
+		}
+	}
+	if _, err := d.Search([]float32{1}, 1); err == nil {
+		t.Fatal("wrong query dimension accepted")
+	}
+}
+
+func TestRRFHandComputed(t *testing.T) {
+	got := RRF(60, []Hit{{1, 9}, {2, 8}}, []Hit{{2, 0.9}, {3, 0.5}})
+	want := []Hit{{2, 1.0/62 + 1.0/61}, {1, 1.0 / 61}, {3, 1.0 / 62}}
+	for i := range want {
+		if got[i].Doc != want[i].Doc || math.Abs(got[i].Score-want[i].Score) > 1e-15 {
+			t.Fatalf("rank %d: got %+v, want %+v", i+1, got[i], want[i])
+		}
+	}
+}
