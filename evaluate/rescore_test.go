@@ -1,6 +1,7 @@
 package evaluate
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"os"
@@ -184,6 +185,15 @@ func TestRescoreReproducesLoggedRunAndRanksHandComputed(t *testing.T) {
 	// Hit is 1 for s0 and s2 and 0 for s1 and the green group: reward~hit is defined.
 	if c := r00.Correlations["reward~hit"]; c == nil {
 		t.Fatal("reward~hit correlation missing")
+	}
+	var md bytes.Buffer
+	if err := WriteRescoreMarkdown(&md, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| own (run's own) | 9 | 3 |", "| alpha=0 beta=0 | 9 | 3 |", "0.333 (2)", "reward~hit"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
 	}
 }
 

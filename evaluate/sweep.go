@@ -1,0 +1,202 @@
+package evaluate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/himes-rl/himes/configs"
+	"github.com/himes-rl/himes/report"
+)
+
+// SweepRun is one grid point of a sweep: its training run.
+type SweepRun struct {
+	Point
+	RunName string `json:"run_name"`
+	RunDir  string `json:"run_dir"`
+}
+
+// PlanSweep names a run per grid point (<base>-<point>) under the base
+// config's output dir, and checks every point yields a valid config before
+// anything is launched.
+func PlanSweep(g Grid, base configs.Config) ([]SweepRun, error) {
+	var out []SweepRun
+	seen := map[string]bool{}
+	for _, p := range g.Points() {
+		name := base.Run.Name + "-" + FileSafe(strings.ReplaceAll(p.Name, " ", "_"))
+		if seen[name] {
+			return nil, fmt.Errorf("%s: two grid points map to run %s", g.Source, name)
+		}
+		seen[name] = true
+		cfg, err := g.Apply(base, p)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Run.Name = name
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: point %s: %w", g.Source, p.Name, err)
+		}
+		out = append(out, SweepRun{Point: p, RunName: name, RunDir: filepath.Join(cfg.Run.OutputDir, name)})
+	}
+	return out, nil
+}
+
+// RunSweep launches every run, at most parallel at once. A failed run does
+// not stop the others; its error is returned in its slot.
+func RunSweep(ctx context.Context, runs []SweepRun, parallel int, launch func(context.Context, SweepRun) error) []error {
+	errs := make([]error, len(runs))
+	var eg errgroup.Group
+	eg.SetLimit(max(1, parallel))
+	for i, r := range runs {
+		eg.Go(func() error {
+			if err := ctx.Err(); err != nil {
+				errs[i] = err
+				return nil
+			}
+			slog.Info("sweep run starting", "run", r.RunName, "point", r.Name)
+			errs[i] = launch(ctx, r)
+			if errs[i] != nil {
+				slog.Error("sweep run failed", "run", r.RunName, "err", errs[i])
+			} else {
+				slog.Info("sweep run done", "run", r.RunName)
+			}
+			return nil
+		})
+	}
+	_ = eg.Wait()
+	return errs
+}
+
+// SweepRow is the gathered outcome of one sweep run.
+type SweepRow struct {
+	SweepRun
+	Error       string   `json:"error,omitempty"`
+	Steps       int      `json:"steps"`
+	RewardStart *float64 `json:"reward_start,omitempty"`
+	RewardEnd   *float64 `json:"reward_end,omitempty"`
+	EvalStep    int      `json:"eval_step,omitempty"`
+	// Final evaluation of the greedy policy and the raw question.
+	PolicyReward *float64 `json:"policy_reward,omitempty"`
+	RawReward    *float64 `json:"raw_reward,omitempty"`
+	PolicyR10    *float64 `json:"policy_recall_10,omitempty"`
+	RawR10       *float64 `json:"raw_recall_10,omitempty"`
+	PolicyMRR    *float64 `json:"policy_mrr,omitempty"`
+	RawMRR       *float64 `json:"raw_mrr,omitempty"`
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// GatherSweep reads each run's metrics.jsonl for its final evaluation.
+func GatherSweep(ctx context.Context, runs []SweepRun, errs []error) []SweepRow {
+	rows := make([]SweepRow, len(runs))
+	for i, r := range runs {
+		row := SweepRow{SweepRun: r}
+		if i < len(errs) && errs[i] != nil {
+			row.Error = errs[i].Error()
+		}
+		run, err := report.LoadRun(ctx, r.RunDir)
+		if err != nil {
+			if row.Error == "" {
+				row.Error = err.Error()
+			}
+			rows[i] = row
+			continue
+		}
+		s := report.Summarize(run)
+		row.Steps = s.Steps
+		if s.Steps > 0 {
+			row.RewardStart, row.RewardEnd = ptr(s.RewardStart), ptr(s.RewardEnd)
+		}
+		if e := s.Final; e != nil {
+			row.EvalStep = e.Step
+			row.PolicyReward, row.RawReward = ptr(e.Policy.Reward), ptr(e.Raw.Reward)
+			row.PolicyR10, row.RawR10 = ptr(e.Policy.Recall10), ptr(e.Raw.Recall10)
+			row.PolicyMRR, row.RawMRR = ptr(e.Policy.MRR), ptr(e.Raw.MRR)
+		}
+		rows[i] = row
+	}
+	return rows
+}
+
+func cell(v *float64) string {
+	if v == nil || math.IsNaN(*v) {
+		return "–"
+	}
+	return fmt.Sprintf("%.3f", *v)
+}
+
+func deltaCell(a, b *float64) string {
+	if a == nil || b == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%+.3f", *a-*b)
+}
+
+// WriteSweepMarkdown writes one row per grid point.
+func WriteSweepMarkdown(w io.Writer, rows []SweepRow) error {
+	var b strings.Builder
+	b.WriteString("| point | run | steps | train reward start → end | eval step | policy reward | raw reward | Δ | policy R@10 | raw R@10 | policy MRR | raw MRR | status |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, r := range rows {
+		status := "ok"
+		if r.Error != "" {
+			status = "failed: " + mdEscape(strings.ReplaceAll(r.Error, "\n", " "))
+		}
+		eval := "–"
+		if r.EvalStep > 0 || r.PolicyReward != nil {
+			eval = fmt.Sprint(r.EvalStep)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s → %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			mdEscape(r.Name), mdEscape(r.RunName), r.Steps, cell(r.RewardStart), cell(r.RewardEnd), eval,
+			cell(r.PolicyReward), cell(r.RawReward), deltaCell(r.PolicyReward, r.RawReward),
+			cell(r.PolicyR10), cell(r.RawR10), cell(r.PolicyMRR), cell(r.RawMRR), status)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteRescoreMarkdown writes the rescoring table and the correlations.
+func WriteRescoreMarkdown(w io.Writer, res []RescoreResult) error {
+	var b strings.Builder
+	b.WriteString("| setting | rollouts | groups | reward | Rouge-L F1 | EM | hit | zero-var groups | included | Kendall τ vs own (groups) | sign flips | max Δreward vs logged | max Δadv vs logged |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range res {
+		name := r.Name
+		if r.Own {
+			name += " (run's own)"
+		}
+		tau := "–"
+		if r.KendallTau != nil {
+			tau = fmt.Sprintf("%.3f (%d)", *r.KendallTau, r.TauGroups)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %.4f | %.4f | %.4f | %.4f | %.3f | %.3f | %s | %.3f | %.3g | %.3g |\n",
+			mdEscape(name), r.Rollouts, r.Groups, r.Reward, r.RougeF1, r.EM, r.Hit, r.ZeroVarShare, r.IncludedShare,
+			tau, r.SignFlips, r.MaxRewardDiff, r.MaxAdvantageDiff)
+	}
+	b.WriteString("\nPearson correlations over rollouts (– where a side is constant):\n\n| setting |")
+	var pairs []string
+	for i := range termNames {
+		for j := i + 1; j < len(termNames); j++ {
+			pairs = append(pairs, termNames[i]+"~"+termNames[j])
+		}
+	}
+	for _, p := range pairs {
+		b.WriteString(" " + p + " |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---:|", len(pairs)) + "\n")
+	for _, r := range res {
+		b.WriteString("| " + mdEscape(r.Name) + " |")
+		for _, p := range pairs {
+			b.WriteString(" " + cell(r.Correlations[p]) + " |")
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
