@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -49,8 +50,9 @@ func benchPairs(b *testing.B) [][2]string {
 	return pairs
 }
 
-// BenchmarkScore scores one 20–60-word answer pair per op (no context):
-// pairs/s/core = 1e9 / (ns/op) with -cpu 1.
+// BenchmarkScore scores one 20–60-word answer pair per op (no context).
+// cpu-ns/op is the thread's CPU time per pair and pairs/cpu-s the rate per
+// core, both independent of how busy the machine is (Linux).
 func BenchmarkScore(b *testing.B) {
 	pairs := benchPairs(b)
 	for _, c := range []struct {
@@ -64,11 +66,19 @@ func BenchmarkScore(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			s := mustScorer(b, c.cfg)
 			b.ReportAllocs()
+			runtime.LockOSThread() // so the thread's CPU time is the loop's
+			defer runtime.UnlockOSThread()
+			cpu0, ok := threadCPU()
 			i := 0
 			for b.Loop() {
 				p := pairs[i%len(pairs)]
 				s.Score(p[0], p[1], nil)
 				i++
+			}
+			if cpu1, ok1 := threadCPU(); ok && ok1 && i > 0 {
+				per := float64(cpu1-cpu0) / float64(i)
+				b.ReportMetric(per, "cpu-ns/op")
+				b.ReportMetric(1e9/per, "pairs/cpu-s")
 			}
 		})
 	}

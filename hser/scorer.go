@@ -2,8 +2,9 @@ package hser
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
-	"hash/maphash"
+	"math/bits"
 	"sync"
 )
 
@@ -134,9 +135,10 @@ func (s *Scorer) unicodeEMF1(sc *scratch) (em, f1 float64) {
 	sc.counts = resize(sc.counts, 2*t.n) // [0,n): article flag, [n,2n): counts
 	art, counts := sc.counts[:t.n], sc.counts[t.n:]
 	clear(counts)
+	const a, an, the = 'a', 'a' | 'n'<<8, 't' | 'h'<<8 | 'e'<<16 // packed little-endian
 	for id, k := range t.keys {
 		art[id] = 0
-		if isArticle(sc.buf[k.start:k.end]) {
+		if p := k.packed; (p == a || p == an || p == the) && k.end-k.start == int32(bits.Len64(p)+7)/8 {
 			art[id] = 1
 		}
 	}
@@ -226,6 +228,7 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 		return 0, 0, 0
 	}
 	sc.tab.reset(len(sc.pred) + len(sc.ref))
+	sc.buf = withSlack(sc.buf)
 	sc.predID = sc.tab.intern(sc.predID[:0], sc.buf, sc.pred)
 	sc.refID = sc.tab.intern(sc.refID[:0], sc.buf, sc.ref)
 	var lcs int
@@ -277,6 +280,7 @@ func tokenF1(sc *scratch, pred, ref []byte) float64 {
 		return 0
 	}
 	sc.tab.reset(len(sc.pred) + len(sc.ref))
+	sc.buf = withSlack(sc.buf)
 	sc.predID = sc.tab.intern(sc.predID[:0], sc.buf, sc.pred)
 	sc.refID = sc.tab.intern(sc.refID[:0], sc.buf, sc.ref)
 	sc.counts = resize(sc.counts, sc.tab.n)
@@ -335,17 +339,20 @@ func containsTokens(chunk, answer []byte) bool {
 // keys stored as spans into the caller's buffer. Ids are assigned in order of
 // first occurrence, so they do not depend on the (random) hash seed.
 type internTable struct {
-	seed  maphash.Seed
-	slots []int32 // id+1, 0 = empty
-	keys  []span  // id → its first span
+	slots []int32     // id+1, 0 = empty
+	keys  []internKey // id → its first occurrence
 	n     int
 	mask  uint64
 }
 
+// internKey is a token's span; packed holds the bytes of a token of at most
+// 8 bytes, little-endian, so most comparisons are one integer compare.
+type internKey struct {
+	span
+	packed uint64
+}
+
 func (t *internTable) reset(tokens int) {
-	if t.slots == nil {
-		t.seed = maphash.MakeSeed()
-	}
 	size := 16
 	for size < 2*tokens {
 		size <<= 1
@@ -357,19 +364,39 @@ func (t *internTable) reset(tokens int) {
 	t.mask = uint64(size - 1)
 }
 
+// withSlack makes sure 8 bytes past len(buf) are addressable, so intern can
+// load any short token as one 64-bit word.
+func withSlack(buf []byte) []byte {
+	n := len(buf)
+	return append(buf, 0, 0, 0, 0, 0, 0, 0, 0)[:n]
+}
+
+// intern appends the ids of spans (tokens of buf, which must have 8 bytes of
+// slack, see withSlack).
 func (t *internTable) intern(ids []int32, buf []byte, spans []span) []int32 {
-	slots, keys, mask, seed := t.slots, t.keys, t.mask, t.seed
+	slots, keys, mask := t.slots, t.keys, t.mask
+	full := buf[:cap(buf)]
 	for _, sp := range spans {
-		w := buf[sp.start:sp.end]
-		for i := maphash.Bytes(seed, w) & mask; ; i = (i + 1) & mask {
+		n := int(sp.end - sp.start)
+		var packed, h uint64
+		if n <= 8 {
+			packed = binary.LittleEndian.Uint64(full[sp.start:]) & (^uint64(0) >> (64 - 8*uint(n)))
+			hi, lo := bits.Mul64(packed^uint64(n)<<59, 0x9E3779B97F4A7C15)
+			h = hi ^ lo
+		} else {
+			h = hashToken(buf[sp.start:sp.end])
+		}
+		for i := h & mask; ; i = (i + 1) & mask {
 			id := slots[i]
 			if id == 0 {
-				keys = append(keys, sp)
+				keys = append(keys, internKey{sp, packed})
 				slots[i] = int32(len(keys))
 				ids = append(ids, int32(len(keys)-1))
 				break
 			}
-			if k := keys[id-1]; string(buf[k.start:k.end]) == string(w) {
+			k := &keys[id-1]
+			if int(k.end-k.start) == n && k.packed == packed &&
+				(n <= 8 || string(buf[k.start:k.end]) == string(buf[sp.start:sp.end])) {
 				ids = append(ids, id-1)
 				break
 			}
@@ -377,4 +404,23 @@ func (t *internTable) intern(ids []int32, buf []byte, spans []span) []int32 {
 	}
 	t.keys, t.n = keys, len(keys)
 	return ids
+}
+
+// hashToken is a fast non-cryptographic hash for short tokens: 8 bytes at a
+// time, multiply-xorshift mixing. Collisions only cost a probe (keys are
+// compared byte for byte).
+func hashToken(w []byte) uint64 {
+	const m = 0x9E3779B97F4A7C15
+	h := uint64(len(w)) * m
+	for len(w) >= 8 {
+		h = (h ^ binary.LittleEndian.Uint64(w)) * m
+		h ^= h >> 29
+		w = w[8:]
+	}
+	var x uint64
+	for i, c := range w {
+		x |= uint64(c) << (8 * uint(i))
+	}
+	hi, lo := bits.Mul64(h^x, m)
+	return hi ^ lo
 }

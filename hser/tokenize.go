@@ -21,6 +21,22 @@ var asciiAlnum = func() (t [256]bool) {
 	return t
 }()
 
+// appendAlnumRun appends the run of ASCII letters and digits at text[i:],
+// lowercased (c|0x20 lowercases a letter and leaves a digit as it is), and
+// returns the index after it.
+func appendAlnumRun(buf []byte, text string, i int) ([]byte, int) {
+	j := i
+	for j < len(text) && asciiAlnum[text[j]] {
+		j++
+	}
+	n := len(buf)
+	buf = append(buf, text[i:j]...)
+	for k := n; k < len(buf); k++ {
+		buf[k] |= 0x20
+	}
+	return buf, j
+}
+
 // span is a token: bytes [start, end) of a scratch buffer.
 type span struct{ start, end int32 }
 
@@ -60,11 +76,7 @@ func appendRougeTokens(buf []byte, spans []span, text string, stem bool, stemBuf
 				i++
 				continue
 			}
-			// A run of ASCII letters and digits; c|0x20 lowercases a letter
-			// and leaves a digit as it is.
-			for ; i < len(text) && asciiAlnum[text[i]]; i++ {
-				buf = append(buf, text[i]|0x20)
-			}
+			buf, i = appendAlnumRun(buf, text, i)
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(text[i:])
@@ -146,9 +158,7 @@ func appendUnicodeTokens(buf []byte, spans []span, text string, stem bool, stemB
 			if inSplit {
 				flush()
 			}
-			for ; i < len(text) && asciiAlnum[text[i]]; i++ {
-				buf = append(buf, text[i]|0x20)
-			}
+			buf, i = appendAlnumRun(buf, text, i)
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(text[i:])
@@ -181,7 +191,16 @@ func appendUnicodeTokens(buf []byte, spans []span, text string, stem bool, stemB
 }
 
 func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		// Eight bytes at a time: any high bit set means a non-ASCII byte.
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if x&0x8080808080808080 != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
 			return false
 		}
