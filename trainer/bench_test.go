@@ -1,0 +1,48 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+// benchBatch is 8 prompts × 8 samples, a default GRPO step's batch.
+func benchBatch(b *testing.B, e *Embedded) []GRPOSample {
+	prompts := []Prompt{bronze(), coffee(), bronze(), coffee(), bronze(), coffee(), bronze(), coffee()}
+	res, err := e.Sample(context.Background(), SampleRequest{Prompts: prompts, N: 8, Temperature: 1, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out []GRPOSample
+	for k, s := range res.Samples {
+		out = append(out, GRPOSample{Prompt: prompts[s.PromptIndex], TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: float64(k%5) - 2})
+	}
+	return out
+}
+
+func BenchmarkEmbeddedSample(b *testing.B) {
+	cfg := DefaultEmbeddedConfig()
+	cfg.CheckpointDir = b.TempDir()
+	e, _ := NewEmbedded(cfg, nil)
+	req := SampleRequest{Prompts: []Prompt{bronze(), coffee(), bronze(), coffee(), bronze(), coffee(), bronze(), coffee()}, N: 8, Temperature: 1}
+	for i := 0; b.Loop(); i++ {
+		req.Seed = int64(i)
+		if _, err := e.Sample(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEmbeddedGRPOStep(b *testing.B) {
+	cfg := DefaultEmbeddedConfig()
+	cfg.CheckpointDir = b.TempDir()
+	e, _ := NewEmbedded(cfg, nil)
+	samples := benchBatch(b, e)
+	for i := 0; b.Loop(); i++ {
+		_, err := e.GRPOStep(context.Background(), GRPORequest{StepID: fmt.Sprint(i), Samples: samples,
+			Loss: LossConfig{Type: LossGRPO, LearningRate: 1e-3, KLCoef: 0.04, Mu: 1}})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
