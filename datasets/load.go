@@ -264,3 +264,35 @@ func metaString(v any) string {
 	}
 	return string(b)
 }
+
+// LoadFiles loads several files with the same options and concatenates them
+// in order. A turn id (conv_id#turn) found in two files is an error: the
+// outputs would be ambiguous, and splits would join unrelated conversations.
+func LoadFiles(ctx context.Context, paths []string, opts LoadOptions) ([]Turn, LoadStats, error) {
+	var all []Turn
+	var total LoadStats
+	from := map[string]string{}
+	for _, p := range paths {
+		turns, st, err := LoadContext(ctx, p, opts)
+		if err != nil {
+			return nil, total, err
+		}
+		for _, t := range turns {
+			if prev, ok := from[t.ID()]; ok {
+				return nil, total, fmt.Errorf("turn %s is in both %s and %s: conversation ids must be unique across input files", t.ID(), prev, p)
+			}
+		}
+		for _, t := range turns {
+			from[t.ID()] = p
+		}
+		all = append(all, turns...)
+		total.Records += st.Records
+		total.Skipped += st.Skipped
+		for _, e := range st.SkippedErrors {
+			if len(total.SkippedErrors) < maxSkippedErrors {
+				total.SkippedErrors = append(total.SkippedErrors, e)
+			}
+		}
+	}
+	return all, total, nil
+}

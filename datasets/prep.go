@@ -1,7 +1,9 @@
 package datasets
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -23,16 +25,16 @@ const (
 	KindRewrite = "rewrite" // completion = the reference rewrite
 	// KindNoRewrite: the reference rewrite equals the question, so the
 	// completion is the question itself.
-	KindNoRewrite = "no_rewrite"
+	KindNoRewrite = "no_rewrite_needed"
 	// KindNoRewriteSynthetic: the question is replaced by its self-contained
 	// reference rewrite, and the completion repeats it.
-	KindNoRewriteSynthetic = "no_rewrite_synthetic"
+	KindNoRewriteSynthetic = "no_rewrite_needed_synthetic"
 )
 
 // Reasons a turn or an example is dropped, as counted in PrepStats.Dropped.
 const (
 	DropNoQuestion     = "no_question"
-	DropNoRewrite      = "no_rewrite"
+	DropNoRewrite      = "missing_rewrite"
 	DropNoAnswer       = "no_answer"
 	DropNoPassages     = "no_passages"
 	DropEmptyPair      = "empty_pair"
@@ -508,4 +510,28 @@ func WriteRL(ctx context.Context, dir string, train, val []Turn) ([]string, erro
 		written = append(written, j, p)
 	}
 	return written, nil
+}
+
+// WriteSummary writes v (a PrepStats or a report holding one) as indented
+// JSON, atomically.
+func WriteSummary(path string, v any) error {
+	return writeFileAtomic(path, func(w io.Writer) error {
+		b, err := marshalIndentNoEscape(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	})
+}
+
+func marshalIndentNoEscape(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
