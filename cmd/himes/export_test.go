@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ollama/ollama/parser"
+)
+
+// writePEFTAdapter makes a minimal PEFT adapter directory (what
+// PeftModel.save_pretrained writes) for a base model.
+func writePEFTAdapter(t *testing.T, dir, base string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `{"peft_type": "LORA", "base_model_name_or_path": "` + base + `", "r": 16, "lora_alpha": 32,
+ "target_modules": ["q_proj", "v_proj"], "task_type": "CAUSAL_LM"}`
+	if err := os.WriteFile(filepath.Join(dir, "adapter_config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "adapter_model.safetensors"), []byte("weights"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// parseModelfile reads a Modelfile back with Ollama's own parser.
+func parseModelfile(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mf, err := parser.ParseFile(f)
+	if err != nil {
+		t.Fatalf("Ollama's parser rejects %s: %v", path, err)
+	}
+	got := map[string]string{}
+	for _, c := range mf.Commands {
+		got[c.Name] = c.Args
+	}
+	return got
+}
+
+func TestExportOllamaPEFTAdapter(t *testing.T) {
+	tmp := t.TempDir()
+	adapter := filepath.Join(tmp, "my adapter") // a space in the path must survive
+	writePEFTAdapter(t, adapter, "meta-llama/Llama-3.2-1B-Instruct")
+	out := filepath.Join(tmp, "out", "nested")
+	res, err := exportOllama(ollamaExport{Base: "llama3.2:1b-instruct-fp16", Adapter: adapter, Out: out,
+		Params: []string{"temperature=0", "num_ctx=4096"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Modelfile != filepath.Join(out, "Modelfile") || res.Format != "peft" || res.Architecture != "llama" {
+		t.Errorf("result %+v", res)
+	}
+	got := parseModelfile(t, res.Modelfile)
+	want := map[string]string{"model": "llama3.2:1b-instruct-fp16", "adapter": adapter, "temperature": "0", "num_ctx": "4096"}
+	if len(got) != len(want) {
+		t.Errorf("commands %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	raw, _ := os.ReadFile(res.Modelfile)
+	text := string(raw)
+	for _, s := range []string{"FROM llama3.2:1b-instruct-fp16\n", "ADAPTER " + adapter + "\n",
+		"# The adapter was trained on meta-llama/Llama-3.2-1B-Instruct", "llama.cpp runner", "convert_lora_to_gguf.py"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("Modelfile lacks %q:\n%s", s, text)
+		}
+	}
+}
+
+func TestExportOllamaTrainerCheckpointUsesItsAdapterDir(t *testing.T) {
+	tmp := t.TempDir()
+	ck := filepath.Join(tmp, "step-100")
+	writePEFTAdapter(t, filepath.Join(ck, "adapter"), "google/gemma-2-2b-it")
+	res, err := exportOllama(ollamaExport{Base: "gemma2:2b", Adapter: ck, Out: tmp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := parseModelfile(t, res.Modelfile)["adapter"]; got != filepath.Join(ck, "adapter") {
+		t.Errorf("ADAPTER %q, want the checkpoint's adapter/ dir", got)
+	}
+	if res.Architecture != "gemma2" {
+		t.Errorf("architecture %q", res.Architecture)
+	}
+}
+
+func TestExportOllamaQwenNeedsGGUF(t *testing.T) {
+	tmp := t.TempDir()
+	adapter := filepath.Join(tmp, "a")
+	writePEFTAdapter(t, adapter, "Qwen/Qwen2.5-1.5B-Instruct")
+	_, err := exportOllama(ollamaExport{Base: "qwen2.5:1.5b-instruct-fp16", Adapter: adapter, Out: filepath.Join(tmp, "o")})
+	if err == nil || !strings.Contains(err.Error(), "convert_lora_to_gguf.py") || !strings.Contains(err.Error(), "qwen2") {
+		t.Fatalf("err = %v, want advice to convert the qwen2 adapter to GGUF", err)
+	}
+	if _, statErr := os.Stat(filepath.Join(tmp, "o", "Modelfile")); !os.IsNotExist(statErr) {
+		t.Errorf("a Modelfile was written despite the error")
+	}
+	// --force writes it anyway.
+	if _, err := exportOllama(ollamaExport{Base: "qwen2.5:1.5b-instruct-fp16", Adapter: adapter, Out: filepath.Join(tmp, "o"), Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	// The converted GGUF LoRA is accepted as is.
+	gguf := filepath.Join(tmp, "rewriter-lora.gguf")
+	if err := os.WriteFile(gguf, []byte("GGUF"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := exportOllama(ollamaExport{Base: "qwen2.5:1.5b-instruct-fp16", Adapter: gguf, Out: filepath.Join(tmp, "g")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Format != "gguf" || parseModelfile(t, res.Modelfile)["adapter"] != gguf {
+		t.Errorf("result %+v", res)
+	}
+}
+
+func TestExportOllamaRejectsBadInput(t *testing.T) {
+	tmp := t.TempDir()
+	good := filepath.Join(tmp, "good")
+	writePEFTAdapter(t, good, "meta-llama/Llama-3.2-1B")
+	tiny := filepath.Join(tmp, "tiny")
+	if err := os.MkdirAll(tiny, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tiny, "adapter_config.json"), []byte(`{"backend": "tiny", "lora": {}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	noWeights := filepath.Join(tmp, "noweights")
+	writePEFTAdapter(t, noWeights, "meta-llama/Llama-3.2-1B")
+	if err := os.Remove(filepath.Join(noWeights, "adapter_model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	notGGUF := filepath.Join(tmp, "adapter.bin")
+	if err := os.WriteFile(notGGUF, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(tmp, "out")
+	cases := []struct {
+		name string
+		o    ollamaExport
+		want string
+	}{
+		{"no base", ollamaExport{Adapter: good, Out: out}, "--base: is required"},
+		{"missing adapter", ollamaExport{Base: "b", Adapter: filepath.Join(tmp, "nope"), Out: out}, "--adapter"},
+		{"not an adapter dir", ollamaExport{Base: "b", Adapter: tmp, Out: out}, "not a PEFT adapter directory"},
+		{"tiny backend", ollamaExport{Base: "b", Adapter: tiny, Out: out}, "tiny test backend"},
+		{"no safetensors", ollamaExport{Base: "b", Adapter: noWeights, Out: out}, "no adapter_model.safetensors"},
+		{"file not gguf", ollamaExport{Base: "b", Adapter: notGGUF, Out: out}, "must be a GGUF LoRA"},
+		{"param without value", ollamaExport{Base: "b", Adapter: good, Out: out, Params: []string{"temperature"}}, "want key=value"},
+		{"param imitating a command", ollamaExport{Base: "b", Adapter: good, Out: out, Params: []string{"adapter=/x"}}, "not a parameter name"},
+	}
+	for _, c := range cases {
+		_, err := exportOllama(c.o)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want it to mention %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestDetectArchitectureReadsLocalConfig(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "my-finetune")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type": "mistral"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for base, want := range map[string]string{
+		dir:                          "mistral",
+		"Qwen/Qwen2.5-1.5B-Instruct": "qwen2",
+		"meta-llama/Llama-3.1-8B":    "llama",
+		"google/gemma-2-9b-it":       "gemma2",
+		"some/unknown-model":         "",
+	} {
+		if got := detectArchitecture(base); got != want {
+			t.Errorf("detectArchitecture(%q) = %q, want %q", base, got, want)
+		}
+	}
+}
+
+func TestExportOllamaCommand(t *testing.T) {
+	tmp := t.TempDir()
+	adapter := filepath.Join(tmp, "a")
+	writePEFTAdapter(t, adapter, "meta-llama/Llama-3.2-1B-Instruct")
+	root := newRootCmd()
+	var stdout, stderr bytes.Buffer
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	root.SetArgs([]string{"export", "ollama", "--base", "llama3.2:1b", "--adapter", adapter, "--out", filepath.Join(tmp, "o"),
+		"--name", "rw1", "--param", "temperature=0"})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "ollama create rw1 -f "+filepath.Join(tmp, "o", "Modelfile")) ||
+		!strings.Contains(stdout.String(), "--rewriter ollama:rw1") {
+		t.Errorf("stdout:\n%s", stdout.String())
+	}
+	if got := parseModelfile(t, filepath.Join(tmp, "o", "Modelfile")); got["temperature"] != "0" || got["model"] != "llama3.2:1b" {
+		t.Errorf("Modelfile commands %v", got)
+	}
+	root = newRootCmd()
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	root.SetArgs([]string{"export", "ollama", "--adapter", adapter, "--out", tmp})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "base") {
+		t.Errorf("missing --base: err = %v", err)
+	}
+}
