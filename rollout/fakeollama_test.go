@@ -16,12 +16,19 @@ import (
 // /api/chat and /api/embed, with a fixed service time and a number of
 // slots, like a server with OLLAMA_NUM_PARALLEL = slots. Requests beyond
 // slots + maxQueue get Ollama's 503 (when maxQueue > 0).
+//
+// Service runs on a virtual timeline: a request takes the slot that frees
+// first and finishes exactly service after max(arrival, that slot's previous
+// finish), the way a GPU works through its batch regardless of when the Go
+// scheduler wakes the handler. So the server's capacity is exactly
+// slots/service and any shortfall is the client's (or the network's).
 type fakeOllama struct {
 	srv      *httptest.Server
 	models   []string
-	slots    chan struct{}
+	nslots   int
 	service  time.Duration
 	maxQueue int64
+	nextFree []time.Time // per slot, guarded by mu
 
 	pending  atomic.Int64 // waiting or running
 	chats    atomic.Int64 // chat requests received
@@ -38,7 +45,7 @@ type fakeOllama struct {
 }
 
 func newFakeOllama(t testing.TB, slots int, service time.Duration, models ...string) *fakeOllama {
-	f := &fakeOllama{models: models, slots: make(chan struct{}, slots), service: service}
+	f := &fakeOllama{models: models, nslots: slots, nextFree: make([]time.Time, slots), service: service}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/tags", f.tags)
 	mux.HandleFunc("POST /api/chat", f.chat)
@@ -94,26 +101,26 @@ func (f *fakeOllama) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if p := f.pending.Add(1); f.maxQueue > 0 && p > int64(cap(f.slots))+f.maxQueue {
+	if p := f.pending.Add(1); f.maxQueue > 0 && p > int64(f.nslots)+f.maxQueue {
 		f.pending.Add(-1)
 		f.busy.Add(1)
 		writeJSON(w, 503, map[string]string{"error": "server busy, please try again.  maximum pending requests exceeded"})
 		return
 	}
 	defer f.pending.Add(-1)
-	select {
-	case f.slots <- struct{}{}:
-	case <-r.Context().Done():
-		return
-	}
 	in := f.inflight.Add(1)
 	for p := f.peak.Load(); in > p && !f.peak.CompareAndSwap(p, in); p = f.peak.Load() {
 	}
-	if f.service > 0 {
-		time.Sleep(f.service)
+	finish := f.book()
+	t := time.NewTimer(time.Until(finish))
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+		t.Stop()
+		f.inflight.Add(-1)
+		return
 	}
 	f.inflight.Add(-1)
-	<-f.slots
 	msgs, _ := body["messages"].([]any)
 	last := ""
 	if len(msgs) > 0 {
@@ -124,6 +131,24 @@ func (f *fakeOllama) chat(w http.ResponseWriter, r *http.Request) {
 	answer := "answer: " + lastLine(last)
 	f.served.Add(1)
 	writeJSON(w, 200, map[string]any{"model": model, "message": map[string]string{"role": "assistant", "content": answer}, "done": true})
+}
+
+// book reserves the earliest-free slot and returns when the request finishes.
+func (f *fakeOllama) book() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := 0
+	for k := range f.nextFree {
+		if f.nextFree[k].Before(f.nextFree[i]) {
+			i = k
+		}
+	}
+	start := time.Now()
+	if f.nextFree[i].After(start) {
+		start = f.nextFree[i]
+	}
+	f.nextFree[i] = start.Add(f.service)
+	return f.nextFree[i]
 }
 
 func lastLine(s string) string {

@@ -86,8 +86,11 @@ func startOllama(t *testing.T, env ...string) *ollamaServer {
 		t.Fatal(err)
 	}
 	mf := filepath.Join(dir, "Modelfile")
-	// A plain template: the random model has no chat format of its own.
-	modelfile := "FROM " + gguf + "\nTEMPLATE \"\"\"{{ range .Messages }}{{ .Content }}\n{{ end }}\"\"\"\n"
+	// A plain template: the random model has no chat format of its own. The
+	// parameters match realCfg, so requests that cannot set options (the /v1
+	// endpoint) neither reload the model nor spin up one thread per core.
+	modelfile := "FROM " + gguf + "\nPARAMETER num_thread 1\nPARAMETER num_ctx 512\n" +
+		"TEMPLATE \"\"\"{{ range .Messages }}{{ .Content }}\n{{ end }}\"\"\"\n"
 	if err := os.WriteFile(mf, []byte(modelfile), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -225,6 +228,26 @@ func TestRealOllama(t *testing.T) {
 		}
 		if same {
 			t.Error("different inputs gave the same embedding")
+		}
+	})
+
+	t.Run("openai-compatible endpoint of the same server", func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Responder = "openai"
+		cfg.OpenAI.Model = "tiny"
+		cfg.OpenAI.BaseURLs = []string{s.url() + "/v1"}
+		cfg.OpenAI.MaxTokens = 8
+		resp, err := NewResponder(ctx, cfg)
+		if err != nil {
+			t.Fatalf("%v\nserver log:\n%s", err, s.log)
+		}
+		a, err := resp.Respond(ctx, "How tall is the Eiffel Tower?", testChunks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := resp.Respond(ctx, "How tall is the Eiffel Tower?", testChunks)
+		if err != nil || a != b {
+			t.Errorf("answers differ at temperature 0: %q vs %q (%v)", a, b, err)
 		}
 	})
 

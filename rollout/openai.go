@@ -76,7 +76,8 @@ func (o *OpenAI) Check(ctx context.Context) error {
 		}
 		found := false
 		for _, m := range models.Data {
-			found = found || m.ID == o.cfg.Model
+			// Ollama's /v1 lists "name:latest" for "name".
+			found = found || m.ID == o.cfg.Model || sameModel(m.ID, o.cfg.Model)
 		}
 		if !found {
 			return &ModelNotFoundError{Model: o.cfg.Model, Host: h.String(), Hint: hint}
