@@ -126,6 +126,10 @@ func foldRune(r rune) rune {
 //
 // With stem, tokens made only of ASCII letters and digits that are longer
 // than 3 bytes are Porter-stemmed as in rouge-score.
+//
+// Not done: compatibility (NFKC) folding, so fullwidth "ＡＢＣ" is not
+// "abc"; and word segmentation, so Thai, Lao, Khmer or Myanmar text without
+// spaces comes out as long runs.
 func appendUnicodeTokens(buf []byte, spans []span, text string, stem bool, stemBuf *[]byte) ([]byte, []span) {
 	if !isASCII(text) && !norm.NFC.IsNormalString(text) {
 		text = norm.NFC.String(text)
