@@ -506,3 +506,33 @@ func TestEmbeddedConfigValidate(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestSampleRejectsBadRequests(t *testing.T) {
+	e := newTestEmbedded(t, nil)
+	p := []Prompt{bronze()}
+	for _, c := range []struct {
+		req   SampleRequest
+		field string
+	}{
+		{SampleRequest{}, "prompts"},
+		{SampleRequest{Prompts: p, N: -1}, "n"},
+		{SampleRequest{Prompts: p, Temperature: -0.5}, "temperature"},
+		{SampleRequest{Prompts: p, TopP: 1.5}, "top_p"},
+		{SampleRequest{Prompts: p, MaxTokens: -3}, "max_tokens"},
+	} {
+		_, err := e.Sample(context.Background(), c.req)
+		if ErrorCode(err) != CodeInvalidArgument || !strings.HasPrefix(err.Error(), c.field+":") {
+			t.Errorf("%+v: %v, want invalid_argument naming %s", c.req, err, c.field)
+		}
+	}
+	_, err := e.GRPOStep(context.Background(), GRPORequest{StepID: "x", Loss: LossConfig{Type: LossGRPO, LearningRate: 1},
+		Samples: []GRPOSample{{Prompt: bronze(), TokenIDs: []int{1, 0}, OldLogprobs: []float64{-0.1}}}})
+	if want := "samples[0].old_logprobs: length 1, want 2 (len(token_ids))"; err == nil || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
+	}
+	_, err = e.GRPOStep(context.Background(), GRPORequest{StepID: "x", Loss: LossConfig{Type: LossGRPO, LearningRate: 1},
+		Samples: []GRPOSample{{Prompt: bronze(), TokenIDs: []int{2}, OldLogprobs: []float64{-0.1}}}})
+	if want := "samples[0].token_ids[0]: 2 is not a decision (0 drop, 1 keep)"; err == nil || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
+	}
+}

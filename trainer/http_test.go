@@ -254,3 +254,50 @@ func TestClientRetriesOnlyRetryable(t *testing.T) {
 		t.Errorf("closed server: %v", err)
 	}
 }
+
+func TestClientNonProtocolErrors(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.Error(w, "upstream connect error", http.StatusBadGateway)
+	}))
+	defer srv.Close()
+	_, err := quietClient(srv.URL, "", WithRetries(2)).Info(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "HTTP 502: upstream connect error") || calls.Load() != 3 {
+		t.Errorf("502 without a protocol body: %v after %d calls, want 3 calls", err, calls.Load())
+	}
+}
+
+// badSampler breaks sample_shape: positive logprobs.
+type badSampler struct{ *Embedded }
+
+func (b badSampler) Sample(ctx context.Context, req SampleRequest) (SampleResponse, error) {
+	r, err := b.Embedded.Sample(ctx, req)
+	for i := range r.Samples {
+		for t := range r.Samples[i].Logprobs {
+			r.Samples[i].Logprobs[t] = 0.5
+		}
+	}
+	return r, err
+}
+
+// forgetfulLoader breaks save_load_restores: load reports success but
+// restores nothing.
+type forgetfulLoader struct{ *Embedded }
+
+func (f forgetfulLoader) Load(ctx context.Context, req LoadRequest) (LoadResponse, error) {
+	return LoadResponse{Name: req.Name, PolicyVersion: f.st.version}, nil
+}
+
+func TestCheckDetectsOtherViolations(t *testing.T) {
+	var out bytes.Buffer
+	ok, _ := Check(context.Background(), badSampler{newTestEmbedded(t, nil)}, &out)
+	if ok || !strings.Contains(out.String(), "FAIL  sample_shape: samples[0].logprobs[0] = 0.5, want ≤ 0") {
+		t.Errorf("positive logprobs passed:\n%s", out.String())
+	}
+	out.Reset()
+	ok, _ = Check(context.Background(), forgetfulLoader{newTestEmbedded(t, nil)}, &out)
+	if ok || !strings.Contains(out.String(), "FAIL  save_load_restores:") {
+		t.Errorf("a no-op load passed:\n%s", out.String())
+	}
+}
