@@ -64,8 +64,20 @@ type EvalSystem struct {
 // EvalMetrics is one "eval" line of metrics.jsonl: the policy (greedy) and
 // the raw question as a fixed baseline, on the same held-out turns.
 type EvalMetrics struct {
-	Kind   string     `json:"kind"` // "eval"
-	Step   int        `json:"step"`
+	Kind string `json:"kind"` // "eval"
+	Step int    `json:"step"`
+	// Phase is "init" (before any training), "sft" (after the SFT phase,
+	// before GRPO) or "grpo".
+	Phase  string     `json:"phase"`
 	Policy EvalSystem `json:"policy"`
 	Raw    EvalSystem `json:"raw"`
+}
+
+// SFTMetrics is one "sft" line of metrics.jsonl: an epoch of the SFT phase.
+type SFTMetrics struct {
+	Kind     string  `json:"kind"` // "sft"
+	Step     int     `json:"step"` // always 0: SFT precedes GRPO step 1
+	Epoch    int     `json:"epoch"`
+	Examples int     `json:"examples"`
+	Loss     float64 `json:"loss"`
 }

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestMain lets tests run the himes CLI as a real child process (needed to
+// SIGKILL it): with HIMES_TEST_MAIN=1 the test binary is himes.
+func TestMain(m *testing.M) {
+	if os.Getenv("HIMES_TEST_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runHimes runs the CLI in a child process and returns its exit error and output.
+func runHimesProcess(t *testing.T, env []string, args ...string) (error, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), "HIMES_TEST_MAIN=1", "CI=true"), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return err, out.String()
+}
+
+// repoRoot is the module root, two levels above this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}

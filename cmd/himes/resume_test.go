@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/himes-rl/himes/rollout"
+)
+
+// writeResumeConfig writes a small quickstart-like config whose runs go to dir.
+func writeResumeConfig(t *testing.T, dir string) string {
+	t.Helper()
+	demo := filepath.Join(repoRoot(t), "datasets", "demo")
+	cfg := fmt.Sprintf(`run: {name: r, output_dir: %q, seed: 7}
+data: {train: %q, eval: %q, kb: %q}
+retrieval: {top_k: 3, candidates: 10}
+reward: {hit: gold}
+grpo:
+  steps: 6
+  prompts_per_step: 4
+  group_size: 4
+  learning_rate: 0.05
+  eval_every: 3
+  eval_turns: 6
+  checkpoint_every: 2
+  keep_checkpoints: 0
+  sft: {epochs: 1, batch_size: 64, learning_rate: 0.1}
+`, dir, filepath.Join(demo, "train.jsonl"), filepath.Join(demo, "eval.jsonl"), filepath.Join(demo, "passages.jsonl"))
+	p := filepath.Join(dir, "run.yaml")
+	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestResumeAfterSIGKILLIsExact kills `himes train` at several points of a
+// step and checks that --resume produces the same metrics and ledgers as an
+// uninterrupted run (timings and answer-cache hits excepted: they measure the
+// machine and the process's warm cache, not the run).
+func TestResumeAfterSIGKILLIsExact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the CLI several times")
+	}
+	refDir := t.TempDir()
+	if err, out := runHimesProcess(t, nil, "train", "--config", writeResumeConfig(t, refDir)); err != nil {
+		t.Fatalf("reference run: %v\n%s", err, out)
+	}
+	refMetrics := readMetrics(t, filepath.Join(refDir, "r", "metrics.jsonl"))
+	if len(refMetrics) == 0 {
+		t.Fatal("reference run wrote no metrics")
+	}
+
+	for _, kill := range []string{"before_sample:1", "before_sample:3", "before_update:4", "after_update:3", "after_update:6"} {
+		t.Run(kill, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := writeResumeConfig(t, dir)
+			err, out := runHimesProcess(t, []string{faultEnv + "=" + kill}, "train", "--config", cfg)
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("want the run killed by SIGKILL at %s, got %v\n%s", kill, err, out)
+			}
+			if err, out := runHimesProcess(t, nil, "train", "--config", cfg, "--resume"); err != nil {
+				t.Fatalf("resume: %v\n%s", err, out)
+			}
+			got := readMetrics(t, filepath.Join(dir, "r", "metrics.jsonl"))
+			if !reflect.DeepEqual(got, refMetrics) {
+				t.Errorf("metrics differ from the uninterrupted run:\n got %d lines\nwant %d lines\nfirst difference: %s",
+					len(got), len(refMetrics), firstDiff(got, refMetrics))
+			}
+			for step := 1; step <= 6; step++ {
+				name := fmt.Sprintf("step-%06d.parquet", step)
+				a := readLedger(t, filepath.Join(refDir, "r", "ledger", name))
+				b := readLedger(t, filepath.Join(dir, "r", "ledger", name))
+				if !reflect.DeepEqual(a, b) {
+					t.Errorf("ledger %s differs from the uninterrupted run", name)
+				}
+			}
+		})
+	}
+}
+
+// readMetrics decodes metrics.jsonl without the fields that measure time or
+// the process's cache.
+func readMetrics(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for k := range m {
+			if strings.HasPrefix(k, "t_") || k == "cache_hits" {
+				delete(m, k)
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func readLedger(t *testing.T, path string) []rollout.Record {
+	t.Helper()
+	recs, err := rollout.ReadLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range recs {
+		recs[i].RetrieveSeconds, recs[i].RespondSeconds, recs[i].ScoreSeconds = 0, 0, 0
+		recs[i].CacheHit = false
+	}
+	return recs
+}
+
+func firstDiff(a, b []map[string]any) string {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if !reflect.DeepEqual(a[i], b[i]) {
+			return fmt.Sprintf("line %d:\n got %v\nwant %v", i+1, a[i], b[i])
+		}
+	}
+	return "(one is a prefix of the other)"
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/himes-rl/himes/configs"
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/rollout"
+	"github.com/himes-rl/himes/trainer"
+)
+
+// components are the pieces a run config describes, built once and shared
+// by train and eval.
+type components struct {
+	Retriever *retrieval.Pipeline
+	Responder rollout.Responder
+	Scorer    *hser.Scorer
+	Policy    trainer.Policy
+	Renderer  *datasets.Renderer
+	Runner    *rollout.Runner
+	// Train is the GRPO prompt set (turns with a reference answer), Eval the
+	// held-out turns, SFT the turns with a human rewrite.
+	Train, Eval, SFT []datasets.Turn
+}
+
+// buildOptions adjust wiring for a command.
+type buildOptions struct {
+	// trainerDir is where the embedded policy saves checkpoints (the run
+	// directory's trainer/ for `himes train`).
+	trainerDir string
+}
+
+// buildComponents loads the data and builds retrieval, responder, reward and
+// policy from the config.
+func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions) (*components, error) {
+	c := &components{}
+	load := datasets.LoadOptions{UserField: cfg.Data.UserField}
+	all, st, err := datasets.LoadContext(ctx, cfg.Data.Train, load)
+	if err != nil {
+		return nil, fmt.Errorf("load training data: %w", err)
+	}
+	slog.Info("loaded training data", "file", cfg.Data.Train, "turns", st.Records)
+	train, eval := all, []datasets.Turn(nil)
+	if cfg.Data.Eval != "" {
+		if eval, _, err = datasets.LoadContext(ctx, cfg.Data.Eval, load); err != nil {
+			return nil, fmt.Errorf("load eval data: %w", err)
+		}
+	} else if cfg.Data.EvalFraction > 0 {
+		train, eval = datasets.SplitByConversation(all, cfg.Data.EvalFraction, cfg.Run.Seed)
+	}
+	c.SFT = train
+	if cfg.Data.SFT != "" {
+		if c.SFT, _, err = datasets.LoadContext(ctx, cfg.Data.SFT, load); err != nil {
+			return nil, fmt.Errorf("load SFT data: %w", err)
+		}
+	}
+	for _, t := range train {
+		if t.Answer != "" {
+			c.Train = append(c.Train, t)
+		}
+	}
+	for _, t := range eval {
+		if t.Answer != "" {
+			c.Eval = append(c.Eval, t)
+		}
+	}
+
+	if cfg.Data.KB == "" {
+		return nil, fmt.Errorf("data.kb is required: retrieval needs a knowledge base")
+	}
+	if c.Retriever, err = retrieval.Open(ctx, cfg.Retrieval, cfg.Data.KB); err != nil {
+		return nil, fmt.Errorf("retrieval: %w", err)
+	}
+	if cfg.Retrieval.Memory.Enabled {
+		if err := attachMemory(ctx, cfg, c.Retriever, train); err != nil {
+			return nil, err
+		}
+	}
+	if c.Renderer, err = datasets.NewRenderer(cfg.Data.Prompt); err != nil {
+		return nil, fmt.Errorf("prompt template: %w", err)
+	}
+	if c.Scorer, err = hser.NewScorer(cfg.Reward); err != nil {
+		return nil, fmt.Errorf("reward: %w", err)
+	}
+	if c.Responder, err = rollout.NewResponder(ctx, cfg.Rollout); err != nil {
+		return nil, fmt.Errorf("responder: %w", err)
+	}
+	if c.Runner, err = rollout.NewRunner(cfg.Rollout, c.Retriever, c.Responder, c.Scorer); err != nil {
+		return nil, fmt.Errorf("rollout runner: %w", err)
+	}
+	tcfg := cfg.Trainer
+	if opts.trainerDir != "" {
+		tcfg.Embedded.CheckpointDir = opts.trainerDir
+	}
+	if c.Policy, err = trainer.Open(ctx, tcfg, c.Retriever); err != nil {
+		return nil, fmt.Errorf("trainer: %w", err)
+	}
+	return c, nil
+}
+
+// rankPassages is the passage-level ranking used for Recall@10 and MRR: the
+// final re-ranked chunks, then the remaining first-stage candidates, each
+// passage at its first (best) position.
+func (c *components) rankPassages(ctx context.Context, user, rewrite, query string) ([]retrieval.Scored, error) {
+	res, err := c.Retriever.Retrieve(ctx, user, rewrite, query)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var run []retrieval.Scored
+	add := func(pid string, score float64) {
+		if !seen[pid] {
+			seen[pid] = true
+			run = append(run, retrieval.Scored{ID: pid, Score: score})
+		}
+	}
+	for _, ch := range res.Chunks {
+		add(ch.PassageID, ch.Score)
+	}
+	for _, cand := range res.Trace.Candidates {
+		add(c.Retriever.PassageOf(cand.ID), cand.Score)
+	}
+	// Scores of the two stages are not comparable; positions are what count,
+	// so rewrite them as strictly decreasing for trec_eval-style tie handling.
+	for i := range run {
+		run[i].Score = float64(len(run) - i)
+	}
+	return run, nil
+}
+
+// attachMemory gives the retriever a long-term memory built from the
+// training conversations' user questions, unless partitions were loaded from
+// retrieval.memory.partitions (built by `himes memory build`).
+func attachMemory(ctx context.Context, cfg configs.Config, p *retrieval.Pipeline, turns []datasets.Turn) error {
+	if p.Memory() != nil {
+		return nil
+	}
+	emb, err := p.Embedder()
+	if err != nil {
+		return fmt.Errorf("long-term memory: %w", err)
+	}
+	var entries []retrieval.MemoryEntry
+	for _, q := range datasets.HistoricalQueries(turns) {
+		entries = append(entries, retrieval.MemoryEntry{User: q.User, Query: q.Query, Time: time.Unix(q.Time, 0).UTC()})
+	}
+	mem, err := retrieval.BuildMemory(ctx, cfg.Retrieval.Memory, emb, entries)
+	if err != nil {
+		return fmt.Errorf("long-term memory: %w", err)
+	}
+	if err := p.SetMemory(mem); err != nil {
+		return fmt.Errorf("long-term memory: %w", err)
+	}
+	slog.Info("long-term memory built from the training conversations", "memories", mem.Len())
+	return nil
+}

@@ -1,0 +1,145 @@
+package grpo
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/rollout"
+	"github.com/himes-rl/himes/trainer"
+)
+
+// evalSeed is fixed so that every evaluation of a run samples the same way;
+// greedy decoding makes it irrelevant for most endpoints anyway.
+const evalSeed = 20260
+
+// evaluate scores the policy's greedy rewrites on the held-out turns, and
+// the raw question as a fixed baseline, and appends an "eval" line.
+func (t *Trainer) evaluate(ctx context.Context, step int, phase string) error {
+	turns := t.deps.Eval
+	if t.cfg.EvalTurns > 0 && len(turns) > t.cfg.EvalTurns {
+		turns = turns[:t.cfg.EvalTurns]
+	}
+	if len(turns) == 0 {
+		if phase != "init" {
+			t.state.EvalDone = true
+		}
+		return nil
+	}
+	prompts, err := t.render(turns)
+	if err != nil {
+		return err
+	}
+	resp, err := t.deps.Policy.Sample(ctx, trainer.SampleRequest{
+		Prompts: prompts, N: 1, Temperature: 0, TopP: 1, MaxTokens: t.cfg.MaxTokens, Seed: evalSeed,
+	})
+	if err != nil {
+		return fmt.Errorf("eval at step %d: sample: %w", step, err)
+	}
+	if len(resp.Samples) != len(turns) {
+		return fmt.Errorf("eval at step %d: trainer returned %d samples for %d prompts", step, len(resp.Samples), len(turns))
+	}
+	policyRewrites := make([]string, len(turns))
+	rawRewrites := make([]string, len(turns))
+	for i, s := range resp.Samples {
+		policyRewrites[i] = s.Text
+		rawRewrites[i] = turns[i].Question
+	}
+	pol, err := t.evalSystem(ctx, step, turns, policyRewrites, resp.PolicyVersion)
+	if err != nil {
+		return fmt.Errorf("eval at step %d (policy): %w", step, err)
+	}
+	raw, err := t.evalSystem(ctx, step, turns, rawRewrites, resp.PolicyVersion)
+	if err != nil {
+		return fmt.Errorf("eval at step %d (raw): %w", step, err)
+	}
+	m := EvalMetrics{Kind: "eval", Step: step, Phase: phase, Policy: pol, Raw: raw}
+	if err := t.metrics.Write(m); err != nil {
+		return err
+	}
+	if p := t.deps.Progress; p != nil {
+		p.Eval(m)
+	}
+	t.log.Info("eval", "step", step, "phase", phase, "policy_reward", round4(pol.Reward), "raw_reward", round4(raw.Reward),
+		"policy_recall@10", round4(pol.Recall10), "raw_recall@10", round4(raw.Recall10), "turns", len(turns))
+	if phase != "init" {
+		t.state.EvalDone = true
+	}
+	return nil
+}
+
+// evalSystem runs one rewriter's rewrites through the rollout pipeline and,
+// where the turns have gold passages, the retrieval metrics.
+func (t *Trainer) evalSystem(ctx context.Context, step int, turns []datasets.Turn, rewrites []string, version int64) (EvalSystem, error) {
+	groups := make([]rollout.Group, len(turns))
+	for i, turn := range turns {
+		groups[i] = rollout.Group{PromptID: "eval/" + turn.ID(), Turn: turn,
+			Samples: []rollout.Sample{{Index: 0, Rewrite: rewrites[i], PolicyVersion: version}}}
+	}
+	recs, _, err := t.deps.Runner.Run(ctx, step, groups)
+	if err != nil {
+		return EvalSystem{}, err
+	}
+	var s EvalSystem
+	s.Turns = len(turns)
+	valid := 0
+	for _, r := range recs {
+		if r.Failed() {
+			s.Failed++
+			continue
+		}
+		valid++
+		s.Reward += r.Reward
+		s.RougeLF1 += r.RougeF1
+		s.EM += r.EM
+		s.Hit += r.Hit
+		s.SquadF1 += r.SquadF1
+	}
+	if valid > 0 {
+		n := float64(valid)
+		s.Reward, s.RougeLF1, s.EM, s.Hit, s.SquadF1 = s.Reward/n, s.RougeLF1/n, s.EM/n, s.Hit/n, s.SquadF1/n
+	}
+	if t.deps.Ranker == nil {
+		return s, nil
+	}
+	judged := 0
+	for i, turn := range turns {
+		qrels := qrelsOf(turn)
+		if len(qrels) == 0 {
+			continue
+		}
+		run, err := t.deps.Ranker(ctx, turn.User, rewrites[i], turn.Question)
+		if err != nil {
+			return s, fmt.Errorf("rank %s: %w", turn.ID(), err)
+		}
+		judged++
+		s.Recall10 += retrieval.Recall(run, qrels, 10)
+		s.MRR += retrieval.RecipRank(run, qrels)
+	}
+	if judged > 0 {
+		s.Recall10 /= float64(judged)
+		s.MRR /= float64(judged)
+	}
+	return s, nil
+}
+
+// qrelsOf turns a turn's grounding passages into relevance judgments
+// (unknown relevance counts as relevant).
+func qrelsOf(turn datasets.Turn) map[string]int {
+	q := map[string]int{}
+	for _, p := range turn.Passages {
+		rel := 1
+		if p.Relevance != nil {
+			rel = *p.Relevance
+		}
+		q[p.ID] = rel
+	}
+	return q
+}
+
+func round4(x float64) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', 4, 64), 64)
+	return v
+}

@@ -1,0 +1,451 @@
+package grpo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/himes-rl/himes/checkpoints"
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/rollout"
+	"github.com/himes-rl/himes/trainer"
+)
+
+// Deps are the components one training run wires together. cmd/himes
+// builds them from the run config.
+type Deps struct {
+	Policy   trainer.Policy
+	Runner   *rollout.Runner
+	Renderer *datasets.Renderer
+	// Ranker returns a passage-level ranking for a rewrite, for Recall@10 and
+	// MRR in evaluations (nil: retrieval metrics are not reported).
+	Ranker func(ctx context.Context, user, rewrite, query string) ([]retrieval.Scored, error)
+	Train  []datasets.Turn // GRPO prompt set: turns with a reference answer
+	Eval   []datasets.Turn // held-out turns for periodic evaluation
+	SFT    []datasets.Turn // turns with a human rewrite, for the SFT phase
+	Reward hser.Weights
+	Run    *checkpoints.RunDir
+	Seed   int64
+	Logger *slog.Logger
+	// Progress is told about every step (a progress bar on a terminal, log
+	// lines otherwise). Nil means none.
+	Progress Progress
+	// Fault, when set, is called at named points of a step ("before_sample",
+	// "before_update", "after_update"); crash tests use it to kill the
+	// process there and check that --resume continues exactly.
+	Fault func(point string, step int)
+}
+
+// Progress receives the run's progress.
+type Progress interface {
+	Start(done, total int)
+	Step(m StepMetrics)
+	Eval(m EvalMetrics)
+	Finish()
+}
+
+// Trainer runs SFT then GRPO steps, and owns the run's state.
+type Trainer struct {
+	cfg     Config
+	deps    Deps
+	log     *slog.Logger
+	state   State
+	metrics *metricsLog
+}
+
+// NewTrainer checks the dependencies and returns a trainer ready to Run.
+func NewTrainer(cfg Config, deps Deps) (*Trainer, error) {
+	switch {
+	case deps.Policy == nil:
+		return nil, errors.New("grpo: no policy")
+	case deps.Runner == nil:
+		return nil, errors.New("grpo: no rollout runner")
+	case deps.Renderer == nil:
+		return nil, errors.New("grpo: no prompt renderer")
+	case deps.Run == nil:
+		return nil, errors.New("grpo: no run directory")
+	case len(deps.Train) == 0 && cfg.Steps > 0:
+		return nil, errors.New("grpo: the training set has no turns with a reference answer")
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	return &Trainer{cfg: cfg, deps: deps, log: deps.Logger.With("component", "grpo")}, nil
+}
+
+// Run trains from the start, or from the newest checkpoint when resume is
+// set, until cfg.Steps. On cancellation (SIGINT/SIGTERM) it saves a
+// checkpoint of the last completed step and returns the context's error.
+func (t *Trainer) Run(ctx context.Context, resume bool) (err error) {
+	if err := t.restore(ctx, resume); err != nil {
+		return err
+	}
+	covered := t.state.Step
+	if t.state.TrainerCheckpoint == "" {
+		covered = -1 // no checkpoint: nothing in an earlier log is covered
+	}
+	if t.metrics, err = openMetrics(t.deps.Run.File("metrics.jsonl"), covered, t.state.EvalDone); err != nil {
+		return err
+	}
+	defer t.metrics.Close()
+	if p := t.deps.Progress; p != nil {
+		p.Start(t.state.Step, t.cfg.Steps)
+		defer p.Finish()
+	}
+
+	sft := t.cfg.SFT.Epochs > 0 && len(t.deps.SFT) > 0
+	if !t.state.SFTDone {
+		if sft {
+			// Evaluate the untrained policy first, so SFT's effect is visible.
+			if err := t.evaluate(ctx, 0, "init"); err != nil {
+				return err
+			}
+		}
+		if err := t.sftPhase(ctx); err != nil {
+			return err
+		}
+		t.state.SFTDone = true
+		if err := t.checkpoint(ctx); err != nil {
+			return err
+		}
+	}
+	// The evaluation before any GRPO update; later ones happen inside the
+	// loop, before the checkpoint of their step.
+	if t.state.Step == 0 && !t.state.EvalDone {
+		phase := "init"
+		if sft {
+			phase = "sft"
+		}
+		if err := t.evaluate(ctx, 0, phase); err != nil {
+			return err
+		}
+	}
+	for step := t.state.Step + 1; step <= t.cfg.Steps; step++ {
+		if ctx.Err() != nil {
+			return t.interrupted(ctx)
+		}
+		m, err := t.Step(ctx, step)
+		if err != nil {
+			if ctx.Err() != nil {
+				return t.interrupted(ctx)
+			}
+			return fmt.Errorf("step %d: %w", step, err)
+		}
+		if err := t.metrics.Write(m); err != nil {
+			return err
+		}
+		if p := t.deps.Progress; p != nil {
+			p.Step(m)
+		}
+		t.state.EvalDone = false
+		last := step == t.cfg.Steps
+		if last || (t.cfg.EvalEvery > 0 && step%t.cfg.EvalEvery == 0) {
+			if err := t.evaluate(ctx, step, "grpo"); err != nil {
+				if ctx.Err() != nil {
+					return t.interrupted(ctx)
+				}
+				return err
+			}
+		}
+		if last || (t.cfg.CheckpointEvery > 0 && step%t.cfg.CheckpointEvery == 0) {
+			if err := t.checkpoint(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Step runs one GRPO step, top to bottom: draw prompts, sample G rewrites
+// each, roll them out (retrieve → respond → HSER), apply the reward-hacking
+// guards, turn rewards into group-normalized advantages (re-sampling
+// zero-variance groups if configured), write the ledger, and only then send
+// the policy update.
+func (t *Trainer) Step(ctx context.Context, step int) (StepMetrics, error) {
+	start := time.Now()
+	var timing stageTimes
+
+	// 1. Draw this step's prompts from the seeded epoch order. The cursor
+	// moves only once the step is complete, so an interrupted step is redone.
+	t.fault("before_sample", step)
+	turns, next := t.drawPrompts()
+	prompts, err := t.render(turns)
+	if err != nil {
+		return StepMetrics{}, err
+	}
+
+	// 2–4. Sample G rewrites per prompt, roll out, guard. Groups whose
+	// rewards are all equal teach nothing; DAPO-style dynamic sampling draws
+	// them again, a bounded number of times.
+	batch, err := t.sampleAndRollOut(ctx, step, 0, turns, prompts, allIndices(len(turns)), &timing)
+	if err != nil {
+		return StepMetrics{}, err
+	}
+	resampled := 0
+	for round := 1; round <= t.cfg.DynamicSampling.MaxRounds; round++ {
+		flat := batch.zeroVarianceGroups()
+		if len(flat) == 0 || float64(len(flat)) < t.cfg.DynamicSampling.MinZeroVarFrac*float64(len(turns)) {
+			break
+		}
+		again, err := t.sampleAndRollOut(ctx, step, round, turns, prompts, flat, &timing)
+		if err != nil {
+			return StepMetrics{}, err
+		}
+		resampled += batch.replaceWithVaried(again)
+	}
+
+	// 5. Advantages: group-normalized, failed rollouts excluded.
+	scoreStart := time.Now()
+	adv, err := ComputeAdvantages(t.cfg.Advantage, t.deps.Reward, batch.sampleRewards())
+	if err != nil {
+		return StepMetrics{}, fmt.Errorf("advantages: %w", err)
+	}
+	batch.applyAdvantages(adv)
+	timing.score += time.Since(scoreStart)
+
+	// 6. The ledger is written before the update is sent: if the process
+	// dies in between, the rollouts are on disk and resume replays the step.
+	if err := rollout.WriteLedger(t.deps.Run.LedgerPath(step), batch.records()); err != nil {
+		return StepMetrics{}, fmt.Errorf("write ledger: %w", err)
+	}
+
+	// 7. The policy update, idempotent through its step_id.
+	t.fault("before_update", step)
+	updateStart := time.Now()
+	upd, err := t.update(ctx, step, batch)
+	if err != nil {
+		return StepMetrics{}, err
+	}
+	t.fault("after_update", step)
+	timing.update = time.Since(updateStart)
+	t.state.Step = step
+	t.state.PolicyVersion = upd.PolicyVersion
+	t.state.Epoch, t.state.Cursor = next.Epoch, next.Cursor
+
+	// 8. Metrics.
+	m := stepMetrics(step, t.state.Epoch, batch, adv, upd, resampled)
+	timing.total = time.Since(start)
+	timing.fill(&m)
+	return m, nil
+}
+
+func (t *Trainer) fault(point string, step int) {
+	if t.deps.Fault != nil {
+		t.deps.Fault(point, step)
+	}
+}
+
+// dataCursor is a position in the seeded data order.
+type dataCursor struct{ Epoch, Cursor int }
+
+// drawPrompts takes the next PromptsPerStep turns of the epoch's seeded
+// order, moving to a freshly shuffled epoch when one runs out, and returns
+// the position after them.
+func (t *Trainer) drawPrompts() ([]datasets.Turn, dataCursor) {
+	n := t.cfg.PromptsPerStep
+	pos := dataCursor{t.state.Epoch, t.state.Cursor}
+	out := make([]datasets.Turn, 0, n)
+	for len(out) < n {
+		order := epochOrder(len(t.deps.Train), t.deps.Seed, pos.Epoch)
+		for pos.Cursor < len(order) && len(out) < n {
+			out = append(out, t.deps.Train[order[pos.Cursor]])
+			pos.Cursor++
+		}
+		if pos.Cursor == len(order) {
+			pos.Epoch++
+			pos.Cursor = 0
+		}
+	}
+	return out, pos
+}
+
+// render turns dialogue turns into trainer prompts (text, chat and
+// structured forms, so any endpoint can use the one it understands).
+func (t *Trainer) render(turns []datasets.Turn) ([]trainer.Prompt, error) {
+	prompts := make([]trainer.Prompt, len(turns))
+	for i, turn := range turns {
+		p, err := t.deps.Renderer.Render(turn)
+		if err != nil {
+			return nil, fmt.Errorf("render prompt %s: %w", turn.ID(), err)
+		}
+		prompts[i] = toTrainerPrompt(turn.ID(), p)
+	}
+	return prompts, nil
+}
+
+// sampleAndRollOut samples G rewrites for the selected prompts and rolls
+// them out. Round r of a step uses its own sampling seed.
+func (t *Trainer) sampleAndRollOut(ctx context.Context, step, round int, turns []datasets.Turn,
+	prompts []trainer.Prompt, which []int, timing *stageTimes) (*stepBatch, error) {
+	sel := make([]trainer.Prompt, len(which))
+	for i, j := range which {
+		sel[i] = prompts[j]
+	}
+	sampleStart := time.Now()
+	resp, err := t.deps.Policy.Sample(ctx, trainer.SampleRequest{
+		Prompts:     sel,
+		N:           t.cfg.GroupSize,
+		Temperature: t.cfg.Temperature,
+		TopP:        t.cfg.TopP,
+		MaxTokens:   t.cfg.MaxTokens,
+		Seed:        deriveSeed(t.deps.Seed, int64(step), int64(round)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sample: %w", err)
+	}
+	if want := len(sel) * t.cfg.GroupSize; len(resp.Samples) != want {
+		return nil, fmt.Errorf("sample: trainer returned %d samples, want %d", len(resp.Samples), want)
+	}
+	timing.sample += time.Since(sampleStart)
+
+	b := &stepBatch{step: step}
+	groups := make([]rollout.Group, len(which))
+	for i, j := range which {
+		g := group{index: j, turn: turns[j], prompt: prompts[j]}
+		samples := make([]rollout.Sample, t.cfg.GroupSize)
+		for k := range samples {
+			s := resp.Samples[i*t.cfg.GroupSize+k]
+			g.samples = append(g.samples, s)
+			samples[k] = rollout.Sample{Index: k, Rewrite: s.Text, PolicyVersion: s.PolicyVersion}
+		}
+		groups[i] = rollout.Group{PromptID: prompts[j].ID, Turn: turns[j], Samples: samples}
+		b.groups = append(b.groups, g)
+	}
+	records, stats, err := t.deps.Runner.Run(ctx, step, groups)
+	if err != nil {
+		return nil, fmt.Errorf("rollouts: %w", err)
+	}
+	// The runner numbers groups 0..n-1 in its input; keep the step's index.
+	for i := range b.groups {
+		b.groups[i].records = records[i*t.cfg.GroupSize : (i+1)*t.cfg.GroupSize]
+		for k := range b.groups[i].records {
+			b.groups[i].records[k].GroupIndex = b.groups[i].index
+		}
+		b.groups[i].guards = applyGuards(t.cfg.Guards, b.groups[i].turn, b.groups[i].records)
+	}
+	b.stats = addStats(b.stats, stats)
+	timing.retrieve += time.Duration(stats.RetrieveSeconds * float64(time.Second))
+	timing.respond += time.Duration(stats.RespondSeconds * float64(time.Second))
+	timing.score += time.Duration(stats.ScoreSeconds * float64(time.Second))
+	return b, nil
+}
+
+// update sends the included samples with their advantages to the trainer.
+func (t *Trainer) update(ctx context.Context, step int, b *stepBatch) (trainer.GRPOResponse, error) {
+	var samples []trainer.GRPOSample
+	for _, g := range b.groups {
+		for k, r := range g.records {
+			if !r.Included {
+				continue
+			}
+			s := g.samples[k]
+			samples = append(samples, trainer.GRPOSample{
+				Prompt: g.prompt, TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: r.Advantage,
+			})
+		}
+	}
+	if len(samples) == 0 {
+		// Nothing to learn from (all groups dropped): the policy is unchanged.
+		t.log.Warn("no samples to update on", "step", step)
+		return trainer.GRPOResponse{PolicyVersion: t.state.PolicyVersion}, nil
+	}
+	resp, err := t.deps.Policy.GRPOStep(ctx, trainer.GRPORequest{
+		StepID:  t.stepID(fmt.Sprintf("grpo-%06d", step)),
+		Samples: samples,
+		Loss: trainer.LossConfig{
+			Type: t.cfg.Loss.Type, ClipLow: t.cfg.Loss.ClipLow, ClipHigh: t.cfg.Loss.ClipHigh,
+			KLCoef: t.cfg.Loss.KLCoef, Mu: t.cfg.Loss.Mu, LearningRate: t.cfg.LearningRate,
+			MaxGradNorm: t.cfg.Loss.MaxGradNorm, MaxLength: t.cfg.MaxTokens, Temperature: t.cfg.Temperature,
+		},
+	})
+	if err != nil {
+		return resp, fmt.Errorf("policy update: %w", err)
+	}
+	return resp, nil
+}
+
+// sftPhase runs the optional supervised epochs on (prompt, human rewrite).
+func (t *Trainer) sftPhase(ctx context.Context) error {
+	if t.cfg.SFT.Epochs == 0 || len(t.deps.SFT) == 0 {
+		return nil
+	}
+	t.log.Info("sft phase", "epochs", t.cfg.SFT.Epochs, "turns", len(t.deps.SFT))
+	var examples []trainer.SFTExample
+	for _, turn := range t.deps.SFT {
+		if turn.Rewrite == nil || strings.TrimSpace(*turn.Rewrite) == "" {
+			continue
+		}
+		p, err := t.deps.Renderer.Render(turn)
+		if err != nil {
+			return fmt.Errorf("render SFT prompt %s: %w", turn.ID(), err)
+		}
+		examples = append(examples, trainer.SFTExample{Prompt: toTrainerPrompt(turn.ID(), p), Completion: *turn.Rewrite})
+	}
+	bs := t.cfg.SFT.BatchSize
+	for epoch := 0; epoch < t.cfg.SFT.Epochs; epoch++ {
+		order := epochOrder(len(examples), t.deps.Seed^0x5f7, epoch)
+		var lossSum float64
+		var batches int
+		for lo := 0; lo < len(order); lo += bs {
+			hi := min(lo+bs, len(order))
+			batch := make([]trainer.SFTExample, 0, hi-lo)
+			for _, i := range order[lo:hi] {
+				batch = append(batch, examples[i])
+			}
+			resp, err := t.deps.Policy.SFTStep(ctx, trainer.SFTRequest{
+				StepID:       t.stepID(fmt.Sprintf("sft-%03d-%05d", epoch, lo/bs)),
+				Examples:     batch,
+				LearningRate: t.cfg.SFT.LearningRate,
+				MaxGradNorm:  t.cfg.Loss.MaxGradNorm,
+			})
+			if err != nil {
+				return fmt.Errorf("SFT epoch %d: %w", epoch+1, err)
+			}
+			lossSum += resp.Loss
+			batches++
+			t.state.PolicyVersion = resp.PolicyVersion
+		}
+		mean := lossSum / math.Max(1, float64(batches))
+		t.log.Info("sft epoch", "epoch", epoch+1, "of", t.cfg.SFT.Epochs, "examples", len(examples), "loss", mean)
+		if err := t.metrics.Write(SFTMetrics{Kind: "sft", Step: 0, Epoch: epoch + 1, Examples: len(examples), Loss: mean}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stepID names a mutating trainer call. It includes the run's id and how
+// many times the run was resumed: a retry within one process repeats the id
+// (so the trainer applies it once), while a step replayed after a resume —
+// whose earlier update was rolled back by loading the checkpoint — is new.
+func (t *Trainer) stepID(what string) string {
+	return fmt.Sprintf("%s/r%d/%s", t.state.RunID, t.state.Generation, what)
+}
+
+// toTrainerPrompt carries a rendered prompt in every form the protocol knows.
+func toTrainerPrompt(id string, p datasets.Prompt) trainer.Prompt {
+	msgs := make([]trainer.Message, len(p.Messages))
+	for i, m := range p.Messages {
+		msgs[i] = trainer.Message{Role: m.Role, Content: m.Text}
+	}
+	hist := make([]trainer.Message, len(p.History))
+	for i, m := range p.History {
+		hist[i] = trainer.Message{Role: m.Role, Content: m.Text}
+	}
+	return trainer.Prompt{ID: id, Text: p.Text, Messages: msgs,
+		Dialogue: &trainer.Dialogue{History: hist, Question: p.Question}}
+}
+
+func allIndices(n int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}

@@ -1,0 +1,82 @@
+package grpo
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/himes-rl/himes/checkpoints"
+)
+
+// metricsLog appends JSON lines to metrics.jsonl.
+type metricsLog struct {
+	f    *os.File
+	path string
+}
+
+// openMetrics opens metrics.jsonl for appending. On resume it first keeps
+// only the lines the checkpoint covers (steps ≤ step; the evaluation at step
+// only if it was done), so a resumed run's log equals an uninterrupted one.
+func openMetrics(path string, step int, evalDone bool) (*metricsLog, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		var kept bytes.Buffer
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(make([]byte, 1<<20), 1<<26)
+		for sc.Scan() {
+			var head struct {
+				Kind  string `json:"kind"`
+				Step  int    `json:"step"`
+				Phase string `json:"phase"`
+			}
+			if json.Unmarshal(sc.Bytes(), &head) != nil {
+				continue // a line cut short by a crash
+			}
+			// The "init" evaluation precedes the SFT phase, which the step-0
+			// checkpoint already covers.
+			keep := head.Step < step || (head.Step == step && (head.Kind != "eval" || evalDone || head.Phase == "init"))
+			if keep {
+				kept.Write(sc.Bytes())
+				kept.WriteByte('\n')
+			}
+		}
+		if err := checkpoints.WriteFileAtomic(path, kept.Bytes(), 0o644); err != nil {
+			return nil, fmt.Errorf("truncate metrics log: %w", err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read metrics log: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open metrics log: %w", err)
+	}
+	return &metricsLog{f: f, path: path}, nil
+}
+
+// Write appends one JSON line in a single write, so a crash cuts at most
+// the last line.
+func (m *metricsLog) Write(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode metrics: %w", err)
+	}
+	if _, err := m.f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("write %s: %w", m.path, err)
+	}
+	return nil
+}
+
+// Sync flushes the log to disk (before a checkpoint refers to it).
+func (m *metricsLog) Sync() error {
+	if err := m.f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", m.path, err)
+	}
+	return nil
+}
+
+func (m *metricsLog) Close() error { return m.f.Close() }
+
+var _ io.Closer = (*metricsLog)(nil)

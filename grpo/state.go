@@ -1,0 +1,146 @@
+package grpo
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/himes-rl/himes/trainer"
+)
+
+// State is the harness side of a checkpoint: enough to continue a run
+// exactly. The trainer saves the policy and optimizer under TrainerCheckpoint.
+type State struct {
+	RunID string `json:"run_id"`
+	// Generation counts resumes; it is part of every step_id (see stepID).
+	Generation        int       `json:"generation"`
+	Step              int       `json:"step"` // last completed step
+	PolicyVersion     int64     `json:"policy_version"`
+	Epoch             int       `json:"epoch"`  // data order epoch
+	Cursor            int       `json:"cursor"` // position in the epoch's order
+	SFTDone           bool      `json:"sft_done"`
+	EvalDone          bool      `json:"eval_done"` // the evaluation at Step is in metrics.jsonl
+	TrainerCheckpoint string    `json:"trainer_checkpoint"`
+	SavedAt           time.Time `json:"saved_at"`
+}
+
+// restore starts a fresh state, or on resume loads the newest checkpoint and
+// brings the trainer to exactly the policy version it recorded.
+func (t *Trainer) restore(ctx context.Context, resume bool) error {
+	var st State
+	step := -1
+	if resume {
+		var err error
+		if step, err = t.deps.Run.LoadLatestState(&st); err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+	}
+	if step < 0 {
+		if resume {
+			t.log.Warn("resume: no checkpoint yet, starting from the beginning")
+		}
+		id := make([]byte, 6)
+		_, _ = crand.Read(id)
+		t.state = State{RunID: hex.EncodeToString(id)}
+		if resume {
+			t.state.Generation = 1 // step ids must not collide with the lost first attempt
+		}
+		return nil
+	}
+	st.Generation++
+	t.state = st
+
+	// Compare the trainer's policy version with our record. Equal: nothing
+	// was applied after the checkpoint, continue as is. Different (updates
+	// applied after the checkpoint, or a trainer that restarted): load the
+	// trainer checkpoint, so no update is lost or applied twice.
+	info, err := t.deps.Policy.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("resume: trainer info: %w", err)
+	}
+	if info.PolicyVersion != st.PolicyVersion {
+		resp, err := t.deps.Policy.Load(ctx, trainer.LoadRequest{
+			StepID: t.stepID("load-" + st.TrainerCheckpoint), Name: st.TrainerCheckpoint})
+		if err != nil {
+			return fmt.Errorf("resume: load trainer checkpoint %q: %w", st.TrainerCheckpoint, err)
+		}
+		if resp.PolicyVersion != st.PolicyVersion {
+			return fmt.Errorf("resume: trainer checkpoint %q has policy version %d, the harness recorded %d",
+				st.TrainerCheckpoint, resp.PolicyVersion, st.PolicyVersion)
+		}
+	}
+	t.log.Info("resumed", "step", st.Step, "policy_version", st.PolicyVersion,
+		"trainer_version_before", info.PolicyVersion, "generation", st.Generation)
+	return nil
+}
+
+// checkpoint asks the trainer to save the policy and optimizer, then saves
+// the harness state that names that trainer checkpoint (in that order: a
+// harness state never points at a checkpoint that does not exist).
+func (t *Trainer) checkpoint(ctx context.Context) error {
+	name := fmt.Sprintf("step-%06d", t.state.Step)
+	resp, err := t.deps.Policy.Save(ctx, trainer.SaveRequest{StepID: t.stepID("save-" + name), Name: name})
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: trainer save: %w", name, err)
+	}
+	if resp.PolicyVersion != t.state.PolicyVersion {
+		return fmt.Errorf("checkpoint %s: trainer saved policy version %d, the harness expected %d",
+			name, resp.PolicyVersion, t.state.PolicyVersion)
+	}
+	t.state.TrainerCheckpoint = name
+	t.state.SavedAt = time.Now().UTC()
+	if err := t.metrics.Sync(); err != nil {
+		return err
+	}
+	if err := t.deps.Run.SaveState(t.state.Step, t.state, t.cfg.KeepCheckpoints); err != nil {
+		return err
+	}
+	t.log.Debug("checkpoint saved", "step", t.state.Step, "policy_version", t.state.PolicyVersion)
+	return nil
+}
+
+// interrupted saves a checkpoint of the last completed step after SIGINT or
+// SIGTERM, with a fresh context since the run's own is cancelled.
+func (t *Trainer) interrupted(ctx context.Context) error {
+	save, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	info, err := t.deps.Policy.Info(save)
+	switch {
+	case err != nil:
+		t.log.Warn("interrupted: trainer unreachable, keeping the last checkpoint", "error", err)
+	case info.PolicyVersion != t.state.PolicyVersion:
+		// The interrupted step's update reached the trainer but not our
+		// records; the last checkpoint stays authoritative and resume rolls back.
+		t.log.Warn("interrupted during an update: keeping the last checkpoint",
+			"trainer_version", info.PolicyVersion, "recorded", t.state.PolicyVersion)
+	default:
+		if err := t.checkpoint(save); err != nil {
+			t.log.Error("interrupted: checkpoint failed", "error", err)
+		} else {
+			t.log.Info("interrupted: checkpoint saved", "step", t.state.Step)
+		}
+	}
+	return fmt.Errorf("interrupted after step %d (resume with --resume): %w", t.state.Step, context.Cause(ctx))
+}
+
+// epochOrder is the seeded permutation of the data for one epoch.
+func epochOrder(n int, seed int64, epoch int) []int {
+	return rand.New(rand.NewPCG(uint64(seed), uint64(epoch)+0x9e3779b97f4a7c15)).Perm(n)
+}
+
+// deriveSeed mixes the run seed with a step and round (SplitMix64), so every
+// sampling call has its own reproducible seed.
+func deriveSeed(seed int64, parts ...int64) int64 {
+	x := uint64(seed)
+	for _, p := range parts {
+		x ^= uint64(p) + 0x9e3779b97f4a7c15 + (x << 6) + (x >> 2)
+		x += 0x9e3779b97f4a7c15
+		x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+		x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+		x ^= x >> 31
+	}
+	return int64(x & (1<<63 - 1))
+}
