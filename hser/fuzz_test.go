@@ -1,6 +1,7 @@
 package hser
 
 import (
+	"math/rand/v2"
 	"regexp"
 	"strings"
 	"testing"
@@ -93,6 +94,39 @@ func TestLongInputs(t *testing.T) {
 			if !(g.RougeF1 >= 0 && g.RougeF1 <= 1) {
 				t.Errorf("bad score %+v", g)
 			}
+		}
+	}
+}
+
+// FuzzSQuADASCIIPath: the one-pass ASCII normalizer equals the step-by-step
+// one on every ASCII input.
+func FuzzSQuADASCIIPath(f *testing.F) {
+	for _, s := range []string{"The_the a_b", "t.h.e x\x00the\x00y", "A-n apple", "  \x1ca\x1d ", "don't"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !isASCII(s) {
+			return
+		}
+		var tmp []byte
+		if a, b := string(appendSQuADNormalizedASCII(nil, s)), string(appendSQuADNormalizedGeneral(nil, s, &tmp)); a != b {
+			t.Fatalf("%q: ASCII path %q, general path %q", s, a, b)
+		}
+	})
+}
+
+func TestSQuADASCIIPathRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	alphabet := []string{"a", "an", "the", "The", "A", "x", "_", "-", ".", "'", " ", "\t", "\x1c", "\x00", "\x7f", "Q", "9", "n", "t", "h", "e"}
+	var tmp []byte
+	for range 20000 {
+		var sb strings.Builder
+		for range r.IntN(12) {
+			sb.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		s := sb.String()
+		if a, b := string(appendSQuADNormalizedASCII(nil, s)), string(appendSQuADNormalizedGeneral(nil, s, &tmp)); a != b {
+			t.Fatalf("%q: ASCII path %q, general path %q", s, a, b)
 		}
 	}
 }

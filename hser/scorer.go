@@ -305,14 +305,15 @@ func tokenF1(sc *scratch, pred, ref []byte) float64 {
 
 // splitSpaces appends the spans of the ' '-separated fields of buf[off:].
 func splitSpaces(spans []span, buf []byte, off int) []span {
-	start := off
-	for i := off; i <= len(buf); i++ {
-		if i == len(buf) || buf[i] == ' ' {
-			if i > start {
-				spans = append(spans, span{int32(start), int32(i)})
-			}
-			start = i + 1
+	for start := off; start < len(buf); {
+		end := len(buf)
+		if i := bytes.IndexByte(buf[start:], ' '); i >= 0 {
+			end = start + i
 		}
+		if end > start {
+			spans = append(spans, span{int32(start), int32(end)})
+		}
+		start = end + 1
 	}
 	return spans
 }

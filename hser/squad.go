@@ -153,6 +153,14 @@ func isArticle(w []byte) bool {
 // appendSQuADNormalized appends normalize_answer(s) to dst: tokens joined by
 // single spaces, no leading or trailing space. tmp is scratch space.
 func appendSQuADNormalized(dst []byte, s string, tmp *[]byte) []byte {
+	if isASCII(s) {
+		return appendSQuADNormalizedASCII(dst, s)
+	}
+	return appendSQuADNormalizedGeneral(dst, s, tmp)
+}
+
+// appendSQuADNormalizedGeneral follows the Python steps one by one.
+func appendSQuADNormalizedGeneral(dst []byte, s string, tmp *[]byte) []byte {
 	low := appendPyLowerNoPunct((*tmp)[:0], s)
 	*tmp = low
 	// Articles are whole \w runs; replacing them by ' ' and then splitting on
@@ -218,4 +226,56 @@ func appendSQuADNormalized(dst []byte, s string, tmp *[]byte) []byte {
 func NormalizeAnswer(s string) string {
 	var tmp []byte
 	return string(appendSQuADNormalized(nil, s, &tmp))
+}
+
+// appendSQuADNormalizedASCII is appendSQuADNormalized for ASCII text in one
+// pass: punctuation is skipped without ending a word (deleting it joins
+// "t.h.e" into the article "the"), and a word run that turns out to be an
+// article is taken back out.
+func appendSQuADNormalizedASCII(dst []byte, s string) []byte {
+	sep := true
+	start := len(dst)
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case isPyPunct(rune(c)):
+			i++
+		case asciiClass[c] == asciiSpace:
+			sep = true
+			i++
+		case asciiClass[c] == asciiWord:
+			mark := len(dst)
+			if sep && len(dst) > start {
+				dst = append(dst, ' ')
+			}
+			word := len(dst)
+			for ; i < len(s); i++ {
+				c := s[i]
+				if isPyPunct(rune(c)) { // before the word test: '_' is both
+					continue
+				}
+				if asciiClass[c] != asciiWord {
+					break
+				}
+				if 'A' <= c && c <= 'Z' {
+					c += 'a' - 'A'
+				}
+				dst = append(dst, c)
+			}
+			if isArticle(dst[word:]) {
+				dst = dst[:mark]
+				sep = true
+			} else {
+				sep = false
+			}
+		default: // control characters: kept, part of the field
+			if sep && len(dst) > start {
+				dst = append(dst, ' ')
+			}
+			sep = false
+			dst = append(dst, c)
+			i++
+		}
+	}
+	return dst
 }
