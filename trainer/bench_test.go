@@ -3,6 +3,7 @@ package trainer
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"testing"
 )
 
@@ -40,6 +41,25 @@ func BenchmarkEmbeddedGRPOStep(b *testing.B) {
 	samples := benchBatch(b, e)
 	for i := 0; b.Loop(); i++ {
 		_, err := e.GRPOStep(context.Background(), GRPORequest{StepID: fmt.Sprint(i), Samples: samples,
+			Loss: LossConfig{Type: LossGRPO, LearningRate: 1e-3, KLCoef: 0.04, Mu: 1}})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHTTPGRPOStep is BenchmarkEmbeddedGRPOStep through the client and
+// handler on a loopback server: the protocol's overhead per step.
+func BenchmarkHTTPGRPOStep(b *testing.B) {
+	cfg := DefaultEmbeddedConfig()
+	cfg.CheckpointDir = b.TempDir()
+	e, _ := NewEmbedded(cfg, nil)
+	samples := benchBatch(b, e)
+	srv := httptest.NewServer(NewHandler(e, ""))
+	defer srv.Close()
+	c := NewClient(srv.URL, "")
+	for i := 0; b.Loop(); i++ {
+		_, err := c.GRPOStep(context.Background(), GRPORequest{StepID: fmt.Sprint(i), Samples: samples,
 			Loss: LossConfig{Type: LossGRPO, LearningRate: 1e-3, KLCoef: 0.04, Mu: 1}})
 		if err != nil {
 			b.Fatal(err)
