@@ -35,8 +35,13 @@ cleanup() {
 trap cleanup EXIT
 
 go build -o "$tmp/himes" ./cmd/himes
+# With a bearer token (read from the environment by both sides, as a user
+# would) and micro-batches of 2, so auth and gradient accumulation are checked too.
+HIMES_TRAINER_TOKEN="ci-$RANDOM-$RANDOM"
+export HIMES_TRAINER_TOKEN
 "$PY" scripts/lora_trainer --backend tiny --port 0 --port-file "$tmp/port" \
-  --checkpoint-dir "$tmp/checkpoints" >"$tmp/server.log" 2>&1 &
+  --checkpoint-dir "$tmp/checkpoints" --token '$HIMES_TRAINER_TOKEN' --micro-batch-size 2 \
+  >"$tmp/server.log" 2>&1 &
 pid=$!
 
 # Wait for the server to bind (it writes the port file once listening).
