@@ -124,9 +124,12 @@ func checkPrompts() []Prompt {
 	return out
 }
 
-var checkCompletions = []string{
-	"What caused the Late Bronze Age collapse in the Mediterranean?",
-	"Which has more caffeine, espresso or cold brew coffee?",
+// checkCompletions are human-style rewrites of checkPrompts, the SFT targets.
+func checkCompletions() []string {
+	return []string{
+		"What caused the Late Bronze Age collapse in the Mediterranean?",
+		"Which has more caffeine, espresso or cold brew coffee?",
+	}
 }
 
 func (c *checker) runAll(ctx context.Context) (bool, error) {
@@ -363,10 +366,10 @@ func (c *checker) checkSFT(ctx context.Context) {
 		if err := c.restore(ctx); err != nil {
 			return err
 		}
-		prompts := checkPrompts()
+		prompts, completions := checkPrompts(), checkCompletions()
 		var exs []SFTExample
 		for i, p := range prompts {
-			exs = append(exs, SFTExample{Prompt: p, Completion: checkCompletions[i]})
+			exs = append(exs, SFTExample{Prompt: p, Completion: completions[i]})
 		}
 		r1, err := c.p.SFTStep(ctx, SFTRequest{StepID: c.stepID("sft"), Examples: exs, LearningRate: c.opts.LearningRate})
 		if err != nil {

@@ -92,7 +92,7 @@ func (e *Embedded) Info(ctx context.Context) (Info, error) {
 		BaseModel:       "himes-embedded/term-selector",
 		Adapter: map[string]any{
 			"type":           "term_selection",
-			"features":       featureNames[:],
+			"features":       append([]string(nil), featureNames[:]...),
 			"max_candidates": e.cfg.MaxCandidates,
 		},
 		PolicyVersion: v,
