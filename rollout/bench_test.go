@@ -32,7 +32,7 @@ import (
 
 func BenchmarkResponderThroughput(b *testing.B) {
 	const slots = 8
-	const service = 20 * time.Millisecond
+	const service = 50 * time.Millisecond
 	for _, conc := range []int{8, 64, 256} {
 		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
 			f := newFakeOllama(b, slots, service, "tiny")
@@ -51,7 +51,7 @@ func BenchmarkResponderThroughput(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			n := max(4*conc, 256) // rollouts per step: enough rounds to reach steady state
+			n := max(4*conc, 512) // rollouts per step: enough rounds to reach steady state
 			var rws []string
 			for i := range n {
 				rws = append(rws, fmt.Sprintf("rewrite %d", i))
@@ -72,6 +72,32 @@ func BenchmarkResponderThroughput(b *testing.B) {
 			b.ReportMetric(achieved, "rollouts/s")
 			b.ReportMetric(achieved/ideal, "frac_of_ideal")
 		})
+	}
+}
+
+// BenchmarkRolloutOverhead is the client-side cost of one rollout through the
+// runner and the Ollama responder (HTTP on loopback to a zero-latency fake):
+// it bounds how far a closed loop with concurrency = server slots falls
+// short of the ideal (service / (service + overhead)).
+func BenchmarkRolloutOverhead(b *testing.B) {
+	f := newFakeOllama(b, 1, 0, "tiny")
+	cfg := DefaultConfig()
+	cfg.Concurrency = 1
+	cfg.CacheSize = 0
+	o, err := NewOllama(testOllamaCfg(f.url()), cfg.Prompt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer o.Close()
+	r, err := NewRunner(cfg, &uniqueRetriever{}, o, &fakeScorer{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := []Group{group("1", "q", "only rewrite")}
+	for b.Loop() {
+		if _, st, err := r.Run(context.Background(), 0, g); err != nil || st.Failed != 0 {
+			b.Fatal(err, st)
+		}
 	}
 }
 

@@ -59,6 +59,9 @@ func (o *OpenAI) Name() string {
 // Close releases idle connections.
 func (o *OpenAI) Close() { o.call.close() }
 
+// Capacity is the total number of concurrent requests the endpoints accept.
+func (o *OpenAI) Capacity() int { return o.call.pool.capacity() }
+
 // Check lists /models on every endpoint and fails when the model is absent.
 func (o *OpenAI) Check(ctx context.Context) error {
 	for _, h := range o.call.pool.hosts {

@@ -95,15 +95,18 @@ type Record struct {
 // Failed reports whether the rollout failed (and so carries no reward).
 func (r Record) Failed() bool { return r.Error != "" }
 
-// Stats summarizes a Run. Seconds are summed over the work actually done.
+// Stats summarizes a Run. After de-duplication every unique rewrite is one
+// job: its answer came from a ResponderCall, a CacheHit (the cache or a
+// concurrent identical prompt), or it failed. DedupHits counts the samples
+// that reused another sample's job. Seconds are summed over the work done.
 type Stats struct {
 	Rollouts, Failed, ResponderCalls, DedupHits, CacheHits int
 	RetrieveSeconds, RespondSeconds, ScoreSeconds          float64
 }
 
 // Runner executes rollouts. It keeps the answer cache across steps, so one
-// Runner serves a whole training run. It is safe for one Run at a time per
-// step; concurrent Runs share the cache safely.
+// Runner serves a whole training run (and evaluation with the same
+// responder). Run may be called concurrently; calls share the cache.
 type Runner struct {
 	cfg    Config
 	ret    retrieval.Retriever
@@ -135,6 +138,11 @@ func NewRunner(cfg Config, ret retrieval.Retriever, resp Responder, scorer Score
 	cache, err := newAnswerCache(cfg.CacheSize, cfg.CacheDir, log)
 	if err != nil {
 		return nil, fmt.Errorf("rollout: %w", err)
+	}
+	// Fewer rollouts in flight than the hosts accept leaves responder slots idle.
+	if c, ok := resp.(interface{ Capacity() int }); ok && c.Capacity() > cfg.Concurrency {
+		log.Warn("rollout concurrency is below the responder's capacity; hosts will idle",
+			"concurrency", cfg.Concurrency, "capacity", c.Capacity())
 	}
 	return &Runner{cfg: cfg, ret: ret, resp: resp, scorer: scorer, cache: cache, log: log}, nil
 }
