@@ -19,14 +19,14 @@ func TestMain(m *testing.M) {
 }
 
 // runHimes runs the CLI in a child process and returns its exit error and output.
-func runHimesProcess(t *testing.T, env []string, args ...string) (error, string) {
+func runHimesProcess(t *testing.T, env []string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(append(os.Environ(), "HIMES_TEST_MAIN=1", "CI=true"), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
-	return err, out.String()
+	return out.String(), err
 }
 
 // repoRoot is the module root, two levels above this package.

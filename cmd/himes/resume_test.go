@@ -51,7 +51,7 @@ func TestResumeAfterSIGKILLIsExact(t *testing.T) {
 		t.Skip("runs the CLI several times")
 	}
 	refDir := t.TempDir()
-	if err, out := runHimesProcess(t, nil, "train", "--config", writeResumeConfig(t, refDir)); err != nil {
+	if out, err := runHimesProcess(t, nil, "train", "--config", writeResumeConfig(t, refDir)); err != nil {
 		t.Fatalf("reference run: %v\n%s", err, out)
 	}
 	refMetrics := readMetrics(t, filepath.Join(refDir, "r", "metrics.jsonl"))
@@ -63,12 +63,12 @@ func TestResumeAfterSIGKILLIsExact(t *testing.T) {
 		t.Run(kill, func(t *testing.T) {
 			dir := t.TempDir()
 			cfg := writeResumeConfig(t, dir)
-			err, out := runHimesProcess(t, []string{faultEnv + "=" + kill}, "train", "--config", cfg)
+			out, err := runHimesProcess(t, []string{faultEnv + "=" + kill}, "train", "--config", cfg)
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 				t.Fatalf("want the run killed by SIGKILL at %s, got %v\n%s", kill, err, out)
 			}
-			if err, out := runHimesProcess(t, nil, "train", "--config", cfg, "--resume"); err != nil {
+			if out, err := runHimesProcess(t, nil, "train", "--config", cfg, "--resume"); err != nil {
 				t.Fatalf("resume: %v\n%s", err, out)
 			}
 			got := readMetrics(t, filepath.Join(dir, "r", "metrics.jsonl"))

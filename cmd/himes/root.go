@@ -79,14 +79,3 @@ func isInteractive(f *os.File) bool {
 	}
 	return term.IsTerminal(int(f.Fd()))
 }
-
-// notImplemented is a placeholder for a command whose issue has not landed.
-func notImplemented(use, short string) *cobra.Command {
-	return &cobra.Command{
-		Use:   use,
-		Short: short + " (not implemented yet)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return fmt.Errorf("%s: not implemented yet", cmd.CommandPath())
-		},
-	}
-}
