@@ -108,6 +108,9 @@ func SaveIndex(ctx context.Context, dir string, ix *Index, meta IndexMeta) error
 	if w.err != nil {
 		return fmt.Errorf("save index %s: %w", dir, w.err)
 	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("save index: %w", err)
+	}
 	if err := os.Rename(tmp.Name(), filepath.Join(dir, IndexFile)); err != nil {
 		return fmt.Errorf("save index: %w", err)
 	}

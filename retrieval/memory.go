@@ -37,7 +37,7 @@ type MemoryStore struct {
 // BuildMemory builds a store from entries with the taxonomy and classifier
 // named in cfg (cfg.Taxonomy, cfg.Classifier). Entries without an embedding
 // are embedded with emb, entries without a label are classified.
-func BuildMemory(ctx context.Context, cfg MemoryConfig, emb Embedder, entries []MemoryEntry) (*MemoryStore, error) {
+func BuildMemory(ctx context.Context, cfg MemoryConfig, emb Embedder, entries []MemoryEntry, opts ...MemoryOption) (*MemoryStore, error) {
 	tax, err := LoadTaxonomy(cfg.Taxonomy)
 	if err != nil {
 		return nil, err
@@ -46,7 +46,19 @@ func BuildMemory(ctx context.Context, cfg MemoryConfig, emb Embedder, entries []
 	if err != nil {
 		return nil, err
 	}
-	return NewMemoryStore(ctx, cfg, emb, tax, cls, entries)
+	return NewMemoryStore(ctx, cfg, emb, tax, cls, entries, opts...)
+}
+
+// MemoryOption adjusts building a store.
+type MemoryOption func(*memoryOptions)
+
+type memoryOptions struct {
+	progress func(stage string, done, total int)
+}
+
+// WithProgress reports building progress: stage is "embed" or "classify".
+func WithProgress(fn func(stage string, done, total int)) MemoryOption {
+	return func(o *memoryOptions) { o.progress = fn }
 }
 
 // NewClassifier builds the classifier cfg.Classifier names.
@@ -62,7 +74,16 @@ func NewClassifier(ctx context.Context, cfg MemoryConfig, tax *Taxonomy, emb Emb
 }
 
 // NewMemoryStore is BuildMemory with an explicit taxonomy and classifier.
-func NewMemoryStore(ctx context.Context, cfg MemoryConfig, emb Embedder, tax *Taxonomy, cls Classifier, entries []MemoryEntry) (*MemoryStore, error) {
+func NewMemoryStore(ctx context.Context, cfg MemoryConfig, emb Embedder, tax *Taxonomy, cls Classifier, entries []MemoryEntry, opts ...MemoryOption) (*MemoryStore, error) {
+	var o memoryOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	report := func(stage string, done, total int) {
+		if o.progress != nil && total > 0 {
+			o.progress(stage, done, total)
+		}
+	}
 	labelVecs, err := emb.Embed(ctx, tax.labelTexts())
 	if err != nil {
 		return nil, fmt.Errorf("embed taxonomy labels: %w", err)
@@ -96,9 +117,12 @@ func NewMemoryStore(ctx context.Context, cfg MemoryConfig, emb Embedder, tax *Ta
 		for j, i := range idx {
 			m.entries[i].Embedding = vecs[j]
 		}
+		report("embed", start+len(idx), len(toEmbed))
 	}
-	for start := 0; start < len(toClassify); start += batch {
-		idx := toClassify[start:min(start+batch, len(toClassify))]
+	// small batches: an LLM classifier takes one request per text, and
+	// progress should move
+	for start := 0; start < len(toClassify); start += 16 {
+		idx := toClassify[start:min(start+16, len(toClassify))]
 		texts := make([]string, len(idx))
 		vecs := make([][]float32, len(idx))
 		for j, i := range idx {
@@ -111,6 +135,7 @@ func NewMemoryStore(ctx context.Context, cfg MemoryConfig, emb Embedder, tax *Ta
 		for j, i := range idx {
 			m.entries[i].Topic, m.entries[i].Subtopic = labels[j].Topic, labels[j].Subtopic
 		}
+		report("classify", start+len(idx), len(toClassify))
 	}
 	dim := 0
 	for i, e := range m.entries {

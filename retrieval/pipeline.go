@@ -42,11 +42,10 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	chunks, err := ChunkPassages(kb.Passages, cfg.ChunkWords, cfg.ChunkStride)
+	chunks, err := sortedChunks(kb, cfg)
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(chunks, func(a, b Chunk) int { return strings.Compare(a.ID, b.ID) })
 	p := &Pipeline{cfg: cfg, kb: kb, chunks: chunks, chunkPos: make(map[string]int, len(chunks))}
 	for i, c := range chunks {
 		p.chunkPos[c.ID] = i
@@ -89,6 +88,45 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 		slog.Info("retrieval: long-term memory loaded", "file", cfg.Memory.Partitions, "memories", m.Len())
 	}
 	return p, nil
+}
+
+// sortedChunks chunks the KB and orders chunks by id, the document order of
+// every index.
+func sortedChunks(kb *KB, cfg Config) ([]Chunk, error) {
+	chunks, err := ChunkPassages(kb.Passages, cfg.ChunkWords, cfg.ChunkStride)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(chunks, func(a, b Chunk) int { return strings.Compare(a.ID, b.ID) })
+	return chunks, nil
+}
+
+// BuildIndexDir builds the BM25 index of a knowledge base with cfg's k1, b
+// and chunking and persists it in dir (what `himes index build` does).
+func BuildIndexDir(ctx context.Context, cfg Config, kbPath, dir string) (IndexMeta, error) {
+	kb, err := LoadKB(ctx, kbPath)
+	if err != nil {
+		return IndexMeta{}, err
+	}
+	chunks, err := sortedChunks(kb, cfg)
+	if err != nil {
+		return IndexMeta{}, err
+	}
+	ids, texts := chunkTexts(chunks)
+	ix, err := BuildIndex(ids, texts, BM25Params{K1: cfg.K1, B: cfg.B})
+	if err != nil {
+		return IndexMeta{}, err
+	}
+	abs, err := filepath.Abs(kbPath)
+	if err != nil {
+		abs = kbPath
+	}
+	meta := IndexMeta{KBPath: abs, KBFingerprint: kb.Fingerprint, ChunkWords: cfg.ChunkWords,
+		ChunkStride: cfg.ChunkStride, Built: time.Now().UTC().Truncate(time.Second)}
+	if err := SaveIndex(ctx, dir, ix, meta); err != nil {
+		return IndexMeta{}, err
+	}
+	return ReadIndexMeta(dir)
 }
 
 func chunkTexts(chunks []Chunk) (ids, texts []string) {

@@ -1,7 +1,244 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/retrieval"
+)
 
 func newMemoryCmd() *cobra.Command {
-	return notImplemented("memory", "Build long-term memory partitions")
+	cmd := &cobra.Command{Use: "memory", Short: "Build and inspect long-term memory partitions"}
+	cmd.AddCommand(newMemoryBuildCmd(), newMemoryShowCmd())
+	return cmd
+}
+
+func newMemoryBuildCmd() *cobra.Command {
+	var (
+		cf        configFlags
+		from, out string
+		userField string
+		format    string
+	)
+	cmd := &cobra.Command{
+		Use:   "build --from FILE --out partitions.parquet",
+		Short: "Embed, classify (topic/subtopic) and persist users' historical queries",
+		Long: `Builds HiMeS long-term memory: every historical query of every user is
+embedded with the configured embedder, assigned a topic and subtopic of the
+taxonomy (retrieval.memory.classifier: embedding-nearest label, or an Ollama
+LLM constrained to the labels), and written as Parquet partitions.
+
+--from is either conversations (the normalized turn schema; each turn's
+question is a historical query of its user, in conversation and turn order)
+or a JSONL of past queries {"user", "query", "time"} (time: RFC 3339 or Unix
+seconds). --format auto tells them apart by the first record.
+
+Use the same --config (embedder, taxonomy) for search and training: memories
+from another embedder or taxonomy are refused when loaded.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := retrieval.DefaultConfig()
+			if cf.path != "" {
+				full, err := cf.load()
+				if err != nil {
+					return err
+				}
+				cfg = full.Retrieval
+				if !cmd.Flags().Changed("user-field") && full.Data.UserField != "" {
+					userField = full.Data.UserField
+				}
+			}
+			entries, err := readMemoryEntries(cmd, from, format, userField)
+			if err != nil {
+				return err
+			}
+			emb, err := retrieval.NewEmbedder(cfg)
+			if err != nil {
+				return err
+			}
+			var bar *progressbar.ProgressBar
+			last := time.Now()
+			progress := func(stage string, done, total int) {
+				if isInteractive(os.Stderr) {
+					if bar == nil || bar.GetMax() != total {
+						bar = progressbar.Default(int64(total), stage)
+					}
+					_ = bar.Set(done)
+				} else if time.Since(last) > 5*time.Second || done == total {
+					slog.Info("memory build", "stage", stage, "done", done, "total", total)
+					last = time.Now()
+				}
+			}
+			m, err := retrieval.BuildMemory(cmd.Context(), cfg.Memory, emb, entries, retrieval.WithProgress(progress))
+			if err != nil {
+				return err
+			}
+			if err := retrieval.SaveMemory(cmd.Context(), out, m); err != nil {
+				return err
+			}
+			users := map[string]bool{}
+			labels := map[string]int{}
+			for _, e := range m.Entries() {
+				users[e.User] = true
+				labels[e.Topic+"/"+e.Subtopic]++
+			}
+			slog.Info("memory written", "file", out, "memories", m.Len(), "users", len(users), "labels", len(labels), "embedder", emb.Name())
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d memories of %d users in %d partitions (embedder %s)\n",
+				out, m.Len(), len(users), len(labels), emb.Name())
+			for _, kv := range topCounts(labels, 8) {
+				fmt.Fprintf(cmd.OutOrStdout(), "  %-28s %d\n", kv.k, kv.n)
+			}
+			return nil
+		},
+	}
+	cf.register(cmd, false)
+	f := cmd.Flags()
+	f.StringVar(&from, "from", "", "conversations (JSONL/Parquet) or JSONL of {user, query, time} (required)")
+	f.StringVar(&out, "out", "", "output Parquet file (required)")
+	f.StringVar(&userField, "user-field", "conv_id", "for conversations: what identifies a user (conv_id, topic, meta.<key>)")
+	f.StringVar(&format, "format", "auto", "auto, conversations or queries")
+	_ = cmd.MarkFlagRequired("from")
+	_ = cmd.MarkFlagRequired("out")
+	return cmd
+}
+
+type labelCount struct {
+	k string
+	n int
+}
+
+func topCounts(m map[string]int, n int) []labelCount {
+	var out []labelCount
+	for k, v := range m {
+		out = append(out, labelCount{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].n != out[j].n {
+			return out[i].n > out[j].n
+		}
+		return out[i].k < out[j].k
+	})
+	return out[:min(n, len(out))]
+}
+
+// readMemoryEntries loads historical queries from conversations or from a
+// JSONL of past queries.
+func readMemoryEntries(cmd *cobra.Command, path, format, userField string) ([]retrieval.MemoryEntry, error) {
+	if format == "auto" {
+		var err error
+		if format, err = sniffMemoryFormat(path); err != nil {
+			return nil, err
+		}
+	}
+	switch format {
+	case "conversations":
+		turns, _, err := datasets.LoadContext(cmd.Context(), path, datasets.LoadOptions{UserField: userField})
+		if err != nil {
+			return nil, err
+		}
+		hq := datasets.HistoricalQueries(turns)
+		out := make([]retrieval.MemoryEntry, len(hq))
+		for i, q := range hq {
+			// Time is the query's ordinal within its user's history; stored
+			// as that many seconds after the Unix epoch, it keeps the order.
+			out[i] = retrieval.MemoryEntry{User: q.User, Query: q.Query, Time: time.Unix(q.Time, 0).UTC()}
+		}
+		return out, nil
+	case "queries":
+		return retrieval.ReadMemoryQueries(path)
+	default:
+		return nil, fmt.Errorf("memory build: --format %q: want auto, conversations or queries", format)
+	}
+}
+
+func sniffMemoryFormat(path string) (string, error) {
+	if !strings.HasSuffix(strings.ToLower(path), ".jsonl") {
+		return "conversations", nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("memory build: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var keys map[string]json.RawMessage
+		if err := json.Unmarshal(sc.Bytes(), &keys); err != nil {
+			return "", fmt.Errorf("%s:1: %w", path, err)
+		}
+		if _, ok := keys["conv_id"]; ok {
+			return "conversations", nil
+		}
+		return "queries", nil
+	}
+	return "", fmt.Errorf("memory build: %s is empty", path)
+}
+
+func newMemoryShowCmd() *cobra.Command {
+	var (
+		cf   configFlags
+		user string
+	)
+	cmd := &cobra.Command{
+		Use:   "show FILE",
+		Short: "Print a memory file's partitions (per user, or for --user)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg := retrieval.DefaultConfig()
+			if cf.path != "" {
+				full, err := cf.load()
+				if err != nil {
+					return err
+				}
+				cfg = full.Retrieval
+			}
+			emb, err := retrieval.NewEmbedder(cfg)
+			if err != nil {
+				return err
+			}
+			m, err := retrieval.LoadMemory(cmd.Context(), args[0], cfg.Memory, emb)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			byUser := map[string][]retrieval.MemoryEntry{}
+			var users []string
+			for _, e := range m.Entries() {
+				if user != "" && e.User != user {
+					continue
+				}
+				if byUser[e.User] == nil {
+					users = append(users, e.User)
+				}
+				byUser[e.User] = append(byUser[e.User], e)
+			}
+			sort.Strings(users)
+			fmt.Fprintf(w, "%s: %d memories, %d users shown (embedder %s)\n", args[0], m.Len(), len(users), emb.Name())
+			for _, u := range users {
+				fmt.Fprintf(w, "user %s\n", u)
+				for _, e := range byUser[u] {
+					fmt.Fprintf(w, "  %-26s %s\n", e.Topic+"/"+e.Subtopic, e.Query)
+				}
+			}
+			return nil
+		},
+	}
+	cf.register(cmd, false)
+	cmd.Flags().StringVar(&user, "user", "", "show only this user")
+	return cmd
 }

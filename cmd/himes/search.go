@@ -1,7 +1,238 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/himes-rl/himes/retrieval"
+)
+
+// searchFlags are the options of `himes search`.
+type searchFlags struct {
+	cf         configFlags
+	kb         string
+	index      string
+	method     string
+	memory     string
+	user       string
+	query      string
+	topK       int
+	candidates int
+	asJSON     bool
+	trecRun    string
+	queries    string
+	field      string
+	tag        string
+}
 
 func newSearchCmd() *cobra.Command {
-	return notImplemented("search", "Retrieve for a query and show the ranking (debugging)")
+	var sf searchFlags
+	cmd := &cobra.Command{
+		Use:   `search [--config X | --kb FILE] "query"`,
+		Short: "Retrieve for a query and show the ranking (debugging), or write a TREC run",
+		Long: `Runs the retrieval pipeline of a run config (or the defaults with --kb) on
+one query and shows the first-stage candidates, the activated long-term
+memories and the final ranking with scores. The positional text is what is
+retrieved for (the rewrite); --query is the user's original query used to
+activate memory (default: the same text).
+
+With --trec-run FILE --queries FILE.jsonl it retrieves for every line and
+writes a standard TREC run (passage level: the final top-k, then the other
+candidates; each passage at its best position). A line is either
+{"qid", "text"[, "query", "user"]} or a conversation turn
+{"conv_id", "turn", "question", "rewrite"} (qid = conv_id_turn; --field picks
+rewrite or question).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSearch(cmd, &sf, args)
+		},
+	}
+	sf.cf.register(cmd, false)
+	f := cmd.Flags()
+	f.StringVar(&sf.kb, "kb", "", "knowledge base (overrides data.kb of --config)")
+	f.StringVar(&sf.index, "index", "", "persisted index directory (overrides retrieval.index)")
+	f.StringVar(&sf.method, "method", "", "bm25, dense or hybrid (overrides retrieval.method)")
+	f.StringVar(&sf.memory, "memory", "", "memory partitions (Parquet from `himes memory build`); enables memory")
+	f.StringVar(&sf.user, "user", "", "user whose long-term memory is activated")
+	f.StringVar(&sf.query, "query", "", "the user's original query for memory activation (default: the searched text)")
+	f.IntVar(&sf.topK, "k", 0, "final top-k (overrides retrieval.top_k)")
+	f.IntVar(&sf.candidates, "candidates", 0, "first-stage candidates (overrides retrieval.candidates)")
+	f.BoolVar(&sf.asJSON, "json", false, "print the result with its trace as JSON")
+	f.StringVar(&sf.trecRun, "trec-run", "", "write a TREC run for --queries to this file")
+	f.StringVar(&sf.queries, "queries", "", "JSONL of queries for --trec-run")
+	f.StringVar(&sf.field, "field", "rewrite", "for conversation turns: rewrite (falls back to question) or question")
+	f.StringVar(&sf.tag, "tag", "himes", "run tag written in the TREC run")
+	return cmd
+}
+
+func (sf *searchFlags) config() (retrieval.Config, string, error) {
+	cfg, kb := retrieval.DefaultConfig(), ""
+	if sf.cf.path != "" {
+		full, err := sf.cf.load()
+		if err != nil {
+			return cfg, "", err
+		}
+		cfg, kb = full.Retrieval, full.Data.KB
+	}
+	if sf.kb != "" {
+		kb = sf.kb
+	}
+	if kb == "" {
+		return cfg, "", fmt.Errorf("search: need --kb or a --config with data.kb")
+	}
+	if sf.index != "" {
+		cfg.Index = sf.index
+	}
+	if sf.method != "" {
+		cfg.Method = sf.method
+	}
+	if sf.memory != "" {
+		cfg.Memory.Enabled, cfg.Memory.Partitions = true, sf.memory
+	}
+	if sf.topK > 0 {
+		cfg.TopK = sf.topK
+	}
+	if sf.candidates > 0 {
+		cfg.Candidates = sf.candidates
+	}
+	if cfg.Candidates < cfg.TopK {
+		cfg.Candidates = cfg.TopK
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, "", fmt.Errorf("search: %w", err)
+	}
+	return cfg, kb, nil
+}
+
+func runSearch(cmd *cobra.Command, sf *searchFlags, args []string) error {
+	if (sf.trecRun == "") != (sf.queries == "") {
+		return fmt.Errorf("search: --trec-run and --queries go together")
+	}
+	if sf.trecRun == "" && len(args) != 1 {
+		return fmt.Errorf("search: give one query (or --trec-run with --queries)")
+	}
+	if sf.field != "rewrite" && sf.field != "question" {
+		return fmt.Errorf("search: --field %q: want rewrite or question", sf.field)
+	}
+	cfg, kb, err := sf.config()
+	if err != nil {
+		return err
+	}
+	p, err := retrieval.Open(cmd.Context(), cfg, kb)
+	if err != nil {
+		return err
+	}
+	if sf.trecRun != "" {
+		return writeTRECRun(cmd, p, sf)
+	}
+	original := sf.query
+	if original == "" {
+		original = args[0]
+	}
+	res, err := p.Retrieve(cmd.Context(), sf.user, args[0], original)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if sf.asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	printSearch(w, p, cfg, sf.user, res)
+	return nil
+}
+
+func printSearch(w io.Writer, p *retrieval.Pipeline, cfg retrieval.Config, user string, res retrieval.Result) {
+	fmt.Fprintf(w, "retrieved (%s, %d candidates):\n", cfg.Method, len(res.Trace.Candidates))
+	for i, c := range res.Trace.Candidates {
+		ch, _ := p.Chunk(c.ID)
+		fmt.Fprintf(w, "  %2d. %-24s %9.4f  %s\n", i+1, c.ID, c.Score, snippet(ch, 90))
+	}
+	switch {
+	case !cfg.Memory.Enabled:
+		fmt.Fprintln(w, "long-term memory: off")
+	case p.Memory() == nil:
+		fmt.Fprintln(w, "long-term memory: on, but no memory store loaded (--memory FILE)")
+	default:
+		fmt.Fprintf(w, "activated memories (user %q, %d):\n", user, len(res.Trace.Memories))
+		for i, m := range res.Trace.Memories {
+			fmt.Fprintf(w, "  %2d. %.4f  %-26s %s\n", i+1, m.Sim, m.Topic+"/"+m.Subtopic, m.Query)
+		}
+	}
+	how := "retrieval order"
+	if len(res.Trace.Memories) > 0 {
+		how = "memory re-rank: mean cosine with H_n"
+		if cfg.Memory.RetrievalWeight > 0 {
+			how += fmt.Sprintf(", fused with retrieval (w=%v)", cfg.Memory.RetrievalWeight)
+		}
+	}
+	fmt.Fprintf(w, "final ranking (%s):\n", how)
+	for i, c := range res.Chunks {
+		fmt.Fprintf(w, "  %2d. %-24s %9.4f  %s\n", i+1, c.ID, c.Score, snippet(c.Chunk, 90))
+	}
+}
+
+func snippet(c retrieval.Chunk, n int) string {
+	s := strings.Join(strings.Fields(c.Text), " ")
+	if c.Title != "" {
+		s = "[" + c.Title + "] " + s
+	}
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func writeTRECRun(cmd *cobra.Command, p *retrieval.Pipeline, sf *searchFlags) error {
+	qs, err := retrieval.ReadRunQueries(sf.queries, sf.field)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(sf.trecRun)
+	if err != nil {
+		return fmt.Errorf("trec run: %w", err)
+	}
+	bw := bufio.NewWriter(f)
+	var bar *progressbar.ProgressBar
+	if isInteractive(os.Stderr) {
+		bar = progressbar.Default(int64(len(qs)), "search")
+	}
+	last := time.Now()
+	for i, q := range qs {
+		res, err := p.Retrieve(cmd.Context(), q.User, q.Text, q.Query)
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("query %s: %w", q.QID, err)
+		}
+		if err := retrieval.WriteTRECRun(bw, q.QID, p.PassageRanking(res), sf.tag); err != nil {
+			f.Close()
+			return err
+		}
+		if bar != nil {
+			_ = bar.Add(1)
+		} else if time.Since(last) > 5*time.Second {
+			slog.Info("search progress", "done", i+1, "total", len(qs))
+			last = time.Now()
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("trec run: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("trec run: %w", err)
+	}
+	slog.Info("trec run written", "file", sf.trecRun, "queries", len(qs))
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d queries)\n", sf.trecRun, len(qs))
+	return nil
 }
