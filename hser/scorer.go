@@ -340,10 +340,18 @@ func containsTokens(chunk, answer []byte) bool {
 // keys stored as spans into the caller's buffer. Ids are assigned in order of
 // first occurrence, so they do not depend on the (random) hash seed.
 type internTable struct {
-	slots []int32     // id+1, 0 = empty
+	slots []internSlot
 	keys  []internKey // id → its first occurrence
 	n     int
 	mask  uint64
+}
+
+// internSlot is one hash-table entry; packed and n let most lookups finish
+// without touching keys or the token bytes.
+type internSlot struct {
+	packed uint64
+	n      int32
+	id1    int32 // id+1, 0 = empty
 }
 
 // internKey is a token's span; packed holds the bytes of a token of at most
@@ -388,18 +396,18 @@ func (t *internTable) intern(ids []int32, buf []byte, spans []span) []int32 {
 			h = hashToken(buf[sp.start:sp.end])
 		}
 		for i := h & mask; ; i = (i + 1) & mask {
-			id := slots[i]
-			if id == 0 {
+			sl := &slots[i]
+			if sl.id1 == 0 {
 				keys = append(keys, internKey{sp, packed})
-				slots[i] = int32(len(keys))
+				*sl = internSlot{packed, int32(n), int32(len(keys))}
 				ids = append(ids, int32(len(keys)-1))
 				break
 			}
-			k := &keys[id-1]
-			if int(k.end-k.start) == n && k.packed == packed &&
-				(n <= 8 || string(buf[k.start:k.end]) == string(buf[sp.start:sp.end])) {
-				ids = append(ids, id-1)
-				break
+			if sl.packed == packed && int(sl.n) == n {
+				if k := keys[sl.id1-1]; n <= 8 || string(buf[k.start:k.end]) == string(buf[sp.start:sp.end]) {
+					ids = append(ids, sl.id1-1)
+					break
+				}
 			}
 		}
 	}
