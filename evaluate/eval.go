@@ -146,6 +146,9 @@ type SystemReport struct {
 	// RunDepth is the largest number of passages ranked for a turn: the
 	// depth Recall@100 was computed at.
 	RunDepth int `json:"run_depth"`
+	// MemoryTurns counts turns where long-term memory activated at least one
+	// historical query (it can only re-rank those).
+	MemoryTurns int `json:"memory_turns"`
 }
 
 // Report is a whole evaluation.
@@ -421,6 +424,9 @@ func summarizeSystem(s System, res []TurnResult, turns []datasets.Turn, convs []
 			sr.Failures[r.ErrorStage]++
 		}
 		sr.RunDepth = max(sr.RunDepth, len(r.Run))
+		if len(r.Memories) > 0 {
+			sr.MemoryTurns++
+		}
 	}
 	for _, m := range append(append([]string(nil), AnswerMetrics...), IRMetrics...) {
 		est, err := Bootstrap(byConversation(res, convs, index, m), cfg)

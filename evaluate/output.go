@@ -65,7 +65,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			row := fmt.Sprintf("| %s | %s |", mdEscape(s.Name), mdEscape(c.label))
 			for _, m := range metrics {
 				if d, ok := c.m[m]; ok {
-					row += fmt.Sprintf(" %+.3f [%+.3f, %+.3f] p=%s |", d.Diff, d.Lo, d.Hi, pString(d.P, rep.Stats.Resamples))
+					row += fmt.Sprintf(" %+.3f [%+.3f, %+.3f] %s |", d.Diff, d.Lo, d.Hi, pString(d.P, rep.Stats.Resamples))
 				} else {
 					row += " – |"
 				}
@@ -82,6 +82,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		b.WriteString(strings.Join(cmpRows, "\n") + "\n")
 	}
 	var notes []string
+	shallow := map[int][]string{}
 	for _, s := range rep.Systems {
 		if s.Failed > 0 {
 			var parts []string
@@ -90,9 +91,16 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			}
 			notes = append(notes, fmt.Sprintf("%s: %d failed turns (%s); they are left out of its means and of its pairs.", s.Name, s.Failed, strings.Join(parts, ", ")))
 		}
-		if _, ok := s.Metrics[MRecall1h]; ok && s.RunDepth < 100 {
-			notes = append(notes, fmt.Sprintf("%s: the pipeline ranks at most %d passages, so R@100 is recall at that depth (raise retrieval.candidates).", s.Name, s.RunDepth))
+		if s.Memory {
+			notes = append(notes, fmt.Sprintf("%s: long-term memory activated on %d of %d turns.", s.Name, s.MemoryTurns, s.Turns))
 		}
+		if _, ok := s.Metrics[MRecall1h]; ok && s.RunDepth < 100 {
+			shallow[s.RunDepth] = append(shallow[s.RunDepth], s.Name)
+		}
+	}
+	for _, depth := range sortedIntKeys(shallow) {
+		notes = append(notes, fmt.Sprintf("%s: the pipeline ranks at most %d passages, so R@100 is recall at that depth (raise retrieval.candidates).",
+			strings.Join(shallow[depth], ", "), depth))
 	}
 	if len(notes) > 0 {
 		b.WriteString("\n" + strings.Join(notes, "\n") + "\n")
@@ -101,15 +109,16 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	return err
 }
 
-// pString prints a p-value no finer than the resampling can resolve.
+// pString prints a p-value no finer than the resampling can resolve: at
+// the floor 1/(resamples+1) no sign flip reached the observed difference.
 func pString(p float64, resamples int) string {
 	if floor := 1 / float64(resamples+1); p <= floor {
-		return fmt.Sprintf("<%.2g", 2*floor)
+		return fmt.Sprintf("p<%.2g", 2*floor)
 	}
 	if p < 0.001 {
-		return fmt.Sprintf("%.1e", p)
+		return fmt.Sprintf("p=%.1e", p)
 	}
-	return fmt.Sprintf("%.3f", p)
+	return fmt.Sprintf("p=%.3f", p)
 }
 
 func presentMetrics(rep Report) []string {
@@ -131,6 +140,15 @@ func sortedKeys(m map[string]int) []string {
 		ks = append(ks, k)
 	}
 	sort.Strings(ks)
+	return ks
+}
+
+func sortedIntKeys[V any](m map[int]V) []int {
+	ks := make([]int, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Ints(ks)
 	return ks
 }
 

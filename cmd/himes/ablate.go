@@ -1,7 +1,231 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/retrieval"
+)
 
 func newAblateCmd() *cobra.Command {
-	return notImplemented("ablate", "Reward ablations: rescore logged rollouts or sweep a grid")
+	cmd := &cobra.Command{
+		Use:   "ablate",
+		Short: "Reward ablations: rescore logged rollouts or sweep a grid",
+		Long: `Reward ablations over a grid file: a YAML mapping of dotted config keys to
+values, e.g.
+
+  reward.alpha: [0, 0.5, 1]
+  reward.beta: [0, 0.5]
+  reward.hit: [answer, gold]
+
+(aliases: alpha, beta, hit, tokenizer, stem, aggregation, estimator, std,
+zero_variance). Points are the Cartesian product, first key outermost.`,
+	}
+	cmd.AddCommand(newAblateRescoreCmd(), newAblateSweepCmd())
+	return cmd
+}
+
+func newAblateRescoreCmd() *cobra.Command {
+	var grid, data, kb, out string
+	cmd := &cobra.Command{
+		Use:   "rescore RUN_DIR --grid grid.yaml",
+		Short: "Re-score a run's logged rollouts under other reward settings, without calling any model",
+		Long: `rescore reads RUN_DIR/ledger/*.parquet and RUN_DIR/config.yaml, re-scores
+every logged answer under each grid point (reward.* and grpo.advantage.*
+keys), recomputes the advantages step by step, and reports per setting: mean
+reward and terms, reward-term correlations, the share of zero-variance groups,
+the share of rollouts the update would use, and how the ranking of rewrites
+within groups changes against the run's own setting (mean Kendall τ-b of the
+advantages, share of advantage sign flips). The run's own setting comes
+first; it reproduces the logged rewards and advantages exactly (max Δ 0).
+
+The ledger does not store reference answers or chunk texts: they are looked
+up in the run's training data and knowledge base (--data/--kb override the
+saved paths).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRescore(cmd.Context(), cmd.OutOrStdout(), args[0], grid, data, kb, out)
+		},
+	}
+	cmd.Flags().StringVar(&grid, "grid", "", "grid file (YAML)")
+	cmd.Flags().StringVar(&data, "data", "", "training data of the run (default: its config's data.train)")
+	cmd.Flags().StringVar(&kb, "kb", "", "knowledge base of the run (default: its config's data.kb)")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "JSON output (default: RUN_DIR/rescore.json)")
+	_ = cmd.MarkFlagRequired("grid")
+	return cmd
+}
+
+func runRescore(ctx context.Context, stdout io.Writer, runDir, gridPath, data, kb, out string) error {
+	t0 := time.Now()
+	cfg, err := evaluate.ReadRunConfig(runDir)
+	if err != nil {
+		return err
+	}
+	g, err := evaluate.ReadGrid(gridPath)
+	if err != nil {
+		return err
+	}
+	settings, err := evaluate.RescoreSettings(g, cfg)
+	if err != nil {
+		return err
+	}
+	recs, err := evaluate.ReadRunLedgers(ctx, runDir)
+	if err != nil {
+		return err
+	}
+	if data == "" {
+		data = cfg.Data.Train
+	}
+	if kb == "" {
+		kb = cfg.Data.KB
+	}
+	turns, _, err := datasets.LoadContext(ctx, data, datasets.LoadOptions{UserField: cfg.Data.UserField})
+	if err != nil {
+		return fmt.Errorf("the run's training data (pass --data if it moved): %w", err)
+	}
+	if cfg.Data.Eval != "" {
+		// Some runs draw prompts from both files; references may live in either.
+		if more, _, err := datasets.LoadContext(ctx, cfg.Data.Eval, datasets.LoadOptions{UserField: cfg.Data.UserField}); err == nil {
+			turns = append(turns, more...)
+		}
+	}
+	k, err := retrieval.LoadKB(ctx, kb)
+	if err != nil {
+		return fmt.Errorf("the run's knowledge base (pass --kb if it moved): %w", err)
+	}
+	chunks, err := retrieval.ChunkPassages(k.Passages, cfg.Retrieval.ChunkWords, cfg.Retrieval.ChunkStride)
+	if err != nil {
+		return err
+	}
+	own := evaluate.SettingOf("own", nil, cfg)
+	slog.Info("rescoring", "run", runDir, "rollouts", len(recs), "settings", len(settings))
+	res, err := evaluate.Rescore(ctx, recs, evaluate.NewMapLookup(turns, chunks), own, settings)
+	if err != nil {
+		return err
+	}
+	if out == "" {
+		out = filepath.Join(runDir, "rescore.json")
+	}
+	if err := writeOutput(out, func(w io.Writer) error { return writeIndentedJSON(w, res) }); err != nil {
+		return err
+	}
+	if err := evaluate.WriteRescoreMarkdown(stdout, res); err != nil {
+		return err
+	}
+	slog.Info("rescore written", "json", out, "seconds", fmt.Sprintf("%.2f", time.Since(t0).Seconds()))
+	if res[0].MaxRewardDiff != 0 {
+		slog.Warn("the run's own setting does not reproduce the logged rewards: the data, knowledge base or chunking differ from training",
+			"max_reward_diff", res[0].MaxRewardDiff)
+	}
+	return nil
+}
+
+func newAblateSweepCmd() *cobra.Command {
+	var (
+		cf       configFlags
+		grid     string
+		parallel int
+		out      string
+	)
+	cmd := &cobra.Command{
+		Use:   "sweep --config X --grid grid.yaml [--parallel N]",
+		Short: "Train once per grid point, each in its own run directory, and tabulate the final evaluations",
+		Long: `sweep runs "himes train" (this binary) once per grid point with the point's
+keys as --set overrides and run.name = <run.name>-<point>, N at a time, each
+run's output going to <run.output_dir>/<run.name>-sweep/<run>.log. A failed run
+does not stop the others. When all have finished it reads each run's
+metrics.jsonl and prints one row per point: training reward at the start and
+end, and the final held-out evaluation of the policy against the raw question.
+Every point is validated before anything starts.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := cf.load()
+			if err != nil {
+				return err
+			}
+			g, err := evaluate.ReadGrid(grid)
+			if err != nil {
+				return err
+			}
+			runs, err := evaluate.PlanSweep(g, cfg)
+			if err != nil {
+				return err
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("sweep: locate the himes binary: %w", err)
+			}
+			logDir := filepath.Join(cfg.Run.OutputDir, cfg.Run.Name+"-sweep")
+			if err := os.MkdirAll(logDir, 0o755); err != nil {
+				return fmt.Errorf("sweep: %w", err)
+			}
+			ctx := cmd.Context()
+			slog.Info("sweep", "points", len(runs), "parallel", parallel, "logs", logDir)
+			errs := evaluate.RunSweep(ctx, runs, parallel, func(ctx context.Context, r evaluate.SweepRun) error {
+				args := []string{"train", "--config", cf.path, "--log-format", "json"}
+				for _, s := range cf.sets {
+					args = append(args, "--set", s)
+				}
+				for _, o := range r.Overrides {
+					args = append(args, "--set", o)
+				}
+				args = append(args, "--set", "run.name="+r.RunName)
+				return runSweepChild(ctx, exe, args, filepath.Join(logDir, r.RunName+".log"))
+			})
+			rows := evaluate.GatherSweep(ctx, runs, errs)
+			if out == "" {
+				out = filepath.Join(logDir, "sweep.json")
+			}
+			if err := writeOutput(out, func(w io.Writer) error { return writeIndentedJSON(w, rows) }); err != nil {
+				return err
+			}
+			if err := evaluate.WriteSweepMarkdown(cmd.OutOrStdout(), rows); err != nil {
+				return err
+			}
+			failed := 0
+			for _, e := range errs {
+				if e != nil {
+					failed++
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("sweep: %d of %d runs failed (logs in %s)", failed, len(runs), logDir)
+			}
+			return nil
+		},
+	}
+	cf.register(cmd, true)
+	cmd.Flags().StringVar(&grid, "grid", "", "grid file (YAML)")
+	cmd.Flags().IntVar(&parallel, "parallel", 1, "runs trained at once")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "JSON output (default: <run.output_dir>/<run.name>-sweep/sweep.json)")
+	_ = cmd.MarkFlagRequired("grid")
+	return cmd
+}
+
+// runSweepChild runs the binary with args, its stdout and stderr into logPath.
+func runSweepChild(ctx context.Context, exe string, args []string, logPath string) error {
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return fmt.Errorf("sweep log: %w", err)
+	}
+	defer lf.Close()
+	c := exec.CommandContext(ctx, exe, args...)
+	c.Stdout, c.Stderr = lf, lf
+	// No terminal: the child logs lines instead of drawing a progress bar.
+	c.Env = append(os.Environ(), "CI=true")
+	c.WaitDelay = 10 * time.Second
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("himes %s: %w (see %s)", args[0], err, logPath)
+	}
+	return nil
 }

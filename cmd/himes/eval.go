@@ -1,7 +1,456 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/himes-rl/himes/configs"
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/trainer"
+)
+
+type evalFlags struct {
+	cf          configFlags
+	rewriters   []string
+	memory      []string
+	runDir      string
+	checkpoint  string
+	data        string
+	out         string
+	concurrency int
+	resamples   int
+	level       float64
+	limit       int
+	ollamaHost  string
+}
 
 func newEvalCmd() *cobra.Command {
-	return notImplemented("eval", "Evaluate rewriters through the full HiMeS pipeline")
+	f := &evalFlags{}
+	cmd := &cobra.Command{
+		Use:   "eval --config X --rewriter raw,concat,gold,policy,ollama:<model> [--memory off,on]",
+		Short: "Evaluate rewriters through the full HiMeS pipeline",
+		Long: `eval runs every rewriter (× long-term memory off/on) through the whole
+inference pipeline — rewrite → retrieve → long-term-memory re-rank → respond →
+score — over an evaluation set, and reports per system the HSER reward and its
+terms, SQuAD F1, and where passages are judged MRR, NDCG@3, Recall@10 and
+Recall@100 (trec_eval's definitions). Means carry 95% bootstrap intervals that
+resample conversations, and each system is compared with the raw question by
+a paired randomization test over conversations.
+
+Rewriters: raw (the question), concat (user history + question), gold (the
+human rewrite), policy (the trainer endpoint's policy, greedy; with --run, the
+run's newest checkpoint), ollama:<model> (a chat model served by Ollama).
+
+Writes into --out: summary.md (also printed), summary.json (every number),
+turns.parquet (one row per system and turn), runs/<system>.trec and
+qrels.txt (check with: trec_eval -m recall.10 qrels.txt runs/raw.trec).
+Failed turns are counted per stage and left out of means and pairs.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runEval(cmd.Context(), cmd, f) },
+	}
+	f.cf.register(cmd, false)
+	fl := cmd.Flags()
+	fl.StringSliceVar(&f.rewriters, "rewriter", []string{"raw", "concat", "gold"}, "rewriters to compare: raw, concat, gold, policy, ollama:<model>")
+	fl.StringSliceVar(&f.memory, "memory", []string{"config"}, "long-term memory: off, on, or both (off,on); config = as retrieval.memory.enabled says")
+	fl.StringVar(&f.runDir, "run", "", "a training run directory: its config.yaml when --config is absent, its newest policy checkpoint for the policy rewriter")
+	fl.StringVar(&f.checkpoint, "checkpoint", "", "policy checkpoint name to load (default: the newest)")
+	fl.StringVar(&f.data, "data", "", "evaluate on this dataset file instead of the config's held-out split")
+	fl.StringVarP(&f.out, "out", "o", "", "output directory (default: <run dir>/eval, or <run.output_dir>/<run.name>-eval)")
+	fl.IntVar(&f.concurrency, "concurrency", 0, "conversations evaluated at once (default: rollout.concurrency)")
+	fl.IntVar(&f.resamples, "resamples", 2000, "bootstrap resamples and randomization-test sign flips")
+	fl.Float64Var(&f.level, "level", 0.95, "confidence level of the intervals")
+	fl.IntVar(&f.limit, "limit", 0, "evaluate only the first N conversations (0 = all)")
+	fl.StringVar(&f.ollamaHost, "ollama-host", "", "Ollama host for ollama:<model> rewriters (default: rollout.ollama.hosts[0], then OLLAMA_HOST)")
+	return cmd
+}
+
+func (f *evalFlags) config() (configs.Config, error) {
+	if f.cf.path == "" && f.runDir != "" {
+		return savedRunConfig(f.runDir, f.cf.sets)
+	}
+	if f.cf.path == "" {
+		return configs.Config{}, errors.New("--config is required (or --run with a run directory holding config.yaml)")
+	}
+	return f.cf.load()
+}
+
+// savedRunConfig reads the config a run saved, applies --set overrides and
+// validates it. The saved paths are already resolved (against the directory
+// training ran from), so they are used as they are, not re-resolved against
+// the run directory as configs.Load would.
+func savedRunConfig(runDir string, sets []string) (configs.Config, error) {
+	cfg, err := evaluate.ReadRunConfig(runDir)
+	if err != nil {
+		return cfg, err
+	}
+	for _, s := range sets {
+		if err := cfg.Override(s); err != nil {
+			return cfg, err
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("%s: %w", filepath.Join(runDir, "config.yaml"), err)
+	}
+	return cfg, nil
+}
+
+// memoryModes resolves --memory into the settings to evaluate, off first.
+func (f *evalFlags) memoryModes(cfg configs.Config) ([]bool, error) {
+	var modes []bool
+	for _, m := range f.memory {
+		var on bool
+		switch strings.TrimSpace(m) {
+		case "off":
+		case "on":
+			on = true
+		case "config":
+			on = cfg.Retrieval.Memory.Enabled
+		default:
+			return nil, fmt.Errorf("--memory %q: want off, on or config", m)
+		}
+		if !slices.Contains(modes, on) {
+			modes = append(modes, on)
+		}
+	}
+	slices.SortFunc(modes, func(a, b bool) int {
+		switch {
+		case a == b:
+			return 0
+		case !a:
+			return -1
+		}
+		return 1
+	})
+	return modes, nil
+}
+
+func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
+	cfg, err := f.config()
+	if err != nil {
+		return err
+	}
+	modes, err := f.memoryModes(cfg)
+	if err != nil {
+		return err
+	}
+	if len(f.rewriters) == 0 {
+		return errors.New("--rewriter: name at least one rewriter")
+	}
+	stats := evaluate.StatsConfig{Resamples: f.resamples, Level: f.level, Seed: uint64(cfg.Run.Seed)}
+	if err := stats.Validate(); err != nil {
+		return fmt.Errorf("--resamples/--level: %w", err)
+	}
+
+	// One set of components per memory mode: the memory is part of the
+	// retrieval pipeline. The policy and the data come from the first.
+	comps := map[bool]*components{}
+	var opts buildOptions
+	if f.runDir != "" {
+		opts.trainerDir = filepath.Join(f.runDir, "trainer")
+	}
+	for _, on := range modes {
+		c := cfg
+		c.Retrieval.Memory.Enabled = on
+		comp, err := buildComponents(ctx, c, opts)
+		if err != nil {
+			return fmt.Errorf("memory %s: %w", memoryLabel(on), err)
+		}
+		comps[on] = comp
+	}
+	first := comps[modes[0]]
+
+	turns := first.Eval
+	if f.data != "" {
+		if turns, _, err = datasets.LoadContext(ctx, f.data, datasets.LoadOptions{UserField: cfg.Data.UserField}); err != nil {
+			return fmt.Errorf("--data: %w", err)
+		}
+	}
+	turns = limitConversations(turns, f.limit)
+	if len(turns) == 0 {
+		return errors.New("no evaluation turns (set data.eval or data.eval_fraction, or pass --data)")
+	}
+
+	render := func(t datasets.Turn) (trainer.Prompt, error) {
+		p, err := first.Renderer.Render(t)
+		if err != nil {
+			return trainer.Prompt{}, err
+		}
+		return evalTrainerPrompt(t.ID(), p), nil
+	}
+	var rewriters []evaluate.Rewriter
+	for _, name := range f.rewriters {
+		rw, err := f.rewriter(ctx, strings.TrimSpace(name), cfg, first.Policy, render)
+		if err != nil {
+			return err
+		}
+		rewriters = append(rewriters, rw)
+	}
+	var systems []evaluate.System
+	for _, on := range modes {
+		for _, rw := range rewriters {
+			name := rw.Name()
+			if on {
+				name += "+memory"
+			}
+			systems = append(systems, evaluate.System{Name: name, Rewriter: rw, Memory: on, Retriever: comps[on].Retriever})
+		}
+	}
+
+	conc := f.concurrency
+	if conc <= 0 {
+		conc = cfg.Rollout.Concurrency
+	}
+	total := len(turns) * len(systems)
+	prog := newEvalProgress(cmd.ErrOrStderr(), isInteractive(os.Stderr), total)
+	slog.Info("evaluating", "turns", len(turns), "systems", len(systems), "concurrency", conc, "responder", first.Responder.Name())
+	rep, results, err := evaluate.Evaluate(ctx, turns, systems, first.Responder, first.Scorer,
+		evaluate.Options{Concurrency: conc, Stats: stats, Baseline: "raw", Progress: prog.update})
+	prog.finish()
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(systems, func(s evaluate.System) bool { return s.Rewriter.Name() == "raw" }) {
+		slog.Warn("no raw system: nothing to compare against; add raw to --rewriter for paired tests")
+	}
+
+	out := f.out
+	if out == "" {
+		if f.runDir != "" {
+			out = filepath.Join(f.runDir, "eval")
+		} else {
+			out = filepath.Join(cfg.Run.OutputDir, cfg.Run.Name+"-eval")
+		}
+	}
+	if err := writeEvalOutputs(out, rep, results, turns); err != nil {
+		return err
+	}
+	if err := evaluate.WriteMarkdown(cmd.OutOrStdout(), rep); err != nil {
+		return err
+	}
+	slog.Info("evaluation written", "dir", out, "seconds", fmt.Sprintf("%.1f", rep.Seconds))
+	failed := 0
+	for _, s := range rep.Systems {
+		failed += s.Failed
+	}
+	if failed == total {
+		return fmt.Errorf("every turn failed (see %s)", filepath.Join(out, "turns.parquet"))
+	}
+	return nil
+}
+
+func memoryLabel(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// rewriter builds one named rewriter.
+func (f *evalFlags) rewriter(ctx context.Context, name string, cfg configs.Config, pol trainer.Policy, render evaluate.PromptFunc) (evaluate.Rewriter, error) {
+	switch {
+	case name == "raw":
+		return evaluate.Raw{}, nil
+	case name == "concat":
+		return evaluate.Concat{}, nil
+	case name == "gold":
+		return evaluate.Gold{}, nil
+	case name == "policy":
+		if f.runDir != "" {
+			if err := loadPolicyCheckpoint(ctx, pol, f.checkpoint); err != nil {
+				return nil, err
+			}
+		}
+		return evaluate.Policy{Policy: pol, Render: render, MaxTokens: cfg.GRPO.MaxTokens, Seed: cfg.Run.Seed}, nil
+	case strings.HasPrefix(name, "ollama:"):
+		host := f.ollamaHost
+		if host == "" && len(cfg.Rollout.Ollama.Hosts) > 0 {
+			host = cfg.Rollout.Ollama.Hosts[0]
+		}
+		return evaluate.NewOllama(strings.TrimPrefix(name, "ollama:"), host, render)
+	}
+	return nil, fmt.Errorf("--rewriter %q: want raw, concat, gold, policy or ollama:<model>", name)
+}
+
+// loadPolicyCheckpoint restores the named policy checkpoint, or the newest.
+func loadPolicyCheckpoint(ctx context.Context, pol trainer.Policy, name string) error {
+	cks, err := pol.Checkpoints(ctx)
+	if err != nil {
+		return fmt.Errorf("policy checkpoints: %w", err)
+	}
+	if len(cks) == 0 {
+		return errors.New("--run: the trainer has no policy checkpoint to load")
+	}
+	pick := -1
+	for i, c := range cks {
+		if name != "" {
+			if c.Name == name {
+				pick = i
+			}
+			continue
+		}
+		if pick < 0 || c.PolicyVersion > cks[pick].PolicyVersion ||
+			(c.PolicyVersion == cks[pick].PolicyVersion && c.CreatedAt.After(cks[pick].CreatedAt)) {
+			pick = i
+		}
+	}
+	if pick < 0 {
+		return fmt.Errorf("--checkpoint %q: not among the trainer's checkpoints", name)
+	}
+	// A fresh step id: a repeated one would be answered from the endpoint's
+	// replay log without loading anything.
+	stepID := fmt.Sprintf("eval-load/%s/%d", cks[pick].Name, time.Now().UnixNano())
+	resp, err := pol.Load(ctx, trainer.LoadRequest{StepID: stepID, Name: cks[pick].Name})
+	if err != nil {
+		return fmt.Errorf("load checkpoint %s: %w", cks[pick].Name, err)
+	}
+	slog.Info("policy checkpoint loaded", "name", resp.Name, "policy_version", resp.PolicyVersion)
+	return nil
+}
+
+// evalTrainerPrompt carries a rendered prompt in every form the trainer
+// protocol knows, as training sends it (grpo's toTrainerPrompt).
+func evalTrainerPrompt(id string, p datasets.Prompt) trainer.Prompt {
+	msgs := make([]trainer.Message, len(p.Messages))
+	for i, m := range p.Messages {
+		msgs[i] = trainer.Message{Role: m.Role, Content: m.Text}
+	}
+	hist := make([]trainer.Message, len(p.History))
+	for i, m := range p.History {
+		hist[i] = trainer.Message{Role: m.Role, Content: m.Text}
+	}
+	return trainer.Prompt{ID: id, Text: p.Text, Messages: msgs,
+		Dialogue: &trainer.Dialogue{History: hist, Question: p.Question}}
+}
+
+// limitConversations keeps the turns of the first n conversations (n ≤ 0: all).
+func limitConversations(turns []datasets.Turn, n int) []datasets.Turn {
+	if n <= 0 {
+		return turns
+	}
+	keep := map[string]bool{}
+	var out []datasets.Turn
+	for _, t := range turns {
+		if !keep[t.ConvID] {
+			if len(keep) == n {
+				continue
+			}
+			keep[t.ConvID] = true
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func writeEvalOutputs(dir string, rep evaluate.Report, results [][]evaluate.TurnResult, turns []datasets.Turn) error {
+	if err := os.MkdirAll(filepath.Join(dir, "runs"), 0o755); err != nil {
+		return fmt.Errorf("eval output: %w", err)
+	}
+	files := []struct {
+		name  string
+		write func(io.Writer) error
+	}{
+		{"summary.json", func(w io.Writer) error { return evaluate.WriteJSON(w, rep) }},
+		{"summary.md", func(w io.Writer) error { return evaluate.WriteMarkdown(w, rep) }},
+		{"qrels.txt", func(w io.Writer) error { return evaluate.WriteQrels(w, turns) }},
+	}
+	for i, s := range rep.Systems {
+		tag := evaluate.FileSafe(s.Name)
+		files = append(files, struct {
+			name  string
+			write func(io.Writer) error
+		}{filepath.Join("runs", tag+".trec"), func(w io.Writer) error { return evaluate.WriteTRECRun(w, results[i], tag) }})
+	}
+	for _, fl := range files {
+		if err := writeOutput(filepath.Join(dir, fl.name), fl.write); err != nil {
+			return err
+		}
+	}
+	return evaluate.WriteTurnsParquet(filepath.Join(dir, "turns.parquet"), results)
+}
+
+// writeOutput writes through a temporary file and renames it into place.
+func writeOutput(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// evalProgress is a bar on a terminal, otherwise a log line every 10% or 30 s.
+type evalProgress struct {
+	bar      *progressbar.ProgressBar
+	total    int
+	lastLog  time.Time
+	lastTick int
+}
+
+func newEvalProgress(w io.Writer, interactive bool, total int) *evalProgress {
+	p := &evalProgress{total: total, lastLog: time.Now()}
+	if interactive {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription("eval"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetItsString("turn"),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	return p
+}
+
+func (p *evalProgress) update(done, total int) {
+	if p.bar != nil {
+		_ = p.bar.Set(done)
+		return
+	}
+	tick := done * 10 / max(1, total)
+	if tick > p.lastTick || time.Since(p.lastLog) > 30*time.Second || done == total {
+		p.lastTick, p.lastLog = tick, time.Now()
+		slog.Info("eval progress", "done", done, "total", total)
+	}
+}
+
+func (p *evalProgress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
+
+// writeIndentedJSON writes v as indented JSON.
+func writeIndentedJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
