@@ -69,7 +69,6 @@ type checker struct {
 	passed   int
 	total    int
 	nextStep int
-	info     Info
 	startCk  bool // a starting checkpoint exists
 }
 
@@ -146,7 +145,6 @@ func (c *checker) runAll(ctx context.Context) (bool, error) {
 		}
 		return c.finish(ctx)
 	}
-	c.info = info
 	if c.opts.LossType == "" {
 		c.opts.LossType = info.LossTypes[0]
 		if slices.Contains(info.LossTypes, LossGRPO) {
