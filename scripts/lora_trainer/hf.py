@@ -87,8 +87,11 @@ class HFBackend:
         if tokenizer is None:
             tokenizer = transformers.AutoTokenizer.from_pretrained(base_model, trust_remote_code=trust_remote_code)
         if model is None:
+            # transformers 4.56 renamed torch_dtype to dtype (5.x drops the old name).
+            version = tuple(int(x) for x in transformers.__version__.split(".")[:2] if x.isdigit())
+            dtype_kw = "dtype" if version >= (4, 56) else "torch_dtype"
             model = transformers.AutoModelForCausalLM.from_pretrained(
-                base_model, torch_dtype=torch_dtype, trust_remote_code=trust_remote_code
+                base_model, trust_remote_code=trust_remote_code, **{dtype_kw: torch_dtype}
             )
         model.to(device=self.device, dtype=torch_dtype)
         if gradient_checkpointing:
@@ -155,7 +158,11 @@ class HFBackend:
 
     def load_adapter(self, directory: str) -> None:
         weights = self._peft.utils.load_peft_weights(directory, device=str(self.device))
+        expected = {k for k in self.model.state_dict() if "lora_" in k}
         result = self._peft.set_peft_model_state_dict(self.model, weights)
-        missing = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
-        if missing:
-            raise ValueError(f"{directory}: adapter tensors not in this model: {missing[:5]}")
+        unexpected = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
+        missing = [k for k in getattr(result, "missing_keys", []) if k in expected]
+        if unexpected or missing:
+            raise ValueError(
+                f"{directory}: adapter does not match this model: unexpected {unexpected[:3]}, missing {missing[:3]}"
+            )

@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""GPU check of the reference LoRA trainer (scripts/lora_trainer) on a real transformers model.
+
+Nothing is downloaded: the script builds a small Llama (LlamaConfig, random
+weights) and a byte-level BPE tokenizer trained on the demo conversations,
+saves them as a local model directory, and serves that with the server's HF
+backend (transformers + peft, bf16) on the GPU. Then it
+
+  1. runs `himes trainer check --endpoint URL`: every property must pass;
+  2. runs 20 GRPO steps through the harness: `himes train` with
+     configs/quickstart.yaml pointed at the server (KL on, mu = 2), and reads
+     the run's metrics.jsonl: step time, update time, and that the KL and
+     clip-fraction metrics move; the server records the time and peak GPU
+     memory of every sample / grpo_step call;
+  3. saves the trained adapter and checks that PeftModel.from_pretrained(base,
+     adapter) gives the server's logprobs (and not the base model's);
+  4. writes an Ollama Modelfile for it with `himes export ollama`.
+
+It writes OUT/gpu_check.json (and the logs) and exits non-zero if a check failed.
+
+Needs CUDA, torch 2.x, transformers, peft, tokenizers and a himes binary:
+
+    go build -o himes ./cmd/himes
+    python3 scripts/gpu_check.py --out /tmp/gpu-check [--himes ./himes]
+"""
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+
+from lora_trainer.cli import build_engine, parse_args  # noqa: E402
+from lora_trainer.server import CheckpointStore, TrainerService, make_http_server  # noqa: E402
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+def log(msg: str) -> None:
+    print(f"[gpu_check {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def demo_texts():
+    """Text to train the tokenizer on: the demo conversations shipped in the repo."""
+    out = []
+    for path in ("datasets/demo/train.jsonl", "datasets/demo/eval.jsonl", "datasets/demo/passages.jsonl"):
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            for line in f:
+                rec = json.loads(line)
+                for key in ("question", "rewrite", "answer", "text", "title"):
+                    if isinstance(rec.get(key), str):
+                        out.append(rec[key])
+                for m in rec.get("history") or []:
+                    out.append(m.get("text", ""))
+    return out
+
+
+def build_base_model(directory: str, a) -> str:
+    """A random-weight Llama and its tokenizer, saved as a local model directory."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=a.vocab_size,
+        special_tokens=["<s>", "</s>", "<pad>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(demo_texts(), trainer)
+    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    hf_tok.chat_template = CHAT_TEMPLATE
+    cfg = LlamaConfig(
+        vocab_size=len(hf_tok),
+        hidden_size=a.hidden,
+        intermediate_size=a.hidden * 11 // 4,
+        num_hidden_layers=a.layers,
+        num_attention_heads=a.hidden // 64,
+        num_key_value_heads=max(1, a.hidden // 256),
+        max_position_embeddings=4096,
+        bos_token_id=hf_tok.bos_token_id,
+        eos_token_id=hf_tok.eos_token_id,
+        pad_token_id=hf_tok.pad_token_id,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(a.seed)
+    model = LlamaForCausalLM(cfg)
+    model.save_pretrained(directory)
+    hf_tok.save_pretrained(directory)
+    n = sum(p.numel() for p in model.parameters())
+    log(f"built a random Llama: {n / 1e6:.1f}M parameters, vocab {len(hf_tok)}, saved to {directory}")
+    return directory
+
+
+class CallStats:
+    """Time and peak GPU memory of each engine call, measured inside the server."""
+
+    def __init__(self):
+        self.calls = {}
+        self.lock = threading.Lock()
+
+    def wrap(self, name, fn):
+        def timed(*args, **kw):
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kw)
+            finally:
+                torch.cuda.synchronize()
+                with self.lock:
+                    self.calls.setdefault(name, []).append(
+                        {"seconds": time.perf_counter() - t, "peak_gib": torch.cuda.max_memory_allocated() / 2**30}
+                    )
+
+        return timed
+
+    def summary(self, name):
+        xs = self.calls.get(name, [])
+        if not xs:
+            return {"calls": 0}
+        secs = sorted(x["seconds"] for x in xs)
+        return {
+            "calls": len(xs),
+            "median_s": secs[len(secs) // 2],
+            "max_s": secs[-1],
+            "peak_gib": max(x["peak_gib"] for x in xs),
+        }
+
+
+def post(url, path, body):
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.loads(r.read())
+
+
+def run(cmd, log_path, timeout):
+    log("$ " + " ".join(cmd))
+    env = dict(os.environ, CI="true")
+    with open(log_path, "w", encoding="utf-8") as f:
+        p = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=timeout, env=env)
+    with open(log_path, encoding="utf-8") as f:
+        text = f.read()
+    return p.returncode, text
+
+
+def moves(xs, eps=1e-9):
+    """True when the series is not constant and not all zero."""
+    return len(xs) > 1 and max(abs(x) for x in xs) > eps and max(xs) - min(xs) > eps
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="directory for gpu_check.json, logs, the model and checkpoints")
+    ap.add_argument("--himes", default="", help="himes binary (default: ./himes, else `go build`)")
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--vocab-size", type=int, default=8192)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("gpu_check: no CUDA device", file=sys.stderr)
+        return 2
+    out = os.path.abspath(a.out)
+    os.makedirs(out, exist_ok=True)
+    himes = a.himes or os.path.join(ROOT, "himes")
+    if not os.path.exists(himes):
+        himes = os.path.join(out, "himes")
+        subprocess.run(["go", "build", "-o", himes, "./cmd/himes"], cwd=ROOT, check=True)
+    import peft
+    import transformers
+
+    result = {
+        "gpu": torch.cuda.get_device_name(0),
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__},
+        "ok": True,
+    }
+
+    def fail(what):
+        result["ok"] = False
+        result.setdefault("failures", []).append(what)
+        log("FAIL " + what)
+
+    base_dir = build_base_model(os.path.join(out, "base-model"), a)
+    result["model"] = {"hidden": a.hidden, "layers": a.layers, "vocab_size": a.vocab_size}
+
+    args = parse_args(["--backend", "hf", "--base-model", base_dir, "--port", "0", "--checkpoint-dir", os.path.join(out, "lora_checkpoints"),
+                       "--lora-rank", "16", "--lora-alpha", "32", "--seed", str(a.seed)])
+    engine = build_engine(args)
+    stats = CallStats()
+    for name in ("sample", "grpo_step", "sft_step", "logprobs"):
+        setattr(engine, name, stats.wrap(name, getattr(engine, name)))
+    srv = make_http_server(TrainerService(engine, CheckpointStore(args.checkpoint_dir)), "127.0.0.1", 0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}"
+    log(f"serving on {url}")
+    try:
+        # 1. conformance
+        rc, text = run([himes, "trainer", "check", "--endpoint", url], os.path.join(out, "check.log"), 600)
+        result["conformance"] = {"passed": rc == 0, "report": [l for l in text.splitlines() if l.startswith(("PASS", "FAIL"))]}
+        if rc != 0:
+            fail("himes trainer check")
+
+        # 2. 20 GRPO steps through the harness
+        run_dir = os.path.join(out, "runs")
+        cmd = [himes, "train", "--config", "configs/quickstart.yaml",
+               "--set", f"trainer.endpoint={url}", "--set", f"grpo.steps={a.steps}",
+               "--set", "grpo.prompts_per_step=8", "--set", "grpo.group_size=8", "--set", "grpo.max_tokens=32",
+               "--set", "grpo.learning_rate=0.0002", "--set", "grpo.loss.mu=2", "--set", "grpo.loss.kl_coef=0.04",
+               "--set", "grpo.eval_every=10", "--set", "grpo.eval_turns=32", "--set", "grpo.checkpoint_every=10",
+               "--set", f"run.output_dir={run_dir}", "--set", "run.name=gpu-check"]
+        t0 = time.perf_counter()
+        rc, text = run(cmd, os.path.join(out, "train.log"), 900)
+        result["train_wall_s"] = time.perf_counter() - t0
+        if rc != 0:
+            fail(f"himes train exited {rc} (see train.log)")
+        steps = []
+        for path in glob.glob(os.path.join(run_dir, "**", "metrics.jsonl"), recursive=True):
+            with open(path, encoding="utf-8") as f:
+                steps += [m for m in map(json.loads, f) if m.get("kind") == "step"]
+        steps.sort(key=lambda m: m["step"])
+        series = {k: [m.get(k, 0.0) for m in steps] for k in ("kl", "clip_frac_low", "clip_frac_high", "reward_mean", "loss",
+                                                                 "t_step_s", "t_update_s", "t_sample_s")}
+        result["train"] = {
+            "steps": len(steps),
+            "median_step_s": sorted(series["t_step_s"])[len(steps) // 2] if steps else None,
+            "median_update_s": sorted(series["t_update_s"])[len(steps) // 2] if steps else None,
+            "median_sample_s": sorted(series["t_sample_s"])[len(steps) // 2] if steps else None,
+            "kl_moves": moves(series["kl"]),
+            "clip_moves": moves([x + y for x, y in zip(series["clip_frac_low"], series["clip_frac_high"])]),
+            "series": series,
+        }
+        if len(steps) < a.steps:
+            fail(f"{len(steps)} step lines in metrics.jsonl, want {a.steps}")
+        if not result["train"]["kl_moves"]:
+            fail("the KL metric did not move")
+        if not result["train"]["clip_moves"]:
+            fail("the clip-fraction metrics did not move")
+        result["server"] = {n: stats.summary(n) for n in ("sample", "grpo_step", "sft_step", "logprobs")}
+        result["peak_gpu_gib"] = max((s.get("peak_gib", 0) for s in result["server"].values()), default=0)
+
+        # 3. the saved adapter is a plain PEFT adapter
+        post(url, "/v1/save", {"step_id": f"gpu-check-save-{time.time()}", "name": "gpu-check-final"})
+        ck = os.path.join(args.checkpoint_dir, "gpu-check-final")
+        prompt = {"messages": [{"role": "user", "content": "What caused the Bronze Age collapse?"}]}
+        sample = post(url, "/v1/sample", {"prompts": [prompt], "temperature": 1.0, "max_tokens": 16, "seed": 3})["samples"][0]
+        server_lp = post(url, "/v1/logprobs", {"items": [{"prompt": prompt, "token_ids": sample["token_ids"]}]})["logprobs"][0]
+        result["peft_reload"] = peft_reload_check(base_dir, os.path.join(ck, "adapter"), engine, prompt, sample["token_ids"], server_lp)
+        if not result["peft_reload"]["matches_server"] or not result["peft_reload"]["differs_from_base"]:
+            fail("PeftModel.from_pretrained does not reproduce the server's logprobs")
+
+        # 4. Ollama export of the trained adapter
+        rc, text = run([himes, "export", "ollama", "--base", "gpu-check-llama", "--adapter", ck, "--out", os.path.join(out, "ollama")],
+                       os.path.join(out, "export.log"), 120)
+        result["export_ollama"] = {"rc": rc, "modelfile": open(os.path.join(out, "ollama", "Modelfile")).read() if rc == 0 else text}
+        if rc != 0:
+            fail("himes export ollama")
+    finally:
+        srv.shutdown()
+        with open(os.path.join(out, "gpu_check.json"), "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    print(json.dumps({k: v for k, v in result.items() if k not in ("train",)}, indent=2))
+    print(json.dumps({k: v for k, v in result.get("train", {}).items() if k != "series"}, indent=2))
+    return 0 if result["ok"] else 1
+
+
+def peft_reload_check(base_dir, adapter_dir, engine, prompt, token_ids, server_lp):
+    """Load base + adapter with plain transformers/peft and score the same tokens."""
+    import peft
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(base_dir).to("cuda", torch.bfloat16)
+    model = peft.PeftModel.from_pretrained(base, adapter_dir).eval()
+    p = engine.encode_prompt({"text": "", "messages": prompt["messages"]}, "prompt")
+    ids = torch.tensor([p + token_ids], device="cuda")
+    with torch.no_grad():
+        lp = torch.log_softmax(model(input_ids=ids).logits[0].float(), -1)
+        with model.disable_adapter():
+            lp_base = torch.log_softmax(model(input_ids=ids).logits[0].float(), -1)
+    got = [float(lp[len(p) - 1 + t, tok]) for t, tok in enumerate(token_ids)]
+    base_lp = [float(lp_base[len(p) - 1 + t, tok]) for t, tok in enumerate(token_ids)]
+    diff = max(abs(x - y) for x, y in zip(got, server_lp)) if got else 0.0
+    base_diff = max(abs(x - y) for x, y in zip(base_lp, server_lp)) if got else 0.0
+    del model, base
+    torch.cuda.empty_cache()
+    # bf16 forward passes of differently shaped batches agree to a few 1e-2 nats.
+    return {"max_abs_diff": diff, "max_abs_diff_base": base_diff, "matches_server": diff < 0.05, "differs_from_base": base_diff > 2 * diff + 1e-3}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
