@@ -41,6 +41,9 @@ func (e *Extractive) Name() string {
 	return fmt.Sprintf("extractive/v1(max_chunks=%d,max_words=%d)", e.cfg.MaxChunks, e.cfg.MaxWords)
 }
 
+// Deterministic is always true: the same chunks give the same span.
+func (e *Extractive) Deterministic() bool { return true }
+
 // Respond picks the best span. Candidate spans are the sentences of the top
 // MaxChunks chunks, sentences longer than MaxWords cut into half-overlapping
 // windows. A span scores the number of distinct question content words

@@ -100,6 +100,10 @@ func (o *Ollama) Name() string {
 		o.cfg.Model, d, o.cfg.Temperature, o.cfg.Seed, o.cfg.NumPredict, o.cfg.NumCtx)
 }
 
+// Deterministic reports whether answers are reproducible (temperature 0),
+// which makes them cacheable.
+func (o *Ollama) Deterministic() bool { return o.cfg.Temperature == 0 }
+
 // Capacity is the total number of concurrent requests the hosts accept.
 func (o *Ollama) Capacity() int { return o.call.pool.capacity() }
 

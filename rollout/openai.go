@@ -59,6 +59,9 @@ func (o *OpenAI) Name() string {
 // Close releases idle connections.
 func (o *OpenAI) Close() { o.call.close() }
 
+// Deterministic reports whether answers are reproducible (temperature 0).
+func (o *OpenAI) Deterministic() bool { return o.cfg.Temperature == 0 }
+
 // Capacity is the total number of concurrent requests the endpoints accept.
 func (o *OpenAI) Capacity() int { return o.call.pool.capacity() }
 

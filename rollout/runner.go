@@ -114,6 +114,7 @@ type Runner struct {
 	scorer Scorer
 	cache  *answerCache
 	calls  singleflight.Group // identical prompts in flight share one call
+	share  bool               // answers may be shared (cache, singleflight): deterministic responder
 	log    *slog.Logger
 }
 
@@ -135,7 +136,18 @@ func NewRunner(cfg Config, ret retrieval.Retriever, resp Responder, scorer Score
 		return nil, fmt.Errorf("rollout: cache_size must be ≥ 0, got %d", cfg.CacheSize)
 	}
 	log := slog.Default().With("component", "rollout")
-	cache, err := newAnswerCache(cfg.CacheSize, cfg.CacheDir, log)
+	size, dir := cfg.CacheSize, cfg.CacheDir
+	// Reusing answers is only sound when the responder is deterministic
+	// (temperature 0); a sampling responder must be asked every time.
+	if d, ok := resp.(interface{ Deterministic() bool }); ok && !d.Deterministic() && (size > 0 || dir != "") {
+		log.Info("answer cache off: the responder samples (temperature > 0)", "responder", resp.Name())
+		size, dir = 0, ""
+	}
+	share := true
+	if d, ok := resp.(interface{ Deterministic() bool }); ok && !d.Deterministic() {
+		share = false
+	}
+	cache, err := newAnswerCache(size, dir, log)
 	if err != nil {
 		return nil, fmt.Errorf("rollout: %w", err)
 	}
@@ -144,7 +156,7 @@ func NewRunner(cfg Config, ret retrieval.Retriever, resp Responder, scorer Score
 		log.Warn("rollout concurrency is below the responder's capacity; hosts will idle",
 			"concurrency", cfg.Concurrency, "capacity", c.Capacity())
 	}
-	return &Runner{cfg: cfg, ret: ret, resp: resp, scorer: scorer, cache: cache, log: log}, nil
+	return &Runner{cfg: cfg, ret: ret, resp: resp, scorer: scorer, cache: cache, share: share, log: log}, nil
 }
 
 // isNil catches typed nil pointers stored in interfaces (a nil *hser.Scorer).
@@ -210,6 +222,10 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 	eg.SetLimit(r.cfg.Concurrency)
 	for _, j := range jobs {
 		eg.Go(func() error {
+			if err := egctx.Err(); err != nil {
+				j.err = err // a fatal error elsewhere: start nothing new
+				return err
+			}
 			r.runJob(egctx, j)
 			if j.err != nil && (isFatal(j.err) || ctx.Err() != nil) {
 				return j.err
@@ -324,6 +340,15 @@ func (r *Runner) runJob(ctx context.Context, j *job) {
 		return
 	}
 	t1 := time.Now()
+	if !r.share {
+		a, err := r.resp.Respond(ctx, j.question, res.Chunks)
+		j.respondSec, j.called = time.Since(t1).Seconds(), true
+		if err != nil {
+			j.err = fmt.Errorf("respond: %w", err)
+		}
+		j.answer = a
+		return
+	}
 	var led atomic.Bool
 	v, err, _ := r.calls.Do(key, func() (any, error) {
 		led.Store(true)

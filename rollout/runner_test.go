@@ -373,3 +373,27 @@ func TestNormalizeRewrite(t *testing.T) {
 		}
 	}
 }
+
+// samplingResponder is a fakeResponder at temperature > 0.
+type samplingResponder struct{ fakeResponder }
+
+func (*samplingResponder) Deterministic() bool { return false }
+
+func TestSamplingResponderIsNeverCached(t *testing.T) {
+	resp := &samplingResponder{}
+	r := newTestRunner(t, DefaultConfig(), &fakeRetriever{}, resp, &fakeScorer{})
+	// "x one" and "x two" render the same prompt; "x one" twice is one dedup job.
+	g := []Group{group("1", "q", "x one", "x two", "x one")}
+	for step := range 2 {
+		_, st, err := r.Run(t.Context(), step, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.CacheHits != 0 || st.ResponderCalls != 2 || st.DedupHits != 1 {
+			t.Errorf("step %d stats %+v: want 2 calls, no cache hits, 1 dedup", step, st)
+		}
+	}
+	if resp.calls.Load() != 4 {
+		t.Errorf("responder calls %d, want 4", resp.calls.Load())
+	}
+}
