@@ -9,7 +9,7 @@ import (
 )
 
 // rewards builds a valid group whose total reward (α = β = 0) is r.
-func rewards(r ...float64) []SampleReward {
+func advRewards(r ...float64) []SampleReward {
 	out := make([]SampleReward, len(r))
 	for i, v := range r {
 		out[i] = SampleReward{Valid: true, Score: hser.Score{RougeF1: v}}
@@ -24,7 +24,7 @@ func advCfg(estimator string) AdvantageConfig {
 	return c
 }
 
-func near(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Max(1, math.Abs(b)) }
+func advNear(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Max(1, math.Abs(b)) }
 
 func mustAdv(t *testing.T, cfg AdvantageConfig, w hser.Weights, groups [][]SampleReward) Advantages {
 	t.Helper()
@@ -35,10 +35,10 @@ func mustAdv(t *testing.T, cfg AdvantageConfig, w hser.Weights, groups [][]Sampl
 	return a
 }
 
-func checkValues(t *testing.T, what string, got, want []float64) {
+func advCheck(t *testing.T, what string, got, want []float64) {
 	t.Helper()
 	for i := range want {
-		if !near(got[i], want[i]) {
+		if !advNear(got[i], want[i]) {
 			t.Errorf("%s: A[%d] = %.17g, want %.17g", what, i, got[i], want[i])
 		}
 	}
@@ -46,38 +46,38 @@ func checkValues(t *testing.T, what string, got, want []float64) {
 
 // TestHandComputed: rewards 1, 2, 3, 4 (mean 2.5; population variance 1.25,
 // sample variance 5/3), worked out by hand.
-func TestHandComputed(t *testing.T) {
-	g := [][]SampleReward{rewards(1, 2, 3, 4)}
+func TestAdvantageHandComputed(t *testing.T) {
+	g := [][]SampleReward{advRewards(1, 2, 3, 4)}
 	w := hser.Weights{}
 	pop := 1 / math.Sqrt(1.25)
-	checkValues(t, "group/population", mustAdv(t, advCfg("group"), w, g).Values[0],
+	advCheck(t, "group/population", mustAdv(t, advCfg("group"), w, g).Values[0],
 		[]float64{-1.5 * pop, -0.5 * pop, 0.5 * pop, 1.5 * pop})
 	c := advCfg("group")
 	c.Std = "sample"
 	smp := 1 / math.Sqrt(5.0/3)
-	checkValues(t, "group/sample", mustAdv(t, c, w, g).Values[0],
+	advCheck(t, "group/sample", mustAdv(t, c, w, g).Values[0],
 		[]float64{-1.5 * smp, -0.5 * smp, 0.5 * smp, 1.5 * smp})
 	c = advCfg("group")
 	c.Epsilon = 0.5
 	e := 1 / (math.Sqrt(1.25) + 0.5) // ε is added to the std
-	checkValues(t, "group/eps", mustAdv(t, c, w, g).Values[0], []float64{-1.5 * e, -0.5 * e, 0.5 * e, 1.5 * e})
-	checkValues(t, "none", mustAdv(t, advCfg("none"), w, g).Values[0], []float64{-1.5, -0.5, 0.5, 1.5})
+	advCheck(t, "group/eps", mustAdv(t, c, w, g).Values[0], []float64{-1.5 * e, -0.5 * e, 0.5 * e, 1.5 * e})
+	advCheck(t, "none", mustAdv(t, advCfg("none"), w, g).Values[0], []float64{-1.5, -0.5, 0.5, 1.5})
 	// rloo: 1 − (2+3+4)/3 = −2, 2 − 8/3, 3 − 7/3, 4 − 2.
-	checkValues(t, "rloo", mustAdv(t, advCfg("rloo"), w, g).Values[0], []float64{-2, 2 - 8.0/3, 3 - 7.0/3, 2})
+	advCheck(t, "rloo", mustAdv(t, advCfg("rloo"), w, g).Values[0], []float64{-2, 2 - 8.0/3, 3 - 7.0/3, 2})
 }
 
 // TestBatchStd: groups {0, 1} and {0, 3}: batch mean 1, population variance
 // (1+0+1+4)/4 = 1.5; centring stays per group (means 0.5 and 1.5).
-func TestBatchStd(t *testing.T) {
-	a := mustAdv(t, advCfg("batch"), hser.Weights{}, [][]SampleReward{rewards(0, 1), rewards(0, 3)})
+func TestAdvantageBatchStd(t *testing.T) {
+	a := mustAdv(t, advCfg("batch"), hser.Weights{}, [][]SampleReward{advRewards(0, 1), advRewards(0, 3)})
 	s := math.Sqrt(1.5)
-	checkValues(t, "group 0", a.Values[0], []float64{-0.5 / s, 0.5 / s})
-	checkValues(t, "group 1", a.Values[1], []float64{-1.5 / s, 1.5 / s})
+	advCheck(t, "group 0", a.Values[0], []float64{-0.5 / s, 0.5 / s})
+	advCheck(t, "group 1", a.Values[1], []float64{-1.5 / s, 1.5 / s})
 }
 
 // TestNormalizeThenSum: α = 2, β = 3. Rouge {0.2, 0.4} and EM {0, 1} z-score
 // to ∓1 each; Hit is constant and adds nothing: A = ∓(1 + 2·1).
-func TestNormalizeThenSum(t *testing.T) {
+func TestAdvantageNormalizeThenSum(t *testing.T) {
 	c := advCfg("group")
 	c.Aggregation = "normalize_then_sum"
 	g := [][]SampleReward{{
@@ -85,16 +85,16 @@ func TestNormalizeThenSum(t *testing.T) {
 		{Valid: true, Score: hser.Score{RougeF1: 0.4, EM: 1, Hit: 1}},
 	}}
 	a := mustAdv(t, c, hser.Weights{Alpha: 2, Beta: 3}, g)
-	checkValues(t, "nts", a.Values[0], []float64{-3, 3})
+	advCheck(t, "nts", a.Values[0], []float64{-3, 3})
 	if a.Stats.ZeroVarHit != 1 || a.Stats.ZeroVarEM != 0 || a.Stats.ZeroVarRougeL != 0 || a.Stats.ZeroVarGroups != 0 {
 		t.Errorf("zero-variance counts %+v, want only Hit", a.Stats)
 	}
 	// With "sum" the same group has rewards 0.2+0+3 = 3.2 and 0.4+2+3 = 5.4.
 	c.Aggregation = "sum"
-	checkValues(t, "sum", mustAdv(t, c, hser.Weights{Alpha: 2, Beta: 3}, g).Values[0], []float64{-1, 1})
+	advCheck(t, "sum", mustAdv(t, c, hser.Weights{Alpha: 2, Beta: 3}, g).Values[0], []float64{-1, 1})
 }
 
-func randomGroups(r *rand.Rand, n, g int, failProb float64) [][]SampleReward {
+func advRandomGroups(r *rand.Rand, n, g int, failProb float64) [][]SampleReward {
 	out := make([][]SampleReward, n)
 	for i := range out {
 		out[i] = make([]SampleReward, g)
@@ -106,18 +106,18 @@ func randomGroups(r *rand.Rand, n, g int, failProb float64) [][]SampleReward {
 	return out
 }
 
-var allEstimators = []string{"group", "batch", "none", "rloo"}
+var advEstimators = []string{"group", "batch", "none", "rloo"}
 
 // TestGroupSumsToZero: every estimator centres each group (rloo too: the
 // leave-one-out advantages sum to n/(n−1)·Σ(r−m) = 0).
-func TestGroupSumsToZero(t *testing.T) {
+func TestAdvantageGroupSumsToZero(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
 	w := hser.Weights{Alpha: 1, Beta: 0.5}
-	for _, est := range allEstimators {
+	for _, est := range advEstimators {
 		for _, agg := range []string{"sum", "normalize_then_sum"} {
 			c := DefaultAdvantageConfig()
 			c.Estimator, c.Aggregation = est, agg
-			a := mustAdv(t, c, w, randomGroups(r, 50, 8, 0.2))
+			a := mustAdv(t, c, w, advRandomGroups(r, 50, 8, 0.2))
 			for g := range a.Values {
 				sum, scale := 0.0, 0.0
 				for i, v := range a.Values[g] {
@@ -135,12 +135,12 @@ func TestGroupSumsToZero(t *testing.T) {
 }
 
 // TestShiftInvariance: adding a constant to every reward changes nothing.
-func TestShiftInvariance(t *testing.T) {
+func TestAdvantageShiftInvariance(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 2))
-	for _, est := range allEstimators {
+	for _, est := range advEstimators {
 		c := DefaultAdvantageConfig()
 		c.Estimator = est
-		groups := randomGroups(r, 20, 6, 0.1)
+		groups := advRandomGroups(r, 20, 6, 0.1)
 		shifted := make([][]SampleReward, len(groups))
 		for g := range groups {
 			shifted[g] = append([]SampleReward(nil), groups[g]...)
@@ -161,9 +161,9 @@ func TestShiftInvariance(t *testing.T) {
 }
 
 // TestRLOOClosedForm: r_i − mean of the others = n/(n−1)·(r_i − m).
-func TestRLOOClosedForm(t *testing.T) {
+func TestAdvantageRLOOClosedForm(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
-	groups := randomGroups(r, 30, 5, 0)
+	groups := advRandomGroups(r, 30, 5, 0)
 	a := mustAdv(t, advCfg("rloo"), hser.Weights{Alpha: 1, Beta: 1}, groups)
 	for g, grp := range groups {
 		m, n := 0.0, float64(len(grp))
@@ -182,9 +182,9 @@ func TestRLOOClosedForm(t *testing.T) {
 
 // TestFailedRolloutIsolated: a failed rollout, whatever its (garbage) score,
 // does not move its siblings' advantages, is excluded and is counted.
-func TestFailedRolloutIsolated(t *testing.T) {
+func TestAdvantageFailedRolloutIsolated(t *testing.T) {
 	w := hser.Weights{Alpha: 1, Beta: 1}
-	base := rewards(0.1, 0.5, 0.9)
+	base := advRewards(0.1, 0.5, 0.9)
 	withFail := []SampleReward{base[0], {Valid: false, Score: hser.Score{RougeF1: 1e9, Reward: -5}}, base[1], base[2]}
 	for _, est := range []string{"group", "none", "rloo"} {
 		a := mustAdv(t, advCfg(est), w, [][]SampleReward{base})
@@ -206,14 +206,14 @@ func TestFailedRolloutIsolated(t *testing.T) {
 	}
 }
 
-func TestZeroVariance(t *testing.T) {
+func TestAdvantageZeroVariance(t *testing.T) {
 	w := hser.Weights{Alpha: 1, Beta: 1}
 	flat := []SampleReward{
 		{Valid: true, Score: hser.Score{RougeF1: 0.3, EM: 0, Hit: 1}},
 		{Valid: true, Score: hser.Score{RougeF1: 0.3, EM: 0, Hit: 1}},
 		{Valid: false},
 	}
-	varied := rewards(0, 1)
+	varied := advRewards(0, 1)
 	keep := mustAdv(t, advCfg("group"), w, [][]SampleReward{flat, varied})
 	if !keep.Include[0][0] || !keep.Include[0][1] || keep.Values[0][0] != 0 || keep.Values[0][1] != 0 {
 		t.Errorf("keep: %+v", keep)
@@ -246,23 +246,23 @@ func TestZeroVariance(t *testing.T) {
 	}
 }
 
-func TestStats(t *testing.T) {
-	a := mustAdv(t, advCfg("none"), hser.Weights{}, [][]SampleReward{rewards(0, 2), rewards(1, 1, 4)})
+func TestAdvantageStats(t *testing.T) {
+	a := mustAdv(t, advCfg("none"), hser.Weights{}, [][]SampleReward{advRewards(0, 2), advRewards(1, 1, 4)})
 	// Advantages −1, 1, −1, −1, 2: mean 0, population std √(8/5), |A| mean 6/5.
-	if !near(a.Stats.Mean, 0) || !near(a.Stats.Std, math.Sqrt(8.0/5)) || !near(a.Stats.AbsMean, 6.0/5) {
+	if !advNear(a.Stats.Mean, 0) || !advNear(a.Stats.Std, math.Sqrt(8.0/5)) || !advNear(a.Stats.AbsMean, 6.0/5) {
 		t.Errorf("stats %+v", a.Stats)
 	}
 }
 
 func TestAdvantageErrors(t *testing.T) {
-	good := [][]SampleReward{rewards(0, 1)}
+	good := [][]SampleReward{advRewards(0, 1)}
 	if _, err := ComputeAdvantages(AdvantageConfig{Estimator: "ppo"}, hser.Weights{}, good); err == nil {
 		t.Error("unknown estimator accepted")
 	}
 	if _, err := ComputeAdvantages(DefaultAdvantageConfig(), hser.Weights{Alpha: -1}, good); err == nil {
 		t.Error("negative alpha accepted")
 	}
-	bad := rewards(0, math.NaN())
+	bad := advRewards(0, math.NaN())
 	if _, err := ComputeAdvantages(DefaultAdvantageConfig(), hser.Weights{}, [][]SampleReward{bad}); err == nil {
 		t.Error("NaN reward accepted")
 	}

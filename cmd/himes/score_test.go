@@ -11,7 +11,7 @@ import (
 
 // runHimes runs the root command with args and stdin, returning stdout,
 // stderr and the error.
-func runHimes(t *testing.T, stdin string, args ...string) (string, string, error) {
+func runScoreCmd(t *testing.T, stdin string, args ...string) (string, string, error) {
 	t.Helper()
 	root := newRootCmd()
 	var out, errb bytes.Buffer
@@ -23,7 +23,7 @@ func runHimes(t *testing.T, stdin string, args ...string) (string, string, error
 	return out.String(), errb.String(), err
 }
 
-type scoreLine struct {
+type scoreOutLine struct {
 	Line    int     `json:"line"`
 	RougeP  float64 `json:"rougeL_p"`
 	RougeR  float64 `json:"rougeL_r"`
@@ -36,14 +36,14 @@ type scoreLine struct {
 	Reward  float64 `json:"reward"`
 }
 
-func parseLines(t *testing.T, out string) []scoreLine {
+func parseScoreLines(t *testing.T, out string) []scoreOutLine {
 	t.Helper()
-	var res []scoreLine
+	var res []scoreOutLine
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		if l == "" {
 			continue
 		}
-		var s scoreLine
+		var s scoreOutLine
 		if err := json.Unmarshal([]byte(l), &s); err != nil {
 			t.Fatalf("output line %q: %v", l, err)
 		}
@@ -57,11 +57,11 @@ func TestScoreCommand(t *testing.T) {
 
 {"prediction": "dogs are running quickly", "reference": "the dog runs quick"}
 `
-	out, _, err := runHimes(t, in, "score", "--tokenizer", "rouge-score", "--stem", "--alpha", "0.5", "--beta", "2")
+	out, _, err := runScoreCmd(t, in, "score", "--tokenizer", "rouge-score", "--stem", "--alpha", "0.5", "--beta", "2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := parseLines(t, out)
+	got := parseScoreLines(t, out)
 	if len(got) != 2 {
 		t.Fatalf("%d output lines, want 2:\n%s", len(got), out)
 	}
@@ -84,11 +84,11 @@ func TestScoreCommandFileAndHitGold(t *testing.T) {
 	if err := os.WriteFile(path, []byte(`{"prediction": "London", "reference": "北京", "context": ["首都是北京"]}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := runHimes(t, "", "score", "--hit", "gold", path)
+	out, _, err := runScoreCmd(t, "", "score", "--hit", "gold", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := parseLines(t, out)
+	got := parseScoreLines(t, out)
 	if len(got) != 1 || got[0].Hit != 1 || got[0].RougeF1 != 0 || got[0].Reward != 1 {
 		t.Errorf("gold hit with the unicode tokenizer: %+v", got)
 	}
@@ -101,15 +101,15 @@ func TestScoreCommandMalformed(t *testing.T) {
 {"reference": "a"}
 {"prediction": "b", "reference": "b"}
 `
-	_, _, err := runHimes(t, in, "score")
+	_, _, err := runScoreCmd(t, in, "score")
 	if err == nil || !strings.Contains(err.Error(), "stdin:2:") {
 		t.Fatalf("error %v, want one naming line 2", err)
 	}
-	out, stderr, err := runHimes(t, in, "score", "--skip-bad")
+	out, stderr, err := runScoreCmd(t, in, "score", "--skip-bad")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := parseLines(t, out)
+	got := parseScoreLines(t, out)
 	if len(got) != 2 || got[0].Line != 1 || got[1].Line != 5 {
 		t.Errorf("skip-bad output %+v", got)
 	}
@@ -121,7 +121,7 @@ func TestScoreCommandMalformed(t *testing.T) {
 		{`{"prediction": "x"}`, `stdin:1: field "reference": missing`},
 		{`{"prediction": "x", "reference": "y", "context": "z"}`, `stdin:1: field "context"`},
 	} {
-		if _, _, err := runHimes(t, c.in, "score"); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, _, err := runScoreCmd(t, c.in, "score"); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("input %s: error %v, want %q", c.in, err, c.want)
 		}
 	}
@@ -134,11 +134,11 @@ func TestScoreCommandBadFlags(t *testing.T) {
 		{"score", "--tokenizer", "nltk"},
 		{"score", "--hit", "both"},
 	} {
-		if _, _, err := runHimes(t, `{"prediction":"a","reference":"a"}`, args...); err == nil {
+		if _, _, err := runScoreCmd(t, `{"prediction":"a","reference":"a"}`, args...); err == nil {
 			t.Errorf("%v accepted", args)
 		}
 	}
-	if _, _, err := runHimes(t, "", "score", filepath.Join(t.TempDir(), "missing.jsonl")); err == nil {
+	if _, _, err := runScoreCmd(t, "", "score", filepath.Join(t.TempDir(), "missing.jsonl")); err == nil {
 		t.Error("missing file accepted")
 	}
 }
