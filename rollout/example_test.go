@@ -46,6 +46,9 @@ func ExampleRunner() {
 	if err != nil {
 		panic(err)
 	}
+	// By hand: the first answer equals the reference (F1 1, EM 1) and occurs
+	// in its chunk (Hit 1): 3. The second shares "it is" with the reference:
+	// P 2/4, R 2/5, F1 4/9 ≈ 0.44, EM 0, Hit 1: 1.44.
 	for _, r := range records {
 		fmt.Printf("%q → %q reward %.2f\n", r.Rewrite, r.Answer, r.Reward)
 	}
@@ -58,10 +61,6 @@ func ExampleRunner() {
 	}
 	back, _ := rollout.ReadLedger(path)
 	fmt.Println("ledger rows:", len(back))
-	// By hand: the first answer equals the reference (F1 1, EM 1) and occurs
-	// in its chunk (Hit 1): 3. The second shares "it is" with the reference:
-	// P 2/4, R 2/5, F1 4/9 ≈ 0.44, EM 0, Hit 1: 1.44.
-	//
 	// Output:
 	// "eiffel tower" → "It is 330 metres tall." reward 3.00
 	// "it" → "It is a pronoun." reward 1.44
