@@ -1,0 +1,362 @@
+package grpo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/himes-rl/himes/checkpoints"
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/rollout"
+	"github.com/himes-rl/himes/trainer"
+)
+
+// fakePolicy samples fixed rewrites: sample k of a prompt is the question
+// followed by suffixes[k]. It records the calls the loop makes.
+type fakePolicy struct {
+	mu          sync.Mutex
+	suffixes    []string
+	version     int64
+	saved       map[string]int64
+	grpoCalls   []trainer.GRPORequest
+	loads       []string
+	onGRPO      func(trainer.GRPORequest) error
+	appliedStep map[string]bool
+}
+
+func newFakePolicy(suffixes ...string) *fakePolicy {
+	return &fakePolicy{suffixes: suffixes, saved: map[string]int64{}, appliedStep: map[string]bool{}}
+}
+
+func (f *fakePolicy) Info(context.Context) (trainer.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return trainer.Info{PolicyVersion: f.version}, nil
+}
+
+func (f *fakePolicy) Sample(_ context.Context, req trainer.SampleRequest) (trainer.SampleResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out trainer.SampleResponse
+	for i, p := range req.Prompts {
+		for k := 0; k < req.N; k++ {
+			suffix := ""
+			if req.Temperature > 0 {
+				suffix = f.suffixes[k%len(f.suffixes)]
+			}
+			out.Samples = append(out.Samples, trainer.Sample{PromptIndex: i, SampleIndex: k,
+				Text: p.Dialogue.Question + suffix, TokenIDs: []int{k}, Logprobs: []float64{-0.5}, PolicyVersion: f.version})
+		}
+	}
+	out.PolicyVersion = f.version
+	return out, nil
+}
+
+func (f *fakePolicy) SFTStep(context.Context, trainer.SFTRequest) (trainer.SFTResponse, error) {
+	return trainer.SFTResponse{}, errors.New("not used")
+}
+
+func (f *fakePolicy) GRPOStep(_ context.Context, req trainer.GRPORequest) (trainer.GRPOResponse, error) {
+	if f.onGRPO != nil {
+		if err := f.onGRPO(req); err != nil {
+			return trainer.GRPOResponse{}, err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.grpoCalls = append(f.grpoCalls, req)
+	if !f.appliedStep[req.StepID] {
+		f.appliedStep[req.StepID] = true
+		f.version++
+	}
+	return trainer.GRPOResponse{PolicyVersion: f.version}, nil
+}
+
+func (f *fakePolicy) Save(_ context.Context, req trainer.SaveRequest) (trainer.SaveResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.saved[req.Name] = f.version
+	return trainer.SaveResponse{Name: req.Name, PolicyVersion: f.version}, nil
+}
+
+func (f *fakePolicy) Load(_ context.Context, req trainer.LoadRequest) (trainer.LoadResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.saved[req.Name]
+	if !ok {
+		return trainer.LoadResponse{}, fmt.Errorf("no checkpoint %q", req.Name)
+	}
+	f.loads = append(f.loads, req.Name)
+	f.version = v
+	return trainer.LoadResponse{Name: req.Name, PolicyVersion: v}, nil
+}
+
+func (f *fakePolicy) Checkpoints(context.Context) ([]trainer.CheckpointInfo, error) { return nil, nil }
+
+// echoRetriever returns the rewrite itself as the only chunk.
+type echoRetriever struct{}
+
+func (echoRetriever) Retrieve(_ context.Context, _, rewrite, _ string) (retrieval.Result, error) {
+	return retrieval.Result{Chunks: []retrieval.Ranked{{Chunk: retrieval.Chunk{ID: "c", PassageID: "p", Text: rewrite}, Score: 1}}}, nil
+}
+
+// lastWordResponder answers with the last word of the retrieved chunk, and
+// fails for rewrites that contain FAIL.
+type lastWordResponder struct{}
+
+func (lastWordResponder) Name() string { return "last-word" }
+
+func (lastWordResponder) Respond(_ context.Context, _ string, chunks []retrieval.Ranked) (string, error) {
+	text := chunks[0].Text
+	if strings.Contains(text, "FAIL") {
+		return "", errors.New("responder exploded")
+	}
+	w := strings.Fields(text)
+	return w[len(w)-1], nil
+}
+
+func testTurns(n int) []datasets.Turn {
+	turns := make([]datasets.Turn, n)
+	for i := range turns {
+		turns[i] = datasets.Turn{ConvID: fmt.Sprintf("c%d", i), Turn: 2, Question: "where is it",
+			History: []datasets.Message{{Role: "user", Text: "tell me about paris"}, {Role: "assistant", Text: "paris is in france"}},
+			Answer:  "paris france", User: fmt.Sprintf("c%d", i)}
+	}
+	return turns
+}
+
+func newTestTrainer(t *testing.T, cfg Config, pol *fakePolicy, run *checkpoints.RunDir) *Trainer {
+	t.Helper()
+	scorer, err := hser.NewScorer(hser.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcfg := rollout.DefaultConfig()
+	runner, err := rollout.NewRunner(rcfg, echoRetriever{}, lastWordResponder{}, scorer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rend, err := datasets.NewRenderer(datasets.DefaultPromptConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := NewTrainer(cfg, Deps{Policy: pol, Runner: runner, Renderer: rend, Train: testTurns(4),
+		Eval: testTurns(2), Reward: hser.DefaultConfig().Weights, Run: run, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func testConfig() Config {
+	cfg := DefaultConfig()
+	cfg.Steps, cfg.PromptsPerStep, cfg.GroupSize = 2, 2, 4
+	cfg.EvalEvery, cfg.CheckpointEvery = 0, 1
+	return cfg
+}
+
+func startMetrics(t *testing.T, tr *Trainer) {
+	t.Helper()
+	m, err := openMetrics(tr.deps.Run.File("metrics.jsonl"), -1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	tr.metrics = m
+}
+
+func TestStepExcludesFailedRolloutsAndWritesLedgerFirst(t *testing.T) {
+	run, err := checkpoints.Open(t.TempDir(), "r", checkpoints.New)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Suffix " paris" answers "paris" (Rouge-L F1 2/3 against "paris france"),
+	// "" answers "it" (F1 0), " FAIL" makes the responder fail.
+	pol := newFakePolicy(" paris", "", " FAIL", "")
+	pol.onGRPO = func(req trainer.GRPORequest) error {
+		recs, err := rollout.ReadLedger(run.LedgerPath(1))
+		if err != nil {
+			return fmt.Errorf("ledger not on disk before the update: %w", err)
+		}
+		if len(recs) != 8 {
+			return fmt.Errorf("ledger has %d records, want 8", len(recs))
+		}
+		return nil
+	}
+	tr := newTestTrainer(t, testConfig(), pol, run)
+	startMetrics(t, tr)
+	m, err := tr.Step(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.FailedRollouts != 2 || m.Rollouts != 8 {
+		t.Fatalf("failed=%d rollouts=%d, want 2 of 8", m.FailedRollouts, m.Rollouts)
+	}
+	if len(pol.grpoCalls) != 1 {
+		t.Fatalf("want one update, got %d", len(pol.grpoCalls))
+	}
+	req := pol.grpoCalls[0]
+	if len(req.Samples) != 6 {
+		t.Fatalf("update carries %d samples, want the 6 valid ones", len(req.Samples))
+	}
+	// Per group the valid rewards are {2/3, 0, 0} (the failed sample is not
+	// in the baseline): group normalization with population std and ε 1e-6.
+	r := []float64{2.0 / 3, 0, 0}
+	mean := (r[0] + r[1] + r[2]) / 3
+	std := math.Sqrt(((r[0]-mean)*(r[0]-mean) + 2*(r[1]-mean)*(r[1]-mean)) / 3)
+	want := map[int]float64{0: (r[0] - mean) / (std + 1e-6), 1: (0 - mean) / (std + 1e-6), 3: (0 - mean) / (std + 1e-6)}
+	for _, s := range req.Samples {
+		k := s.TokenIDs[0]
+		w, ok := want[k]
+		if !ok {
+			t.Fatalf("sample %d (failed rollout) was sent to the update", k)
+		}
+		if math.Abs(s.Advantage-w) > 1e-12 {
+			t.Errorf("sample %d advantage %v, want %v", k, s.Advantage, w)
+		}
+	}
+	if !strings.Contains(req.StepID, "/r0/grpo-000001") {
+		t.Errorf("step_id %q does not name the run generation and step", req.StepID)
+	}
+	recs, _ := rollout.ReadLedger(run.LedgerPath(1))
+	for _, rec := range recs {
+		if rec.Failed() && (rec.Included || rec.Reward != 0) {
+			t.Errorf("failed rollout %d scored or included: %+v", rec.SampleIndex, rec)
+		}
+		if rec.Failed() && rec.ErrorKind == "" {
+			t.Errorf("failed rollout without an error kind")
+		}
+	}
+}
+
+func TestGuardsPenalizeAnswerLeak(t *testing.T) {
+	run, _ := checkpoints.Open(t.TempDir(), "r", checkpoints.New)
+	// " paris france" writes the reference answer into the query.
+	pol := newFakePolicy(" paris france", "", "", "")
+	tr := newTestTrainer(t, testConfig(), pol, run)
+	startMetrics(t, tr)
+	m, err := tr.Step(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.GuardLeak != 2 {
+		t.Fatalf("answer leaks counted %d, want 2 (one per group)", m.GuardLeak)
+	}
+	recs, _ := rollout.ReadLedger(run.LedgerPath(1))
+	for _, r := range recs {
+		if r.SampleIndex == 0 && r.Reward != -1 {
+			t.Errorf("leaking rewrite got reward %v, want the penalty -1", r.Reward)
+		}
+		if r.SampleIndex == 0 && r.Advantage >= 0 {
+			t.Errorf("leaking rewrite got advantage %v, want negative", r.Advantage)
+		}
+	}
+}
+
+func TestResumeComparesPolicyVersions(t *testing.T) {
+	base := t.TempDir()
+	run, _ := checkpoints.Open(base, "r", checkpoints.New)
+	pol := newFakePolicy(" paris", "")
+	if err := newTestTrainer(t, testConfig(), pol, run).Run(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if pol.version != 2 || len(pol.loads) != 0 {
+		t.Fatalf("version %d loads %v after 2 steps", pol.version, pol.loads)
+	}
+
+	// Same version as recorded: nothing to roll back.
+	cfg := testConfig()
+	cfg.Steps = 3
+	run, _ = checkpoints.Open(base, "r", checkpoints.Resume)
+	if err := newTestTrainer(t, cfg, pol, run).Run(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if len(pol.loads) != 0 || pol.version != 3 {
+		t.Fatalf("equal versions must not load: loads %v version %d", pol.loads, pol.version)
+	}
+
+	// An update applied after the last checkpoint (the trainer is ahead):
+	// resume must load the checkpoint so the step is not applied twice.
+	pol.version = 7
+	cfg.Steps = 4
+	run, _ = checkpoints.Open(base, "r", checkpoints.Resume)
+	if err := newTestTrainer(t, cfg, pol, run).Run(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if len(pol.loads) != 1 || pol.loads[0] != "step-000003" || pol.version != 4 {
+		t.Fatalf("loads %v version %d; want step-000003 loaded and one more update", pol.loads, pol.version)
+	}
+	// Step ids of the replayed step are new (generation 2), so the trainer applies it.
+	last := pol.grpoCalls[len(pol.grpoCalls)-1].StepID
+	if !strings.Contains(last, "/r2/grpo-000004") {
+		t.Fatalf("step id %q", last)
+	}
+	if _, err := os.Stat(run.File("metrics.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDynamicSamplingReplacesZeroVarianceGroups(t *testing.T) {
+	run, _ := checkpoints.Open(t.TempDir(), "r", checkpoints.New)
+	pol := newFakePolicy("", "", "", "") // every rewrite alike: zero variance
+	cfg := testConfig()
+	cfg.DynamicSampling = DynamicSamplingConfig{MaxRounds: 2, MinZeroVarFrac: 0.5}
+	tr := newTestTrainer(t, cfg, pol, run)
+	startMetrics(t, tr)
+	calls := 0
+	// The policy learns variety after the first draw.
+	tr.deps.Policy = samplingHook{pol, func() {
+		calls++
+		if calls == 2 {
+			pol.suffixes = []string{" paris", "", "", ""}
+		}
+	}}
+	m, err := tr.Step(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 || m.ResampledGroups != 2 || m.ZeroVarFrac != 0 {
+		t.Fatalf("sample calls %d, resampled %d, zero-var %v; want 2, 2, 0", calls, m.ResampledGroups, m.ZeroVarFrac)
+	}
+}
+
+type samplingHook struct {
+	*fakePolicy
+	before func()
+}
+
+func (s samplingHook) Sample(ctx context.Context, req trainer.SampleRequest) (trainer.SampleResponse, error) {
+	s.before()
+	return s.fakePolicy.Sample(ctx, req)
+}
+
+func TestEpochOrderIsSeededPermutation(t *testing.T) {
+	a, b := epochOrder(50, 1, 0), epochOrder(50, 1, 0)
+	c := epochOrder(50, 1, 1)
+	seen := map[int]bool{}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatal("same seed and epoch must give the same order")
+		}
+		seen[a[i]] = true
+	}
+	if len(seen) != 50 {
+		t.Fatal("not a permutation")
+	}
+	same := 0
+	for i := range a {
+		if a[i] == c[i] {
+			same++
+		}
+	}
+	if same == 50 {
+		t.Fatal("epochs must reshuffle")
+	}
+}
