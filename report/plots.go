@@ -188,14 +188,18 @@ func evalFigure(runs []Run, panels []evalPanel) ([]byte, error) {
 	for pi, pn := range panels {
 		p := newPlot(pn.title, "step")
 		entries := 0
+		// Baselines are drawn last, dashed over the policy lines, so they
+		// stay visible where the policy still equals them.
+		var sharedLine *plotter.Line
+		var rawLines []*plotter.Line
 		if shared {
 			rl, err := plotter.NewLine(sharedXY[pi])
 			if err != nil {
 				return nil, err
 			}
 			rl.Width, rl.Dashes = vg.Points(1.5), []vg.Length{vg.Points(5), vg.Points(3)}
-			rl.Color = color.NRGBA{90, 90, 90, 255}
-			p.Add(rl)
+			rl.Color = color.NRGBA{60, 60, 60, 255}
+			sharedLine = rl
 			if pi == 0 {
 				p.Legend.Add("raw question", rl)
 				entries++
@@ -219,7 +223,7 @@ func evalFigure(runs []Run, panels []evalPanel) ([]byte, error) {
 				}
 				rl.Width, rl.Dashes = vg.Points(1.5), []vg.Length{vg.Points(5), vg.Points(3)}
 				rl.Color = c
-				p.Add(rl)
+				rawLines = append(rawLines, rl)
 				if pi == 0 {
 					p.Legend.Add(r.Name+" raw", rl)
 					entries++
@@ -236,6 +240,12 @@ func evalFigure(runs []Run, panels []evalPanel) ([]byte, error) {
 				p.Legend.Add(r.Name+" policy", l, pts)
 				entries++
 			}
+		}
+		if sharedLine != nil {
+			rawLines = append(rawLines, sharedLine)
+		}
+		for _, rl := range rawLines {
+			p.Add(rl)
 		}
 		if pi == 0 {
 			legendRoom(p, entries)
