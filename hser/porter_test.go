@@ -64,3 +64,34 @@ func TestPorterKnownWords(t *testing.T) {
 		}
 	}
 }
+
+// TestStemMemo runs the NLTK vocabulary through a stemming scorer, each word
+// twice, so the second occurrence comes from the memo and the memo fills
+// and is cleared several times (33k words, stemMemoMax 4096).
+func TestStemMemo(t *testing.T) {
+	f, err := os.Open("testdata/porter_nltk.tsv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var text strings.Builder
+	var want []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		word, stem, ok := strings.Cut(sc.Text(), "\t")
+		if !ok || strings.HasPrefix(word, "#") {
+			continue
+		}
+		text.WriteString(word + " " + word + " ")
+		want = append(want, stem, stem)
+	}
+	got := mustScorer(t, rougeCfg(true)).Tokens(text.String())
+	if len(got) != len(want) {
+		t.Fatalf("%d tokens, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("token %d: %q, NLTK gives %q", i, got[i], want[i])
+		}
+	}
+}

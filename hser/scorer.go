@@ -59,7 +59,8 @@ type scratch struct {
 	tab            internTable
 	peq, v         []uint64
 	counts         []int32
-	stem, tmp      []byte
+	stem           stemmer
+	tmp            []byte
 	normA, normRef []byte // normalized answers (EM, F1, Hit)
 	normC          []byte // a normalized context chunk
 	nspan          []span
@@ -193,8 +194,9 @@ func countNonArticles(buf []byte, spans []span) int {
 // Tokens returns the Rouge-L tokens of text under the scorer's tokenizer
 // and stemming (for inspection and tests).
 func (s *Scorer) Tokens(text string) []string {
-	var buf, stem []byte
-	spans := s.tokenize(&buf, nil, text, s.cfg.Stem, &stem)
+	var buf []byte
+	var st stemmer
+	spans := s.tokenize(&buf, nil, text, s.cfg.Stem, &st)
 	out := make([]string, len(spans))
 	for i, sp := range spans {
 		out[i] = string(buf[sp.start:sp.end])
@@ -211,11 +213,11 @@ func (s *Scorer) Normalize(text string) string {
 	return string(s.normalize(sc, nil, text))
 }
 
-func (s *Scorer) tokenize(buf *[]byte, spans []span, text string, stem bool, stemBuf *[]byte) []span {
+func (s *Scorer) tokenize(buf *[]byte, spans []span, text string, stem bool, st *stemmer) []span {
 	if s.unicode {
-		*buf, spans = appendUnicodeTokens(*buf, spans, text, stem, stemBuf)
+		*buf, spans = appendUnicodeTokens(*buf, spans, text, stem, st)
 	} else {
-		*buf, spans = appendRougeTokens(*buf, spans, text, stem, stemBuf)
+		*buf, spans = appendRougeTokens(*buf, spans, text, stem, st)
 	}
 	return spans
 }

@@ -1,6 +1,7 @@
 package hser
 
 import (
+	"bytes"
 	"unicode"
 	"unicode/utf8"
 
@@ -37,6 +38,48 @@ func appendAlnumRun(buf []byte, text string, i int) ([]byte, int) {
 	return buf, j
 }
 
+// stemmer Porter-stems tokens, remembering the stems of recent words of up
+// to 16 bytes: answers repeat a small vocabulary, and a lookup is much cheaper
+// than the algorithm. The memo is bounded (cleared when full) and keeps its
+// storage, so it does not allocate in steady state.
+type stemmer struct {
+	buf  []byte
+	memo map[[16]byte][16]byte
+}
+
+const stemMemoMax = 4096
+
+// stemTail replaces buf[start:], a lowercase ASCII word, by its stem.
+func (st *stemmer) stemTail(buf []byte, start int) []byte {
+	w := buf[start:]
+	var key [16]byte
+	memo := len(w) <= len(key)
+	if memo {
+		copy(key[:], w) // words have no NUL bytes: the zero padding ends them
+		if v, ok := st.memo[key]; ok {
+			n := bytes.IndexByte(v[:], 0)
+			if n < 0 {
+				n = len(v)
+			}
+			return append(buf[:start], v[:n]...)
+		}
+	}
+	stem := porterStem(append(st.buf[:0], w...))
+	st.buf = stem
+	if memo { // a stem is never longer than its word
+		if st.memo == nil {
+			st.memo = make(map[[16]byte][16]byte, stemMemoMax)
+		}
+		if len(st.memo) >= stemMemoMax {
+			clear(st.memo)
+		}
+		var v [16]byte
+		copy(v[:], stem)
+		st.memo[key] = v
+	}
+	return append(buf[:start], stem...)
+}
+
 // span is a token: bytes [start, end) of a scratch buffer.
 type span struct{ start, end int32 }
 
@@ -52,15 +95,12 @@ type span struct{ start, end int32 }
 // U+0307, which is not alphanumeric and so ends the token. Everything else
 // outside ASCII, including invalid UTF-8, separates tokens — which is why this
 // tokenizer scores any CJK text 0.
-func appendRougeTokens(buf []byte, spans []span, text string, stem bool, stemBuf *[]byte) ([]byte, []span) {
+func appendRougeTokens(buf []byte, spans []span, text string, stem bool, st *stemmer) ([]byte, []span) {
 	start := len(buf)
 	flush := func() {
 		if len(buf) > start {
 			if stem && len(buf)-start > 3 {
-				w := append((*stemBuf)[:0], buf[start:]...)
-				w = porterStem(w)
-				*stemBuf = w
-				buf = append(buf[:start], w...)
+				buf = st.stemTail(buf, start)
 			}
 			if len(buf) > start { // a stem is never empty, but rouge-score filters anyway
 				spans = append(spans, span{int32(start), int32(len(buf))})
@@ -130,7 +170,7 @@ func foldRune(r rune) rune {
 // Not done: compatibility (NFKC) folding, so fullwidth "ＡＢＣ" is not
 // "abc"; and word segmentation, so Thai, Lao, Khmer or Myanmar text without
 // spaces comes out as long runs.
-func appendUnicodeTokens(buf []byte, spans []span, text string, stem bool, stemBuf *[]byte) ([]byte, []span) {
+func appendUnicodeTokens(buf []byte, spans []span, text string, stem bool, st *stemmer) ([]byte, []span) {
 	if !isASCII(text) && !norm.NFC.IsNormalString(text) {
 		text = norm.NFC.String(text)
 	}
@@ -140,10 +180,7 @@ func appendUnicodeTokens(buf []byte, spans []span, text string, stem bool, stemB
 	flush := func() {
 		if len(buf) > start {
 			if stem && ascii && len(buf)-start > 3 {
-				w := append((*stemBuf)[:0], buf[start:]...)
-				w = porterStem(w)
-				*stemBuf = w
-				buf = append(buf[:start], w...)
+				buf = st.stemTail(buf, start)
 			}
 			spans = append(spans, span{int32(start), int32(len(buf))})
 		}
