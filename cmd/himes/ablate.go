@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/report"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -132,10 +134,11 @@ func runRescore(ctx context.Context, stdout io.Writer, runDir, gridPath, data, k
 
 func newAblateSweepCmd() *cobra.Command {
 	var (
-		cf       configFlags
-		grid     string
-		parallel int
-		out      string
+		cf                configFlags
+		grid              string
+		parallel          int
+		out               string
+		resume, overwrite bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sweep --config X --grid grid.yaml [--parallel N]",
@@ -145,8 +148,9 @@ keys as --set overrides and run.name = <run.name>-<point>, N at a time, each
 run's output going to <run.output_dir>/<run.name>-sweep/<run>.log. A failed run
 does not stop the others. When all have finished it reads each run's
 metrics.jsonl and prints one row per point: training reward at the start and
-end, and the final held-out evaluation of the policy against the raw question.
-Every point is validated before anything starts.`,
+end, and the final held-out evaluation of the policy against the raw question
+(also in sweep.json), and writes the runs' overlaid plots to
+<run.name>-sweep/report/. Every point is validated before anything starts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := cf.load()
@@ -160,6 +164,22 @@ Every point is validated before anything starts.`,
 			runs, err := evaluate.PlanSweep(g, cfg)
 			if err != nil {
 				return err
+			}
+			if resume && overwrite {
+				return fmt.Errorf("--resume and --overwrite exclude each other")
+			}
+			if !resume && !overwrite {
+				// Checked up front: train would refuse, and the table would show
+				// the old runs' metrics as if they were new.
+				var existing []string
+				for _, r := range runs {
+					if _, err := os.Stat(r.RunDir); err == nil {
+						existing = append(existing, r.RunDir)
+					}
+				}
+				if len(existing) > 0 {
+					return fmt.Errorf("sweep: run directories already exist (pass --resume or --overwrite): %s", strings.Join(existing, ", "))
+				}
 			}
 			exe, err := os.Executable()
 			if err != nil {
@@ -180,6 +200,12 @@ Every point is validated before anything starts.`,
 					args = append(args, "--set", o)
 				}
 				args = append(args, "--set", "run.name="+r.RunName)
+				if resume {
+					args = append(args, "--resume")
+				}
+				if overwrite {
+					args = append(args, "--overwrite")
+				}
 				return runSweepChild(ctx, exe, args, filepath.Join(logDir, r.RunName+".log"))
 			})
 			rows := evaluate.GatherSweep(ctx, runs, errs)
@@ -191,6 +217,20 @@ Every point is validated before anything starts.`,
 			}
 			if err := evaluate.WriteSweepMarkdown(cmd.OutOrStdout(), rows); err != nil {
 				return err
+			}
+			// The runs overlaid in one report, so the curves can be compared too.
+			var dirs []string
+			for i, r := range runs {
+				if errs[i] == nil {
+					dirs = append(dirs, r.RunDir)
+				}
+			}
+			if len(dirs) > 0 {
+				if res, err := report.Generate(ctx, dirs, filepath.Join(logDir, "report")); err != nil {
+					slog.Warn("sweep report not written", "err", err)
+				} else {
+					slog.Info("sweep report written", "html", res.HTML)
+				}
 			}
 			failed := 0
 			for _, e := range errs {
@@ -207,6 +247,8 @@ Every point is validated before anything starts.`,
 	cf.register(cmd, true)
 	cmd.Flags().StringVar(&grid, "grid", "", "grid file (YAML)")
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "runs trained at once")
+	cmd.Flags().BoolVar(&resume, "resume", false, "continue existing runs from their newest checkpoints (passed to train)")
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace existing run directories (passed to train)")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "JSON output (default: <run.output_dir>/<run.name>-sweep/sweep.json)")
 	_ = cmd.MarkFlagRequired("grid")
 	return cmd
