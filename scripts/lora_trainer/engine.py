@@ -80,8 +80,9 @@ class Engine:
         self.backend = backend
         self.tok = backend.tokenizer
         self.micro_batch_size = micro_batch_size
-        self.default_max_tokens = default_max_tokens
         self.limits = limits or Limits()
+        # A request that leaves max_tokens 0 must not get more than the advertised limit.
+        self.default_max_tokens = min(default_max_tokens, self.limits.max_tokens or default_max_tokens)
         self.policy_version = 0
         self.params = backend.trainable_parameters()
         # The learning rate is set per call (the protocol sends it); AdamW with

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from lora_trainer import losses
-from lora_trainer.engine import Engine, NumericError
+from lora_trainer.engine import Engine, Limits, NumericError
 from lora_trainer.tiny import BOS_ID, EOS_ID, ByteTokenizer
 
 from .helpers import prompt_ids, tiny_engine
@@ -283,3 +283,23 @@ def test_token_logprobs_helper_agrees_with_engine():
     got = e.logprobs([p, p], [[5, 6], []], 1.0)
     assert got[1] == [] and got[0] == pytest.approx(unbatched_logprobs(e, p, [5, 6]), abs=1e-5)
     assert losses.LOSS_TYPES == ("grpo", "bnpo", "dapo", "dr_grpo")
+
+
+def test_samples_without_tokens_count_in_the_batch_but_move_nothing():
+    e = tiny_engine()
+    p = prompt_ids(e, "empty")
+    before = [t.detach().clone() for t in e.params]
+    out = e.grpo_step([{"prompt_ids": p, "token_ids": [], "old_logprobs": [], "advantage": 1.0}], LOSS)
+    assert out == {"loss": 0.0, "kl": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "grad_norm": 0.0, "entropy": 0.0, "tokens": 0}
+    assert e.policy_version == 1  # the call was applied, with nothing to learn from
+    assert all(torch.equal(a, b) for a, b in zip(before, e.params))
+    # grpo: the empty sample still counts in B, halving the other's weight: -(1.5)/2.
+    batch = on_policy_batch(e, n=1, advantages=(1.5,), max_tokens=(4,))
+    batch.append({"prompt_ids": p, "token_ids": [], "old_logprobs": [], "advantage": -3.0})
+    assert e.grpo_step(batch, LOSS)["loss"] == pytest.approx(-0.75, abs=1e-5)
+
+
+def test_default_max_tokens_respects_the_limit():
+    e = tiny_engine(limits=Limits(max_tokens=3))
+    s = e.sample([prompt_ids(e, "long")], 1, 1.0, 1.0, 0, [], seed=0)[0]
+    assert len(s["token_ids"]) <= 3
