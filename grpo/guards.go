@@ -24,11 +24,10 @@ const (
 // "penalty" mode, replaces the reward with the configured penalty (every
 // term is set so that both reward aggregations see it). Failed rollouts are
 // left alone: they carry no reward to hack.
-func applyGuards(cfg GuardConfig, turn datasets.Turn, recs []rollout.Record) guardCounts {
+func applyGuards(cfg GuardConfig, turn datasets.Turn, histWords map[string]bool, recs []rollout.Record) guardCounts {
 	var c guardCounts
 	answer := normalizeWords(turn.Answer)
 	question := normalizeWords(turn.Question)
-	histWords := distinctWords(turn.History)
 	for i := range recs {
 		r := &recs[i]
 		if r.Failed() {
@@ -94,7 +93,8 @@ func distinctWordSet(s string) map[string]bool {
 	return set
 }
 
-func distinctWords(hist []datasets.Message) map[string]bool {
+// historyWords is the set of distinct words of a dialogue history.
+func historyWords(hist []datasets.Message) map[string]bool {
 	set := map[string]bool{}
 	for _, m := range hist {
 		for w := range distinctWordSet(m.Text) {

@@ -28,7 +28,7 @@ func TestGuards(t *testing.T) {
 	}
 	for _, c := range cases {
 		recs := []rollout.Record{{Rewrite: c.rewrite, Reward: 0.5, RougeF1: 0.5}}
-		got := applyGuards(cfg, turn, recs)
+		got := applyGuards(cfg, turn, historyWords(turn.History), recs)
 		if got != c.want {
 			t.Errorf("%q: counts %+v, want %+v", c.rewrite, got, c.want)
 		}
@@ -45,12 +45,12 @@ func TestGuards(t *testing.T) {
 	// A question that already contains the answer is no leak.
 	q := turn
 	q.Question = "was it built in 1889"
-	if got := applyGuards(cfg, q, []rollout.Record{{Rewrite: "was the eiffel tower built in 1889"}}); got.leak != 0 {
+	if got := applyGuards(cfg, q, historyWords(q.History), []rollout.Record{{Rewrite: "was the eiffel tower built in 1889"}}); got.leak != 0 {
 		t.Errorf("answer present in the question counted as a leak")
 	}
 	// Failed rollouts are left alone.
 	failed := []rollout.Record{{Rewrite: "", Error: "boom"}}
-	if got := applyGuards(cfg, turn, failed); got != (guardCounts{}) || failed[0].Reward != 0 {
+	if got := applyGuards(cfg, turn, historyWords(turn.History), failed); got != (guardCounts{}) || failed[0].Reward != 0 {
 		t.Errorf("guards touched a failed rollout")
 	}
 }

@@ -57,6 +57,9 @@ type Trainer struct {
 	log     *slog.Logger
 	state   State
 	metrics *metricsLog
+	// histWords caches each training turn's distinct history words for the
+	// copies-history guard (histories are long; turns recur every epoch).
+	histWords map[string]map[string]bool
 }
 
 // NewTrainer checks the dependencies and returns a trainer ready to Run.
@@ -235,6 +238,21 @@ func (t *Trainer) Step(ctx context.Context, step int) (StepMetrics, error) {
 	return m, nil
 }
 
+func (t *Trainer) historyWords(turn datasets.Turn) map[string]bool {
+	if t.cfg.Guards.CopiesHistory == "off" {
+		return nil
+	}
+	if t.histWords == nil {
+		t.histWords = map[string]map[string]bool{}
+	}
+	w, ok := t.histWords[turn.ID()]
+	if !ok {
+		w = historyWords(turn.History)
+		t.histWords[turn.ID()] = w
+	}
+	return w
+}
+
 func (t *Trainer) fault(point string, step int) {
 	if t.deps.Fault != nil {
 		t.deps.Fault(point, step)
@@ -327,7 +345,7 @@ func (t *Trainer) sampleAndRollOut(ctx context.Context, step, round int, turns [
 		for k := range b.groups[i].records {
 			b.groups[i].records[k].GroupIndex = b.groups[i].index
 		}
-		b.groups[i].guards = applyGuards(t.cfg.Guards, b.groups[i].turn, b.groups[i].records)
+		b.groups[i].guards = applyGuards(t.cfg.Guards, b.groups[i].turn, t.historyWords(b.groups[i].turn), b.groups[i].records)
 	}
 	b.stats = addStats(b.stats, stats)
 	timing.retrieve += time.Duration(stats.RetrieveSeconds * float64(time.Second))
