@@ -23,6 +23,9 @@ type AdvantageStats struct {
 	// variance with ZeroVariance "drop". FailedRollouts counts invalid
 	// rollouts in all groups.
 	Groups, DroppedGroups, FailedRollouts int
+	// ComparableGroups counts the groups with ≥ 2 valid rollouts, over which
+	// the zero-variance counts below are taken (their natural denominator).
+	ComparableGroups int
 	// ZeroVarGroups counts groups (with ≥ 2 valid rollouts) whose advantages
 	// are all zero by construction: with Aggregation "sum" the total reward is
 	// the same for every valid rollout; with "normalize_then_sum" every term
@@ -153,6 +156,7 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 			st.DroppedGroups++
 			continue
 		}
+		st.ComparableGroups++
 		constant := func(get func(hser.Score) float64) bool {
 			first := get(grp[valid[0]].Score)
 			for _, i := range valid[1:] {

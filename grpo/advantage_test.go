@@ -201,7 +201,7 @@ func TestAdvantageFailedRolloutIsolated(t *testing.T) {
 	}
 	// A group left with one valid rollout is dropped.
 	a := mustAdv(t, advCfg("group"), w, [][]SampleReward{{base[0], {Valid: false}}, base})
-	if a.Include[0][0] || a.Stats.DroppedGroups != 1 || a.Stats.FailedRollouts != 1 || a.Stats.Groups != 2 {
+	if a.Include[0][0] || a.Stats.DroppedGroups != 1 || a.Stats.FailedRollouts != 1 || a.Stats.Groups != 2 || a.Stats.ComparableGroups != 1 {
 		t.Errorf("one-valid group: %+v", a)
 	}
 }
@@ -225,7 +225,7 @@ func TestAdvantageZeroVariance(t *testing.T) {
 	c := advCfg("group")
 	c.ZeroVariance = "drop"
 	drop := mustAdv(t, c, w, [][]SampleReward{flat, varied})
-	if drop.Include[0][0] || drop.Include[0][1] || drop.Stats.DroppedGroups != 1 || !drop.Include[1][0] {
+	if drop.Include[0][0] || drop.Include[0][1] || drop.Stats.DroppedGroups != 1 || drop.Stats.ComparableGroups != 2 || !drop.Include[1][0] {
 		t.Errorf("drop: %+v", drop)
 	}
 	// Equal totals from different terms are not zero variance under
