@@ -26,16 +26,10 @@ var asciiAlnum = func() (t [256]bool) {
 // lowercased (c|0x20 lowercases a letter and leaves a digit as it is), and
 // returns the index after it.
 func appendAlnumRun(buf []byte, text string, i int) ([]byte, int) {
-	j := i
-	for j < len(text) && asciiAlnum[text[j]] {
-		j++
+	for ; i < len(text) && asciiAlnum[text[i]]; i++ {
+		buf = append(buf, text[i]|0x20)
 	}
-	n := len(buf)
-	buf = append(buf, text[i:j]...)
-	for k := n; k < len(buf); k++ {
-		buf[k] |= 0x20
-	}
-	return buf, j
+	return buf, i
 }
 
 // stemmer Porter-stems tokens, remembering the stems of recent words of up
