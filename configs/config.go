@@ -181,11 +181,14 @@ func (c *Config) inputFiles() []pathField {
 		{"data.eval", &c.Data.Eval},
 		{"data.sft", &c.Data.SFT},
 		{"data.kb", &c.Data.KB},
+		{"retrieval.memory.partitions", &c.Retrieval.Memory.Partitions},
+		{"retrieval.memory.taxonomy", &c.Retrieval.Memory.Taxonomy},
 	}
 }
 
 // resolvePaths makes relative input paths relative to the config's directory,
-// so a config works from any working directory.
+// so a config works from any working directory. Output locations
+// (run.output_dir, cache directories) stay relative to the working directory.
 func (c *Config) resolvePaths(dir string) {
 	for _, f := range c.inputFiles() {
 		if *f.path != "" && !filepath.IsAbs(*f.path) {

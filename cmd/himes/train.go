@@ -54,6 +54,7 @@ trainer/ checkpoints.`,
 			if err != nil {
 				return err
 			}
+			defer comp.Close()
 			fault, err := faultFromEnv()
 			if err != nil {
 				return err

@@ -103,6 +103,13 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	return c, nil
 }
 
+// Close releases network responders' connections.
+func (c *components) Close() {
+	if cl, ok := c.Responder.(interface{ Close() }); ok {
+		cl.Close()
+	}
+}
+
 // rankPassages is the passage-level ranking used for Recall@10 and MRR: the
 // final re-ranked chunks, then the remaining first-stage candidates, each
 // passage at its first (best) position.
