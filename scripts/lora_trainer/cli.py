@@ -101,8 +101,7 @@ def build_engine(a: argparse.Namespace) -> Engine:
     return Engine(backend, micro_batch_size=a.micro_batch_size, default_max_tokens=a.max_new_tokens, weight_decay=a.weight_decay, limits=limits)
 
 
-def serve(engine: Engine, a: argparse.Namespace) -> int:
-    token = resolve_token(a.token)
+def serve(engine: Engine, a: argparse.Namespace, token: str) -> int:
     service = TrainerService(engine, CheckpointStore(a.checkpoint_dir), token=token)
     srv = make_http_server(service, a.host, a.port)
     host, port = srv.server_address[:2]
@@ -135,5 +134,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    token = resolve_token(a.token)  # before loading a model, so a bad flag fails fast
     engine = build_engine(a)
-    return serve(engine, a)
+    return serve(engine, a, token)

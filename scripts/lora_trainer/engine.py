@@ -140,8 +140,13 @@ class Engine:
     def _completion_logits(self, batch: Batch) -> torch.Tensor:
         """The logits that predict the completion tokens, [B, C, V]."""
         c = batch.targets.shape[1]
-        logits, _ = self.backend.forward(batch.input_ids, batch.attention_mask, batch.position_ids)
-        return logits[:, batch.prompt_len - 1 : batch.prompt_len - 1 + c]
+        # Completions are right-aligned up to padding, so the last c+1 positions
+        # hold every prediction we need: the prompt's logits (vocabulary-wide,
+        # the largest tensor of a forward pass) are never materialized.
+        logits, _ = self.backend.forward(batch.input_ids, batch.attention_mask, batch.position_ids, keep_last=c + 1)
+        if logits.shape[1] == c + 1:
+            return logits[:, :c]
+        return logits[:, batch.prompt_len - 1 : batch.prompt_len - 1 + c]  # a backend that returned all positions
 
     def _chunks(self, n: int) -> List[range]:
         size = self.micro_batch_size if self.micro_batch_size > 0 else n
@@ -199,7 +204,7 @@ class Engine:
         b = self._batch([prompts[i] for i, _ in rows], [[] for _ in rows])
         attn, pos = b.attention_mask, b.position_ids
         gens = [torch.Generator().manual_seed(sample_seed(seed, i, j)) for i, j in rows]
-        logits, past = self.backend.forward(b.input_ids, attn, pos, use_cache=True)
+        logits, past = self.backend.forward(b.input_ids, attn, pos, use_cache=True, keep_last=1)
         last = logits[:, -1].float()
         tokens: List[List[int]] = [[] for _ in rows]
         finish: List[Optional[str]] = [None] * len(rows)

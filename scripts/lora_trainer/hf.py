@@ -7,6 +7,7 @@ a CPU. The adapter saved by save_adapter is a plain PEFT adapter directory
 `PeftModel.from_pretrained(base, path)` and by `ollama create` (ADAPTER).
 """
 
+import inspect
 import logging
 from typing import Dict, List, Optional, Sequence
 
@@ -120,6 +121,9 @@ class HFBackend:
         self.model.eval()
         self.tokenizer = HFTokenizer(tokenizer, self.model, getattr(model, "generation_config", None))
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+        # transformers >= 4.50 calls it logits_to_keep, 4.45-4.49 num_logits_to_keep; older: all logits.
+        params = inspect.signature(model.forward).parameters
+        self._keep_arg = next((n for n in ("logits_to_keep", "num_logits_to_keep") if n in params), "")
         self._peft = peft
         n_train = sum(p.numel() for p in self.trainable_parameters())
         log.info("loaded %s on %s (%s), LoRA r=%d: %d trainable parameters", base_model, self.device, dtype, self.lora.rank, n_train)
@@ -136,13 +140,19 @@ class HFBackend:
     def trainable_parameters(self) -> List[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]
 
-    def forward(self, input_ids, attention_mask, position_ids, past=None, use_cache=False):
+    def forward(self, input_ids, attention_mask, position_ids, past=None, use_cache=False, keep_last=0):
+        kw = {}
+        if keep_last and self._keep_arg:
+            # Only the last positions' logits: a 150k vocabulary times every
+            # prompt position would dominate the memory of a step.
+            kw[self._keep_arg] = keep_last
         out = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
             past_key_values=past,
             use_cache=use_cache,
+            **kw,
         )
         return out.logits, (out.past_key_values if use_cache else None)
 

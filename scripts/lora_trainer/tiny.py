@@ -156,8 +156,10 @@ class TinyCausalLM(nn.Module):
         attention_mask: torch.Tensor,
         position_ids: torch.Tensor,
         past: Optional[KVCache] = None,
+        keep_last: int = 0,
     ):
-        """attention_mask covers past + current positions ([B, P+T]); returns (logits, cache)."""
+        """attention_mask covers past + current positions ([B, P+T]); returns (logits, cache).
+        keep_last > 0 computes the logits of the last keep_last positions only."""
         b, t = input_ids.shape
         total = attention_mask.shape[1]
         past_len = total - t
@@ -174,6 +176,8 @@ class TinyCausalLM(nn.Module):
         for i, blk in enumerate(self.blocks):
             x, kv = blk(x, bias, past[i] if past is not None else None)
             new_cache.append(kv)
+        if keep_last:
+            x = x[:, -keep_last:]
         return self.lm_head(self.ln_f(x)), new_cache
 
 
@@ -229,8 +233,8 @@ class TinyBackend:
     def trainable_parameters(self) -> List[nn.Parameter]:
         return [p for layer in self._lora_layers for p in (layer.lora_A, layer.lora_B)]
 
-    def forward(self, input_ids, attention_mask, position_ids, past=None, use_cache=False):
-        logits, cache = self.model(input_ids, attention_mask, position_ids, past)
+    def forward(self, input_ids, attention_mask, position_ids, past=None, use_cache=False, keep_last=0):
+        logits, cache = self.model(input_ids, attention_mask, position_ids, past, keep_last)
         return logits, (cache if use_cache else None)
 
     @contextlib.contextmanager
