@@ -106,7 +106,7 @@ func TestBuildSFTCounts(t *testing.T) {
 func TestPrepSFTSharedData(t *testing.T) {
 	data := sharedData(t)
 	var turns []Turn
-	for _, f := range []string{"cast2020.jsonl", "cast2021.jsonl", "mtrag_human_eval_subset.jsonl", "canard_dev.jsonl"} {
+	for _, f := range []string{"cast2020.jsonl", "cast2021.jsonl", "mtrag_human_eval_subset.jsonl"} {
 		ts, _, err := Load(filepath.Join(data, "conversations", f), LoadOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -13,8 +13,10 @@ import (
 
 // roundTripFiles are the shared files the round-trip tests use; together they
 // cover string turn labels, null questions and rewrites, graded relevance,
-// grouped answer snippets and nested meta.
-var roundTripFiles = []string{"cast2020.jsonl", "cast2021.jsonl", "cast2022.jsonl", "mtrag_human_eval_subset.jsonl", "mtragun_reference.jsonl", "qrecc_scai_sample.jsonl", "canard_dev.jsonl"}
+// flat and grouped answer snippets and nested meta. (The CANARD and
+// MTRAG-UN files add volume, not shapes; they are left out to keep the race
+// detector run short.)
+var roundTripFiles = []string{"cast2020.jsonl", "cast2021.jsonl", "cast2022.jsonl", "mtrag_human_eval_subset.jsonl", "qrecc_scai_sample.jsonl"}
 
 func TestParquetRoundTripEqualsJSONL(t *testing.T) {
 	data := sharedData(t)
