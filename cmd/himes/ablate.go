@@ -139,6 +139,7 @@ func newAblateSweepCmd() *cobra.Command {
 		parallel          int
 		out               string
 		resume, overwrite bool
+		withReport        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sweep --config X --grid grid.yaml [--parallel N]",
@@ -225,7 +226,7 @@ end, and the final held-out evaluation of the policy against the raw question
 					dirs = append(dirs, r.RunDir)
 				}
 			}
-			if len(dirs) > 0 {
+			if withReport && len(dirs) > 0 {
 				if res, err := report.Generate(ctx, dirs, filepath.Join(logDir, "report")); err != nil {
 					slog.Warn("sweep report not written", "err", err)
 				} else {
@@ -249,6 +250,7 @@ end, and the final held-out evaluation of the policy against the raw question
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "runs trained at once")
 	cmd.Flags().BoolVar(&resume, "resume", false, "continue existing runs from their newest checkpoints (passed to train)")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace existing run directories (passed to train)")
+	cmd.Flags().BoolVar(&withReport, "report", true, "write the runs' overlaid plots to <run.name>-sweep/report/")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "JSON output (default: <run.output_dir>/<run.name>-sweep/sweep.json)")
 	_ = cmd.MarkFlagRequired("grid")
 	return cmd

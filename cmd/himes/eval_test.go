@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/himes-rl/himes/evaluate"
+)
+
+// The quickstart through the user's commands: a short training run, then
+// rescoring its ledger, evaluating its checkpoint, and a sweep. (Plots are
+// covered by the report package's tests; rendering them under -race is slow.)
+func TestEvalAblateReportCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the quickstart for a few steps, several times")
+	}
+	root := repoRoot(t)
+	cfg := filepath.Join(root, "configs", "quickstart.yaml")
+	out := t.TempDir()
+	sets := []string{"--set", "run.output_dir=" + out, "--set", "grpo.steps=2", "--set", "grpo.eval_every=2",
+		"--set", "grpo.prompts_per_step=4", "--set", "grpo.group_size=4"}
+	run := func(args ...string) string {
+		t.Helper()
+		o, err := runHimesProcess(t, nil, args...)
+		if err != nil {
+			t.Fatalf("himes %s: %v\n%s", strings.Join(args, " "), err, o)
+		}
+		return o
+	}
+	run(append([]string{"train", "--config", cfg, "--set", "run.name=q"}, sets...)...)
+	runDir := filepath.Join(out, "q")
+
+	grid := filepath.Join(out, "grid.yaml")
+	if err := os.WriteFile(grid, []byte("alpha: [0, 1]\nhit: [answer, gold]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := run("ablate", "rescore", runDir, "--grid", grid)
+	if !strings.Contains(o, "| own (run's own) |") {
+		t.Fatalf("rescore table lacks the own row:\n%s", o)
+	}
+	var res []evaluate.RescoreResult
+	readEvalJSON(t, filepath.Join(runDir, "rescore.json"), &res)
+	if len(res) != 5 || !res[0].Own || res[0].MaxRewardDiff != 0 || res[0].MaxAdvantageDiff != 0 || res[0].Rollouts == 0 {
+		t.Fatalf("rescore: %d settings, own %+v; want own first reproducing the log exactly", len(res), res[0])
+	}
+
+	evalDir := filepath.Join(out, "ev")
+	o = run("eval", "--run", runDir, "--rewriter", "raw,gold,policy", "--limit", "2", "--resamples", "200", "--out", evalDir)
+	if !strings.Contains(o, "| gold | vs raw |") {
+		t.Fatalf("eval output lacks the paired comparison:\n%s", o)
+	}
+	var rep evaluate.Report
+	readEvalJSON(t, filepath.Join(evalDir, "summary.json"), &rep)
+	if len(rep.Systems) != 3 || rep.Conversations != 2 || rep.Systems[1].VsBaseline[evaluate.MRecall10].Turns == 0 {
+		t.Fatalf("summary: %+v", rep)
+	}
+	for _, f := range []string{"turns.parquet", "qrels.txt", "summary.md", filepath.Join("runs", "raw.trec"), filepath.Join("runs", "policy.trec")} {
+		if st, err := os.Stat(filepath.Join(evalDir, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("eval output %s: %v", f, err)
+		}
+	}
+
+	sgrid := filepath.Join(out, "sweep.yaml")
+	if err := os.WriteFile(sgrid, []byte("reward.beta: [0]\nreward.alpha: 0.5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o = run(append([]string{"ablate", "sweep", "--config", cfg, "--grid", sgrid, "--parallel", "2", "--report=false", "--set", "run.name=s"}, sets...)...)
+	if !strings.Contains(o, "| beta=0 alpha=0.5 | s-beta_0_alpha_0.5 | 2 |") {
+		t.Fatalf("sweep table:\n%s", o)
+	}
+}
+
+func readEvalJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
