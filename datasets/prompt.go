@@ -61,8 +61,8 @@ func DefaultPromptConfig() PromptConfig {
 		Instruction:      "Rewrite the question so that it can be understood without the conversation. Reply with the rewritten question only.",
 		Template:         DefaultPromptTemplate,
 		MaxTurns:         5,
-		MaxMessageChars:  600,
-		MaxChars:         3000,
+		MaxMessageChars:  1000,
+		MaxChars:         5000,
 		IncludeAssistant: true,
 	}
 }
