@@ -160,7 +160,7 @@ func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd trainer.GRPO
 	if m.Rollouts > 0 {
 		m.RewriteLenMean = words / float64(m.Rollouts)
 	}
-	if g := float64(adv.Stats.Groups); g > 0 {
+	if g := float64(adv.Stats.ComparableGroups); g > 0 {
 		m.ZeroVarFrac = float64(adv.Stats.ZeroVarGroups) / g
 		m.ZeroVarFracRougeL = float64(adv.Stats.ZeroVarRougeL) / g
 		m.ZeroVarFracEM = float64(adv.Stats.ZeroVarEM) / g

@@ -20,7 +20,8 @@ type StepMetrics struct {
 	RewardStd     float64 `json:"reward_std"`
 	Terms         Terms   `json:"terms"` // means over valid rollouts
 
-	// Zero-variance groups: overall (total reward) and per term.
+	// Zero-variance groups, as a fraction of the groups with ≥ 2 valid
+	// rollouts: overall (total reward) and per term.
 	ZeroVarFrac        float64 `json:"zero_var_frac"`
 	ZeroVarFracRougeL  float64 `json:"zero_var_frac_rougeL"`
 	ZeroVarFracEM      float64 `json:"zero_var_frac_em"`
