@@ -1,6 +1,7 @@
 package datasets
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -321,5 +322,17 @@ func TestDetectFormat(t *testing.T) {
 	os.WriteFile(p, []byte(`[{"x": 1}]`), 0o644)
 	if _, err := detectFormat(p); err == nil {
 		t.Error("an unrelated JSON array should not be accepted")
+	}
+}
+
+func TestLoadFilesRejectsSharedTurnIDs(t *testing.T) {
+	a := writeTemp(t, "a.jsonl", goodLine+"\n")
+	b := writeTemp(t, "b.jsonl", strings.Replace(goodLine, `"c1"`, `"c2"`, 1)+"\n")
+	turns, st, err := LoadFiles(context.Background(), []string{a, b}, LoadOptions{})
+	if err != nil || len(turns) != 2 || st.Records != 2 || turns[1].ConvID != "c2" {
+		t.Fatalf("two files: %d turns, %+v, %v", len(turns), st, err)
+	}
+	if _, _, err := LoadFiles(context.Background(), []string{a, b, a}, LoadOptions{}); err == nil || !strings.Contains(err.Error(), "c1#1 is in both") {
+		t.Errorf("shared id: %v", err)
 	}
 }

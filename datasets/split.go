@@ -18,7 +18,8 @@ func SplitByConversation(turns []Turn, evalFraction float64, seed int64) (train,
 // round(evalFraction·keys) in an order given by a seeded hash of the key, so
 // the split depends only on the set of keys and the seed, not on input order
 // or the Go version. With evalFraction > 0 and at least two keys, each side
-// gets at least one key. Both outputs keep the input order.
+// gets at least one key; a single key is all train. Both outputs keep the
+// input order.
 func SplitByKey(turns []Turn, evalFraction float64, seed int64, key func(Turn) string) (train, eval []Turn) {
 	keyOf := make([]string, len(turns))
 	for i, t := range turns {
@@ -37,11 +38,11 @@ func splitByKeys(turns []Turn, keyOf []string, evalFraction float64, seed int64)
 			keys = append(keys, k)
 		}
 	}
-	n := int(math.Round(evalFraction * float64(len(keys))))
+	// A lone key stays in train: an empty training set is never useful.
+	n := 0
 	if evalFraction > 0 && len(keys) >= 2 {
-		n = min(max(n, 1), len(keys)-1)
+		n = min(max(int(math.Round(evalFraction*float64(len(keys)))), 1), len(keys)-1)
 	}
-	n = min(max(n, 0), len(keys))
 	rank := make(map[string]uint64, len(keys))
 	for _, k := range keys {
 		rank[k] = seededHash(seed, k)

@@ -59,8 +59,8 @@ func TestSplitEdgeCases(t *testing.T) {
 			t.Errorf("fraction %v: %d train and %d eval conversations, want 1 and 1", f, len(convSet(train)), len(convSet(eval)))
 		}
 	}
-	if train, eval := SplitByConversation(turns[:1], 0.5, 1); len(train)+len(eval) != 1 {
-		t.Error("a single conversation must land somewhere")
+	if train, eval := SplitByConversation(turns[:2], 0.9, 1); len(train) != 2 || len(eval) != 0 {
+		t.Errorf("a single conversation belongs to train: %d/%d", len(train), len(eval))
 	}
 	if train, eval := SplitByConversation(nil, 0.5, 1); train != nil || eval != nil {
 		t.Error("no turns, no splits")
