@@ -53,17 +53,17 @@ func (f *prepFlags) register(cmd *cobra.Command, outHelp string) {
 	fl := cmd.Flags()
 	fl.StringArrayVar(&f.in, "in", nil, "input file (repeatable); default: the config's data files")
 	fl.StringVarP(&f.out, "out", "o", "", outHelp)
-	fl.StringVar(&f.format, "format", "", "input format: jsonl, parquet, qrecc or topiocqa (default: by extension and content)")
-	fl.BoolVar(&f.skipBad, "skip-bad", false, "skip invalid input records (counted) instead of failing")
-	fl.StringVar(&f.userField, "user-field", "", "what identifies a user: conv_id, topic or meta.<key> (default conv_id)")
-	fl.Int64Var(&f.seed, "seed", 1, "seed of the split and of the example choice (default: run.seed of --config, else 1)")
+	fl.StringVar(&f.format, "format", "", "input format: jsonl, parquet, qrecc or topiocqa; empty detects it (overrides data.format)")
+	fl.BoolVar(&f.skipBad, "skip-bad", false, "skip invalid input records (counted) instead of failing (overrides data.skip_bad)")
+	fl.StringVar(&f.userField, "user-field", "conv_id", "what identifies a user: conv_id, topic or meta.<key> (overrides data.user_field)")
+	fl.Int64Var(&f.seed, "seed", 1, "seed of the split and of the example choice (overrides run.seed)")
 	_ = cmd.MarkFlagRequired("out")
 }
 
 func (f *prepFlags) registerSplit(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.Float64Var(&f.valFrac, "val-fraction", datasets.DefaultPrepConfig().ValFraction, "fraction of split keys held out for validation")
-	fl.StringVar(&f.splitBy, "split-by", "conv_id", "key that never straddles the splits: conv_id, user, topic or meta.<key>")
+	fl.Float64Var(&f.valFrac, "val-fraction", datasets.DefaultPrepConfig().ValFraction, "fraction of split keys held out for validation (overrides data.prep.val_fraction)")
+	fl.StringVar(&f.splitBy, "split-by", "conv_id", "key that never straddles the splits: conv_id, user, topic or meta.<key> (overrides data.prep.split_by)")
 }
 
 // resolve merges defaults, the config and the flags set explicitly, and
@@ -207,9 +207,9 @@ Both layouts load with datasets.load_dataset and TRL's SFTTrainer. With
 	f.register(cmd, "output directory")
 	f.registerSplit(cmd)
 	d := datasets.DefaultPrepConfig()
-	cmd.Flags().Float64Var(&ratio, "no-rewrite-ratio", d.NoRewriteRatio, "share of \"no rewrite needed\" examples (completion = question)")
-	cmd.Flags().IntVar(&maxPrompt, "max-prompt-chars", d.MaxPromptChars, "drop pairs whose flat prompt is longer (0 = no limit)")
-	cmd.Flags().IntVar(&maxCompletion, "max-completion-chars", d.MaxCompletionChars, "drop pairs whose completion is longer (0 = no limit)")
+	cmd.Flags().Float64Var(&ratio, "no-rewrite-ratio", d.NoRewriteRatio, "share of \"no rewrite needed\" examples, completion = question (overrides data.prep.no_rewrite_ratio)")
+	cmd.Flags().IntVar(&maxPrompt, "max-prompt-chars", d.MaxPromptChars, "drop pairs whose flat prompt is longer, 0 = no limit (overrides data.prep.max_prompt_chars)")
+	cmd.Flags().IntVar(&maxCompletion, "max-completion-chars", d.MaxCompletionChars, "drop pairs whose completion is longer, 0 = no limit (overrides data.prep.max_completion_chars)")
 	return cmd
 }
 
@@ -259,7 +259,7 @@ input is data.train.`,
 	}
 	f.register(cmd, "output directory")
 	f.registerSplit(cmd)
-	cmd.Flags().BoolVar(&requirePass, "require-passages", false, "keep only turns with gold passages")
+	cmd.Flags().BoolVar(&requirePass, "require-passages", false, "keep only turns with gold passages (overrides data.prep.require_passages)")
 	return cmd
 }
 
