@@ -43,9 +43,11 @@
 // (list<struct<role: string, text: string>>), question (string), rewrite
 // (string, null when none), answer (string), passages (list<struct<id,
 // title, text: string, relevance: int32 (null = unknown), answer_snippets:
-// list<list<string>>, source: string>>), meta (the JSON text of the object,
-// null when none) and user (string). WriteParquet and ReadParquet round-trip
-// every Turn field.
+// list<string> (flattened), answer_snippet_sets: list<list<string>> (null
+// unless the source grouped spans per annotator), source: string>>), meta
+// (the JSON text of the object, null when none) and user (string, null when
+// empty). WriteParquet and ReadParquet round-trip every Turn field; a reader
+// accepts any integer width for turn and relevance, and large strings.
 //
 // # Source formats
 //
