@@ -209,7 +209,7 @@ class Engine:
         tokens: List[List[int]] = [[] for _ in rows]
         finish: List[Optional[str]] = [None] * len(rows)
         texts: List[Optional[str]] = [None] * len(rows)
-        for _ in range(max_tokens):
+        for step in range(max_tokens):
             nxt = self._choose(last, temperature, top_p, gens)
             for r, t in enumerate(nxt.tolist()):
                 if finish[r] is not None:
@@ -223,7 +223,7 @@ class Engine:
                     cut = min((text.find(s) for s in stop if s and s in text), default=-1)
                     if cut >= 0:
                         finish[r], texts[r] = "stop", text[:cut]
-            if all(f is not None for f in finish):
+            if step == max_tokens - 1 or all(f is not None for f in finish):
                 break
             # Finished rows keep decoding into ignored positions; rows never see each other.
             attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
