@@ -23,6 +23,7 @@ type Run struct {
 	Dir   string
 	Steps []grpo.StepMetrics
 	Evals []grpo.EvalMetrics
+	SFT   []grpo.SFTMetrics // epochs of the SFT phase, when the run had one
 	// Config is the run's resolved config.yaml, verbatim ("" when absent).
 	Config string
 	// Skipped counts metrics lines of kinds the report does not plot.
@@ -44,12 +45,13 @@ func LoadRun(ctx context.Context, dir string) (Run, error) {
 		return run, fmt.Errorf("run %s: %w", dir, err)
 	}
 	defer f.Close()
-	run.Steps, run.Evals, run.Skipped, err = ReadMetrics(ctx, f, path)
+	m, err := ReadMetrics(ctx, f, path)
 	if err != nil {
 		return run, err
 	}
-	if len(run.Steps) == 0 && len(run.Evals) == 0 {
-		return run, fmt.Errorf("%s: no step or eval lines", path)
+	run.Steps, run.Evals, run.SFT, run.Skipped = m.Steps, m.Evals, m.SFT, m.Skipped
+	if len(run.Steps) == 0 && len(run.Evals) == 0 && len(run.SFT) == 0 {
+		return run, fmt.Errorf("%s: no step, eval or sft lines", path)
 	}
 	cfg, err := os.ReadFile(filepath.Join(dir, ConfigFile))
 	switch {
@@ -63,13 +65,20 @@ func LoadRun(ctx context.Context, dir string) (Run, error) {
 	return run, nil
 }
 
-// ReadMetrics parses metrics.jsonl lines: "step" and "eval" lines are kept
-// (in file order), other kinds are counted as skipped, and a malformed line
-// is an error naming name:line and the field when JSON says which.
-func ReadMetrics(ctx context.Context, r io.Reader, name string) ([]grpo.StepMetrics, []grpo.EvalMetrics, int, error) {
-	var steps []grpo.StepMetrics
-	var evals []grpo.EvalMetrics
-	skipped := 0
+// Metrics are the lines of one metrics.jsonl, by kind, in file order.
+type Metrics struct {
+	Steps []grpo.StepMetrics
+	Evals []grpo.EvalMetrics
+	SFT   []grpo.SFTMetrics
+	// Skipped counts lines of other kinds.
+	Skipped int
+}
+
+// ReadMetrics parses metrics.jsonl lines: "step", "eval" and "sft" lines are
+// kept, other kinds are counted as skipped, and a malformed line is an error
+// naming name:line and the field when JSON says which.
+func ReadMetrics(ctx context.Context, r io.Reader, name string) (Metrics, error) {
+	var m Metrics
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
 	line := 0
@@ -77,7 +86,7 @@ func ReadMetrics(ctx context.Context, r io.Reader, name string) ([]grpo.StepMetr
 		line++
 		if line%4096 == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, nil, 0, err
+				return Metrics{}, err
 			}
 		}
 		b := sc.Bytes()
@@ -88,31 +97,38 @@ func ReadMetrics(ctx context.Context, r io.Reader, name string) ([]grpo.StepMetr
 			Kind string `json:"kind"`
 		}
 		if err := json.Unmarshal(b, &head); err != nil {
-			return nil, nil, 0, fmt.Errorf("%s:%d: %w", name, line, jsonErr(err))
+			return Metrics{}, fmt.Errorf("%s:%d: %w", name, line, jsonErr(err))
 		}
+		var err error
 		switch head.Kind {
 		case "step":
-			var m grpo.StepMetrics
-			if err := json.Unmarshal(b, &m); err != nil {
-				return nil, nil, 0, fmt.Errorf("%s:%d: step line: %w", name, line, jsonErr(err))
+			var v grpo.StepMetrics
+			if err = json.Unmarshal(b, &v); err == nil {
+				m.Steps = append(m.Steps, v)
 			}
-			steps = append(steps, m)
 		case "eval":
-			var m grpo.EvalMetrics
-			if err := json.Unmarshal(b, &m); err != nil {
-				return nil, nil, 0, fmt.Errorf("%s:%d: eval line: %w", name, line, jsonErr(err))
+			var v grpo.EvalMetrics
+			if err = json.Unmarshal(b, &v); err == nil {
+				m.Evals = append(m.Evals, v)
 			}
-			evals = append(evals, m)
+		case "sft":
+			var v grpo.SFTMetrics
+			if err = json.Unmarshal(b, &v); err == nil {
+				m.SFT = append(m.SFT, v)
+			}
 		case "":
-			return nil, nil, 0, fmt.Errorf("%s:%d: field kind: missing", name, line)
+			return Metrics{}, fmt.Errorf("%s:%d: field kind: missing", name, line)
 		default:
-			skipped++
+			m.Skipped++
+		}
+		if err != nil {
+			return Metrics{}, fmt.Errorf("%s:%d: %s line: %w", name, line, head.Kind, jsonErr(err))
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, nil, 0, fmt.Errorf("%s: line %d: %w", name, line+1, err)
+		return Metrics{}, fmt.Errorf("%s: line %d: %w", name, line+1, err)
 	}
-	return steps, evals, skipped, nil
+	return m, nil
 }
 
 // jsonErr names the offending field of a type error.

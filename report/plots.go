@@ -103,7 +103,11 @@ func Figures(runs []Run) ([]Figure, error) {
 			return nil, err
 		}
 	}
-	png, err := evalFigure(runs, []evalPanel{
+	png, err := sftFigure(runs)
+	if err := add("sft", "SFT phase", "Supervised loss per epoch of the SFT phase that precedes GRPO.", png, err); err != nil {
+		return nil, err
+	}
+	png, err = evalFigure(runs, []evalPanel{
 		{"eval reward", func(e grpo.EvalSystem) float64 { return e.Reward }},
 		{"eval Recall@10", func(e grpo.EvalSystem) float64 { return e.Recall10 }},
 		{"eval MRR", func(e grpo.EvalSystem) float64 { return e.MRR }},
@@ -253,6 +257,36 @@ func evalFigure(runs []Run, panels []evalPanel) ([]byte, error) {
 		plots[pi] = p
 	}
 	return render(plots, 2)
+}
+
+// sftFigure plots the SFT loss per epoch; nil when no run had an SFT phase.
+func sftFigure(runs []Run) ([]byte, error) {
+	p := newPlot("SFT loss", "epoch")
+	entries := 0
+	for ri, r := range runs {
+		if len(r.SFT) == 0 {
+			continue
+		}
+		xy := make(plotter.XYs, len(r.SFT))
+		for i, m := range r.SFT {
+			xy[i] = plotter.XY{X: float64(m.Epoch), Y: m.Loss}
+		}
+		l, pts, err := plotter.NewLinePoints(xy)
+		if err != nil {
+			return nil, err
+		}
+		c := runColor(ri)
+		l.Color, l.Width = c, vg.Points(2)
+		pts.Color, pts.Shape, pts.Radius = c, draw.CircleGlyph{}, vg.Points(2.5)
+		p.Add(l, pts)
+		p.Legend.Add(r.Name, l, pts)
+		entries++
+	}
+	if entries == 0 {
+		return nil, nil
+	}
+	legendRoom(p, entries)
+	return render([]*plot.Plot{p}, 1)
 }
 
 // sharedRaw reports whether all runs with evals agree on the raw baseline at

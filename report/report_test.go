@@ -55,14 +55,14 @@ func writeRun(t *testing.T, dir string, steps int, slope float64, extra string) 
 func TestGenerateFromSyntheticRuns(t *testing.T) {
 	root := t.TempDir()
 	a, b := filepath.Join(root, "alpha1"), filepath.Join(root, "alpha0")
-	writeRun(t, a, 100, 0.004, `{"kind":"sft","step":1,"loss":2.3}`+"\n")
+	writeRun(t, a, 100, 0.004, `{"kind":"sft","step":0,"epoch":1,"loss":2.3}`+"\n"+`{"kind":"sft","step":0,"epoch":2,"loss":1.1}`+"\n"+`{"kind":"note","step":3}`+"\n")
 	writeRun(t, b, 60, 0.005, "")
 	out := filepath.Join(root, "out")
 	res, err := Generate(context.Background(), []string{a, b}, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"reward", "terms", "kl", "zero_variance", "optimization", "eval"}
+	want := []string{"reward", "terms", "kl", "zero_variance", "optimization", "sft", "eval"}
 	if len(res.PNGs) != len(want) {
 		t.Fatalf("wrote %v, want %d figures", res.PNGs, len(want))
 	}
@@ -139,17 +139,30 @@ func TestSummarizeHandComputed(t *testing.T) {
 	}
 }
 
+func TestReadMetricsKinds(t *testing.T) {
+	in := `{"kind":"sft","step":0,"epoch":1,"loss":0.5}` + "\n" + `{"kind":"step","step":1,"reward_mean":0.25}` + "\n" +
+		`{"kind":"eval","step":1,"policy":{"reward":0.5},"raw":{"reward":0.25}}` + "\n" + `{"kind":"future","x":1}` + "\n"
+	m, err := ReadMetrics(context.Background(), strings.NewReader(in), "m.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.SFT) != 1 || m.SFT[0].Loss != 0.5 || len(m.Steps) != 1 || m.Steps[0].RewardMean != 0.25 ||
+		len(m.Evals) != 1 || m.Evals[0].Policy.Reward != 0.5 || m.Skipped != 1 {
+		t.Fatalf("got %+v", m)
+	}
+}
+
 func TestReadMetricsErrorsNameLineAndField(t *testing.T) {
 	in := `{"kind":"step","step":1,"reward_mean":0.1}` + "\n\n" + `{"kind":"step","step":2,"reward_mean":"high"}` + "\n"
-	_, _, _, err := ReadMetrics(context.Background(), strings.NewReader(in), "run/metrics.jsonl")
+	_, err := ReadMetrics(context.Background(), strings.NewReader(in), "run/metrics.jsonl")
 	if err == nil || !strings.Contains(err.Error(), "run/metrics.jsonl:3") || !strings.Contains(err.Error(), "reward_mean") {
 		t.Fatalf("got %v, want an error naming run/metrics.jsonl:3 and reward_mean", err)
 	}
-	_, _, _, err = ReadMetrics(context.Background(), strings.NewReader(`{"step":1}`+"\n"), "m.jsonl")
+	_, err = ReadMetrics(context.Background(), strings.NewReader(`{"step":1}`+"\n"), "m.jsonl")
 	if err == nil || !strings.Contains(err.Error(), "m.jsonl:1: field kind") {
 		t.Fatalf("got %v, want a missing-kind error", err)
 	}
-	_, _, _, err = ReadMetrics(context.Background(), strings.NewReader("{not json\n"), "m.jsonl")
+	_, err = ReadMetrics(context.Background(), strings.NewReader("{not json\n"), "m.jsonl")
 	if err == nil || !strings.Contains(err.Error(), "m.jsonl:1") {
 		t.Fatalf("got %v, want a syntax error at line 1", err)
 	}
