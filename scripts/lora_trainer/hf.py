@@ -69,11 +69,8 @@ class HFBackend:
         gradient_checkpointing: bool = False,
         trust_remote_code: bool = False,
         seed: int = 0,
-        model=None,
-        tokenizer=None,
     ):
-        """Load base_model (a hub name or a local path) or use the given model/tokenizer objects
-        (scripts/gpu_check.py builds a random-weight model that way), and add the LoRA adapter."""
+        """Load base_model (a hub name or a local path) and add the LoRA adapter."""
         try:
             import peft
             import transformers
@@ -85,15 +82,13 @@ class HFBackend:
         if dtype == "auto":
             dtype = "bfloat16" if self.device.type == "cuda" else "float32"
         torch_dtype = getattr(torch, dtype)
-        if tokenizer is None:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(base_model, trust_remote_code=trust_remote_code)
-        if model is None:
-            # transformers 4.56 renamed torch_dtype to dtype (5.x drops the old name).
-            version = tuple(int(x) for x in transformers.__version__.split(".")[:2] if x.isdigit())
-            dtype_kw = "dtype" if version >= (4, 56) else "torch_dtype"
-            model = transformers.AutoModelForCausalLM.from_pretrained(
-                base_model, trust_remote_code=trust_remote_code, **{dtype_kw: torch_dtype}
-            )
+        tokenizer = transformers.AutoTokenizer.from_pretrained(base_model, trust_remote_code=trust_remote_code)
+        # transformers 4.56 renamed torch_dtype to dtype (5.x drops the old name).
+        version = tuple(int(x) for x in transformers.__version__.split(".")[:2] if x.isdigit())
+        dtype_kw = "dtype" if version >= (4, 56) else "torch_dtype"
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            base_model, trust_remote_code=trust_remote_code, **{dtype_kw: torch_dtype}
+        )
         model.to(device=self.device, dtype=torch_dtype)
         if gradient_checkpointing:
             model.gradient_checkpointing_enable()
