@@ -109,7 +109,9 @@ class HFBackend:
             # Start from a saved adapter (e.g. an SFT run); its LoRA settings win.
             self.model = peft.PeftModel.from_pretrained(model, init_adapter, is_trainable=True)
             c = self.model.peft_config["default"]
-            self.lora = LoRAConfig(rank=c.r, alpha=c.lora_alpha, dropout=c.lora_dropout, target_modules=sorted(c.target_modules))
+            tm = c.target_modules  # a list, a set, or one regular expression
+            tm = [tm] if isinstance(tm, str) else sorted(tm)
+            self.lora = LoRAConfig(rank=c.r, alpha=c.lora_alpha, dropout=c.lora_dropout, target_modules=tm)
         else:
             self.model = peft.get_peft_model(model, lcfg)
             self.lora = LoRAConfig(rank=lora.rank, alpha=lora.alpha, dropout=lora.dropout, target_modules=list(targets))
