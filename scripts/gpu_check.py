@@ -21,7 +21,7 @@ It writes OUT/gpu_check.json (and the logs) and exits non-zero if a check failed
 Needs CUDA, torch 2.x, transformers, peft, tokenizers and a himes binary:
 
     go build -o himes ./cmd/himes
-    python3 scripts/gpu_check.py --out /tmp/gpu-check [--himes ./himes]
+    python3 scripts/gpu_check.py --out /tmp/gpu-check [--work /tmp/gpu-work] [--himes ./himes]
 """
 
 import argparse
@@ -71,7 +71,12 @@ def demo_texts():
 def build_base_model(directory: str, a) -> str:
     """A random-weight Llama and its tokenizer, saved as a local model directory."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    try:
+        from transformers import PreTrainedTokenizerFast
+    except ImportError:  # transformers 5 names the tokenizers-backed class differently
+        from transformers import TokenizersBackend as PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -165,7 +170,8 @@ def moves(xs, eps=1e-9):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True, help="directory for gpu_check.json, logs, the model and checkpoints")
+    ap.add_argument("--out", required=True, help="directory for gpu_check.json and the logs")
+    ap.add_argument("--work", default="", help="directory for the model, checkpoints and run (default OUT/work)")
     ap.add_argument("--himes", default="", help="himes binary (default: ./himes, else `go build`)")
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--layers", type=int, default=12)
@@ -177,10 +183,12 @@ def main() -> int:
         print("gpu_check: no CUDA device", file=sys.stderr)
         return 2
     out = os.path.abspath(a.out)
+    work = os.path.abspath(a.work or os.path.join(out, "work"))
     os.makedirs(out, exist_ok=True)
+    os.makedirs(work, exist_ok=True)
     himes = a.himes or os.path.join(ROOT, "himes")
     if not os.path.exists(himes):
-        himes = os.path.join(out, "himes")
+        himes = os.path.join(work, "himes")
         subprocess.run(["go", "build", "-o", himes, "./cmd/himes"], cwd=ROOT, check=True)
     import peft
     import transformers
@@ -196,10 +204,10 @@ def main() -> int:
         result.setdefault("failures", []).append(what)
         log("FAIL " + what)
 
-    base_dir = build_base_model(os.path.join(out, "base-model"), a)
+    base_dir = build_base_model(os.path.join(work, "base-model"), a)
     result["model"] = {"hidden": a.hidden, "layers": a.layers, "vocab_size": a.vocab_size}
 
-    args = parse_args(["--backend", "hf", "--base-model", base_dir, "--port", "0", "--checkpoint-dir", os.path.join(out, "lora_checkpoints"),
+    args = parse_args(["--backend", "hf", "--base-model", base_dir, "--port", "0", "--checkpoint-dir", os.path.join(work, "lora_checkpoints"),
                        "--lora-rank", "16", "--lora-alpha", "32", "--seed", str(a.seed)])
     engine = build_engine(args)
     stats = CallStats()
@@ -217,7 +225,7 @@ def main() -> int:
             fail("himes trainer check")
 
         # 2. 20 GRPO steps through the harness
-        run_dir = os.path.join(out, "runs")
+        run_dir = os.path.join(work, "runs")
         cmd = [himes, "train", "--config", "configs/quickstart.yaml",
                "--set", f"trainer.endpoint={url}", "--set", f"grpo.steps={a.steps}",
                "--set", "grpo.prompts_per_step=8", "--set", "grpo.group_size=8", "--set", "grpo.max_tokens=32",
@@ -225,7 +233,7 @@ def main() -> int:
                "--set", "grpo.eval_every=10", "--set", "grpo.eval_turns=32", "--set", "grpo.checkpoint_every=10",
                "--set", f"run.output_dir={run_dir}", "--set", "run.name=gpu-check"]
         t0 = time.perf_counter()
-        rc, text = run(cmd, os.path.join(out, "train.log"), 900)
+        rc, text = run(cmd, os.path.join(out, "train.log"), 420)
         result["train_wall_s"] = time.perf_counter() - t0
         if rc != 0:
             fail(f"himes train exited {rc} (see train.log)")
@@ -265,9 +273,9 @@ def main() -> int:
             fail("PeftModel.from_pretrained does not reproduce the server's logprobs")
 
         # 4. Ollama export of the trained adapter
-        rc, text = run([himes, "export", "ollama", "--base", "gpu-check-llama", "--adapter", ck, "--out", os.path.join(out, "ollama")],
+        rc, text = run([himes, "export", "ollama", "--base", "gpu-check-llama", "--adapter", ck, "--out", os.path.join(work, "ollama")],
                        os.path.join(out, "export.log"), 120)
-        result["export_ollama"] = {"rc": rc, "modelfile": open(os.path.join(out, "ollama", "Modelfile")).read() if rc == 0 else text}
+        result["export_ollama"] = {"rc": rc, "modelfile": open(os.path.join(work, "ollama", "Modelfile")).read() if rc == 0 else text}
         if rc != 0:
             fail("himes export ollama")
     finally:
