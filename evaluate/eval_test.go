@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -318,8 +320,25 @@ func TestEvaluateComparesOverConversationsAndCountsFailures(t *testing.T) {
 	if tbl.NumRows() != 72 {
 		t.Fatalf("%d rows, want 72", tbl.NumRows())
 	}
-	idx := tbl.Schema().FieldIndices("recip_rank")
-	if len(idx) != 1 || tbl.Column(idx[0]).NullN() != 2 {
-		t.Fatalf("recip_rank nulls: want the 2 failed turns")
+	col := func(name string) arrow.Array {
+		idx := tbl.Schema().FieldIndices(name)
+		if len(idx) != 1 || len(tbl.Column(idx[0]).Data().Chunks()) != 1 {
+			t.Fatalf("column %s missing or chunked", name)
+		}
+		return tbl.Column(idx[0]).Data().Chunk(0)
+	}
+	if col("recip_rank").NullN() != 2 || col("error_stage").(*array.String).Value(36+2) != "rewrite" {
+		t.Fatalf("the 2 failed turns must have null metrics and their stage")
+	}
+	// Rows are systems in order, turns in input order: row 0 is raw on turns[0].
+	if s := col("system").(*array.String).Value(0); s != "raw" || col("question").(*array.String).Value(0) != turns[0].Question {
+		t.Fatalf("row 0 is %s on %s", s, col("question").(*array.String).Value(0))
+	}
+	if rr := col("recip_rank").(*array.Float64).Value(0); rr != 1.0/3 {
+		t.Fatalf("raw recip_rank in the Parquet %v, want 1/3", rr)
+	}
+	top := col("top_passages").(*array.List)
+	if start, end := top.ValueOffsets(0); end-start != 4 {
+		t.Fatalf("row 0 keeps %d top passages, want the 4 ranked", end-start)
 	}
 }

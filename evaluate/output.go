@@ -243,17 +243,25 @@ const topPassages = 10
 func WriteTurnsParquet(path string, results [][]TurnResult) (err error) {
 	b := array.NewRecordBuilder(memory.NewGoAllocator(), turnsSchema)
 	defer b.Release()
-	str := func(i int, v string) { b.Field(i).(*array.StringBuilder).Append(v) }
-	num := func(i int, v float64, ok bool) {
-		fb := b.Field(i).(*array.Float64Builder)
+	// Builders by column name, so the code below does not depend on positions.
+	field := func(name string) array.Builder {
+		idx := turnsSchema.FieldIndices(name)
+		if len(idx) != 1 {
+			panic("turns schema has no column " + name) // a programming error, caught by the tests
+		}
+		return b.Field(idx[0])
+	}
+	str := func(name, v string) { field(name).(*array.StringBuilder).Append(v) }
+	num := func(name string, v float64, ok bool) {
+		fb := field(name).(*array.Float64Builder)
 		if ok && !math.IsNaN(v) {
 			fb.Append(v)
 		} else {
 			fb.AppendNull()
 		}
 	}
-	list := func(i int, vs []string) {
-		lb := b.Field(i).(*array.ListBuilder)
+	list := func(name string, vs []string) {
+		lb := field(name).(*array.ListBuilder)
 		lb.Append(true)
 		vb := lb.ValueBuilder().(*array.StringBuilder)
 		for _, v := range vs {
@@ -262,24 +270,29 @@ func WriteTurnsParquet(path string, results [][]TurnResult) (err error) {
 	}
 	for _, sys := range results {
 		for _, r := range sys {
-			str(0, r.System)
-			str(1, r.Rewriter)
-			b.Field(2).(*array.BooleanBuilder).Append(r.Memory)
-			str(3, r.ConvID)
-			b.Field(4).(*array.Int64Builder).Append(int64(r.Turn))
-			str(5, r.Question)
-			str(6, r.Rewrite)
-			str(7, r.Answer)
-			str(8, r.Reference)
-			str(9, r.Error)
-			str(10, r.ErrorStage)
+			str("system", r.System)
+			str("rewriter", r.Rewriter)
+			field("memory").(*array.BooleanBuilder).Append(r.Memory)
+			str("conv_id", r.ConvID)
+			field("turn").(*array.Int64Builder).Append(int64(r.Turn))
+			str("question", r.Question)
+			str("rewrite", r.Rewrite)
+			str("answer", r.Answer)
+			str("reference", r.Reference)
+			str("error", r.Error)
+			str("error_stage", r.ErrorStage)
 			sc := r.Score
-			for i, v := range []float64{sc.Reward, sc.RougeP, sc.RougeR, sc.RougeF1, sc.EM, sc.Hit, sc.SquadF1} {
-				num(11+i, v, r.HasAnswer)
-			}
-			for i, v := range []float64{r.RecipRank, r.NDCG3, r.Recall10, r.R100} {
-				num(18+i, v, r.HasGold)
-			}
+			num("reward", sc.Reward, r.HasAnswer)
+			num("rougeL_p", sc.RougeP, r.HasAnswer)
+			num("rougeL_r", sc.RougeR, r.HasAnswer)
+			num("rougeL_f1", sc.RougeF1, r.HasAnswer)
+			num("em", sc.EM, r.HasAnswer)
+			num("hit", sc.Hit, r.HasAnswer)
+			num("squad_f1", sc.SquadF1, r.HasAnswer)
+			num("recip_rank", r.RecipRank, r.HasGold)
+			num("ndcg_cut_3", r.NDCG3, r.HasGold)
+			num("recall_10", r.Recall10, r.HasGold)
+			num("recall_100", r.R100, r.HasGold)
 			var top []string
 			for i, s := range r.Run {
 				if i == topPassages {
@@ -287,9 +300,9 @@ func WriteTurnsParquet(path string, results [][]TurnResult) (err error) {
 				}
 				top = append(top, s.ID)
 			}
-			list(22, top)
-			list(23, r.Memories)
-			b.Field(24).(*array.Float64Builder).Append(r.Seconds)
+			list("top_passages", top)
+			list("memories", r.Memories)
+			field("seconds").(*array.Float64Builder).Append(r.Seconds)
 		}
 	}
 	rec := b.NewRecordBatch()

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -209,7 +210,7 @@ func Rescore(ctx context.Context, recs []rollout.Record, lookup Lookup, own Sett
 	all := append([]Setting{own}, grid...)
 	out := make([]rescored, len(all))
 	eg, ectx := errgroup.WithContext(ctx)
-	eg.SetLimit(max(1, min(len(all), 4)))
+	eg.SetLimit(max(1, runtime.GOMAXPROCS(0)))
 	for i, st := range all {
 		eg.Go(func() error {
 			r, err := rescoreOne(ectx, steps, refs, ctxs, st)

@@ -120,11 +120,11 @@ func Figures(runs []Run) ([]Figure, error) {
 }
 
 func stepFigure(runs []Run, panels []panel, cols int) ([]byte, error) {
-	any := false
+	hasData := false
 	for _, r := range runs {
-		any = any || len(r.Steps) > 0
+		hasData = hasData || len(r.Steps) > 0
 	}
-	if !any {
+	if !hasData {
 		return nil, nil
 	}
 	plots := make([]*plot.Plot, len(panels))
@@ -178,11 +178,11 @@ func stepFigure(runs []Run, panels []panel, cols int) ([]byte, error) {
 }
 
 func evalFigure(runs []Run, panels []evalPanel) ([]byte, error) {
-	any := false
+	hasData := false
 	for _, r := range runs {
-		any = any || len(r.Evals) > 0
+		hasData = hasData || len(r.Evals) > 0
 	}
-	if !any {
+	if !hasData {
 		return nil, nil
 	}
 	// When the runs agree on the raw baseline wherever they share a step
