@@ -66,7 +66,7 @@ Failed turns are counted per stage and left out of means and pairs.`,
 	fl.StringSliceVar(&f.rewriters, "rewriter", []string{"raw", "concat", "gold"}, "rewriters to compare: raw, concat, gold, policy, ollama:<model>")
 	fl.StringSliceVar(&f.memory, "memory", []string{"config"}, "long-term memory: off, on, or both (off,on); config = as retrieval.memory.enabled says")
 	fl.StringVar(&f.runDir, "run", "", "a training run directory: its config.yaml when --config is absent, its newest policy checkpoint for the policy rewriter")
-	fl.StringVar(&f.checkpoint, "checkpoint", "", "policy checkpoint name to load (default: the newest)")
+	fl.StringVar(&f.checkpoint, "checkpoint", "", "policy checkpoint to load into the trainer before evaluating (default with --run: the newest)")
 	fl.StringVar(&f.data, "data", "", "evaluate on this dataset file instead of the config's held-out split")
 	fl.StringVarP(&f.out, "out", "o", "", "output directory (default: <run dir>/eval, or <run.output_dir>/<run.name>-eval)")
 	fl.IntVar(&f.concurrency, "concurrency", 0, "conversations evaluated at once (default: rollout.concurrency)")
@@ -268,7 +268,7 @@ func (f *evalFlags) rewriter(ctx context.Context, name string, cfg configs.Confi
 	case name == "gold":
 		return evaluate.Gold{}, nil
 	case name == "policy":
-		if f.runDir != "" {
+		if f.runDir != "" || f.checkpoint != "" {
 			if err := loadPolicyCheckpoint(ctx, pol, f.checkpoint); err != nil {
 				return nil, err
 			}
