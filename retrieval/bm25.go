@@ -2,6 +2,7 @@ package retrieval
 
 import (
 	"container/heap"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -41,13 +42,9 @@ type Index struct {
 
 	terms   map[string]uint32
 	termStr []string
-	// Postings of term t are postDocs/postTFs[termOff[t]:termOff[t+1]], by
-	// ascending document number.
-	termOff  []uint64
-	postDocs []uint32
-	postTFs  []uint32
-	idf      []float64
-	maxSat   []float64 // max over t's postings of tf/(tf+norm[d]): the MaxScore bound without weights
+	post    *postingLists // by ascending document number
+	idf     []float64
+	maxSat  []float64 // max over t's postings of tf/(tf+norm[d]): the MaxScore bound without weights
 }
 
 // Hit is a document number and its score.
@@ -74,47 +71,116 @@ func BuildIndex(ids, texts []string, p BM25Params) (*Index, error) {
 		}
 	}
 	ix := &Index{params: p, ids: slices.Clone(ids), docLen: make([]uint32, len(ids)), terms: map[string]uint32{}}
+	// Postings are encoded as each document completes, straight into the
+	// compressed block format, so building never holds the uncompressed
+	// lists (≈ 3× less memory than collecting []uint32 per term).
 	var (
-		docs     [][]uint32
-		tfs      [][]uint32
-		lastSeen []int32 // lastSeen[t] = 1 + last document that contained t
+		tb       []termBuilder
+		lastSeen []int32  // lastSeen[t] = 1 + last document that contained t
+		slot     []uint32 // slot[t] = position of t in docTerms for the current document
+		docTerms []uint32
+		docTF    []uint32
 		total    uint64
+		tok      []byte
 	)
 	for d, text := range texts {
-		n := forEachToken(text, func(tok []byte) {
+		docTerms, docTF = docTerms[:0], docTF[:0]
+		n := 0
+		// the plain analyzer, inlined: this loop is the indexing hot path
+		for i := 0; i <= len(text); i++ {
+			var c byte
+			if i < len(text) {
+				c = text[i]
+			}
+			switch {
+			case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+				tok = append(tok, c)
+				continue
+			case c >= 'A' && c <= 'Z':
+				tok = append(tok, c+'a'-'A')
+				continue
+			}
+			if len(tok) == 0 {
+				continue
+			}
+			n++
 			t, ok := ix.terms[string(tok)]
 			if !ok {
 				t = uint32(len(ix.termStr))
 				s := string(tok)
 				ix.terms[s] = t
 				ix.termStr = append(ix.termStr, s)
-				docs = append(docs, nil)
-				tfs = append(tfs, nil)
+				tb = append(tb, termBuilder{})
 				lastSeen = append(lastSeen, 0)
+				slot = append(slot, 0)
 			}
+			tok = tok[:0]
 			if lastSeen[t] != int32(d+1) {
 				lastSeen[t] = int32(d + 1)
-				docs[t] = append(docs[t], uint32(d))
-				tfs[t] = append(tfs[t], 1)
+				slot[t] = uint32(len(docTerms))
+				docTerms = append(docTerms, t)
+				docTF = append(docTF, 1)
 			} else {
-				tfs[t][len(tfs[t])-1]++
+				docTF[slot[t]]++
 			}
-		})
+		}
+		for k, t := range docTerms {
+			tb[t].add(uint32(d), docTF[k])
+		}
 		ix.docLen[d] = uint32(n)
 		total += uint64(n)
 	}
-	ix.termOff = make([]uint64, len(docs)+1)
-	for t := range docs {
-		ix.termOff[t+1] = ix.termOff[t] + uint64(len(docs[t]))
-	}
-	ix.postDocs = make([]uint32, 0, ix.termOff[len(docs)])
-	ix.postTFs = make([]uint32, 0, ix.termOff[len(docs)])
-	for t := range docs {
-		ix.postDocs = append(ix.postDocs, docs[t]...)
-		ix.postTFs = append(ix.postTFs, tfs[t]...)
-	}
+	ix.post = flattenPostings(tb)
 	ix.finish(total)
 	return ix, nil
+}
+
+// termBuilder accumulates one term's compressed postings during a build.
+type termBuilder struct {
+	buf       []byte
+	blockOff  []uint32 // offsets into buf
+	blockLast []uint32
+	last, n   uint32
+}
+
+func (b *termBuilder) add(doc, tf uint32) {
+	if b.n%blockSize == 0 {
+		b.blockOff = append(b.blockOff, uint32(len(b.buf)))
+	}
+	b.buf = binary.AppendUvarint(b.buf, uint64(doc-b.last)) // the first posting's gap is the document itself
+	b.buf = binary.AppendUvarint(b.buf, uint64(tf))
+	b.last = doc
+	b.n++
+	if b.n%blockSize == 0 {
+		b.blockLast = append(b.blockLast, doc)
+	}
+}
+
+// flattenPostings concatenates the terms' buffers into one postingLists,
+// releasing each builder as it goes.
+func flattenPostings(tb []termBuilder) *postingLists {
+	size := 0
+	for i := range tb {
+		size += len(tb[i].buf)
+	}
+	p := newPostingLists()
+	p.data = make([]byte, 0, size)
+	for i := range tb {
+		b := &tb[i]
+		if b.n%blockSize != 0 {
+			b.blockLast = append(b.blockLast, b.last)
+		}
+		base := uint64(len(p.data))
+		for _, o := range b.blockOff {
+			p.blockOff = append(p.blockOff, base+uint64(o))
+		}
+		p.blockLast = append(p.blockLast, b.blockLast...)
+		p.data = append(p.data, b.buf...)
+		p.termBlk = append(p.termBlk, uint32(len(p.blockLast)))
+		p.df = append(p.df, b.n)
+		*b = termBuilder{}
+	}
+	return p
 }
 
 // finish derives the statistics that are not persisted.
@@ -131,13 +197,13 @@ func (ix *Index) finish(totalLen uint64) {
 	nt := len(ix.termStr)
 	ix.idf = make([]float64, nt)
 	ix.maxSat = make([]float64, nt)
+	var c cursor
 	for t := 0; t < nt; t++ {
-		lo, hi := ix.termOff[t], ix.termOff[t+1]
-		df := float64(hi - lo)
+		df := float64(ix.post.df[t])
 		ix.idf[t] = math.Log(1 + (float64(n)-df+0.5)/(df+0.5))
 		m := 0.0
-		for i := lo; i < hi; i++ {
-			m = max(m, ix.sat(ix.postTFs[i], ix.postDocs[i]))
+		for c.init(ix.post, uint32(t)); c.doc() != math.MaxUint32; c.next() {
+			m = max(m, ix.sat(c.tf(), c.doc()))
 		}
 		ix.maxSat[t] = m
 	}
@@ -161,7 +227,10 @@ func (ix *Index) ID(d int) string { return ix.ids[d] }
 func (ix *Index) NumTerms() int { return len(ix.termStr) }
 
 // NumPostings is the total number of (term, document) pairs.
-func (ix *Index) NumPostings() int { return len(ix.postDocs) }
+func (ix *Index) NumPostings() int { return ix.post.numPostings() }
+
+// PostingBytes is the memory held by the compressed posting lists.
+func (ix *Index) PostingBytes() int { return ix.post.bytes() }
 
 // Params returns k1 and b.
 func (ix *Index) Params() BM25Params { return ix.params }
@@ -184,7 +253,7 @@ func (ix *Index) DF(term string) int {
 	if !ok {
 		return 0
 	}
-	return int(ix.termOff[t+1] - ix.termOff[t])
+	return int(ix.post.df[t])
 }
 
 // queryTerm is one distinct known query term with its weight idf.
@@ -229,10 +298,10 @@ func better(a, b Hit) bool {
 func (ix *Index) SearchExhaustive(tokens []string, k int) []Hit {
 	qs := ix.prepare(tokens)
 	acc := map[uint32]float64{}
+	var c cursor
 	for _, q := range qs {
-		for i := ix.termOff[q.t]; i < ix.termOff[q.t+1]; i++ {
-			d := ix.postDocs[i]
-			acc[d] += contrib(q.w, ix.sat(ix.postTFs[i], d))
+		for c.init(ix.post, q.t); c.doc() != math.MaxUint32; c.next() {
+			acc[c.doc()] += contrib(q.w, ix.sat(c.tf(), c.doc()))
 		}
 	}
 	hits := make([]Hit, 0, len(acc))
@@ -268,39 +337,6 @@ func (h *hitHeap) Pop() any {
 	return x
 }
 
-type cursor struct {
-	docs, tfs []uint32
-	pos       int
-	w, ub     float64
-	qi        int // position in canonical order
-}
-
-func (c *cursor) doc() uint32 {
-	if c.pos < len(c.docs) {
-		return c.docs[c.pos]
-	}
-	return math.MaxUint32
-}
-
-// seek advances to the first posting with document ≥ d (galloping, then
-// binary search), because non-essential lists are probed sparsely.
-func (c *cursor) seek(d uint32) {
-	if c.pos >= len(c.docs) || c.docs[c.pos] >= d {
-		return
-	}
-	step, lo := 1, c.pos
-	hi := lo + 1
-	for hi < len(c.docs) && c.docs[hi] < d {
-		lo = hi
-		step *= 2
-		hi = lo + step
-	}
-	hi = min(hi, len(c.docs))
-	// invariant: docs[lo] < d, answer in (lo, hi]
-	i, _ := slices.BinarySearch(c.docs[lo+1:hi], d)
-	c.pos = lo + 1 + i
-}
-
 // pruneSlack keeps pruning conservative against rounding: upper bounds are
 // summed in a different order than scores, so a bound must fall short of the
 // threshold by more than float noise before a document is skipped.
@@ -318,12 +354,12 @@ func (ix *Index) Search(tokens []string, k int) []Hit {
 	if len(qs) == 0 {
 		return nil
 	}
-	cs := make([]cursor, len(qs))
+	cs := make([]*cursor, len(qs))
 	for i, q := range qs {
-		lo, hi := ix.termOff[q.t], ix.termOff[q.t+1]
-		cs[i] = cursor{docs: ix.postDocs[lo:hi], tfs: ix.postTFs[lo:hi], w: q.w, ub: contrib(q.w, ix.maxSat[q.t]), qi: i}
+		cs[i] = &cursor{w: q.w, ub: contrib(q.w, ix.maxSat[q.t]), qi: i}
+		cs[i].init(ix.post, q.t)
 	}
-	slices.SortStableFunc(cs, func(a, b cursor) int {
+	slices.SortStableFunc(cs, func(a, b *cursor) int {
 		switch {
 		case a.ub < b.ub:
 			return -1
@@ -354,13 +390,12 @@ func (ix *Index) Search(tokens []string, k int) []Hit {
 		}
 		clear(contribs)
 		bound := 0.0
-		for i := ne; i < len(cs); i++ {
-			c := &cs[i]
+		for _, c := range cs[ne:] {
 			if c.doc() == d {
-				v := contrib(c.w, ix.sat(c.tfs[c.pos], d))
+				v := contrib(c.w, ix.sat(c.tf(), d))
 				contribs[c.qi] = v
 				bound += v
-				c.pos++
+				c.next()
 			}
 		}
 		if ne > 0 {
@@ -372,11 +407,11 @@ func (ix *Index) Search(tokens []string, k int) []Hit {
 				skip = true
 				break
 			}
-			c := &cs[i]
+			c := cs[i]
 			c.seek(d)
 			bound -= c.ub
 			if c.doc() == d {
-				v := contrib(c.w, ix.sat(c.tfs[c.pos], d))
+				v := contrib(c.w, ix.sat(c.tf(), d))
 				contribs[c.qi] = v
 				bound += v
 			}

@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -54,8 +55,9 @@ type IndexMeta struct {
 //	ids: n:u32 then n × (len:u32 bytes)
 //	docLen: n × u32
 //	terms: m:u32 then m × (len:u32 bytes)
-//	termOff: (m+1) × u64
-//	postDocs, postTFs: P × u32 each
+//	postings: termBlk (m+1) × u32, df m × u32, blocks:u32,
+//	  blockOff blocks × u64, blockLast blocks × u32, dataLen:u64 data
+//	  (the compressed in-memory layout, see postingLists)
 //	sha256(everything above)[32]
 func SaveIndex(ctx context.Context, dir string, ix *Index, meta IndexMeta) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -88,11 +90,16 @@ func SaveIndex(ctx context.Context, dir string, ix *Index, meta IndexMeta) error
 		return err
 	}
 	w.strings(ix.termStr)
-	for _, o := range ix.termOff {
+	p := ix.post
+	w.u32s(p.termBlk)
+	w.u32s(p.df)
+	w.u32(uint32(len(p.blockLast)))
+	for _, o := range p.blockOff {
 		w.u64(o)
 	}
-	w.u32s(ix.postDocs)
-	w.u32s(ix.postTFs)
+	w.u32s(p.blockLast)
+	w.u64(uint64(len(p.data)))
+	w.bytes(p.data)
 	if w.err == nil {
 		w.err = bw.Flush()
 	}
@@ -144,16 +151,22 @@ func LoadIndex(ctx context.Context, dir string) (*Index, IndexMeta, error) {
 		return nil, meta, err
 	}
 	ix.termStr = r.strings()
-	ix.termOff = make([]uint64, len(ix.termStr)+1)
-	for i := range ix.termOff {
-		ix.termOff[i] = r.u64()
+	p := &postingLists{}
+	p.termBlk = r.u32s(len(ix.termStr) + 1)
+	p.df = r.u32s(len(ix.termStr))
+	nb := int(r.u32())
+	if r.err == nil && nb > len(r.b)/12 {
+		r.err = fmt.Errorf("%d blocks do not fit in %d bytes", nb, len(r.b))
 	}
-	np := ix.termOff[len(ix.termStr)]
-	if r.err == nil && np > uint64(len(r.b)/4) {
-		r.err = fmt.Errorf("%d postings do not fit in %d bytes", np, len(r.b))
+	if r.err == nil {
+		p.blockOff = make([]uint64, nb)
+		for i := range p.blockOff {
+			p.blockOff[i] = r.u64()
+		}
 	}
-	ix.postDocs = r.u32s(int(np))
-	ix.postTFs = r.u32s(int(np))
+	p.blockLast = r.u32s(nb)
+	p.data = slices.Clone(r.take(int(min(r.u64(), uint64(len(r.b)+1)))))
+	ix.post = p
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%d trailing bytes", len(r.b))
 	}
@@ -227,19 +240,11 @@ func (ix *Index) validate() error {
 			return fmt.Errorf("document ids not strictly ascending at %d", i)
 		}
 	}
-	for t := range ix.termStr {
-		lo, hi := ix.termOff[t], ix.termOff[t+1]
-		if lo > hi || hi > uint64(len(ix.postDocs)) {
-			return fmt.Errorf("term %d: bad posting range [%d,%d)", t, lo, hi)
-		}
-		for i := lo; i < hi; i++ {
-			if ix.postDocs[i] >= n || (i > lo && ix.postDocs[i] <= ix.postDocs[i-1]) || ix.postTFs[i] == 0 {
-				return fmt.Errorf("term %d: bad posting %d", t, i)
-			}
-		}
+	if len(ix.post.df) != len(ix.termStr) {
+		return errors.New("posting lists do not match the vocabulary")
 	}
-	if ix.termOff[0] != 0 || ix.termOff[len(ix.termStr)] != uint64(len(ix.postDocs)) {
-		return errors.New("posting offsets do not cover the postings")
+	if err := ix.post.validate(int(n)); err != nil {
+		return err
 	}
 	if ix.params.K1 < 0 || ix.params.B < 0 || ix.params.B > 1 || math.IsNaN(ix.params.K1) || math.IsNaN(ix.params.B) {
 		return fmt.Errorf("bad parameters %+v", ix.params)
