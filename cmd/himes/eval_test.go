@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/report"
 )
 
 // The quickstart through the user's commands: a short training run, then
@@ -45,6 +48,34 @@ func TestEvalAblateReportCLI(t *testing.T) {
 	readEvalJSON(t, filepath.Join(runDir, "rescore.json"), &res)
 	if len(res) != 5 || !res[0].Own || res[0].MaxRewardDiff != 0 || res[0].MaxAdvantageDiff != 0 || res[0].Rollouts == 0 {
 		t.Fatalf("rescore: %d settings, own %+v; want own first reproducing the log exactly", len(res), res[0])
+	}
+
+	// The run's checkpoint through himes eval on the run's own held-out
+	// split must give what the training loop's last eval line says.
+	o = run("eval", "--run", runDir, "--rewriter", "raw,policy", "--resamples", "100", "--out", filepath.Join(out, "ev-full"))
+	var full evaluate.Report
+	readEvalJSON(t, filepath.Join(out, "ev-full", "summary.json"), &full)
+	m, err := report.LoadRun(context.Background(), runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := m.Evals[len(m.Evals)-1]
+	if last.Step != 2 {
+		t.Fatalf("last eval at step %d, want 2 (the final checkpoint)", last.Step)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"policy reward", full.Systems[1].Metrics[evaluate.MReward].Mean, last.Policy.Reward},
+		{"policy recall_10", full.Systems[1].Metrics[evaluate.MRecall10].Mean, last.Policy.Recall10},
+		{"policy mrr", full.Systems[1].Metrics[evaluate.MMRR].Mean, last.Policy.MRR},
+		{"raw reward", full.Systems[0].Metrics[evaluate.MReward].Mean, last.Raw.Reward},
+		{"raw recall_10", full.Systems[0].Metrics[evaluate.MRecall10].Mean, last.Raw.Recall10},
+	} {
+		if math.Abs(c.got-c.want) > 1e-9 {
+			t.Errorf("%s: himes eval %v, training eval %v", c.name, c.got, c.want)
+		}
 	}
 
 	evalDir := filepath.Join(out, "ev")
