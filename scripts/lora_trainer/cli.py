@@ -40,6 +40,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--lora-target-modules", default="", help="comma-separated; default hf: q_proj,k_proj,v_proj,o_proj; tiny: all its projections")
     p.add_argument("--micro-batch-size", type=int, default=0, help="rows per forward pass (gradient accumulation over a call); 0 = whole request")
     p.add_argument("--max-new-tokens", type=int, default=128, help="sample's max_tokens when a request leaves it 0")
+    p.add_argument("--max-prompt-tokens", type=int, default=-1,
+                   help="keep only the last N tokens of longer prompts; 0 = never truncate (a prompt past the context is an error); "
+                        "default: 0 for hf, 1024 for tiny (byte tokens)")
     p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (0 = Adam)")
     p.add_argument("--gradient-checkpointing", action="store_true", help="hf: trade compute for activation memory")
     p.add_argument("--trust-remote-code", action="store_true", help="hf: allow model code from the hub")
@@ -53,6 +56,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.backend == "hf" and not a.base_model:
         p.error("--backend hf needs --base-model NAME_OR_PATH (or use --backend tiny)")
+    if a.max_prompt_tokens < 0:
+        a.max_prompt_tokens = 1024 if a.backend == "tiny" else 0
     for flag in ("lora_rank", "micro_batch_size", "max_new_tokens", "limit_prompts", "limit_n", "limit_tokens", "limit_batch"):
         if getattr(a, flag) < 0:
             p.error(f"--{flag.replace('_', '-')}: must be >= 0")
@@ -98,7 +103,14 @@ def build_engine(a: argparse.Namespace) -> Engine:
         )
     torch.manual_seed(a.seed)  # the dropout stream
     limits = Limits(max_prompts=a.limit_prompts, max_n=a.limit_n, max_tokens=a.limit_tokens, max_batch=a.limit_batch)
-    return Engine(backend, micro_batch_size=a.micro_batch_size, default_max_tokens=a.max_new_tokens, weight_decay=a.weight_decay, limits=limits)
+    return Engine(
+        backend,
+        micro_batch_size=a.micro_batch_size,
+        default_max_tokens=a.max_new_tokens,
+        weight_decay=a.weight_decay,
+        limits=limits,
+        max_prompt_tokens=a.max_prompt_tokens,
+    )
 
 
 def serve(engine: Engine, a: argparse.Namespace, token: str) -> int:

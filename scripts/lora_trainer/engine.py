@@ -76,8 +76,10 @@ class Engine:
         default_max_tokens: int = 128,
         weight_decay: float = 0.0,
         limits: Optional[Limits] = None,
+        max_prompt_tokens: int = 0,
     ):
         self.backend = backend
+        self.max_prompt_tokens = max_prompt_tokens
         self.tok = backend.tokenizer
         self.micro_batch_size = micro_batch_size
         self.limits = limits or Limits()
@@ -104,6 +106,9 @@ class Engine:
         ids = self.tok.encode_prompt(text, messages)
         if not ids:
             raise ArgumentError(f"{where}: the prompt encodes to no tokens")
+        if self.max_prompt_tokens and len(ids) > self.max_prompt_tokens:
+            # Keep the end: the current question and the most recent turns.
+            ids = ids[-self.max_prompt_tokens :]
         return ids
 
     # ------------------------------------------------------------------ batching

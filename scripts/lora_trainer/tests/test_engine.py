@@ -303,3 +303,10 @@ def test_default_max_tokens_respects_the_limit():
     e = tiny_engine(limits=Limits(max_tokens=3))
     s = e.sample([prompt_ids(e, "long")], 1, 1.0, 1.0, 0, [], seed=0)[0]
     assert len(s["token_ids"]) <= 3
+
+
+def test_max_prompt_tokens_keeps_the_end_of_long_prompts():
+    e = tiny_engine()
+    e.max_prompt_tokens = 5
+    assert e.encode_prompt({"text": "0123456789", "messages": []}, "p") == [ord(c) for c in "56789"]
+    assert e.encode_prompt({"text": "abc", "messages": []}, "p") == [BOS_ID] + [ord(c) for c in "abc"]
