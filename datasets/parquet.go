@@ -3,6 +3,7 @@ package datasets
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -256,16 +257,29 @@ func parquetRow(cols map[string]arrow.Array, i int) (Turn, error) {
 	} else if ok {
 		t.TurnLabel = label
 	}
-	n, ok, err := intAt(cols["turn"], i)
-	if err != nil {
-		return t, nestField("turn", err)
-	}
-	if !ok {
-		return t, fieldErrf("turn", "is null")
-	}
-	t.Turn = int(n)
 	if t.History, err = historyAt(cols["history"], i); err != nil {
 		return t, nestField("history", err)
+	}
+	if s, isStr, _ := stringAt(cols["turn"], i); isStr {
+		// Tools that write the JSONL through a data frame turn a column of
+		// mixed integers and labels into strings.
+		n, label, err := parseTurnNumber(json.RawMessage(strconv.Quote(s)))
+		if err != nil {
+			return t, nestField("turn", err)
+		}
+		t.Turn = n
+		if label != "" {
+			t.TurnLabel, t.Turn = label, countUser(t.History)+1
+		}
+	} else {
+		n, ok, err := intAt(cols["turn"], i)
+		if err != nil {
+			return t, nestField("turn", err)
+		}
+		if !ok {
+			return t, fieldErrf("turn", "is null")
+		}
+		t.Turn = int(n)
 	}
 	if t.Question, _, err = stringAt(cols["question"], i); err != nil {
 		return t, nestField("question", err)
