@@ -52,7 +52,7 @@ func TestEvalAblateReportCLI(t *testing.T) {
 
 	// The run's checkpoint through himes eval on the run's own held-out
 	// split must give what the training loop's last eval line says.
-	o = run("eval", "--run", runDir, "--rewriter", "raw,policy", "--resamples", "100", "--out", filepath.Join(out, "ev-full"))
+	run("eval", "--run", runDir, "--rewriter", "raw,policy", "--resamples", "100", "--out", filepath.Join(out, "ev-full"))
 	var full evaluate.Report
 	readEvalJSON(t, filepath.Join(out, "ev-full", "summary.json"), &full)
 	m, err := report.LoadRun(context.Background(), runDir)
