@@ -28,7 +28,7 @@ type evalFlags struct {
 	memory      []string
 	runDir      string
 	checkpoint  string
-	data        string
+	data        []string
 	out         string
 	concurrency int
 	resamples   int
@@ -67,7 +67,7 @@ Failed turns are counted per stage and left out of means and pairs.`,
 	fl.StringSliceVar(&f.memory, "memory", []string{"config"}, "long-term memory: off, on, or both (off,on); config = as retrieval.memory.enabled says")
 	fl.StringVar(&f.runDir, "run", "", "a training run directory: its config.yaml when --config is absent, its newest policy checkpoint for the policy rewriter")
 	fl.StringVar(&f.checkpoint, "checkpoint", "", "policy checkpoint to load into the trainer before evaluating (default with --run: the newest)")
-	fl.StringVar(&f.data, "data", "", "evaluate on this dataset file instead of the config's held-out split")
+	fl.StringSliceVar(&f.data, "data", nil, "evaluate on these dataset files (comma-separated or repeated) instead of the config's held-out split")
 	fl.StringVarP(&f.out, "out", "o", "", "output directory (default: <run dir>/eval, or <run.output_dir>/<run.name>-eval)")
 	fl.IntVar(&f.concurrency, "concurrency", 0, "conversations evaluated at once (default: rollout.concurrency)")
 	fl.IntVar(&f.resamples, "resamples", 2000, "bootstrap resamples and randomization-test sign flips")
@@ -173,9 +173,14 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 	first := comps[modes[0]]
 
 	turns := first.Eval
-	if f.data != "" {
-		if turns, _, err = datasets.LoadContext(ctx, f.data, datasets.LoadOptions{UserField: cfg.Data.UserField}); err != nil {
-			return fmt.Errorf("--data: %w", err)
+	if len(f.data) > 0 {
+		turns = nil
+		for _, path := range f.data {
+			ts, _, err := datasets.LoadContext(ctx, path, datasets.LoadOptions{UserField: cfg.Data.UserField})
+			if err != nil {
+				return fmt.Errorf("--data: %w", err)
+			}
+			turns = append(turns, ts...)
 		}
 	}
 	turns = limitConversations(turns, f.limit)
