@@ -69,6 +69,9 @@ type PrepStats struct {
 	Dropped    map[string]int `json:"dropped"`
 	TrainKeys  int            `json:"train_split_keys"`
 	ValKeys    int            `json:"validation_split_keys"`
+	// NoRewriteShortfall is how many no-rewrite-needed examples were missing
+	// to reach NoRewriteRatio (too few candidates survived the filters).
+	NoRewriteShortfall int `json:"no_rewrite_shortfall,omitempty"`
 }
 
 func newStats(n int) PrepStats {
@@ -261,6 +264,7 @@ func buildSFTSplit(ctx context.Context, turns []Turn, r *Renderer, cfg PrepConfi
 			got++
 		}
 	}
+	stats.NoRewriteShortfall += want - got
 	// Present examples in input order, a synthetic example after its turn's.
 	sort.SliceStable(out, func(i, j int) bool { return out[i].pos < out[j].pos })
 	exs := make([]SFTExample, len(out))

@@ -93,6 +93,18 @@ func TestBuildSFTCounts(t *testing.T) {
 		t.Errorf("messages %+v", m)
 	}
 
+	if st.NoRewriteShortfall != 0 {
+		t.Errorf("shortfall %d, want 0", st.NoRewriteShortfall)
+	}
+	// Ratio 0.9 wants round(2·0.9/0.1) = 18 identity examples; there are 1
+	// natural candidate and 2 kept rewrites to make synthetic ones from, so 3
+	// are made and 15 are missing.
+	cfg.NoRewriteRatio = 0.9
+	_, _, st, _ = BuildSFT(context.Background(), sftFixture(), testRenderer(t), cfg, 1)
+	if got := st.Kinds[KindNoRewrite] + st.Kinds[KindNoRewriteSynthetic]; got != 3 || st.NoRewriteShortfall != 15 {
+		t.Errorf("ratio 0.9: %d identity examples, shortfall %d; want 3 and 15", got, st.NoRewriteShortfall)
+	}
+
 	// Ratio 0: no identity examples; the natural one is counted as dropped.
 	cfg.NoRewriteRatio = 0
 	train, _, st, _ = BuildSFT(context.Background(), sftFixture(), testRenderer(t), cfg, 1)

@@ -196,6 +196,9 @@ Both layouts load with datasets.load_dataset and TRL's SFTTrainer. With
 			if err != nil {
 				return err
 			}
+			if st.NoRewriteShortfall > 0 {
+				slog.Warn("too few candidates for the no-rewrite ratio", "ratio", dcfg.Prep.NoRewriteRatio, "missing_examples", st.NoRewriteShortfall)
+			}
 			files, err := datasets.WriteSFT(ctx, f.out, train, val)
 			if err != nil {
 				return err
