@@ -2,9 +2,8 @@ package hser
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
-	"math/bits"
+	"slices"
 	"sync"
 )
 
@@ -54,11 +53,13 @@ func (s *Scorer) Config() Config { return s.cfg }
 // scratch is one call's reusable memory.
 type scratch struct {
 	buf            []byte // token bytes
+	text           []byte // a copy of the input text, with slack for word loads
 	pred, ref      []span
 	predID, refID  []int32
 	tab            internTable
 	peq, v         []uint64
 	counts         []int32
+	seq            []int32 // the token ids without articles
 	stem           stemmer
 	tmp            []byte
 	normA, normRef []byte // normalized answers (EM, F1, Hit)
@@ -132,46 +133,36 @@ func (s *Scorer) unicodeEMF1(sc *scratch) (em, f1 float64) {
 		}
 		return 0, 0
 	}
-	t := &sc.tab
-	sc.counts = resize(sc.counts, 2*t.n) // [0,n): article flag, [n,2n): counts
-	art, counts := sc.counts[:t.n], sc.counts[t.n:]
+	// Articles have ids 0–2 (seedArticles): nonArticle is 0 for them and 1
+	// otherwise, so the loops below need no data-dependent branches.
+	nonArticle := func(id int32) int { return int((uint32(articleIDs-1) - uint32(id)) >> 31) }
+	sc.counts = resize(sc.counts, sc.tab.n)
+	counts := sc.counts
 	clear(counts)
-	const a, an, the = 'a', 'a' | 'n'<<8, 't' | 'h'<<8 | 'e'<<16 // packed little-endian
-	for id, k := range t.keys {
-		art[id] = 0
-		if p := k.packed; (p == a || p == an || p == the) && k.end-k.start == int32(bits.Len64(p)+7)/8 {
-			art[id] = 1
-		}
-	}
-	np, nr := 0, 0
+	sc.seq = resize(sc.seq, len(sc.refID)+len(sc.predID))
+	refSeq, predSeq := sc.seq[:len(sc.refID)], sc.seq[len(sc.refID):]
+	nr := 0
 	for _, id := range sc.refID {
-		if art[id] == 0 {
-			counts[id]++
-			nr++
-		}
+		x := nonArticle(id)
+		refSeq[nr] = id // kept only if x == 1
+		nr += x
+		counts[id] += int32(x)
 	}
-	em = 1
-	same, j := 0, 0
+	np, same := 0, 0
 	for _, id := range sc.predID {
-		if art[id] != 0 {
-			continue
-		}
-		np++
-		// EM: the non-article sequences are equal.
-		for j < len(sc.refID) && art[sc.refID[j]] != 0 {
-			j++
-		}
-		if j >= len(sc.refID) || sc.refID[j] != id {
-			em = 0
-		}
-		j++
-		if counts[id] > 0 {
-			counts[id]--
-			same++
-		}
+		predSeq[np] = id
+		np += nonArticle(id)
+		// F1: take one of id from the reference's multiset if there is one
+		// left (articles have count 0).
+		c := counts[id]
+		d := int32(uint32(-c) >> 31) // c ≥ 0; d = 1 if c > 0
+		counts[id] = c - d
+		same += int(d)
 	}
-	if np != nr {
-		em = 0
+	// EM: the sequences without articles are equal.
+	em = 0
+	if slices.Equal(predSeq[:np], refSeq[:nr]) {
+		em = 1
 	}
 	if same == 0 {
 		return em, 0
@@ -223,16 +214,41 @@ func (s *Scorer) tokenize(buf *[]byte, spans []span, text string, stem bool, st 
 }
 
 func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float64) {
+	if !s.cfg.Stem && isASCII(prediction) && isASCII(reference) {
+		// On ASCII text both tokenizers, unstemmed, make the same tokens:
+		// runs of [a-z0-9] after lowercasing. Tokenize and intern in one pass
+		// over a copy of the text.
+		sc.text = append(append(sc.text[:0], prediction...), reference...)
+		sc.text = withTextSlack(sc.text)
+		sc.tab.reset(maxASCIITokens(len(sc.text)) + articleIDs)
+		if s.unicode {
+			sc.tab.seedArticles()
+		}
+		sc.predID, sc.pred, sc.buf = sc.tab.internASCII(sc.predID[:0], sc.pred[:0], sc.buf[:0], sc.text, 0, len(prediction))
+		sc.refID, sc.ref, sc.buf = sc.tab.internASCII(sc.refID[:0], sc.ref[:0], sc.buf, sc.text, len(prediction), len(sc.text))
+		return s.rougeFromIDs(sc)
+	}
 	sc.buf = sc.buf[:0]
 	sc.pred = s.tokenize(&sc.buf, sc.pred[:0], prediction, s.cfg.Stem, &sc.stem)
 	sc.ref = s.tokenize(&sc.buf, sc.ref[:0], reference, s.cfg.Stem, &sc.stem)
 	if len(sc.pred) == 0 || len(sc.ref) == 0 {
 		return 0, 0, 0
 	}
-	sc.tab.reset(len(sc.pred) + len(sc.ref))
+	sc.tab.reset(len(sc.pred) + len(sc.ref) + articleIDs)
+	if s.unicode {
+		sc.tab.seedArticles()
+	}
 	sc.buf = withSlack(sc.buf)
 	sc.predID = sc.tab.intern(sc.predID[:0], sc.buf, sc.pred)
 	sc.refID = sc.tab.intern(sc.refID[:0], sc.buf, sc.ref)
+	return s.rougeFromIDs(sc)
+}
+
+// rougeFromIDs is Rouge-L P, R and F1 of the interned tokens in sc.
+func (s *Scorer) rougeFromIDs(sc *scratch) (p, r, f float64) {
+	if len(sc.pred) == 0 || len(sc.ref) == 0 {
+		return 0, 0, 0
+	}
 	var lcs int
 	lcs, sc.peq, sc.v = lcsBits(sc.predID, sc.refID, sc.tab.n, sc.peq, sc.v)
 	p = float64(lcs) / float64(len(sc.pred))
@@ -336,102 +352,4 @@ func containsTokens(chunk, answer []byte) bool {
 		off = i + 1
 	}
 	return false
-}
-
-// internTable maps token bytes to dense ids for one call: open addressing,
-// keys stored as spans into the caller's buffer. Ids are assigned in order of
-// first occurrence, so they do not depend on the (random) hash seed.
-type internTable struct {
-	slots []internSlot
-	keys  []internKey // id → its first occurrence
-	n     int
-	mask  uint64
-}
-
-// internSlot is one hash-table entry; packed and n let most lookups finish
-// without touching keys or the token bytes.
-type internSlot struct {
-	packed uint64
-	n      int32
-	id1    int32 // id+1, 0 = empty
-}
-
-// internKey is a token's span; packed holds the bytes of a token of at most
-// 8 bytes, little-endian, so most comparisons are one integer compare.
-type internKey struct {
-	span
-	packed uint64
-}
-
-func (t *internTable) reset(tokens int) {
-	size := 16
-	for size < 2*tokens {
-		size <<= 1
-	}
-	t.slots = resize(t.slots, size)
-	clear(t.slots)
-	t.keys = t.keys[:0]
-	t.n = 0
-	t.mask = uint64(size - 1)
-}
-
-// withSlack makes sure 8 bytes past len(buf) are addressable, so intern can
-// load any short token as one 64-bit word.
-func withSlack(buf []byte) []byte {
-	n := len(buf)
-	return append(buf, 0, 0, 0, 0, 0, 0, 0, 0)[:n]
-}
-
-// intern appends the ids of spans (tokens of buf, which must have 8 bytes of
-// slack, see withSlack).
-func (t *internTable) intern(ids []int32, buf []byte, spans []span) []int32 {
-	slots, keys, mask := t.slots, t.keys, t.mask
-	full := buf[:cap(buf)]
-	for _, sp := range spans {
-		n := int(sp.end - sp.start)
-		var packed, h uint64
-		if n <= 8 {
-			packed = binary.LittleEndian.Uint64(full[sp.start:]) & (^uint64(0) >> (64 - 8*uint(n)))
-			hi, lo := bits.Mul64(packed^uint64(n)<<59, 0x9E3779B97F4A7C15)
-			h = hi ^ lo
-		} else {
-			h = hashToken(buf[sp.start:sp.end])
-		}
-		for i := h & mask; ; i = (i + 1) & mask {
-			sl := &slots[i]
-			if sl.id1 == 0 {
-				keys = append(keys, internKey{sp, packed})
-				*sl = internSlot{packed, int32(n), int32(len(keys))}
-				ids = append(ids, int32(len(keys)-1))
-				break
-			}
-			if sl.packed == packed && int(sl.n) == n {
-				if k := keys[sl.id1-1]; n <= 8 || string(buf[k.start:k.end]) == string(buf[sp.start:sp.end]) {
-					ids = append(ids, sl.id1-1)
-					break
-				}
-			}
-		}
-	}
-	t.keys, t.n = keys, len(keys)
-	return ids
-}
-
-// hashToken is a fast non-cryptographic hash for short tokens: 8 bytes at a
-// time, multiply-xorshift mixing. Collisions only cost a probe (keys are
-// compared byte for byte).
-func hashToken(w []byte) uint64 {
-	const m = 0x9E3779B97F4A7C15
-	h := uint64(len(w)) * m
-	for len(w) >= 8 {
-		h = (h ^ binary.LittleEndian.Uint64(w)) * m
-		h ^= h >> 29
-		w = w[8:]
-	}
-	var x uint64
-	for i, c := range w {
-		x |= uint64(c) << (8 * uint(i))
-	}
-	hi, lo := bits.Mul64(h^x, m)
-	return hi ^ lo
 }

@@ -1,0 +1,130 @@
+package hser
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// randomASCII draws text that stresses the fast path: mixed case, digits,
+// punctuation, control bytes, words of 1–20 bytes, and long runs that cross
+// 8- and 64-byte boundaries.
+func randomASCII(r *rand.Rand) string {
+	const alpha = "abcXYZ019"
+	const seps = " .,'_-\t\n\x00\x1f\x7f@[`{"
+	var b strings.Builder
+	for range r.IntN(40) {
+		n := 1 + r.IntN(6)
+		switch r.IntN(10) {
+		case 0:
+			n = 8 + r.IntN(13)
+		case 1:
+			n = 60 + r.IntN(10)
+		}
+		for range n {
+			b.WriteByte(alpha[r.IntN(len(alpha))])
+		}
+		for range 1 + r.IntN(2) {
+			b.WriteByte(seps[r.IntN(len(seps))])
+		}
+	}
+	s := b.String()
+	return s[r.IntN(len(s)+1):] // sometimes start or end inside a word
+}
+
+// fastTokens runs internASCII on pred and ref as Score does and returns the
+// token strings and ids of each side.
+func fastTokens(pred, ref string) (pt, rt []string, pid, rid []int32) {
+	var tab internTable
+	text := withTextSlack([]byte(pred + ref))
+	tab.reset(maxASCIITokens(len(text)))
+	var buf []byte
+	var ps, rs []span
+	pid, ps, buf = tab.internASCII(nil, nil, buf, text, 0, len(pred))
+	rid, rs, buf = tab.internASCII(nil, nil, buf, text, len(pred), len(text))
+	for _, sp := range ps {
+		pt = append(pt, string(buf[sp.start:sp.end]))
+	}
+	for _, sp := range rs {
+		rt = append(rt, string(buf[sp.start:sp.end]))
+	}
+	return pt, rt, pid, rid
+}
+
+// TestASCIIFastPathTokens: on ASCII text, the fused tokenizer-interner gives
+// exactly the tokens of both general tokenizers, and ids that are equal
+// exactly when the tokens are, numbered in order of first occurrence.
+func TestASCIIFastPathTokens(t *testing.T) {
+	uni, rouge := mustScorer(t, DefaultConfig()), mustScorer(t, rougeCfg(false))
+	r := rand.New(rand.NewPCG(3, 4))
+	cases := [][2]string{{"", ""}, {"a", ""}, {"", "The"}}
+	for n := range 140 { // a word ending at every offset around 8- and 64-byte boundaries
+		cases = append(cases, [2]string{strings.Repeat("Ab", n)[:n], strings.Repeat("x", n) + " y"})
+	}
+	for range 3000 {
+		cases = append(cases, [2]string{randomASCII(r), randomASCII(r)})
+	}
+	for _, c := range cases {
+		pt, rt, pid, rid := fastTokens(c[0], c[1])
+		for _, s := range []*Scorer{uni, rouge} {
+			if want := s.Tokens(c[0]); !slices.Equal(pt, want) && len(pt)+len(want) > 0 {
+				t.Fatalf("%s: fast tokens of %q = %q, want %q", s.cfg.Tokenizer, c[0], pt, want)
+			}
+			if want := s.Tokens(c[1]); !slices.Equal(rt, want) && len(rt)+len(want) > 0 {
+				t.Fatalf("%s: fast tokens of %q = %q, want %q", s.cfg.Tokenizer, c[1], rt, want)
+			}
+		}
+		seen := map[string]int32{}
+		for i, tok := range append(pt, rt...) {
+			id := append(pid, rid...)[i]
+			want, ok := seen[tok]
+			if !ok {
+				want = int32(len(seen))
+				seen[tok] = want
+			}
+			if id != want {
+				t.Fatalf("(%q, %q): token %d %q has id %d, want %d", c[0], c[1], i, tok, id, want)
+			}
+		}
+	}
+}
+
+// TestASCIIFastPathScores: Rouge-L from the fast path equals, to the bit,
+// Rouge-L computed from the general tokenizer with the textbook LCS.
+func TestASCIIFastPathScores(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, cfg := range []Config{DefaultConfig(), rougeCfg(false)} {
+		s := mustScorer(t, cfg)
+		for range 2000 {
+			pred, ref := randomASCII(r), randomASCII(r)
+			if r.IntN(4) == 0 {
+				ref = pred[:r.IntN(len(pred)+1)] + randomASCII(r)
+			}
+			got := s.Score(pred, ref, nil)
+			pt, rt := s.Tokens(pred), s.Tokens(ref)
+			ids := map[string]int32{}
+			toIDs := func(ts []string) []int32 {
+				var out []int32
+				for _, tok := range ts {
+					if _, ok := ids[tok]; !ok {
+						ids[tok] = int32(len(ids))
+					}
+					out = append(out, ids[tok])
+				}
+				return out
+			}
+			var p, rr, f float64
+			if len(pt) > 0 && len(rt) > 0 {
+				lcs := lcsDP(toIDs(pt), toIDs(rt))
+				p, rr = float64(lcs)/float64(len(pt)), float64(lcs)/float64(len(rt))
+				if p+rr > 0 {
+					f = 2 * p * rr / (p + rr)
+				}
+			}
+			if !same(got.RougeP, p) || !same(got.RougeR, rr) || !same(got.RougeF1, f) {
+				t.Fatalf("%s (%q, %q): rouge %v %v %v, want %v %v %v", cfg.Tokenizer, pred, ref, got.RougeP, got.RougeR, got.RougeF1, p, rr, f)
+			}
+		}
+	}
+}
