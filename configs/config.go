@@ -190,14 +190,21 @@ func (c *Config) inputFiles() []pathField {
 // so a config works from any working directory. Output locations
 // (run.output_dir, cache directories) stay relative to the working directory.
 func (c *Config) resolvePaths(dir string) {
-	for _, f := range c.inputFiles() {
-		if *f.path != "" && !filepath.IsAbs(*f.path) {
-			*f.path = filepath.Join(dir, *f.path)
+	// Absolute, so that the config snapshot in a run directory still points
+	// at the same files from any working directory.
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
 		}
+		if a, err := filepath.Abs(filepath.Join(dir, p)); err == nil {
+			return a
+		}
+		return filepath.Join(dir, p)
 	}
-	if c.Retrieval.Index != "" && !filepath.IsAbs(c.Retrieval.Index) {
-		c.Retrieval.Index = filepath.Join(dir, c.Retrieval.Index)
+	for _, f := range c.inputFiles() {
+		*f.path = abs(*f.path)
 	}
+	c.Retrieval.Index = abs(c.Retrieval.Index)
 }
 
 // fieldErr adds the file and line to a field error when the key came from the file.

@@ -46,7 +46,7 @@ func TestLoadValid(t *testing.T) {
 		t.Fatalf("defaults lost: beta=%v k1=%v est=%q", cfg.Reward.Beta, cfg.Retrieval.K1, cfg.GRPO.Advantage.Estimator)
 	}
 	// Relative data paths resolve against the config file's directory.
-	if want := filepath.Join(filepath.Dir(p), "train.jsonl"); cfg.Data.Train != want {
+	if want, _ := filepath.Abs(filepath.Join(filepath.Dir(p), "train.jsonl")); cfg.Data.Train != want {
 		t.Fatalf("data.train = %q, want %q", cfg.Data.Train, want)
 	}
 }

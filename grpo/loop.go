@@ -292,7 +292,7 @@ func (t *Trainer) render(turns []datasets.Turn) ([]trainer.Prompt, error) {
 		if err != nil {
 			return nil, fmt.Errorf("render prompt %s: %w", turn.ID(), err)
 		}
-		prompts[i] = toTrainerPrompt(turn.ID(), p)
+		prompts[i] = TrainerPrompt(turn.ID(), p)
 	}
 	return prompts, nil
 }
@@ -403,7 +403,7 @@ func (t *Trainer) sftPhase(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("render SFT prompt %s: %w", turn.ID(), err)
 		}
-		examples = append(examples, trainer.SFTExample{Prompt: toTrainerPrompt(turn.ID(), p), Completion: *turn.Rewrite})
+		examples = append(examples, trainer.SFTExample{Prompt: TrainerPrompt(turn.ID(), p), Completion: *turn.Rewrite})
 	}
 	bs := t.cfg.SFT.BatchSize
 	for epoch := 0; epoch < t.cfg.SFT.Epochs; epoch++ {
@@ -447,7 +447,7 @@ func (t *Trainer) stepID(what string) string {
 }
 
 // toTrainerPrompt carries a rendered prompt in every form the protocol knows.
-func toTrainerPrompt(id string, p datasets.Prompt) trainer.Prompt {
+func TrainerPrompt(id string, p datasets.Prompt) trainer.Prompt {
 	msgs := make([]trainer.Message, len(p.Messages))
 	for i, m := range p.Messages {
 		msgs[i] = trainer.Message{Role: m.Role, Content: m.Text}

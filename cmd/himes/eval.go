@@ -19,6 +19,7 @@ import (
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -193,7 +194,7 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 		if err != nil {
 			return trainer.Prompt{}, err
 		}
-		return evalTrainerPrompt(t.ID(), p), nil
+		return grpo.TrainerPrompt(t.ID(), p), nil
 	}
 	var rewriters []evaluate.Rewriter
 	for _, name := range f.rewriters {
@@ -323,21 +324,6 @@ func loadPolicyCheckpoint(ctx context.Context, pol trainer.Policy, name string) 
 	}
 	slog.Info("policy checkpoint loaded", "name", resp.Name, "policy_version", resp.PolicyVersion)
 	return nil
-}
-
-// evalTrainerPrompt carries a rendered prompt in every form the trainer
-// protocol knows, as training sends it (grpo's toTrainerPrompt).
-func evalTrainerPrompt(id string, p datasets.Prompt) trainer.Prompt {
-	msgs := make([]trainer.Message, len(p.Messages))
-	for i, m := range p.Messages {
-		msgs[i] = trainer.Message{Role: m.Role, Content: m.Text}
-	}
-	hist := make([]trainer.Message, len(p.History))
-	for i, m := range p.History {
-		hist[i] = trainer.Message{Role: m.Role, Content: m.Text}
-	}
-	return trainer.Prompt{ID: id, Text: p.Text, Messages: msgs,
-		Dialogue: &trainer.Dialogue{History: hist, Question: p.Question}}
 }
 
 // limitConversations keeps the turns of the first n conversations (n ≤ 0: all).
