@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // BM25Params are the Lucene BM25 parameters.
@@ -71,20 +73,81 @@ func BuildIndex(ids, texts []string, p BM25Params) (*Index, error) {
 		}
 	}
 	ix := &Index{params: p, ids: slices.Clone(ids), docLen: make([]uint32, len(ids)), terms: map[string]uint32{}}
-	// Postings are encoded as each document completes, straight into the
-	// compressed block format, so building never holds the uncompressed
-	// lists (≈ 3× less memory than collecting []uint32 per term).
+	// Analysis (the expensive part: tokenizing and vocabulary lookups) runs
+	// in parallel over sub-ranges of a chunk of documents, each worker with
+	// its own vocabulary; a sequential pass then maps worker terms to global
+	// terms in document order (so numbering is first appearance, exactly as
+	// a sequential build) and encodes the postings straight into the
+	// compressed block format as each document completes.
+	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
+	const chunkDocs = 8192
+	ws := make([]analysisWorker, workers)
+	l2g := make([][]uint32, workers) // worker term → global term (+1; 0 = not yet mapped)
 	var (
-		tb       []termBuilder
-		lastSeen []int32  // lastSeen[t] = 1 + last document that contained t
-		slot     []uint32 // slot[t] = position of t in docTerms for the current document
-		docTerms []uint32
-		docTF    []uint32
-		total    uint64
-		tok      []byte
+		tb    []termBuilder
+		total uint64
+		wg    sync.WaitGroup
 	)
-	for d, text := range texts {
-		docTerms, docTF = docTerms[:0], docTF[:0]
+	for start := 0; start < len(texts); start += chunkDocs {
+		end := min(start+chunkDocs, len(texts))
+		per := (end - start + workers - 1) / workers
+		for w := range ws {
+			lo, hi := min(start+w*per, end), min(start+(w+1)*per, end)
+			wg.Go(func() { ws[w].analyze(texts, lo, hi, ix.docLen) })
+		}
+		wg.Wait()
+		for w := range ws {
+			a := &ws[w]
+			for len(l2g[w]) < len(a.strs) {
+				l2g[w] = append(l2g[w], 0)
+			}
+			for k, d := range a.docs {
+				pairs := a.pairs[a.docOff[k]:a.docOff[k+1]]
+				for x := 0; x < len(pairs); x += 2 {
+					lt := pairs[x]
+					if l2g[w][lt] == 0 {
+						s := a.strs[lt]
+						g, ok := ix.terms[s]
+						if !ok {
+							g = uint32(len(ix.termStr))
+							ix.terms[s] = g
+							ix.termStr = append(ix.termStr, s)
+							tb = append(tb, termBuilder{})
+						}
+						l2g[w][lt] = g + 1
+					}
+					tb[l2g[w][lt]-1].add(uint32(d), pairs[x+1])
+				}
+				total += uint64(ix.docLen[d])
+			}
+		}
+	}
+	ix.post = flattenPostings(tb)
+	ix.finish(total)
+	return ix, nil
+}
+
+// analysisWorker tokenizes a range of documents into (worker term, tf)
+// pairs with its own vocabulary, which persists across chunks.
+type analysisWorker struct {
+	vocab    map[string]uint32
+	strs     []string
+	lastSeen []int32  // 1 + last document containing the worker term
+	slot     []uint32 // its position in the current document's pairs
+	docs     []int    // documents of the current chunk range
+	docOff   []int    // pairs of docs[k] are pairs[docOff[k]:docOff[k+1]]
+	pairs    []uint32 // worker term, tf, worker term, tf, …
+	tok      []byte
+}
+
+func (a *analysisWorker) analyze(texts []string, lo, hi int, docLen []uint32) {
+	if a.vocab == nil {
+		a.vocab = map[string]uint32{}
+	}
+	a.docs, a.docOff, a.pairs = a.docs[:0], append(a.docOff[:0], 0), a.pairs[:0]
+	for d := lo; d < hi; d++ {
+		text := texts[d]
+		first := len(a.pairs)
 		n := 0
 		// the plain analyzer, inlined: this loop is the indexing hot path
 		for i := 0; i <= len(text); i++ {
@@ -94,45 +157,38 @@ func BuildIndex(ids, texts []string, p BM25Params) (*Index, error) {
 			}
 			switch {
 			case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-				tok = append(tok, c)
+				a.tok = append(a.tok, c)
 				continue
 			case c >= 'A' && c <= 'Z':
-				tok = append(tok, c+'a'-'A')
+				a.tok = append(a.tok, c+'a'-'A')
 				continue
 			}
-			if len(tok) == 0 {
+			if len(a.tok) == 0 {
 				continue
 			}
 			n++
-			t, ok := ix.terms[string(tok)]
+			t, ok := a.vocab[string(a.tok)]
 			if !ok {
-				t = uint32(len(ix.termStr))
-				s := string(tok)
-				ix.terms[s] = t
-				ix.termStr = append(ix.termStr, s)
-				tb = append(tb, termBuilder{})
-				lastSeen = append(lastSeen, 0)
-				slot = append(slot, 0)
+				t = uint32(len(a.strs))
+				s := string(a.tok)
+				a.vocab[s] = t
+				a.strs = append(a.strs, s)
+				a.lastSeen = append(a.lastSeen, 0)
+				a.slot = append(a.slot, 0)
 			}
-			tok = tok[:0]
-			if lastSeen[t] != int32(d+1) {
-				lastSeen[t] = int32(d + 1)
-				slot[t] = uint32(len(docTerms))
-				docTerms = append(docTerms, t)
-				docTF = append(docTF, 1)
+			a.tok = a.tok[:0]
+			if a.lastSeen[t] != int32(d+1) {
+				a.lastSeen[t] = int32(d + 1)
+				a.slot[t] = uint32(len(a.pairs) - first)
+				a.pairs = append(a.pairs, t, 1)
 			} else {
-				docTF[slot[t]]++
+				a.pairs[first+int(a.slot[t])+1]++
 			}
 		}
-		for k, t := range docTerms {
-			tb[t].add(uint32(d), docTF[k])
-		}
-		ix.docLen[d] = uint32(n)
-		total += uint64(n)
+		docLen[d] = uint32(n)
+		a.docs = append(a.docs, d)
+		a.docOff = append(a.docOff, len(a.pairs))
 	}
-	ix.post = flattenPostings(tb)
-	ix.finish(total)
-	return ix, nil
 }
 
 // termBuilder accumulates one term's compressed postings during a build.

@@ -1,9 +1,11 @@
 package retrieval
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -85,5 +87,32 @@ func TestOpenRejectsStaleIndex(t *testing.T) {
 	}
 	if _, err := Open(t.Context(), cfg, kb1); err == nil || !strings.Contains(err.Error(), "stale") {
 		t.Fatalf("stale index: got %v", err)
+	}
+}
+
+// TestBuildDeterministicAcrossWorkers: parallel analysis must not change
+// the index (term numbering is first appearance in document order).
+func TestBuildDeterministicAcrossWorkers(t *testing.T) {
+	ids, texts := ZipfCorpus(3, 20000, 5000, 20, 1.1)
+	var files [][]byte
+	for _, procs := range []int{1, 3} {
+		old := runtime.GOMAXPROCS(procs)
+		ix, err := BuildIndex(ids, texts, BM25Params{K1: 0.9, B: 0.4})
+		runtime.GOMAXPROCS(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := SaveIndex(t.Context(), dir, ix, IndexMeta{KBFingerprint: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, IndexFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, raw)
+	}
+	if !bytes.Equal(files[0], files[1]) {
+		t.Fatal("index differs between 1 and 3 analysis workers")
 	}
 }

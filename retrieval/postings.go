@@ -106,16 +106,28 @@ func (c *cursor) decode(p *postingLists, t uint32, b, numDocs int) error {
 	buf := p.data[off:]
 	pos := 0
 	for k := 0; k < size; k++ {
-		gap, n1 := binary.Uvarint(buf[pos:])
-		if n1 <= 0 {
-			return fmt.Errorf("bad varint")
+		var gap, tf uint64
+		// one-byte varints are the common case (small gaps and tfs)
+		if pos < len(buf) && buf[pos] < 0x80 {
+			gap = uint64(buf[pos])
+			pos++
+		} else {
+			v, n := binary.Uvarint(buf[pos:])
+			if n <= 0 {
+				return fmt.Errorf("bad varint")
+			}
+			gap, pos = v, pos+n
 		}
-		pos += n1
-		tf, n2 := binary.Uvarint(buf[pos:])
-		if n2 <= 0 {
-			return fmt.Errorf("bad varint")
+		if pos < len(buf) && buf[pos] < 0x80 {
+			tf = uint64(buf[pos])
+			pos++
+		} else {
+			v, n := binary.Uvarint(buf[pos:])
+			if n <= 0 {
+				return fmt.Errorf("bad varint")
+			}
+			tf, pos = v, pos+n
 		}
-		pos += n2
 		if numDocs > 0 {
 			if gap > math.MaxUint32 || tf == 0 || tf > math.MaxUint32 || (gap == 0 && (k > 0 || b > first)) ||
 				uint64(prev)+gap >= uint64(numDocs) {
