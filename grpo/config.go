@@ -10,10 +10,13 @@ type Config struct {
 	// PromptsPerStep is the number of prompts (groups) drawn per step.
 	PromptsPerStep int `yaml:"prompts_per_step"`
 	// GroupSize is G, the rewrites sampled per prompt.
-	GroupSize   int     `yaml:"group_size"`
+	GroupSize int `yaml:"group_size"`
+	// Temperature of the policy's sampling during GRPO (evaluations are greedy).
 	Temperature float64 `yaml:"temperature"`
-	TopP        float64 `yaml:"top_p"`
-	MaxTokens   int     `yaml:"max_tokens"`
+	// TopP is nucleus sampling's p (endpoints that do not support it ignore it).
+	TopP float64 `yaml:"top_p"`
+	// MaxTokens caps a rewrite's length in tokens (also dr_grpo's L_max).
+	MaxTokens int `yaml:"max_tokens"`
 	// LearningRate of the policy update (sent to the trainer).
 	LearningRate float64         `yaml:"learning_rate"`
 	Loss         LossConfig      `yaml:"loss"`
@@ -38,13 +41,15 @@ type LossConfig struct {
 	// Type: grpo (per-sequence token mean), bnpo / dapo (token sum over the
 	// batch's tokens), dr_grpo (token sum over B × max length).
 	Type string `yaml:"type"`
-	// ClipLow and ClipHigh are PPO's ε on each side (DAPO's clip-higher when they differ).
-	ClipLow  float64 `yaml:"clip_low"`
+	// ClipLow is PPO's ε below ratio 1.
+	ClipLow float64 `yaml:"clip_low"`
+	// ClipHigh is ε above ratio 1 (DAPO's clip-higher when above ClipLow).
 	ClipHigh float64 `yaml:"clip_high"`
 	// KLCoef is β of the k3 KL penalty against the reference policy.
 	KLCoef float64 `yaml:"kl_coef"`
 	// Mu is the number of update iterations per batch.
-	Mu          int     `yaml:"mu"`
+	Mu int `yaml:"mu"`
+	// MaxGradNorm clips the gradient's global norm (0 disables).
 	MaxGradNorm float64 `yaml:"max_grad_norm"`
 }
 
@@ -60,18 +65,27 @@ type DynamicSamplingConfig struct {
 // guard is "off", "flag" (counted only) or "penalty" (the rollout's reward is
 // replaced by Penalty, so the policy is pushed away from it).
 type GuardConfig struct {
-	AnswerLeak      string  `yaml:"answer_leak"`
-	Empty           string  `yaml:"empty"`
-	TooLong         string  `yaml:"too_long"`
-	CopiesHistory   string  `yaml:"copies_history"`
-	MaxRewriteWords int     `yaml:"max_rewrite_words"`
-	Penalty         float64 `yaml:"penalty"`
+	// AnswerLeak: the rewrite contains the reference answer and the question does not.
+	AnswerLeak string `yaml:"answer_leak"`
+	// Empty: the rewrite has no words.
+	Empty string `yaml:"empty"`
+	// TooLong: the rewrite has more than MaxRewriteWords words.
+	TooLong string `yaml:"too_long"`
+	// CopiesHistory: the rewrite holds ≥ 90% of the distinct words of a history of ≥ 8 distinct words.
+	CopiesHistory string `yaml:"copies_history"`
+	// MaxRewriteWords is the too_long limit.
+	MaxRewriteWords int `yaml:"max_rewrite_words"`
+	// Penalty replaces the reward of a rollout caught by a guard in penalty mode.
+	Penalty float64 `yaml:"penalty"`
 }
 
 // SFTConfig is the optional supervised phase before GRPO.
 type SFTConfig struct {
-	Epochs       int     `yaml:"epochs"`
-	BatchSize    int     `yaml:"batch_size"`
+	// Epochs over the (prompt, human rewrite) pairs; 0 skips SFT.
+	Epochs int `yaml:"epochs"`
+	// BatchSize is the number of pairs per sft_step call.
+	BatchSize int `yaml:"batch_size"`
+	// LearningRate of the SFT updates.
 	LearningRate float64 `yaml:"learning_rate"`
 }
 
