@@ -3,6 +3,7 @@ package grpo
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 
 	"github.com/himes-rl/himes/datasets"
@@ -59,15 +60,24 @@ func (t *Trainer) evaluate(ctx context.Context, step int, phase string) error {
 	if err := t.metrics.Write(m); err != nil {
 		return err
 	}
+	// Shown by the progress display (a line above the bar on a terminal, a
+	// log line otherwise), or logged here when there is none.
 	if p := t.deps.Progress; p != nil {
 		p.Eval(m)
+	} else {
+		LogEval(t.log, m)
 	}
-	t.log.Info("eval", "step", step, "phase", phase, "policy_reward", round4(pol.Reward), "raw_reward", round4(raw.Reward),
-		"policy_recall@10", round4(pol.Recall10), "raw_recall@10", round4(raw.Recall10), "turns", len(turns))
 	if phase != "init" {
 		t.state.EvalDone = true
 	}
 	return nil
+}
+
+// LogEval writes an evaluation as one structured log line.
+func LogEval(log *slog.Logger, m EvalMetrics) {
+	log.Info("eval", "step", m.Step, "phase", m.Phase, "policy_reward", round4(m.Policy.Reward), "raw_reward", round4(m.Raw.Reward),
+		"policy_recall@10", round4(m.Policy.Recall10), "raw_recall@10", round4(m.Raw.Recall10),
+		"policy_mrr", round4(m.Policy.MRR), "raw_mrr", round4(m.Raw.MRR), "turns", m.Policy.Turns, "failed", m.Policy.Failed+m.Raw.Failed)
 }
 
 // evalSystem runs one rewriter's rewrites through the rollout pipeline and,

@@ -47,8 +47,8 @@ func (p *barProgress) Step(m grpo.StepMetrics) {
 func (p *barProgress) Eval(m grpo.EvalMetrics) {
 	// Printed above the bar, so the eval history stays on screen.
 	_ = p.bar.Clear()
-	fmt.Fprintf(p.w, "eval @ step %d: reward %.4f (raw question %.4f)  Recall@10 %.3f (raw %.3f)  MRR %.3f (raw %.3f)\n",
-		m.Step, m.Policy.Reward, m.Raw.Reward, m.Policy.Recall10, m.Raw.Recall10, m.Policy.MRR, m.Raw.MRR)
+	fmt.Fprintf(p.w, "eval @ step %d (%s): reward %.4f (raw question %.4f)  Recall@10 %.3f (raw %.3f)  MRR %.3f (raw %.3f)\n",
+		m.Step, m.Phase, m.Policy.Reward, m.Raw.Reward, m.Policy.Recall10, m.Raw.Recall10, m.Policy.MRR, m.Raw.MRR)
 }
 
 func (p *barProgress) Finish() { _ = p.bar.Finish() }
@@ -67,7 +67,7 @@ func (p *logProgress) Step(m grpo.StepMetrics) {
 		"failed", m.FailedRollouts, "step_s", round(m.StepSeconds))
 }
 
-func (p *logProgress) Eval(grpo.EvalMetrics) {} // the trainer logs evaluations itself
+func (p *logProgress) Eval(m grpo.EvalMetrics) { grpo.LogEval(slog.Default(), m) }
 
 func (p *logProgress) Finish() {
 	slog.Info("training finished", "elapsed", time.Since(p.start).Round(time.Millisecond))
