@@ -82,31 +82,40 @@ func BuildIndex(ids, texts []string, p BM25Params) (*Index, error) {
 	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
 	const chunkDocs = 8192
 	ws := make([]analysisWorker, workers)
+	// The analysis of chunk c+1 overlaps the sequential merge of chunk c.
+	parts := make(chan []chunkPart, 1)
+	go func() {
+		defer close(parts)
+		var wg sync.WaitGroup
+		for start := 0; start < len(texts); start += chunkDocs {
+			end := min(start+chunkDocs, len(texts))
+			per := (end - start + workers - 1) / workers
+			res := make([]chunkPart, workers)
+			for w := range ws {
+				lo, hi := min(start+w*per, end), min(start+(w+1)*per, end)
+				wg.Go(func() { res[w] = ws[w].analyze(texts, lo, hi, ix.docLen) })
+			}
+			wg.Wait()
+			parts <- res
+		}
+	}()
 	l2g := make([][]uint32, workers) // worker term → global term (+1; 0 = not yet mapped)
 	var (
 		tb    []termBuilder
 		total uint64
-		wg    sync.WaitGroup
 	)
-	for start := 0; start < len(texts); start += chunkDocs {
-		end := min(start+chunkDocs, len(texts))
-		per := (end - start + workers - 1) / workers
-		for w := range ws {
-			lo, hi := min(start+w*per, end), min(start+(w+1)*per, end)
-			wg.Go(func() { ws[w].analyze(texts, lo, hi, ix.docLen) })
-		}
-		wg.Wait()
-		for w := range ws {
-			a := &ws[w]
-			for len(l2g[w]) < len(a.strs) {
+	for res := range parts {
+		for w, part := range res {
+			for len(l2g[w]) < len(part.strs) {
 				l2g[w] = append(l2g[w], 0)
 			}
-			for k, d := range a.docs {
-				pairs := a.pairs[a.docOff[k]:a.docOff[k+1]]
+			m := l2g[w]
+			for k, d := range part.docs {
+				pairs := part.pairs[part.docOff[k]:part.docOff[k+1]]
 				for x := 0; x < len(pairs); x += 2 {
 					lt := pairs[x]
-					if l2g[w][lt] == 0 {
-						s := a.strs[lt]
+					if m[lt] == 0 {
+						s := part.strs[lt]
 						g, ok := ix.terms[s]
 						if !ok {
 							g = uint32(len(ix.termStr))
@@ -114,9 +123,9 @@ func BuildIndex(ids, texts []string, p BM25Params) (*Index, error) {
 							ix.termStr = append(ix.termStr, s)
 							tb = append(tb, termBuilder{})
 						}
-						l2g[w][lt] = g + 1
+						m[lt] = g + 1
 					}
-					tb[l2g[w][lt]-1].add(uint32(d), pairs[x+1])
+					tb[m[lt]-1].add(uint32(d), pairs[x+1])
 				}
 				total += uint64(ix.docLen[d])
 			}
@@ -134,20 +143,28 @@ type analysisWorker struct {
 	strs     []string
 	lastSeen []int32  // 1 + last document containing the worker term
 	slot     []uint32 // its position in the current document's pairs
-	docs     []int    // documents of the current chunk range
-	docOff   []int    // pairs of docs[k] are pairs[docOff[k]:docOff[k+1]]
-	pairs    []uint32 // worker term, tf, worker term, tf, …
 	tok      []byte
+	hint     int // pairs of the previous range, to size the next
 }
 
-func (a *analysisWorker) analyze(texts []string, lo, hi int, docLen []uint32) {
+// chunkPart is one worker's analysis of a range of documents. strs is a
+// snapshot of the worker's vocabulary: later appends never modify the
+// elements it covers, so the merge may read it while the worker goes on.
+type chunkPart struct {
+	docs   []int    // documents of the range
+	docOff []int    // pairs of docs[k] are pairs[docOff[k]:docOff[k+1]]
+	pairs  []uint32 // worker term, tf, worker term, tf, …
+	strs   []string
+}
+
+func (a *analysisWorker) analyze(texts []string, lo, hi int, docLen []uint32) chunkPart {
 	if a.vocab == nil {
 		a.vocab = map[string]uint32{}
 	}
-	a.docs, a.docOff, a.pairs = a.docs[:0], append(a.docOff[:0], 0), a.pairs[:0]
+	p := chunkPart{docs: make([]int, 0, hi-lo), docOff: make([]int, 1, hi-lo+1), pairs: make([]uint32, 0, a.hint+a.hint/8)}
 	for d := lo; d < hi; d++ {
 		text := texts[d]
-		first := len(a.pairs)
+		first := len(p.pairs)
 		n := 0
 		// the plain analyzer, inlined: this loop is the indexing hot path
 		for i := 0; i <= len(text); i++ {
@@ -179,16 +196,19 @@ func (a *analysisWorker) analyze(texts []string, lo, hi int, docLen []uint32) {
 			a.tok = a.tok[:0]
 			if a.lastSeen[t] != int32(d+1) {
 				a.lastSeen[t] = int32(d + 1)
-				a.slot[t] = uint32(len(a.pairs) - first)
-				a.pairs = append(a.pairs, t, 1)
+				a.slot[t] = uint32(len(p.pairs) - first)
+				p.pairs = append(p.pairs, t, 1)
 			} else {
-				a.pairs[first+int(a.slot[t])+1]++
+				p.pairs[first+int(a.slot[t])+1]++
 			}
 		}
 		docLen[d] = uint32(n)
-		a.docs = append(a.docs, d)
-		a.docOff = append(a.docOff, len(a.pairs))
+		p.docs = append(p.docs, d)
+		p.docOff = append(p.docOff, len(p.pairs))
 	}
+	a.hint = len(p.pairs)
+	p.strs = a.strs
+	return p
 }
 
 // termBuilder accumulates one term's compressed postings during a build.
