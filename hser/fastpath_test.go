@@ -41,8 +41,12 @@ func fastTokens(pred, ref string) (pt, rt []string, pid, rid []int32) {
 	tab.reset(maxASCIITokens(len(text)))
 	var buf []byte
 	var ps, rs []span
-	pid, ps, buf = tab.internASCII(nil, nil, buf, text, 0, len(pred))
-	rid, rs, buf = tab.internASCII(nil, nil, buf, text, len(pred), len(text))
+	clear(text[len(text) : len(text)+textSlack])
+	pid, ps, buf, ok1 := tab.internASCII(nil, nil, buf, text, 0, len(pred))
+	rid, rs, buf, ok2 := tab.internASCII(nil, nil, buf, text, len(pred), len(text))
+	if !ok1 || !ok2 {
+		panic("ASCII text reported as non-ASCII")
+	}
 	for _, sp := range ps {
 		pt = append(pt, string(buf[sp.start:sp.end]))
 	}
@@ -124,6 +128,51 @@ func TestASCIIFastPathScores(t *testing.T) {
 			}
 			if !same(got.RougeP, p) || !same(got.RougeR, rr) || !same(got.RougeF1, f) {
 				t.Fatalf("%s (%q, %q): rouge %v %v %v, want %v %v %v", cfg.Tokenizer, pred, ref, got.RougeP, got.RougeR, got.RougeF1, p, rr, f)
+			}
+		}
+	}
+}
+
+// TestInternFields: the fields internFields finds are those of a split on
+// ' ' (empty ones dropped), for any bytes, with ids equal exactly when the
+// fields are.
+func TestInternFields(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	const alphabet = "ab \x00\xff\xc3\xa9 X"
+	for range 3000 {
+		var parts [2]string
+		for k := range parts {
+			b := make([]byte, r.IntN(150))
+			for i := range b {
+				b[i] = alphabet[r.IntN(len(alphabet))]
+			}
+			parts[k] = string(b)
+		}
+		var tab internTable
+		text := withTextSlack([]byte(parts[0] + parts[1]))
+		tab.reset(len(text)/2 + 2)
+		var buf []byte
+		var ids []int32
+		var spans []span
+		ids, spans, buf = tab.internFields(ids, spans, buf, text, 0, len(parts[0]))
+		ids, spans, buf = tab.internFields(ids, spans, buf, text, len(parts[0]), len(text))
+		var want []string
+		for _, p := range parts {
+			want = append(want, strings.FieldsFunc(p, func(r rune) bool { return r == ' ' })...)
+		}
+		// FieldsFunc decodes UTF-8, but splitting on ' ' is the same on bytes.
+		var got []string
+		for _, sp := range spans {
+			got = append(got, string(buf[sp.start:sp.end]))
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("fields of %q = %q, want %q", parts, got, want)
+		}
+		for i := range got {
+			for j := range got {
+				if (got[i] == got[j]) != (ids[i] == ids[j]) {
+					t.Fatalf("fields %q %q have ids %d %d", got[i], got[j], ids[i], ids[j])
+				}
 			}
 		}
 	}

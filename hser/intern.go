@@ -15,28 +15,26 @@ import (
 // tokens, not the table size.
 type internTable struct {
 	slots []internSlot
-	keys  []internKey // id → its first occurrence
+	keys  []span // id → its first occurrence
 	n     int
 	mask  uint64
-	gen   uint32 // current generation, 1 ≤ gen < 1<<24; slots of other generations are empty
+	gen   uint32 // current generation, 1 ≤ gen ≤ maxGen; slots of other generations are empty
 }
 
 // internSlot is one hash-table entry. tag is gen<<8 | min(len, 255), so one
-// compare checks both that the slot is live and that the lengths agree;
-// packed is the token itself for tokens of at most 8 bytes (little-endian,
-// zero-padded) and its hash for longer ones, so most lookups finish without
-// touching keys or the token bytes.
+// compare checks both that the slot is live and that the lengths agree. A
+// token of at most 16 bytes is its own key: lo and hi hold its bytes
+// (little-endian, zero-padded), so it is found without touching the token
+// bytes. For a longer one lo is its hash and hi 0, and a match is confirmed
+// on the bytes.
 type internSlot struct {
-	packed uint64
+	lo, hi uint64
 	tag    uint32
 	id     int32
 }
 
-// internKey is a token's span; packed as in internSlot.
-type internKey struct {
-	span
-	packed uint64
-}
+// maxPacked is the longest token that is its own key.
+const maxPacked = 16
 
 const maxGen = 1<<24 - 1
 
@@ -46,15 +44,6 @@ func (t *internTable) reset(tokens int) {
 	for size < 2*tokens {
 		size <<= 1
 	}
-	t.resize(size)
-}
-
-// maxASCIITokens bounds the distinct tokens of n bytes of ASCII text: at
-// most 36 of one character ([a-z0-9]), and every longer one takes at least
-// 3 bytes with its separator (the last one of a text 2).
-func maxASCIITokens(n int) int { return 37 + n/3 }
-
-func (t *internTable) resize(size int) {
 	if len(t.slots) < size {
 		t.slots = make([]internSlot, size)
 		t.gen = 0
@@ -68,7 +57,7 @@ func (t *internTable) resize(size int) {
 	// slots are used (so a small call stays in cache); the generation makes
 	// every slot this call has not written empty.
 	t.mask = uint64(size - 1)
-	t.keys = t.keys[:0]
+	t.keys = slices.Grow(t.keys[:0], tokens+1)
 	t.n = 0
 }
 
@@ -77,69 +66,72 @@ const articleIDs = 3
 
 // seedArticles interns the English articles a, an and the first, as ids 0,
 // 1 and 2, so the unicode EM and F1 can tell them by id. Their keys' spans
-// have the right length but point nowhere: keys of at most 8 bytes are
+// have the right length but point nowhere: keys of at most 16 bytes are
 // compared by their packed value only.
 func (t *internTable) seedArticles() {
 	for _, w := range [articleIDs]string{"a", "an", "the"} {
-		var packed uint64
+		var lo uint64
 		for i := range len(w) {
-			packed |= uint64(w[i]) << (8 * i)
+			lo |= uint64(w[i]) << (8 * i)
 		}
-		t.lookup(nil, span{0, int32(len(w))}, packed, hashPacked(packed, len(w)))
+		t.lookup(nil, span{0, int32(len(w))}, lo, 0, hashPacked(lo, 0, len(w)))
 	}
 }
 
-// withSlack makes sure 8 bytes past len(buf) are addressable, so intern can
-// load any short token as one 64-bit word.
+// packSlack is the number of addressable bytes intern needs past a buffer's
+// length: it loads every short token as two 64-bit words.
+const packSlack = 16
+
+// withSlack makes sure packSlack bytes past len(buf) are addressable.
 func withSlack(buf []byte) []byte {
 	n := len(buf)
-	return append(buf, 0, 0, 0, 0, 0, 0, 0, 0)[:n]
+	return slices.Grow(buf, packSlack)[:n]
 }
 
-// withTextSlack makes sure textSlack bytes past len(buf) are addressable
-// (see internASCII).
-func withTextSlack(buf []byte) []byte {
-	n := len(buf)
-	return slices.Grow(buf, textSlack)[:n]
+// packMasks returns the masks that keep the first n bytes of a 16-byte key
+// split into two little-endian words; without branches (a Go shift by 64 or
+// more gives 0).
+func packMasks(n int) (lo, hi uint64) {
+	return ^uint64(0) >> (8 * uint(8-min(n, 8))), ^uint64(0) >> (8 * uint(16-min(max(n, 8), 16)))
 }
 
-// lenMask keeps the low n bytes of a 64-bit word, 1 ≤ n ≤ 8.
-func lenMask(n int) uint64 { return ^uint64(0) >> (64 - 8*uint(n)) }
-
-// hashPacked mixes a token of at most 8 bytes.
-func hashPacked(packed uint64, n int) uint64 {
-	hi, lo := bits.Mul64(packed^uint64(n)<<59, 0x9E3779B97F4A7C15)
-	return hi ^ lo
+// hashPacked mixes a token of at most 16 bytes (wyhash-style: one 128-bit
+// multiply of the two key words).
+func hashPacked(lo, hi uint64, n int) uint64 {
+	h, l := bits.Mul64(lo^uint64(n)<<56^0xa0761d6478bd642f, hi^0xe7037ed1a0b428db)
+	return h ^ l
 }
 
-// intern appends the ids of spans (tokens of buf, which must have 8 bytes of
-// slack, see withSlack).
+// intern appends the ids of spans (tokens of buf, which must have
+// packSlack bytes of slack, see withSlack).
 func (t *internTable) intern(ids []int32, buf []byte, spans []span) []int32 {
 	full := buf[:cap(buf)]
 	for _, sp := range spans {
 		n := int(sp.end - sp.start)
-		var packed, h uint64
-		if n <= 8 {
-			packed = binary.LittleEndian.Uint64(full[sp.start:]) & lenMask(n)
-			h = hashPacked(packed, n)
+		var lo, hi, h uint64
+		if n <= maxPacked {
+			ml, mh := packMasks(n)
+			lo = binary.LittleEndian.Uint64(full[sp.start:]) & ml
+			hi = binary.LittleEndian.Uint64(full[sp.start+8:]) & mh
+			h = hashPacked(lo, hi, n)
 		} else {
 			h = hashToken(buf[sp.start:sp.end])
-			packed = h
+			lo = h
 		}
-		ids = append(ids, t.lookup(buf, sp, packed, h))
+		ids = append(ids, t.lookup(buf, sp, lo, hi, h))
 	}
 	return ids
 }
 
 // lookup returns the id of the token buf[sp.start:sp.end], adding it if
-// new; packed and h are as intern computes them.
-func (t *internTable) lookup(buf []byte, sp span, packed, h uint64) int32 {
+// new; lo, hi and h are as intern computes them.
+func (t *internTable) lookup(buf []byte, sp span, lo, hi, h uint64) int32 {
 	n := int(sp.end - sp.start)
 	tag := t.gen<<8 | uint32(min(n, 255))
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
 		sl := &t.slots[i]
-		if sl.tag == tag && sl.packed == packed {
-			if n <= 8 {
+		if sl.tag == tag && sl.lo == lo && sl.hi == hi {
+			if n <= maxPacked {
 				return sl.id
 			}
 			if k := t.keys[sl.id]; string(buf[k.start:k.end]) == string(buf[sp.start:sp.end]) {
@@ -149,15 +141,15 @@ func (t *internTable) lookup(buf []byte, sp span, packed, h uint64) int32 {
 		}
 		if sl.tag>>8 != t.gen {
 			id := int32(len(t.keys))
-			t.keys = append(t.keys, internKey{sp, packed})
+			t.keys = append(t.keys, sp)
 			t.n = len(t.keys)
-			*sl = internSlot{packed, tag, id}
+			*sl = internSlot{lo, hi, tag, id}
 			return id
 		}
 	}
 }
 
-// hashToken is a fast non-cryptographic hash for short tokens: 8 bytes at a
+// hashToken is a fast non-cryptographic hash for long tokens: 8 bytes at a
 // time, multiply-xorshift mixing. Collisions only cost a probe (keys are
 // compared byte for byte).
 func hashToken(w []byte) uint64 {
@@ -191,15 +183,45 @@ func alnumBits(x uint64) uint64 {
 	return m * 0x0002040810204081 >> 56
 }
 
+// nonSpaceBits is alnumBits for "byte ≠ ' '", exact for any bytes.
+func nonSpaceBits(x uint64) uint64 {
+	y := x ^ 0x2020202020202020 // ' ' → 0
+	// Per byte, the high bit of (y&0x7f)+0x7f is set iff y&0x7f ≠ 0.
+	m := ((y & 0x7f7f7f7f7f7f7f7f) + 0x7f7f7f7f7f7f7f7f | y) & 0x8080808080808080
+	return m * 0x0002040810204081 >> 56
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // textSlack is the number of addressable bytes internASCII needs past the
 // text: it loads 64 bytes at a time.
 const textSlack = 64
 
-// internASCII tokenizes src[off:end], which must be ASCII, into runs of
-// ASCII letters and digits — the tokens of both tokenizers (unstemmed) on
-// ASCII text — and appends them lowercased to dst, their spans in dst to
-// spans and their interned ids to ids. cap(src) must be at least
-// end+textSlack.
+// withTextSlack makes sure textSlack bytes past len(buf) are addressable
+// (see internASCII).
+func withTextSlack(buf []byte) []byte {
+	n := len(buf)
+	return slices.Grow(buf, textSlack)[:n]
+}
+
+// maxASCIITokens bounds the distinct tokens of n bytes of ASCII text: at
+// most 36 of one character ([a-z0-9]), and every longer one takes at least
+// 3 bytes with its separator (the last one of a text 2).
+func maxASCIITokens(n int) int { return 37 + n/3 }
+
+// internASCII tokenizes src[off:end] into runs of ASCII letters and digits
+// — the tokens of both tokenizers (unstemmed) on ASCII text — and appends
+// them lowercased to dst, their spans in dst to spans and their interned ids
+// to ids. cap(src) must be at least end+textSlack, and the table must have
+// been reset for all the tokens. It also reports whether all the bytes it
+// loaded, src[off:] up to the end of the last 64-byte block, were ASCII; if
+// not, the results are meaningless (but every access stays in bounds) and
+// the caller must reset the table and take the general path.
 //
 // This is the fast path of scoring. A 64-byte block is classified eight
 // bytes at a time (alnumBits) into a bit mask; token starts and ends are
@@ -207,14 +229,34 @@ const textSlack = 64
 // per block, not per byte. Each token is lowercased, packed and hashed with
 // a few word operations. Stores go to dst, never to src: a load that partly
 // overlaps an earlier store stalls the CPU.
-func (t *internTable) internASCII(ids []int32, spans []span, dst, src []byte, off, end int) ([]int32, []span, []byte) {
+func (t *internTable) internASCII(ids []int32, spans []span, dst, src []byte, off, end int) (_ []int32, _ []span, _ []byte, ascii bool) {
+	return t.internRuns(ids, spans, dst, src, off, end, false)
+}
+
+// internFields is internASCII for the fields of a normalized answer: the
+// runs of bytes other than ' ' (any bytes, not lowercased).
+func (t *internTable) internFields(ids []int32, spans []span, dst, src []byte, off, end int) ([]int32, []span, []byte) {
+	ids, spans, dst, _ = t.internRuns(ids, spans, dst, src, off, end, true)
+	return ids, spans, dst
+}
+
+func (t *internTable) internRuns(ids []int32, spans []span, dst, src []byte, off, end int, fields bool) (_ []int32, _ []span, _ []byte, ascii bool) {
 	src = src[:cap(src)]
 	_ = src[end+textSlack-1]
 	w := len(dst)
-	dst = slices.Grow(dst, end-off+8)
+	dst = slices.Grow(dst, end-off+maxPacked)
 	out := dst[:cap(dst)]
-	const lower = 0x2020202020202020
-	slots, mask := t.slots, t.mask
+	var lower uint64 = 0x2020202020202020
+	if fields {
+		lower = 0
+	}
+	slots, mask, gen := t.slots, t.mask, t.gen
+	// The keys slice has room for every token (reset) plus the key written
+	// but not kept after the last one.
+	nk := len(t.keys)
+	t.keys = slices.Grow(t.keys, (end-off)/2+2)
+	keys := t.keys[:cap(t.keys)]
+	var orAll uint64 // OR of every byte loaded
 	var carry uint64 // 1 when the byte before the block is in a token
 	open := 0        // start of that token
 	// base runs one block past the text when its length is a multiple of
@@ -223,7 +265,13 @@ func (t *internTable) internASCII(ids []int32, spans []span, dst, src []byte, of
 		blk := src[base : base+64]
 		var m uint64
 		for k := range 8 {
-			m |= alnumBits(binary.LittleEndian.Uint64(blk[8*k:])) << (8 * k)
+			x := binary.LittleEndian.Uint64(blk[8*k:])
+			orAll |= x
+			if fields {
+				m |= nonSpaceBits(x) << (8 * k)
+			} else {
+				m |= alnumBits(x) << (8 * k)
+			}
 		}
 		if r := end - base; r < 64 {
 			m &= 1<<uint(r) - 1
@@ -244,31 +292,55 @@ func (t *internTable) internASCII(ids []int32, spans []span, dst, src []byte, of
 				starts &= starts - 1
 			}
 			n := e - s
-			var packed, h uint64
-			if n <= 8 {
-				packed = (binary.LittleEndian.Uint64(src[s:]) | lower) & lenMask(n)
-				binary.LittleEndian.PutUint64(out[w:], packed)
-				h = hashPacked(packed, n)
+			// Both words are computed for every token (no branch on the
+			// length); a token of up to 16 bytes is its own key.
+			ml, mh := packMasks(n)
+			lo := (binary.LittleEndian.Uint64(src[s:]) | lower) & ml
+			hi := (binary.LittleEndian.Uint64(src[s+8:]) | lower) & mh
+			binary.LittleEndian.PutUint64(out[w:], lo)
+			binary.LittleEndian.PutUint64(out[w+8:], hi)
+			var h uint64
+			if n <= maxPacked {
+				h = hashPacked(lo, hi, n)
 			} else {
-				for j := 0; j < n; j += 8 {
+				for j := 16; j < n; j += 8 {
 					binary.LittleEndian.PutUint64(out[w+j:], binary.LittleEndian.Uint64(src[s+j:])|lower)
 				}
 				h = hashToken(out[w : w+n])
-				packed = h
+				lo, hi = h, 0
 			}
 			sp := span{int32(w), int32(w + n)}
 			w += n
 			spans = append(spans, sp)
-			// t.lookup, inlined for the common case.
-			if sl := &slots[h&mask]; n <= 8 && sl.tag == t.gen<<8|uint32(n) && sl.packed == packed {
-				ids = append(ids, sl.id)
+			// t.lookup, inlined for the common cases — a short token found
+			// at its first probe, or any token whose first probe is empty —
+			// without a branch between the two, as whether a token is new
+			// is unpredictable: the slot and the key are written either
+			// way (a found slot gets its own values again) and only a new
+			// key is kept.
+			sl := &slots[h&mask]
+			tag := gen<<8 | uint32(min(n, 255))
+			empty := sl.tag>>8 != gen
+			if empty || n <= maxPacked && sl.tag == tag && sl.lo == lo && sl.hi == hi {
+				id := sl.id
+				if empty {
+					id = int32(nk)
+				}
+				keys[nk] = sp
+				nk += b2i(empty)
+				*sl = internSlot{lo, hi, tag, id}
+				ids = append(ids, id)
 			} else {
-				ids = append(ids, t.lookup(out, sp, packed, h))
+				t.keys = keys[:nk]
+				ids = append(ids, t.lookup(out, sp, lo, hi, h))
+				nk = len(t.keys)
 			}
 		}
 		if starts != 0 { // a token runs into the next block
 			open = base + bits.TrailingZeros64(starts)
 		}
 	}
-	return ids, spans, out[:w]
+	t.keys = keys[:nk]
+	t.n = nk
+	return ids, spans, out[:w], orAll&0x8080808080808080 == 0
 }

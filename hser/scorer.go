@@ -214,19 +214,24 @@ func (s *Scorer) tokenize(buf *[]byte, spans []span, text string, stem bool, st 
 }
 
 func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float64) {
-	if !s.cfg.Stem && isASCII(prediction) && isASCII(reference) {
+	if !s.cfg.Stem {
 		// On ASCII text both tokenizers, unstemmed, make the same tokens:
 		// runs of [a-z0-9] after lowercasing. Tokenize and intern in one pass
-		// over a copy of the text.
+		// over a copy of the text, with zeroed slack so that only the
+		// text's own bytes decide whether it was ASCII.
 		sc.text = append(append(sc.text[:0], prediction...), reference...)
 		sc.text = withTextSlack(sc.text)
+		clear(sc.text[len(sc.text) : len(sc.text)+textSlack])
 		sc.tab.reset(maxASCIITokens(len(sc.text)) + articleIDs)
 		if s.unicode {
 			sc.tab.seedArticles()
 		}
-		sc.predID, sc.pred, sc.buf = sc.tab.internASCII(sc.predID[:0], sc.pred[:0], sc.buf[:0], sc.text, 0, len(prediction))
-		sc.refID, sc.ref, sc.buf = sc.tab.internASCII(sc.refID[:0], sc.ref[:0], sc.buf, sc.text, len(prediction), len(sc.text))
-		return s.rougeFromIDs(sc)
+		var ok1, ok2 bool
+		sc.predID, sc.pred, sc.buf, ok1 = sc.tab.internASCII(sc.predID[:0], sc.pred[:0], sc.buf[:0], sc.text, 0, len(prediction))
+		sc.refID, sc.ref, sc.buf, ok2 = sc.tab.internASCII(sc.refID[:0], sc.ref[:0], sc.buf, sc.text, len(prediction), len(sc.text))
+		if ok1 && ok2 {
+			return s.rougeFromIDs(sc)
+		}
 	}
 	sc.buf = sc.buf[:0]
 	sc.pred = s.tokenize(&sc.buf, sc.pred[:0], prediction, s.cfg.Stem, &sc.stem)
@@ -289,18 +294,15 @@ func (s *Scorer) normalize(sc *scratch, dst []byte, text string) []byte {
 // tokenF1 is SQuAD's f1_score over space-separated normalized answers:
 // multiset overlap, 0 when nothing overlaps (so two empty answers give 0).
 func tokenF1(sc *scratch, pred, ref []byte) float64 {
-	sc.buf = append(sc.buf[:0], pred...)
-	sc.pred = splitSpaces(sc.pred[:0], sc.buf, 0)
-	off := len(sc.buf)
-	sc.buf = append(sc.buf, ref...)
-	sc.ref = splitSpaces(sc.ref[:0], sc.buf, off)
+	sc.text = append(append(sc.text[:0], pred...), ref...)
+	sc.text = withTextSlack(sc.text)
+	// Fields are separated by one space: at most one per two bytes.
+	sc.tab.reset(len(sc.text)/2 + 2)
+	sc.predID, sc.pred, sc.buf = sc.tab.internFields(sc.predID[:0], sc.pred[:0], sc.buf[:0], sc.text, 0, len(pred))
+	sc.refID, sc.ref, sc.buf = sc.tab.internFields(sc.refID[:0], sc.ref[:0], sc.buf, sc.text, len(pred), len(sc.text))
 	if len(sc.pred) == 0 || len(sc.ref) == 0 {
 		return 0
 	}
-	sc.tab.reset(len(sc.pred) + len(sc.ref))
-	sc.buf = withSlack(sc.buf)
-	sc.predID = sc.tab.intern(sc.predID[:0], sc.buf, sc.pred)
-	sc.refID = sc.tab.intern(sc.refID[:0], sc.buf, sc.ref)
 	sc.counts = resize(sc.counts, sc.tab.n)
 	clear(sc.counts)
 	for _, id := range sc.refID {
@@ -319,21 +321,6 @@ func tokenF1(sc *scratch, pred, ref []byte) float64 {
 	p := 1.0 * float64(same) / float64(len(sc.pred))
 	r := 1.0 * float64(same) / float64(len(sc.ref))
 	return (2 * p * r) / (p + r)
-}
-
-// splitSpaces appends the spans of the ' '-separated fields of buf[off:].
-func splitSpaces(spans []span, buf []byte, off int) []span {
-	for start := off; start < len(buf); {
-		end := len(buf)
-		if i := bytes.IndexByte(buf[start:], ' '); i >= 0 {
-			end = start + i
-		}
-		if end > start {
-			spans = append(spans, span{int32(start), int32(end)})
-		}
-		start = end + 1
-	}
-	return spans
 }
 
 // containsTokens reports whether the normalized answer occurs in the

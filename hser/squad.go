@@ -241,13 +241,13 @@ func appendSQuADNormalizedASCII(dst []byte, s string) []byte {
 	start := len(dst)
 	for i := 0; i < len(s); {
 		c := s[i]
-		switch {
-		case isPyPunct(rune(c)):
+		switch squadClass[c] {
+		case squadPunct:
 			i++
-		case asciiClass[c] == asciiSpace:
+		case squadSpace:
 			sep = true
 			i++
-		case asciiClass[c] == asciiWord:
+		case squadWord:
 			mark := len(dst)
 			if sep && len(dst) > start {
 				dst = append(dst, ' ')
@@ -255,16 +255,14 @@ func appendSQuADNormalizedASCII(dst []byte, s string) []byte {
 			word := len(dst)
 			for ; i < len(s); i++ {
 				c := s[i]
-				if isPyPunct(rune(c)) { // before the word test: '_' is both
+				k := squadClass[c]
+				if k == squadPunct {
 					continue
 				}
-				if asciiClass[c] != asciiWord {
+				if k != squadWord {
 					break
 				}
-				if 'A' <= c && c <= 'Z' {
-					c += 'a' - 'A'
-				}
-				dst = append(dst, c)
+				dst = append(dst, c|0x20) // [A-Za-z0-9] → [a-z0-9]
 			}
 			if isArticle(dst[word:]) {
 				dst = dst[:mark]
@@ -283,3 +281,26 @@ func appendSQuADNormalizedASCII(dst []byte, s string) []byte {
 	}
 	return dst
 }
+
+// squadClass classifies ASCII bytes for appendSQuADNormalizedASCII; '_' is
+// punctuation (deleted before \b is evaluated), not a word character.
+const (
+	squadOther = iota
+	squadPunct
+	squadSpace
+	squadWord // [A-Za-z0-9]
+)
+
+var squadClass = func() (t [256]uint8) { // 256: no bounds check on a byte
+	for c := range utf8.RuneSelf {
+		switch {
+		case isPyPunct(rune(c)):
+			t[c] = squadPunct
+		case asciiClass[c] == asciiSpace:
+			t[c] = squadSpace
+		case asciiClass[c] == asciiWord:
+			t[c] = squadWord
+		}
+	}
+	return t
+}()
