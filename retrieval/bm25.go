@@ -83,17 +83,22 @@ func BuildIndex(ids, texts []string, p BM25Params) (*Index, error) {
 	const chunkDocs = 8192
 	ws := make([]analysisWorker, workers)
 	// The analysis of chunk c+1 overlaps the sequential merge of chunk c.
+	// Two sets of chunk buffers circulate between analysis and merge, so
+	// building does not allocate (and leave garbage) per chunk.
 	parts := make(chan []chunkPart, 1)
+	free := make(chan []chunkPart, 2)
+	free <- make([]chunkPart, workers)
+	free <- make([]chunkPart, workers)
 	go func() {
 		defer close(parts)
 		var wg sync.WaitGroup
 		for start := 0; start < len(texts); start += chunkDocs {
 			end := min(start+chunkDocs, len(texts))
 			per := (end - start + workers - 1) / workers
-			res := make([]chunkPart, workers)
+			res := <-free
 			for w := range ws {
 				lo, hi := min(start+w*per, end), min(start+(w+1)*per, end)
-				wg.Go(func() { res[w] = ws[w].analyze(texts, lo, hi, ix.docLen) })
+				wg.Go(func() { ws[w].analyze(&res[w], texts, lo, hi, ix.docLen) })
 			}
 			wg.Wait()
 			parts <- res
@@ -130,6 +135,7 @@ func BuildIndex(ids, texts []string, p BM25Params) (*Index, error) {
 				total += uint64(ix.docLen[d])
 			}
 		}
+		free <- res
 	}
 	ix.post = flattenPostings(tb)
 	ix.finish(total)
@@ -144,7 +150,6 @@ type analysisWorker struct {
 	lastSeen []int32  // 1 + last document containing the worker term
 	slot     []uint32 // its position in the current document's pairs
 	tok      []byte
-	hint     int // pairs of the previous range, to size the next
 }
 
 // chunkPart is one worker's analysis of a range of documents. strs is a
@@ -157,11 +162,11 @@ type chunkPart struct {
 	strs   []string
 }
 
-func (a *analysisWorker) analyze(texts []string, lo, hi int, docLen []uint32) chunkPart {
+func (a *analysisWorker) analyze(p *chunkPart, texts []string, lo, hi int, docLen []uint32) {
 	if a.vocab == nil {
 		a.vocab = map[string]uint32{}
 	}
-	p := chunkPart{docs: make([]int, 0, hi-lo), docOff: make([]int, 1, hi-lo+1), pairs: make([]uint32, 0, a.hint+a.hint/8)}
+	p.docs, p.docOff, p.pairs = p.docs[:0], append(p.docOff[:0], 0), p.pairs[:0]
 	for d := lo; d < hi; d++ {
 		text := texts[d]
 		first := len(p.pairs)
@@ -206,9 +211,7 @@ func (a *analysisWorker) analyze(texts []string, lo, hi int, docLen []uint32) ch
 		p.docs = append(p.docs, d)
 		p.docOff = append(p.docOff, len(p.pairs))
 	}
-	a.hint = len(p.pairs)
 	p.strs = a.strs
-	return p
 }
 
 // termBuilder accumulates one term's compressed postings during a build.
