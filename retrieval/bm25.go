@@ -36,11 +36,12 @@ type BM25Params struct {
 //
 // An Index is immutable after building and safe for concurrent searches.
 type Index struct {
-	params BM25Params
-	ids    []string
-	docLen []uint32
-	avgdl  float64
-	norm   []float64 // k1·(1 − b + b·|d|/avgdl), per document
+	params   BM25Params
+	analyzer Analyzer
+	ids      []string
+	docLen   []uint32
+	avgdl    float64
+	norm     []float64 // k1·(1 − b + b·|d|/avgdl), per document
 
 	terms   map[string]uint32
 	termStr []string
@@ -56,8 +57,13 @@ type Hit struct {
 }
 
 // BuildIndex indexes texts (one per document) whose ids are strictly
-// ascending. The ids and texts slices are not retained beyond ids.
+// ascending, with the plain analyzer. The texts are not retained.
 func BuildIndex(ids, texts []string, p BM25Params) (*Index, error) {
+	return BuildIndexWith(ids, texts, p, Analyzer{})
+}
+
+// BuildIndexWith is BuildIndex with a chosen analyzer.
+func BuildIndexWith(ids, texts []string, p BM25Params, an Analyzer) (*Index, error) {
 	if len(ids) != len(texts) {
 		return nil, fmt.Errorf("build index: %d ids but %d texts", len(ids), len(texts))
 	}
@@ -72,7 +78,7 @@ func BuildIndex(ids, texts []string, p BM25Params) (*Index, error) {
 			return nil, fmt.Errorf("build index: document ids must be strictly ascending: %q then %q", ids[i-1], ids[i])
 		}
 	}
-	ix := &Index{params: p, ids: slices.Clone(ids), docLen: make([]uint32, len(ids)), terms: map[string]uint32{}}
+	ix := &Index{params: p, analyzer: an, ids: slices.Clone(ids), docLen: make([]uint32, len(ids)), terms: map[string]uint32{}}
 	// Analysis (the expensive part: tokenizing and vocabulary lookups) runs
 	// in parallel over sub-ranges of a chunk of documents, each worker with
 	// its own vocabulary; a sequential pass then maps worker terms to global
@@ -82,6 +88,9 @@ func BuildIndex(ids, texts []string, p BM25Params) (*Index, error) {
 	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
 	const chunkDocs = 8192
 	ws := make([]analysisWorker, workers)
+	for w := range ws {
+		ws[w].an = an
+	}
 	// The analysis of chunk c+1 overlaps the sequential merge of chunk c.
 	// Two sets of chunk buffers circulate between analysis and merge, so
 	// building does not allocate (and leave garbage) per chunk.
@@ -145,11 +154,36 @@ func BuildIndex(ids, texts []string, p BM25Params) (*Index, error) {
 // analysisWorker tokenizes a range of documents into (worker term, tf)
 // pairs with its own vocabulary, which persists across chunks.
 type analysisWorker struct {
-	vocab    map[string]uint32
+	an       Analyzer
+	vocab    map[string]uint32 // raw token → worker term (dropToken for stopwords)
+	termIDs  map[string]uint32 // analyzed term → worker term (several raw tokens may stem alike)
 	strs     []string
 	lastSeen []int32  // 1 + last document containing the worker term
 	slot     []uint32 // its position in the current document's pairs
 	tok      []byte
+}
+
+// dropToken marks raw tokens the analyzer removes (stopwords).
+const dropToken = math.MaxUint32
+
+// newToken analyzes a raw token seen for the first time by this worker
+// (stemming runs once per distinct token, not per occurrence).
+func (a *analysisWorker) newToken(raw string) uint32 {
+	term, keep := a.an.term(raw)
+	if !keep {
+		a.vocab[raw] = dropToken
+		return dropToken
+	}
+	t, ok := a.termIDs[term]
+	if !ok {
+		t = uint32(len(a.strs))
+		a.termIDs[term] = t
+		a.strs = append(a.strs, term)
+		a.lastSeen = append(a.lastSeen, 0)
+		a.slot = append(a.slot, 0)
+	}
+	a.vocab[raw] = t
+	return t
 }
 
 // chunkPart is one worker's analysis of a range of documents. strs is a
@@ -164,7 +198,7 @@ type chunkPart struct {
 
 func (a *analysisWorker) analyze(p *chunkPart, texts []string, lo, hi int, docLen []uint32) {
 	if a.vocab == nil {
-		a.vocab = map[string]uint32{}
+		a.vocab, a.termIDs = map[string]uint32{}, map[string]uint32{}
 	}
 	p.docs, p.docOff, p.pairs = p.docs[:0], append(p.docOff[:0], 0), p.pairs[:0]
 	for d := lo; d < hi; d++ {
@@ -188,17 +222,15 @@ func (a *analysisWorker) analyze(p *chunkPart, texts []string, lo, hi int, docLe
 			if len(a.tok) == 0 {
 				continue
 			}
-			n++
 			t, ok := a.vocab[string(a.tok)]
 			if !ok {
-				t = uint32(len(a.strs))
-				s := string(a.tok)
-				a.vocab[s] = t
-				a.strs = append(a.strs, s)
-				a.lastSeen = append(a.lastSeen, 0)
-				a.slot = append(a.slot, 0)
+				t = a.newToken(string(a.tok))
 			}
 			a.tok = a.tok[:0]
+			if t == dropToken {
+				continue
+			}
+			n++
 			if a.lastSeen[t] != int32(d+1) {
 				a.lastSeen[t] = int32(d + 1)
 				a.slot[t] = uint32(len(p.pairs) - first)
@@ -310,6 +342,9 @@ func (ix *Index) NumPostings() int { return ix.post.numPostings() }
 
 // PostingBytes is the memory held by the compressed posting lists.
 func (ix *Index) PostingBytes() int { return ix.post.bytes() }
+
+// Analyzer is the analysis the index was built with; queries must use it.
+func (ix *Index) Analyzer() Analyzer { return ix.analyzer }
 
 // Params returns k1 and b.
 func (ix *Index) Params() BM25Params { return ix.params }

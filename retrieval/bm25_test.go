@@ -175,3 +175,60 @@ func castRecall(t *testing.T, data string, files []string) (question, rewrite fl
 	t.Logf("%d turns", n)
 	return question / float64(n), rewrite / float64(n)
 }
+
+func TestEnglishAnalyzer(t *testing.T) {
+	an, err := NewAnalyzer(AnalyzerEnglish)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := an.Tokenize("The runners were running; a runner runs.")
+	want := []string{"runner", "run", "runner", "run"} // "the", "were", "a" are stopwords
+	if len(got) != len(want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	ix, err := BuildIndexWith([]string{"d1", "d2"}, []string{"The cats are running", "a dog sleeps"}, BM25Params{K1: 0.9, B: 0.4}, an)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// stopwords do not count towards length: |d1| = |{cat, run}| = 2, |d2| = 2, avgdl 2
+	hits := ix.Search(an.Tokenize("cat runs"), 10)
+	idf := math.Log(2) // N = 2, df = 1: ln(1 + (2 − 1 + 0.5)/(1 + 0.5))
+	if len(hits) != 1 || hits[0].Doc != 0 || math.Abs(hits[0].Score-2*idf*1/(1+0.9)) > 1e-12 {
+		t.Fatalf("got %+v, want d1 with 2·ln2/1.9", hits)
+	}
+}
+
+func TestEnglishMaxScoreAgreesOnKB(t *testing.T) {
+	kb, err := LoadKB(t.Context(), filepath.Join(sharedData(t), "kb", "passages.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := sortedPassages(kb.Passages)[:1500]
+	ids := make([]string, len(order))
+	texts := make([]string, len(order))
+	for i, p := range order {
+		ids[i], texts[i] = p.ID, indexText(Chunk{Title: p.Title, Text: p.Text})
+	}
+	an, _ := NewAnalyzer(AnalyzerEnglish)
+	ix, err := BuildIndexWith(ids, texts, BM25Params{K1: 0.9, B: 0.4}, an)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range readTurns(t, filepath.Join(sharedData(t), "conversations", "cast2020.jsonl")) {
+		q := an.Tokenize(tt.Question)
+		got, want := ix.Search(q, 10), ix.SearchExhaustive(q, 10)
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d vs %d hits", tt.Question, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%q rank %d: %+v vs reference %+v", tt.Question, i+1, got[i], want[i])
+			}
+		}
+	}
+}

@@ -13,6 +13,10 @@ type Config struct {
 	Candidates int     `yaml:"candidates"`
 	K1         float64 `yaml:"k1"`
 	B          float64 `yaml:"b"`
+	// Analyzer is "plain" (default: lowercase [a-z0-9] runs, the reference
+	// numbers' tokenization) or "english" (plus Snowball stopwords and
+	// stemming).
+	Analyzer string `yaml:"analyzer"`
 	// ChunkWords and ChunkStride set the word windows; 0 means one chunk per passage.
 	ChunkWords  int `yaml:"chunk_words"`
 	ChunkStride int `yaml:"chunk_stride"`
@@ -65,7 +69,7 @@ type MemoryConfig struct {
 
 // DefaultConfig returns the embedded defaults (Pyserini's BM25 parameters).
 func DefaultConfig() Config {
-	return Config{Method: "bm25", TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Embedder: "hash",
+	return Config{Method: "bm25", TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Analyzer: AnalyzerPlain, Embedder: "hash",
 		HashDim: 1024, OllamaURL: "http://localhost:11434", EmbedModel: "nomic-embed-text", EmbedBatch: 32, RRFK: 60,
 		Memory: MemoryConfig{Enabled: false, TopN: 5, Classifier: "embedding", MinPartition: 5,
 			ClassifierURL: "http://localhost:11434", ClassifierModel: "llama3.2"}}
@@ -89,6 +93,9 @@ func (c Config) Validate() error {
 	}
 	if c.B < 0 || c.B > 1 {
 		return fielderr.New("b", "must be in [0, 1], got %v", c.B)
+	}
+	if _, err := NewAnalyzer(c.Analyzer); err != nil {
+		return fielderr.New("analyzer", "must be plain or english, got %q", c.Analyzer)
 	}
 	if c.ChunkWords < 0 {
 		return fielderr.New("chunk_words", "must be ≥ 0, got %d", c.ChunkWords)

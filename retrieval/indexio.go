@@ -64,7 +64,7 @@ func SaveIndex(ctx context.Context, dir string, ix *Index, meta IndexMeta) error
 		return fmt.Errorf("save index: %w", err)
 	}
 	meta.FormatVersion = IndexFormatVersion
-	meta.Analyzer = AnalyzerName
+	meta.Analyzer = ix.analyzer.ID()
 	meta.Params = ix.params
 	meta.Docs, meta.Terms, meta.Postings, meta.AvgDocLen = ix.Len(), ix.NumTerms(), ix.NumPostings(), ix.avgdl
 	metaJSON, err := json.Marshal(meta)
@@ -144,7 +144,8 @@ func LoadIndex(ctx context.Context, dir string) (*Index, IndexMeta, error) {
 		return nil, meta, err
 	}
 	r := &binReader{b: body}
-	ix := &Index{params: meta.Params}
+	an, _ := analyzerByID(meta.Analyzer) // checked by checkIndexFile
+	ix := &Index{params: meta.Params, analyzer: an}
 	ix.ids = r.strings()
 	ix.docLen = r.u32s(len(ix.ids))
 	if err := ctx.Err(); err != nil {
@@ -222,8 +223,8 @@ func checkIndexFile(path string, raw []byte) (IndexMeta, []byte, error) {
 		return meta, nil, fmt.Errorf("%s: %w: metadata: %w", path, ErrIndexCorrupt, err)
 	}
 	meta.Checksum = fmt.Sprintf("%x", got)
-	if meta.Analyzer != AnalyzerName {
-		return meta, nil, fmt.Errorf("%s: index analyzed with %q, this himes uses %q: rebuild it", path, meta.Analyzer, AnalyzerName)
+	if _, ok := analyzerByID(meta.Analyzer); !ok {
+		return meta, nil, fmt.Errorf("%s: index analyzed with %q, which this himes does not know: rebuild it", path, meta.Analyzer)
 	}
 	return meta, r.b, nil
 }

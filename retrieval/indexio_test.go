@@ -81,6 +81,11 @@ func TestOpenRejectsStaleIndex(t *testing.T) {
 	if _, err := Open(t.Context(), other, kb1); err == nil || !strings.Contains(err.Error(), "k1=0.9") {
 		t.Fatalf("index with other k1: got %v", err)
 	}
+	other = cfg
+	other.Analyzer = AnalyzerEnglish
+	if _, err := Open(t.Context(), other, kb1); err == nil || !strings.Contains(err.Error(), "analyzer") {
+		t.Fatalf("index with another analyzer: got %v", err)
+	}
 	// same ids, edited text: the fingerprint changes
 	if err := os.WriteFile(kb1, []byte("{\"id\":\"a\",\"text\":\"red apple pie\"}\n{\"id\":\"b\",\"text\":\"green pear\"}\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -60,11 +60,16 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 		}
 		p.bm25 = ix
 	} else {
+		an, err := NewAnalyzer(cfg.Analyzer)
+		if err != nil {
+			return nil, err
+		}
 		ids, texts := chunkTexts(chunks)
-		if p.bm25, err = BuildIndex(ids, texts, BM25Params{K1: cfg.K1, B: cfg.B}); err != nil {
+		if p.bm25, err = BuildIndexWith(ids, texts, BM25Params{K1: cfg.K1, B: cfg.B}, an); err != nil {
 			return nil, err
 		}
 	}
+	p.analyzer = p.bm25.Analyzer()
 	slog.Info("retrieval: BM25 ready", "kb", kbPath, "passages", len(kb.Passages), "chunks", len(chunks),
 		"terms", p.bm25.NumTerms(), "persisted", cfg.Index != "", "elapsed", time.Since(start).Round(time.Millisecond))
 	if cfg.Method != "bm25" || cfg.Memory.Enabled {
@@ -112,8 +117,12 @@ func BuildIndexDir(ctx context.Context, cfg Config, kbPath, dir string) (IndexMe
 	if err != nil {
 		return IndexMeta{}, err
 	}
+	an, err := NewAnalyzer(cfg.Analyzer)
+	if err != nil {
+		return IndexMeta{}, err
+	}
 	ids, texts := chunkTexts(chunks)
-	ix, err := BuildIndex(ids, texts, BM25Params{K1: cfg.K1, B: cfg.B})
+	ix, err := BuildIndexWith(ids, texts, BM25Params{K1: cfg.K1, B: cfg.B}, an)
 	if err != nil {
 		return IndexMeta{}, err
 	}
@@ -148,6 +157,9 @@ func checkIndexMatches(meta IndexMeta, ix *Index, kb *KB, chunks []Chunk, cfg Co
 	if meta.ChunkWords != cfg.ChunkWords || meta.ChunkStride != cfg.ChunkStride {
 		return fmt.Errorf("built with chunk_words=%d chunk_stride=%d, config says %d/%d",
 			meta.ChunkWords, meta.ChunkStride, cfg.ChunkWords, cfg.ChunkStride)
+	}
+	if an, _ := NewAnalyzer(cfg.Analyzer); an.ID() != meta.Analyzer {
+		return fmt.Errorf("built with analyzer %q, config says %q (%s)", meta.Analyzer, cfg.Analyzer, an.ID())
 	}
 	if meta.Params.K1 != cfg.K1 || meta.Params.B != cfg.B {
 		return fmt.Errorf("built with k1=%v b=%v, config says k1=%v b=%v", meta.Params.K1, meta.Params.B, cfg.K1, cfg.B)

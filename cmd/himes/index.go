@@ -50,6 +50,7 @@ be configured there, or the index is refused.`,
 	f.StringVar(&out, "out", "", "output directory (required)")
 	f.Float64Var(&cfg.K1, "k1", cfg.K1, "BM25 k1")
 	f.Float64Var(&cfg.B, "b", cfg.B, "BM25 b")
+	f.StringVar(&cfg.Analyzer, "analyzer", cfg.Analyzer, "plain (reference tokenization) or english (Snowball stopwords + stemming)")
 	f.IntVar(&cfg.ChunkWords, "chunk-words", cfg.ChunkWords, "words per chunk (0: one chunk per passage)")
 	f.IntVar(&cfg.ChunkStride, "chunk-stride", cfg.ChunkStride, "words between chunk starts (1..chunk-words)")
 	_ = cmd.MarkFlagRequired("kb")
