@@ -4,7 +4,9 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"time"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
@@ -38,12 +40,18 @@ func NewDenseIndex(vecs [][]float32, embedder string) (*DenseIndex, error) {
 // EmbedDocs embeds texts in batches and builds a dense index.
 func EmbedDocs(ctx context.Context, e Embedder, texts []string, batch int) (*DenseIndex, error) {
 	vecs := make([][]float32, 0, len(texts))
+	last := time.Now()
 	for start := 0; start < len(texts); start += batch {
 		vs, err := e.Embed(ctx, texts[start:min(start+batch, len(texts))])
 		if err != nil {
 			return nil, fmt.Errorf("embed documents %d..: %w", start, err)
 		}
 		vecs = append(vecs, vs...)
+		// a remote embedder may take minutes on a large KB (once: it caches)
+		if time.Since(last) > 5*time.Second {
+			slog.Info("embedding knowledge base", "embedder", e.Name(), "done", len(vecs), "total", len(texts))
+			last = time.Now()
+		}
 	}
 	return NewDenseIndex(vecs, e.Name())
 }

@@ -191,6 +191,13 @@ func sameQuery(a, b string) bool {
 // more recent first, then query text). qvec is the query's embedding. It
 // returns the activated memories and their embeddings.
 func (m *MemoryStore) Activate(ctx context.Context, user, query string, qvec []float32) ([]Memory, [][]float32, error) {
+	return m.ActivateBefore(ctx, user, query, qvec, time.Time{})
+}
+
+// ActivateBefore is Activate restricted to memories strictly older than
+// before (the zero time means no restriction): evaluating turn k of a
+// conversation must not activate what the user asks later.
+func (m *MemoryStore) ActivateBefore(ctx context.Context, user, query string, qvec []float32, before time.Time) ([]Memory, [][]float32, error) {
 	userParts := m.parts[user]
 	if len(userParts) == 0 || m.cfg.TopN <= 0 {
 		return nil, nil, nil
@@ -203,6 +210,9 @@ func (m *MemoryStore) Activate(ctx context.Context, user, query string, qvec []f
 	var pool []int
 	take := func(lb Label) {
 		for _, i := range userParts[lb] {
+			if !before.IsZero() && !m.entries[i].Time.Before(before) {
+				continue
+			}
 			if !sameQuery(m.entries[i].Query, query) {
 				pool = append(pool, i)
 			}

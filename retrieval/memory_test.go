@@ -231,3 +231,26 @@ func TestMemoryParquetRoundTrip(t *testing.T) {
 		t.Fatalf("other embedder: got %v", err)
 	}
 }
+
+func TestActivateBeforeExcludesLaterMemories(t *testing.T) {
+	tax, _ := ParseTaxonomy([]byte("topics:\n  - {name: A, description: a, subtopics: [{name: a1, description: x}]}\n"), "test")
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	entries := []MemoryEntry{
+		{User: "u", Query: "first", Topic: "A", Subtopic: "a1", Time: t0, Embedding: []float32{1, 0}},
+		{User: "u", Query: "second", Topic: "A", Subtopic: "a1", Time: t0.Add(time.Hour), Embedding: []float32{1, 0}},
+		{User: "u", Query: "third", Topic: "A", Subtopic: "a1", Time: t0.Add(2 * time.Hour), Embedding: []float32{1, 0}},
+	}
+	m, err := NewMemoryStore(t.Context(), MemoryConfig{TopN: 5}, mapEmbedder{dim: 2}, tax, mapClassifier{"q": {"A", "a1"}}, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mems, _, _ := m.ActivateBefore(t.Context(), "u", "q", []float32{1, 0}, t0.Add(time.Hour))
+	if len(mems) != 1 || mems[0].Query != "first" {
+		t.Fatalf("before second: got %+v, want only first", mems)
+	}
+	all, _, _ := m.Activate(t.Context(), "u", "q", []float32{1, 0})
+	// equal similarity: most recent first
+	if len(all) != 3 || all[0].Query != "third" || all[2].Query != "first" {
+		t.Fatalf("no cutoff: got %+v", all)
+	}
+}

@@ -293,6 +293,13 @@ func (p *Pipeline) Search(ctx context.Context, text string, k int) ([]Ranked, er
 // the top cfg.TopK with a trace. With memory off, or nothing activated, the
 // final ranking is the retrieval order.
 func (p *Pipeline) Retrieve(ctx context.Context, user, rewrite, query string) (Result, error) {
+	return p.RetrieveAt(ctx, user, rewrite, query, time.Time{})
+}
+
+// RetrieveAt is Retrieve with long-term memory restricted to memories
+// strictly older than at (zero: all), so that evaluation over a user's own
+// conversations does not activate queries the user asks later.
+func (p *Pipeline) RetrieveAt(ctx context.Context, user, rewrite, query string, at time.Time) (Result, error) {
 	text := rewrite
 	if strings.TrimSpace(text) == "" {
 		text = query
@@ -312,7 +319,7 @@ func (p *Pipeline) Retrieve(ctx context.Context, user, rewrite, query string) (R
 		if err != nil {
 			return Result{}, fmt.Errorf("retrieve: embed query for memory: %w", err)
 		}
-		mems, memVecs, err := m.Activate(ctx, user, query, qv[0])
+		mems, memVecs, err := m.ActivateBefore(ctx, user, query, qv[0], at)
 		if err != nil {
 			return Result{}, fmt.Errorf("retrieve: %w", err)
 		}
