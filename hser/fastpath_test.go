@@ -1,7 +1,9 @@
 package hser
 
 import (
+	"bufio"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +13,7 @@ import (
 // punctuation, control bytes, words of 1–20 bytes, and long runs that cross
 // 8- and 64-byte boundaries.
 func randomASCII(r *rand.Rand) string {
-	const alpha = "abcXYZ019"
+	const alpha = "abcXYZ019yies"
 	const seps = " .,'_-\t\n\x00\x1f\x7f@[`{"
 	var b strings.Builder
 	for range r.IntN(40) {
@@ -98,7 +100,9 @@ func TestASCIIFastPathTokens(t *testing.T) {
 // Rouge-L computed from the general tokenizer with the textbook LCS.
 func TestASCIIFastPathScores(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, cfg := range []Config{DefaultConfig(), rougeCfg(false)} {
+	stemU := DefaultConfig()
+	stemU.Stem = true
+	for _, cfg := range []Config{DefaultConfig(), rougeCfg(false), rougeCfg(true), stemU} {
 		s := mustScorer(t, cfg)
 		for range 2000 {
 			pred, ref := randomASCII(r), randomASCII(r)
@@ -175,5 +179,39 @@ func TestInternFields(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestASCIIFastPathStems: with stemming, the fast path's ids are those of
+// NLTK's stems for every word of the NLTK vocabulary (each twice, capitalized
+// and not, so the second comes from the memo and the memo's sets are evicted
+// and refilled): equal ids exactly for equal stems, numbered in order of
+// first occurrence.
+func TestASCIIFastPathStems(t *testing.T) {
+	f, err := os.Open("testdata/porter_nltk.tsv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var text strings.Builder
+	var want []int32
+	ids := map[string]int32{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		word, stem, ok := strings.Cut(sc.Text(), "\t")
+		if !ok || strings.HasPrefix(word, "#") {
+			continue
+		}
+		text.WriteString(strings.ToUpper(word[:1]) + word[1:] + ", " + word + " ")
+		if _, ok := ids[stem]; !ok {
+			ids[stem] = int32(len(ids))
+		}
+		want = append(want, ids[stem], ids[stem])
+	}
+	s := mustScorer(t, rougeCfg(true))
+	var scr scratch
+	s.rouge(&scr, text.String(), "")
+	if !slices.Equal(scr.predID, want) {
+		t.Fatalf("stem ids differ from NLTK's stems (%d ids, want %d)", len(scr.predID), len(want))
 	}
 }

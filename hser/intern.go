@@ -299,13 +299,15 @@ func (t *internTable) internRuns(ids []int32, spans []span, dst, src []byte, off
 			hi := (binary.LittleEndian.Uint64(src[s+8:]) | lower) & mh
 			binary.LittleEndian.PutUint64(out[w:], lo)
 			binary.LittleEndian.PutUint64(out[w+8:], hi)
+			if n > maxPacked { // the rest of a long token
+				for j := 16; j < n; j += 8 {
+					binary.LittleEndian.PutUint64(out[w+j:], binary.LittleEndian.Uint64(src[s+j:])|lower)
+				}
+			}
 			var h uint64
 			if n <= maxPacked {
 				h = hashPacked(lo, hi, n)
 			} else {
-				for j := 16; j < n; j += 8 {
-					binary.LittleEndian.PutUint64(out[w+j:], binary.LittleEndian.Uint64(src[s+j:])|lower)
-				}
 				h = hashToken(out[w : w+n])
 				lo, hi = h, 0
 			}

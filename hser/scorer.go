@@ -2,6 +2,7 @@ package hser
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync"
@@ -52,15 +53,20 @@ func (s *Scorer) Config() Config { return s.cfg }
 
 // scratch is one call's reusable memory.
 type scratch struct {
-	buf            []byte // token bytes
-	text           []byte // a copy of the input text, with slack for word loads
-	pred, ref      []span
-	predID, refID  []int32
-	tab            internTable
-	peq, v         []uint64
-	counts         []int32
-	seq            []int32 // the token ids without articles
-	stem           stemmer
+	buf           []byte // token bytes
+	text          []byte // a copy of the input text, with slack for word loads
+	pred, ref     []span
+	predID, refID []int32
+	tab           internTable
+	peq, v        []uint64
+	counts        []int32
+	seq           []int32 // the token ids without articles
+	stem          stemmer
+	// The fast path's stemming (stemIDs): long stems' bytes, the stems'
+	// table, and the stem id of each token id.
+	stemBuf        []byte
+	stemTab        internTable
+	stemID         []int32
 	tmp            []byte
 	normA, normRef []byte // normalized answers (EM, F1, Hit)
 	normC          []byte // a normalized context chunk
@@ -214,23 +220,30 @@ func (s *Scorer) tokenize(buf *[]byte, spans []span, text string, stem bool, st 
 }
 
 func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float64) {
-	if !s.cfg.Stem {
-		// On ASCII text both tokenizers, unstemmed, make the same tokens:
-		// runs of [a-z0-9] after lowercasing. Tokenize and intern in one pass
-		// over a copy of the text, with zeroed slack so that only the
-		// text's own bytes decide whether it was ASCII.
+	// With stemming the text is checked first, so that the stemmer only
+	// ever sees ASCII words; without, internASCII checks it on the way.
+	if !s.cfg.Stem || isASCII(prediction) && isASCII(reference) {
+		// On ASCII text both tokenizers make the same tokens: runs of
+		// [a-z0-9] after lowercasing, stemmed when longer than 3 bytes if
+		// stemming is on. Tokenize and intern in one pass over a copy of the
+		// text, with zeroed slack so that only the text's own bytes decide
+		// whether it was ASCII.
 		sc.text = append(append(sc.text[:0], prediction...), reference...)
 		sc.text = withTextSlack(sc.text)
 		clear(sc.text[len(sc.text) : len(sc.text)+textSlack])
 		sc.tab.reset(maxASCIITokens(len(sc.text)) + articleIDs)
-		if s.unicode {
+		if s.unicode && !s.cfg.Stem {
 			sc.tab.seedArticles()
 		}
 		var ok1, ok2 bool
 		sc.predID, sc.pred, sc.buf, ok1 = sc.tab.internASCII(sc.predID[:0], sc.pred[:0], sc.buf[:0], sc.text, 0, len(prediction))
 		sc.refID, sc.ref, sc.buf, ok2 = sc.tab.internASCII(sc.refID[:0], sc.ref[:0], sc.buf, sc.text, len(prediction), len(sc.text))
 		if ok1 && ok2 {
-			return s.rougeFromIDs(sc)
+			k := sc.tab.n
+			if s.cfg.Stem {
+				k = sc.stemIDs()
+			}
+			return s.rougeFromIDs(sc, k)
 		}
 	}
 	sc.buf = sc.buf[:0]
@@ -246,16 +259,57 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 	sc.buf = withSlack(sc.buf)
 	sc.predID = sc.tab.intern(sc.predID[:0], sc.buf, sc.pred)
 	sc.refID = sc.tab.intern(sc.refID[:0], sc.buf, sc.ref)
-	return s.rougeFromIDs(sc)
+	return s.rougeFromIDs(sc, sc.tab.n)
 }
 
-// rougeFromIDs is Rouge-L P, R and F1 of the interned tokens in sc.
-func (s *Scorer) rougeFromIDs(sc *scratch) (p, r, f float64) {
+// stemIDs replaces the token ids of the fast path by ids of their stems
+// and returns the number of distinct stems. Each distinct token is stemmed
+// once (tokens longer than 3 bytes, as both tokenizers do), so stemming stays
+// out of the tokenizer's inner loop.
+func (sc *scratch) stemIDs() int {
+	t := &sc.tab
+	sc.stemTab.reset(t.n)
+	sc.stemBuf = sc.stemBuf[:0]
+	sc.stemID = resize(sc.stemID, t.n)
+	full := sc.buf[:cap(sc.buf)] // internASCII leaves 16 bytes of slack
+	for id, k := range t.keys {
+		n := int(k.end - k.start)
+		if n <= maxPacked {
+			ml, mh := packMasks(n)
+			lo := binary.LittleEndian.Uint64(full[k.start:]) & ml
+			hi := binary.LittleEndian.Uint64(full[k.start+8:]) & mh
+			if n > 3 {
+				lo, hi, n = sc.stem.stemPacked(lo, hi, n)
+			}
+			// A key of at most 16 bytes is compared packed: its span only
+			// needs the right length.
+			sc.stemID[id] = sc.stemTab.lookup(nil, span{0, int32(n)}, lo, hi, hashPacked(lo, hi, n))
+			continue
+		}
+		// Long words are rare: stem them in stemBuf and intern from there.
+		start := len(sc.stemBuf)
+		sc.stemBuf = sc.stem.stemTail(append(sc.stemBuf, full[k.start:k.end]...), start)
+		sc.stemBuf = withSlack(sc.stemBuf)
+		sp := [1]span{{int32(start), int32(len(sc.stemBuf))}}
+		sc.stemTab.intern(sc.stemID[id:id], sc.stemBuf, sp[:]) // writes sc.stemID[id]
+	}
+	for i, id := range sc.predID {
+		sc.predID[i] = sc.stemID[id]
+	}
+	for i, id := range sc.refID {
+		sc.refID[i] = sc.stemID[id]
+	}
+	return sc.stemTab.n
+}
+
+// rougeFromIDs is Rouge-L P, R and F1 of the interned tokens in sc, whose
+// ids are below k.
+func (s *Scorer) rougeFromIDs(sc *scratch, k int) (p, r, f float64) {
 	if len(sc.pred) == 0 || len(sc.ref) == 0 {
 		return 0, 0, 0
 	}
 	var lcs int
-	lcs, sc.peq, sc.v = lcsBits(sc.predID, sc.refID, sc.tab.n, sc.peq, sc.v)
+	lcs, sc.peq, sc.v = lcsBits(sc.predID, sc.refID, k, sc.peq, sc.v)
 	p = float64(lcs) / float64(len(sc.pred))
 	r = float64(lcs) / float64(len(sc.ref))
 	return p, r, fmeasure(p, r)

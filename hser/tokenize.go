@@ -1,7 +1,7 @@
 package hser
 
 import (
-	"bytes"
+	"encoding/binary"
 	"unicode"
 	"unicode/utf8"
 
@@ -33,44 +33,65 @@ func appendAlnumRun(buf []byte, text string, i int) ([]byte, int) {
 }
 
 // stemmer Porter-stems tokens, remembering the stems of recent words of up
-// to 16 bytes: answers repeat a small vocabulary, and a lookup is much cheaper
-// than the algorithm. The memo is bounded (cleared when full) and keeps its
-// storage, so it does not allocate in steady state.
+// to 16 bytes in a direct-mapped memo keyed by the packed word: answers
+// repeat a small vocabulary, and a lookup is much cheaper than the
+// algorithm. The memo has a fixed size (a word evicts the one in its slot)
+// and is allocated once, so stemming does not allocate in steady state; it
+// changes the speed, never a stem.
 type stemmer struct {
 	buf  []byte
-	memo map[[16]byte][16]byte
+	memo []stemEntry
 }
 
-const stemMemoMax = 4096
+// stemEntry maps the word lo|hi (little-endian, zero-padded: words have no
+// NUL bytes) to its stem slo|shi of n-1 bytes; n == 0 marks an empty entry.
+type stemEntry struct {
+	lo, hi, slo, shi uint64
+	n                uint8
+}
+
+// stemMemoSize is the number of memo entries, in sets of two (a word goes
+// to the first entry of its set and pushes the older one to the second):
+// 8192 × 40 bytes holds the working vocabulary of typical answers.
+const stemMemoSize = 8192 // a power of two
+
+// stemPacked returns the stem of the lowercase ASCII word of n ≤ 16 bytes
+// packed in lo and hi, packed the same way.
+func (st *stemmer) stemPacked(lo, hi uint64, n int) (uint64, uint64, int) {
+	if st.memo == nil {
+		st.memo = make([]stemEntry, stemMemoSize)
+	}
+	set := st.memo[hashPacked(lo, hi, n)&(stemMemoSize-2):][:2]
+	for i := range set {
+		if e := &set[i]; e.n != 0 && e.lo == lo && e.hi == hi {
+			return e.slo, e.shi, int(e.n) - 1
+		}
+	}
+	var w [16]byte
+	binary.LittleEndian.PutUint64(w[:8], lo)
+	binary.LittleEndian.PutUint64(w[8:], hi)
+	stem := porterStem(append(st.buf[:0], w[:n]...)) // a stem is never longer than its word
+	st.buf = stem
+	clear(w[:])
+	copy(w[:], stem)
+	set[1] = set[0]
+	set[0] = stemEntry{lo, hi, binary.LittleEndian.Uint64(w[:8]), binary.LittleEndian.Uint64(w[8:]), uint8(len(stem) + 1)}
+	return set[0].slo, set[0].shi, len(stem)
+}
 
 // stemTail replaces buf[start:], a lowercase ASCII word, by its stem.
 func (st *stemmer) stemTail(buf []byte, start int) []byte {
-	w := buf[start:]
-	var key [16]byte
-	memo := len(w) <= len(key)
-	if memo {
-		copy(key[:], w) // words have no NUL bytes: the zero padding ends them
-		if v, ok := st.memo[key]; ok {
-			n := bytes.IndexByte(v[:], 0)
-			if n < 0 {
-				n = len(v)
-			}
-			return append(buf[:start], v[:n]...)
-		}
+	word := buf[start:]
+	if len(word) <= 16 {
+		var w [16]byte
+		copy(w[:], word)
+		lo, hi, n := st.stemPacked(binary.LittleEndian.Uint64(w[:8]), binary.LittleEndian.Uint64(w[8:]), len(word))
+		binary.LittleEndian.PutUint64(w[:8], lo)
+		binary.LittleEndian.PutUint64(w[8:], hi)
+		return append(buf[:start], w[:n]...)
 	}
-	stem := porterStem(append(st.buf[:0], w...))
+	stem := porterStem(append(st.buf[:0], word...))
 	st.buf = stem
-	if memo { // a stem is never longer than its word
-		if st.memo == nil {
-			st.memo = make(map[[16]byte][16]byte, stemMemoMax)
-		}
-		if len(st.memo) >= stemMemoMax {
-			clear(st.memo)
-		}
-		var v [16]byte
-		copy(v[:], stem)
-		st.memo[key] = v
-	}
 	return append(buf[:start], stem...)
 }
 
