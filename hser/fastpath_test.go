@@ -42,18 +42,20 @@ func fastTokens(pred, ref string) (pt, rt []string, pid, rid []int32) {
 	text := withTextSlack([]byte(pred + ref))
 	tab.reset(maxASCIITokens(len(text)))
 	var buf []byte
-	var ps, rs []span
 	clear(text[len(text) : len(text)+textSlack])
-	pid, ps, buf, ok1 := tab.internASCII(nil, nil, buf, text, 0, len(pred))
-	rid, rs, buf, ok2 := tab.internASCII(nil, nil, buf, text, len(pred), len(text))
+	pid, buf, ok1 := tab.internASCII(nil, buf, text, 0, len(pred))
+	rid, buf, ok2 := tab.internASCII(nil, buf, text, len(pred), len(text))
 	if !ok1 || !ok2 {
 		panic("ASCII text reported as non-ASCII")
 	}
-	for _, sp := range ps {
-		pt = append(pt, string(buf[sp.start:sp.end]))
+	// A token's text is that of its id's first occurrence.
+	for _, id := range pid {
+		k := tab.keys[id]
+		pt = append(pt, string(buf[k.start:k.end]))
 	}
-	for _, sp := range rs {
-		rt = append(rt, string(buf[sp.start:sp.end]))
+	for _, id := range rid {
+		k := tab.keys[id]
+		rt = append(rt, string(buf[k.start:k.end]))
 	}
 	return pt, rt, pid, rid
 }
@@ -157,17 +159,17 @@ func TestInternFields(t *testing.T) {
 		tab.reset(len(text)/2 + 2)
 		var buf []byte
 		var ids []int32
-		var spans []span
-		ids, spans, buf = tab.internFields(ids, spans, buf, text, 0, len(parts[0]))
-		ids, spans, buf = tab.internFields(ids, spans, buf, text, len(parts[0]), len(text))
+		ids, buf = tab.internFields(ids, buf, text, 0, len(parts[0]))
+		ids, buf = tab.internFields(ids, buf, text, len(parts[0]), len(text))
 		var want []string
 		for _, p := range parts {
 			want = append(want, strings.FieldsFunc(p, func(r rune) bool { return r == ' ' })...)
 		}
 		// FieldsFunc decodes UTF-8, but splitting on ' ' is the same on bytes.
 		var got []string
-		for _, sp := range spans {
-			got = append(got, string(buf[sp.start:sp.end]))
+		for _, id := range ids {
+			k := tab.keys[id]
+			got = append(got, string(buf[k.start:k.end]))
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("fields of %q = %q, want %q", parts, got, want)

@@ -216,8 +216,8 @@ func maxASCIITokens(n int) int { return 37 + n/3 }
 
 // internASCII tokenizes src[off:end] into runs of ASCII letters and digits
 // — the tokens of both tokenizers (unstemmed) on ASCII text — and appends
-// them lowercased to dst, their spans in dst to spans and their interned ids
-// to ids. cap(src) must be at least end+textSlack, and the table must have
+// them lowercased to dst and their interned ids to ids (the first
+// occurrence of each is t.keys[id], a span of dst). cap(src) must be at least end+textSlack, and the table must have
 // been reset for all the tokens. It also reports whether all the bytes it
 // loaded, src[off:] up to the end of the last 64-byte block, were ASCII; if
 // not, the results are meaningless (but every access stays in bounds) and
@@ -229,18 +229,18 @@ func maxASCIITokens(n int) int { return 37 + n/3 }
 // per block, not per byte. Each token is lowercased, packed and hashed with
 // a few word operations. Stores go to dst, never to src: a load that partly
 // overlaps an earlier store stalls the CPU.
-func (t *internTable) internASCII(ids []int32, spans []span, dst, src []byte, off, end int) (_ []int32, _ []span, _ []byte, ascii bool) {
-	return t.internRuns(ids, spans, dst, src, off, end, false)
+func (t *internTable) internASCII(ids []int32, dst, src []byte, off, end int) (_ []int32, _ []byte, ascii bool) {
+	return t.internRuns(ids, dst, src, off, end, false)
 }
 
 // internFields is internASCII for the fields of a normalized answer: the
 // runs of bytes other than ' ' (any bytes, not lowercased).
-func (t *internTable) internFields(ids []int32, spans []span, dst, src []byte, off, end int) ([]int32, []span, []byte) {
-	ids, spans, dst, _ = t.internRuns(ids, spans, dst, src, off, end, true)
-	return ids, spans, dst
+func (t *internTable) internFields(ids []int32, dst, src []byte, off, end int) ([]int32, []byte) {
+	ids, dst, _ = t.internRuns(ids, dst, src, off, end, true)
+	return ids, dst
 }
 
-func (t *internTable) internRuns(ids []int32, spans []span, dst, src []byte, off, end int, fields bool) (_ []int32, _ []span, _ []byte, ascii bool) {
+func (t *internTable) internRuns(ids []int32, dst, src []byte, off, end int, fields bool) (_ []int32, _ []byte, ascii bool) {
 	src = src[:cap(src)]
 	_ = src[end+textSlack-1]
 	w := len(dst)
@@ -313,7 +313,6 @@ func (t *internTable) internRuns(ids []int32, spans []span, dst, src []byte, off
 			}
 			sp := span{int32(w), int32(w + n)}
 			w += n
-			spans = append(spans, sp)
 			// t.lookup, inlined for the common cases — a short token found
 			// at its first probe, or any token whose first probe is empty —
 			// without a branch between the two, as whether a token is new
@@ -344,5 +343,5 @@ func (t *internTable) internRuns(ids []int32, spans []span, dst, src []byte, off
 	}
 	t.keys = keys[:nk]
 	t.n = nk
-	return ids, spans, out[:w], orAll&0x8080808080808080 == 0
+	return ids, out[:w], orAll&0x8080808080808080 == 0
 }

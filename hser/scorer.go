@@ -131,14 +131,8 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 // unicodeEMF1 computes EM and token F1 from the interned Rouge tokens of the
 // last rouge call, leaving out the articles.
 func (s *Scorer) unicodeEMF1(sc *scratch) (em, f1 float64) {
-	if len(sc.pred) == 0 || len(sc.ref) == 0 {
-		// rouge did not intern; at most one side has tokens.
-		np, nr := countNonArticles(sc.buf, sc.pred), countNonArticles(sc.buf, sc.ref)
-		if np == 0 && nr == 0 {
-			return 1, 0
-		}
-		return 0, 0
-	}
+	// Either side may be empty: then EM is 1 only if the other has nothing
+	// but articles, and F1 is 0, as in SQuAD.
 	// Articles have ids 0–2 (seedArticles): nonArticle is 0 for them and 1
 	// otherwise, so the loops below need no data-dependent branches.
 	nonArticle := func(id int32) int { return int((uint32(articleIDs-1) - uint32(id)) >> 31) }
@@ -176,16 +170,6 @@ func (s *Scorer) unicodeEMF1(sc *scratch) (em, f1 float64) {
 	p := 1.0 * float64(same) / float64(np)
 	r := 1.0 * float64(same) / float64(nr)
 	return em, (2 * p * r) / (p + r)
-}
-
-func countNonArticles(buf []byte, spans []span) int {
-	n := 0
-	for _, sp := range spans {
-		if !isArticle(buf[sp.start:sp.end]) {
-			n++
-		}
-	}
-	return n
 }
 
 // Tokens returns the Rouge-L tokens of text under the scorer's tokenizer
@@ -236,8 +220,8 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 			sc.tab.seedArticles()
 		}
 		var ok1, ok2 bool
-		sc.predID, sc.pred, sc.buf, ok1 = sc.tab.internASCII(sc.predID[:0], sc.pred[:0], sc.buf[:0], sc.text, 0, len(prediction))
-		sc.refID, sc.ref, sc.buf, ok2 = sc.tab.internASCII(sc.refID[:0], sc.ref[:0], sc.buf, sc.text, len(prediction), len(sc.text))
+		sc.predID, sc.buf, ok1 = sc.tab.internASCII(sc.predID[:0], sc.buf[:0], sc.text, 0, len(prediction))
+		sc.refID, sc.buf, ok2 = sc.tab.internASCII(sc.refID[:0], sc.buf, sc.text, len(prediction), len(sc.text))
 		if ok1 && ok2 {
 			k := sc.tab.n
 			if s.cfg.Stem {
@@ -249,9 +233,6 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 	sc.buf = sc.buf[:0]
 	sc.pred = s.tokenize(&sc.buf, sc.pred[:0], prediction, s.cfg.Stem, &sc.stem)
 	sc.ref = s.tokenize(&sc.buf, sc.ref[:0], reference, s.cfg.Stem, &sc.stem)
-	if len(sc.pred) == 0 || len(sc.ref) == 0 {
-		return 0, 0, 0
-	}
 	sc.tab.reset(len(sc.pred) + len(sc.ref) + articleIDs)
 	if s.unicode {
 		sc.tab.seedArticles()
@@ -305,13 +286,13 @@ func (sc *scratch) stemIDs() int {
 // rougeFromIDs is Rouge-L P, R and F1 of the interned tokens in sc, whose
 // ids are below k.
 func (s *Scorer) rougeFromIDs(sc *scratch, k int) (p, r, f float64) {
-	if len(sc.pred) == 0 || len(sc.ref) == 0 {
+	if len(sc.predID) == 0 || len(sc.refID) == 0 {
 		return 0, 0, 0
 	}
 	var lcs int
 	lcs, sc.peq, sc.v = lcsBits(sc.predID, sc.refID, k, sc.peq, sc.v)
-	p = float64(lcs) / float64(len(sc.pred))
-	r = float64(lcs) / float64(len(sc.ref))
+	p = float64(lcs) / float64(len(sc.predID))
+	r = float64(lcs) / float64(len(sc.refID))
 	return p, r, fmeasure(p, r)
 }
 
@@ -352,9 +333,9 @@ func tokenF1(sc *scratch, pred, ref []byte) float64 {
 	sc.text = withTextSlack(sc.text)
 	// Fields are separated by one space: at most one per two bytes.
 	sc.tab.reset(len(sc.text)/2 + 2)
-	sc.predID, sc.pred, sc.buf = sc.tab.internFields(sc.predID[:0], sc.pred[:0], sc.buf[:0], sc.text, 0, len(pred))
-	sc.refID, sc.ref, sc.buf = sc.tab.internFields(sc.refID[:0], sc.ref[:0], sc.buf, sc.text, len(pred), len(sc.text))
-	if len(sc.pred) == 0 || len(sc.ref) == 0 {
+	sc.predID, sc.buf = sc.tab.internFields(sc.predID[:0], sc.buf[:0], sc.text, 0, len(pred))
+	sc.refID, sc.buf = sc.tab.internFields(sc.refID[:0], sc.buf, sc.text, len(pred), len(sc.text))
+	if len(sc.predID) == 0 || len(sc.refID) == 0 {
 		return 0
 	}
 	sc.counts = resize(sc.counts, sc.tab.n)
@@ -372,8 +353,8 @@ func tokenF1(sc *scratch, pred, ref []byte) float64 {
 	if same == 0 {
 		return 0
 	}
-	p := 1.0 * float64(same) / float64(len(sc.pred))
-	r := 1.0 * float64(same) / float64(len(sc.ref))
+	p := 1.0 * float64(same) / float64(len(sc.predID))
+	r := 1.0 * float64(same) / float64(len(sc.refID))
 	return (2 * p * r) / (p + r)
 }
 
