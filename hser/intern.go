@@ -89,11 +89,21 @@ func withSlack(buf []byte) []byte {
 }
 
 // packMasks returns the masks that keep the first n bytes of a 16-byte key
-// split into two little-endian words; without branches (a Go shift by 64 or
-// more gives 0).
+// split into two little-endian words (all ones for n > 16), from a table:
+// cheaper than variable shifts.
 func packMasks(n int) (lo, hi uint64) {
-	return ^uint64(0) >> (8 * uint(8-min(n, 8))), ^uint64(0) >> (8 * uint(16-min(max(n, 8), 16)))
+	m := &packMaskTab[min(uint(n), maxPacked+1)]
+	return m[0], m[1]
 }
+
+var packMaskTab = func() (t [maxPacked + 2][2]uint64) {
+	for n := range t {
+		for i := range min(n, 16) {
+			t[n][i/8] |= 0xff << (8 * (i % 8))
+		}
+	}
+	return t
+}()
 
 // hashPacked mixes a token of at most 16 bytes (wyhash-style: one 128-bit
 // multiply of the two key words).
