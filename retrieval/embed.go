@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
 	"log/slog"
 	"math"
@@ -68,10 +67,7 @@ func (h *HashEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, 
 
 func (h *HashEmbedder) embed(text string) []float32 {
 	v := make([]float64, h.dim)
-	add := func(feature string) {
-		f := fnv.New64a()
-		f.Write([]byte(feature))
-		x := f.Sum64()
+	add := func(x uint64) {
 		// low bits pick the coordinate, the top bit the sign: independent
 		// enough for hashing-trick purposes.
 		s := 1.0
@@ -80,16 +76,30 @@ func (h *HashEmbedder) embed(text string) []float32 {
 		}
 		v[x%uint64(h.dim)] += s
 	}
-	prev := ""
+	var prev []byte
 	forEachToken(text, func(tok []byte) {
-		t := string(tok)
-		add("u\x00" + t)
-		if prev != "" {
-			add("b\x00" + prev + "\x00" + t)
+		add(fnv1a(fnv1a(fnvOffset, "u\x00"), string(tok)))
+		if prev != nil {
+			add(fnv1a(fnv1a(fnv1a(fnv1a(fnvOffset, "b\x00"), string(prev)), "\x00"), string(tok)))
 		}
-		prev = t
+		prev = append(prev[:0], tok...)
 	})
 	return normalize64(v)
+}
+
+// FNV-1a (64-bit), inlined so hashing a feature does not allocate; the
+// feature of unigram t is "u\x00"+t, of bigram (s, t) "b\x00"+s+"\x00"+t.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnv1a(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
 }
 
 func normalize64(v []float64) []float32 {

@@ -2,6 +2,7 @@ package retrieval
 
 import (
 	"encoding/json"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -224,5 +225,19 @@ func TestRRFHandComputed(t *testing.T) {
 		if got[i].Doc != want[i].Doc || math.Abs(got[i].Score-want[i].Score) > 1e-15 {
 			t.Fatalf("rank %d: got %+v, want %+v", i+1, got[i], want[i])
 		}
+	}
+}
+
+// TestFNV1aMatchesStdlib: the inlined hash is hash/fnv's 64-bit FNV-1a.
+func TestFNV1aMatchesStdlib(t *testing.T) {
+	for _, s := range []string{"", "u\x00cat", "b\x00black\x00cat"} {
+		f := fnv.New64a()
+		f.Write([]byte(s))
+		if got := fnv1a(fnvOffset, s); got != f.Sum64() {
+			t.Fatalf("%q: %x, hash/fnv %x", s, got, f.Sum64())
+		}
+	}
+	if fnv1a(fnv1a(fnvOffset, "b\x00"), "black") != fnv1a(fnvOffset, "b\x00black") {
+		t.Fatal("not incremental")
 	}
 }

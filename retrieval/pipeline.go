@@ -25,6 +25,9 @@ type Pipeline struct {
 	emb      Embedder    // nil when neither dense search nor memory needs one
 	dense    *DenseIndex // nil unless method is dense or hybrid
 	mem      atomic.Pointer[MemoryStore]
+	// chunkVecs caches E(c) per chunk for memory re-ranking when there is no
+	// dense index: rollouts retrieve the same chunks over and over.
+	chunkVecs []atomic.Pointer[[]float32]
 }
 
 // Open builds the retrieval pipeline from config: loads the KB (JSONL or
@@ -46,7 +49,8 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pipeline{cfg: cfg, kb: kb, chunks: chunks, chunkPos: make(map[string]int, len(chunks))}
+	p := &Pipeline{cfg: cfg, kb: kb, chunks: chunks, chunkPos: make(map[string]int, len(chunks)),
+		chunkVecs: make([]atomic.Pointer[[]float32], len(chunks))}
 	for i, c := range chunks {
 		p.chunkPos[c.ID] = i
 	}
@@ -251,6 +255,11 @@ func (p *Pipeline) SetMemory(m *MemoryStore) error {
 	if m != nil && p.emb != nil && m.emb.Name() != p.emb.Name() {
 		return fmt.Errorf("set memory: memories embedded with %s, pipeline embeds with %s", m.emb.Name(), p.emb.Name())
 	}
+	if m != nil && p.emb == nil && p.cfg.Memory.Enabled {
+		// cannot happen through Open (memory on creates the embedder); the
+		// chunk-vector cache must never mix embedding spaces
+		return fmt.Errorf("set memory: pipeline has no embedder")
+	}
 	p.mem.Store(m)
 	return nil
 }
@@ -352,15 +361,30 @@ func (p *Pipeline) candidateVectors(ctx context.Context, emb Embedder, cands []R
 		}
 		return out, nil
 	}
-	texts := make([]string, len(cands))
+	var missing []int
 	for i, c := range cands {
-		texts[i] = indexText(c.Chunk)
+		if v := p.chunkVecs[p.chunkPos[c.ID]].Load(); v != nil {
+			out[i] = *v
+		} else {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	texts := make([]string, len(missing))
+	for j, i := range missing {
+		texts[j] = indexText(cands[i].Chunk)
 	}
 	vs, err := emb.Embed(ctx, texts)
 	if err != nil {
 		return nil, fmt.Errorf("embed candidates: %w", err)
 	}
-	return vs, nil
+	for j, i := range missing {
+		out[i] = vs[j]
+		p.chunkVecs[p.chunkPos[cands[i].ID]].Store(&vs[j])
+	}
+	return out, nil
 }
 
 var _ Retriever = (*Pipeline)(nil)
