@@ -117,11 +117,12 @@ func FuzzSQuADASCIIPath(f *testing.F) {
 
 func TestSQuADASCIIPathRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	alphabet := []string{"a", "an", "the", "The", "A", "x", "_", "-", ".", "'", " ", "\t", "\x1c", "\x00", "\x7f", "Q", "9", "n", "t", "h", "e"}
+	alphabet := []string{"a", "an", "the", "The", "A", "x", "_", "-", ".", "'", " ", "\t", "\x1c", "\x00", "\x7f", "Q", "9", "n", "t", "h", "e",
+		"Internationalization", "ABCDEFGH", "0123456789abcdefXYZ"} // runs of 8 and more bytes
 	var tmp []byte
 	for range 20000 {
 		var sb strings.Builder
-		for range r.IntN(12) {
+		for range r.IntN(16) {
 			sb.WriteString(alphabet[r.IntN(len(alphabet))])
 		}
 		s := sb.String()
