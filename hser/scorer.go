@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"slices"
 	"sync"
 )
 
@@ -60,7 +59,6 @@ type scratch struct {
 	tab           internTable
 	peq, v        []uint64
 	counts        []int32
-	seq           []int32 // the token ids without articles
 	stem          stemmer
 	// The fast path's stemming (stemIDs): long stems' bytes, the stems'
 	// table, and the stem id of each token id.
@@ -139,18 +137,14 @@ func (s *Scorer) unicodeEMF1(sc *scratch) (em, f1 float64) {
 	sc.counts = resize(sc.counts, sc.tab.n)
 	counts := sc.counts
 	clear(counts)
-	sc.seq = resize(sc.seq, len(sc.refID)+len(sc.predID))
-	refSeq, predSeq := sc.seq[:len(sc.refID)], sc.seq[len(sc.refID):]
 	nr := 0
 	for _, id := range sc.refID {
 		x := nonArticle(id)
-		refSeq[nr] = id // kept only if x == 1
 		nr += x
 		counts[id] += int32(x)
 	}
 	np, same := 0, 0
 	for _, id := range sc.predID {
-		predSeq[np] = id
 		np += nonArticle(id)
 		// F1: take one of id from the reference's multiset if there is one
 		// left (articles have count 0).
@@ -159,9 +153,10 @@ func (s *Scorer) unicodeEMF1(sc *scratch) (em, f1 float64) {
 		counts[id] = c - d
 		same += int(d)
 	}
-	// EM: the sequences without articles are equal.
+	// EM: the sequences without articles are equal. They can only be if
+	// they are the same multiset, which the counts just told.
 	em = 0
-	if slices.Equal(predSeq[:np], refSeq[:nr]) {
+	if np == nr && same == np && equalNonArticles(sc.predID, sc.refID) {
 		em = 1
 	}
 	if same == 0 {
@@ -170,6 +165,28 @@ func (s *Scorer) unicodeEMF1(sc *scratch) (em, f1 float64) {
 	p := 1.0 * float64(same) / float64(np)
 	r := 1.0 * float64(same) / float64(nr)
 	return em, (2 * p * r) / (p + r)
+}
+
+// equalNonArticles reports whether a and b are equal once the articles
+// (ids below articleIDs) are left out.
+func equalNonArticles(a, b []int32) bool {
+	i, j := 0, 0
+	for {
+		for i < len(a) && a[i] < articleIDs {
+			i++
+		}
+		for j < len(b) && b[j] < articleIDs {
+			j++
+		}
+		if i == len(a) || j == len(b) {
+			return i == len(a) && j == len(b)
+		}
+		if a[i] != b[j] {
+			return false
+		}
+		i++
+		j++
+	}
 }
 
 // Tokens returns the Rouge-L tokens of text under the scorer's tokenizer
