@@ -211,7 +211,7 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 			if on {
 				name += "+memory"
 			}
-			systems = append(systems, evaluate.System{Name: name, Rewriter: rw, Memory: on, Retriever: comps[on].Retriever})
+			systems = append(systems, evaluate.System{Name: name, Rewriter: rw, Memory: on, Retriever: comps[on].Retrieve})
 		}
 	}
 

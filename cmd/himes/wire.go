@@ -17,7 +17,11 @@ import (
 // components are the pieces a run config describes, built once and shared
 // by train and eval.
 type components struct {
+	// Retriever is the pipeline (BM25, embedder, memory store, IDF for the
+	// embedded policy); Retrieve is the view rollouts and evaluations call,
+	// which keeps long-term memory causal (see causalRetriever).
 	Retriever *retrieval.Pipeline
+	Retrieve  retrieval.Retriever
 	Responder rollout.Responder
 	Scorer    *hser.Scorer
 	Policy    trainer.Policy
@@ -76,8 +80,9 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	if c.Retriever, err = retrieval.Open(ctx, cfg.Retrieval, cfg.Data.KB); err != nil {
 		return nil, fmt.Errorf("retrieval: %w", err)
 	}
+	c.Retrieve = c.Retriever
 	if cfg.Retrieval.Memory.Enabled {
-		if err := attachMemory(ctx, cfg, c.Retriever, train); err != nil {
+		if c.Retrieve, err = attachMemory(ctx, cfg, c.Retriever, train); err != nil {
 			return nil, err
 		}
 	}
@@ -90,7 +95,7 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	if c.Responder, err = rollout.NewResponder(ctx, cfg.Rollout); err != nil {
 		return nil, fmt.Errorf("responder: %w", err)
 	}
-	if c.Runner, err = rollout.NewRunner(cfg.Rollout, c.Retriever, c.Responder, c.Scorer); err != nil {
+	if c.Runner, err = rollout.NewRunner(cfg.Rollout, c.Retrieve, c.Responder, c.Scorer); err != nil {
 		return nil, fmt.Errorf("rollout runner: %w", err)
 	}
 	tcfg := cfg.Trainer
@@ -114,7 +119,7 @@ func (c *components) Close() {
 // final re-ranked chunks, then the remaining first-stage candidates, each
 // passage at its first (best) position.
 func (c *components) rankPassages(ctx context.Context, user, rewrite, query string) ([]retrieval.Scored, error) {
-	res, err := c.Retriever.Retrieve(ctx, user, rewrite, query)
+	res, err := c.Retrieve.Retrieve(ctx, user, rewrite, query)
 	if err != nil {
 		return nil, err
 	}
@@ -142,26 +147,50 @@ func (c *components) rankPassages(ctx context.Context, user, rewrite, query stri
 
 // attachMemory gives the retriever a long-term memory built from the
 // training conversations' user questions, unless partitions were loaded from
-// retrieval.memory.partitions (built by `himes memory build`).
-func attachMemory(ctx context.Context, cfg configs.Config, p *retrieval.Pipeline, turns []datasets.Turn) error {
+// retrieval.memory.partitions (built by `himes memory build`), and returns
+// the causal view of the pipeline that rollouts must use.
+func attachMemory(ctx context.Context, cfg configs.Config, p *retrieval.Pipeline, turns []datasets.Turn) (retrieval.Retriever, error) {
+	hist := datasets.HistoricalQueries(turns)
+	causal := &causalRetriever{Pipeline: p, at: make(map[string]time.Time, len(hist))}
+	var entries []retrieval.MemoryEntry
+	for _, q := range hist {
+		at := time.Unix(q.Time, 0).UTC()
+		entries = append(entries, retrieval.MemoryEntry{User: q.User, Query: q.Query, Time: at})
+		if _, ok := causal.at[q.User+"\x00"+q.Query]; !ok {
+			causal.at[q.User+"\x00"+q.Query] = at
+		}
+	}
 	if p.Memory() != nil {
-		return nil
+		return causal, nil
 	}
 	emb, err := p.Embedder()
 	if err != nil {
-		return fmt.Errorf("long-term memory: %w", err)
-	}
-	var entries []retrieval.MemoryEntry
-	for _, q := range datasets.HistoricalQueries(turns) {
-		entries = append(entries, retrieval.MemoryEntry{User: q.User, Query: q.Query, Time: time.Unix(q.Time, 0).UTC()})
+		return nil, fmt.Errorf("long-term memory: %w", err)
 	}
 	mem, err := retrieval.BuildMemory(ctx, cfg.Retrieval.Memory, emb, entries)
 	if err != nil {
-		return fmt.Errorf("long-term memory: %w", err)
+		return nil, fmt.Errorf("long-term memory: %w", err)
 	}
 	if err := p.SetMemory(mem); err != nil {
-		return fmt.Errorf("long-term memory: %w", err)
+		return nil, fmt.Errorf("long-term memory: %w", err)
 	}
 	slog.Info("long-term memory built from the training conversations", "memories", mem.Len())
-	return nil
+	return causal, nil
+}
+
+// causalRetriever keeps long-term memory causal: when the memory holds the
+// user's own conversations (as when it is built from the training data), a
+// turn may activate only the queries the user asked before it, never later
+// ones. Queries the memory does not know (other users, new data) use all of
+// the user's memories.
+type causalRetriever struct {
+	*retrieval.Pipeline
+	at map[string]time.Time // user + "\x00" + query → when the user asked it
+}
+
+func (c *causalRetriever) Retrieve(ctx context.Context, user, rewrite, query string) (retrieval.Result, error) {
+	if at, ok := c.at[user+"\x00"+query]; ok {
+		return c.Pipeline.RetrieveAt(ctx, user, rewrite, query, at)
+	}
+	return c.Pipeline.Retrieve(ctx, user, rewrite, query)
 }
