@@ -10,9 +10,11 @@ type Config struct {
 	// TopK chunks handed to the responder after re-ranking.
 	TopK int `yaml:"top_k"`
 	// Candidates retrieved by the first stage before re-ranking.
-	Candidates int     `yaml:"candidates"`
-	K1         float64 `yaml:"k1"`
-	B          float64 `yaml:"b"`
+	Candidates int `yaml:"candidates"`
+	// K1 is BM25 term-frequency saturation (Lucene formula; Pyserini default 0.9).
+	K1 float64 `yaml:"k1"`
+	// B is BM25 length normalization in [0, 1] (Pyserini default 0.4).
+	B float64 `yaml:"b"`
 	// Analyzer is "plain" (default: lowercase [a-z0-9] runs, the reference
 	// numbers' tokenization) or "english" (plus Snowball stopwords and
 	// stemming).
@@ -43,6 +45,7 @@ type Config struct {
 
 // MemoryConfig configures HiMeS long-term memory (activation and re-ranking).
 type MemoryConfig struct {
+	// Enabled turns HiMeS long-term memory on: activation of the user's past queries and memory-aware re-ranking.
 	Enabled bool `yaml:"enabled"`
 	// TopN historical queries activated (H_n).
 	TopN int `yaml:"top_n"`

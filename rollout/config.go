@@ -32,6 +32,7 @@ type Config struct {
 
 // OllamaConfig configures the frozen response model served by Ollama.
 type OllamaConfig struct {
+	// Model is the frozen response model (`ollama pull` it first / the served model name).
 	Model string   `yaml:"model"`
 	Hosts []string `yaml:"hosts"` // empty: OLLAMA_HOST or http://127.0.0.1:11434
 	// MaxPerHost bounds in-flight requests per host (default 4; match OLLAMA_NUM_PARALLEL).
@@ -56,16 +57,21 @@ type OllamaConfig struct {
 
 // OpenAIConfig configures an OpenAI-compatible /v1/chat/completions endpoint.
 type OpenAIConfig struct {
+	// Model is the frozen response model (`ollama pull` it first / the served model name).
 	Model string `yaml:"model"`
 	// BaseURLs are the endpoints up to and including /v1, e.g. http://127.0.0.1:8000/v1.
 	BaseURLs []string `yaml:"base_urls"`
 	// APIKeyEnv names the environment variable holding the bearer token (optional).
-	APIKeyEnv   string     `yaml:"api_key_env"`
-	MaxPerHost  int        `yaml:"max_per_host"`
-	Temperature float64    `yaml:"temperature"`
-	Seed        int        `yaml:"seed"`
-	MaxTokens   int        `yaml:"max_tokens"`
-	Call        CallConfig `yaml:",inline"`
+	APIKeyEnv string `yaml:"api_key_env"`
+	// MaxPerHost bounds in-flight requests per endpoint.
+	MaxPerHost int `yaml:"max_per_host"`
+	// Temperature of the frozen model (0: deterministic answers, cacheable).
+	Temperature float64 `yaml:"temperature"`
+	// Seed sent with every request.
+	Seed int `yaml:"seed"`
+	// MaxTokens caps the answer length in tokens.
+	MaxTokens int        `yaml:"max_tokens"`
+	Call      CallConfig `yaml:",inline"`
 }
 
 // CallConfig is the per-call timeout and retry policy of a network responder.
@@ -85,8 +91,10 @@ type CallConfig struct {
 // sees .Question (string) and .Chunks ([]retrieval.Ranked, best first) and
 // .Context (the chunks rendered as numbered passages).
 type PromptConfig struct {
+	// System is the system message of the responder's chat prompt.
 	System string `yaml:"system"`
-	User   string `yaml:"user"`
+	// User is the user message template (Go text/template over .Question, .Chunks, .Context).
+	User string `yaml:"user"`
 	// MaxChunks limits how many retrieved chunks enter the prompt (default 3).
 	MaxChunks int `yaml:"max_chunks"`
 }

@@ -45,6 +45,7 @@ func fieldDocs(root string) (map[string]string, error) {
 					if !ok {
 						return true
 					}
+					prev := ""
 					for _, fld := range st.Fields.List {
 						text := ""
 						if fld.Doc != nil {
@@ -53,6 +54,11 @@ func fieldDocs(root string) (map[string]string, error) {
 							text = fld.Comment.Text()
 						}
 						text = strings.Join(strings.Fields(text), " ")
+						// "A and B configure …" above A documents B too.
+						if text == "" && len(fld.Names) == 1 && strings.Contains(prev, fld.Names[0].Name) {
+							text = prev
+						}
+						prev = text
 						for _, name := range fld.Names {
 							docs[d+"."+ts.Name.Name+"."+name.Name] = text
 						}
