@@ -98,45 +98,73 @@ func TestASCIIFastPathTokens(t *testing.T) {
 	}
 }
 
+// slowRouge is Rouge-L from the general tokenizer (Scorer.Tokens) and the
+// textbook LCS: an independent oracle for Score's fast path.
+func slowRouge(s *Scorer, pred, ref string) (p, r, f float64) {
+	pt, rt := s.Tokens(pred), s.Tokens(ref)
+	if len(pt) == 0 || len(rt) == 0 {
+		return 0, 0, 0
+	}
+	ids := map[string]int32{}
+	toIDs := func(ts []string) []int32 {
+		var out []int32
+		for _, tok := range ts {
+			if _, ok := ids[tok]; !ok {
+				ids[tok] = int32(len(ids))
+			}
+			out = append(out, ids[tok])
+		}
+		return out
+	}
+	lcs := lcsDP(toIDs(pt), toIDs(rt))
+	p, r = float64(lcs)/float64(len(pt)), float64(lcs)/float64(len(rt))
+	if p+r > 0 {
+		f = 2 * p * r / (p + r)
+	}
+	return p, r, f
+}
+
+func fastPathScorers(t testing.TB) []*Scorer {
+	stemU := DefaultConfig()
+	stemU.Stem = true
+	var out []*Scorer
+	for _, cfg := range []Config{DefaultConfig(), rougeCfg(false), rougeCfg(true), stemU} {
+		out = append(out, mustScorer(t, cfg))
+	}
+	return out
+}
+
 // TestASCIIFastPathScores: Rouge-L from the fast path equals, to the bit,
 // Rouge-L computed from the general tokenizer with the textbook LCS.
 func TestASCIIFastPathScores(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	stemU := DefaultConfig()
-	stemU.Stem = true
-	for _, cfg := range []Config{DefaultConfig(), rougeCfg(false), rougeCfg(true), stemU} {
-		s := mustScorer(t, cfg)
+	for _, s := range fastPathScorers(t) {
 		for range 2000 {
 			pred, ref := randomASCII(r), randomASCII(r)
 			if r.IntN(4) == 0 {
 				ref = pred[:r.IntN(len(pred)+1)] + randomASCII(r)
 			}
 			got := s.Score(pred, ref, nil)
-			pt, rt := s.Tokens(pred), s.Tokens(ref)
-			ids := map[string]int32{}
-			toIDs := func(ts []string) []int32 {
-				var out []int32
-				for _, tok := range ts {
-					if _, ok := ids[tok]; !ok {
-						ids[tok] = int32(len(ids))
-					}
-					out = append(out, ids[tok])
-				}
-				return out
-			}
-			var p, rr, f float64
-			if len(pt) > 0 && len(rt) > 0 {
-				lcs := lcsDP(toIDs(pt), toIDs(rt))
-				p, rr = float64(lcs)/float64(len(pt)), float64(lcs)/float64(len(rt))
-				if p+rr > 0 {
-					f = 2 * p * rr / (p + rr)
-				}
-			}
-			if !same(got.RougeP, p) || !same(got.RougeR, rr) || !same(got.RougeF1, f) {
-				t.Fatalf("%s (%q, %q): rouge %v %v %v, want %v %v %v", cfg.Tokenizer, pred, ref, got.RougeP, got.RougeR, got.RougeF1, p, rr, f)
+			if p, rr, f := slowRouge(s, pred, ref); !same(got.RougeP, p) || !same(got.RougeR, rr) || !same(got.RougeF1, f) {
+				t.Fatalf("%+v (%q, %q): rouge %v %v %v, want %v %v %v", s.cfg, pred, ref, got.RougeP, got.RougeR, got.RougeF1, p, rr, f)
 			}
 		}
 	}
+}
+
+// FuzzRougePaths: on any input Score's Rouge-L equals the general
+// tokenizer's with the textbook LCS, for every tokenizer and stemming mode.
+func FuzzRougePaths(f *testing.F) {
+	fuzzSeeds(f)
+	scorers := fastPathScorers(f)
+	f.Fuzz(func(t *testing.T, pred, ref string) {
+		for _, s := range scorers {
+			got := s.Score(pred, ref, nil)
+			if p, r, f := slowRouge(s, pred, ref); !same(got.RougeP, p) || !same(got.RougeR, r) || !same(got.RougeF1, f) {
+				t.Fatalf("%+v (%q, %q): rouge %v %v %v, want %v %v %v", s.cfg, pred, ref, got.RougeP, got.RougeR, got.RougeF1, p, r, f)
+			}
+		}
+	})
 }
 
 // TestInternFields: the fields internFields finds are those of a split on
