@@ -266,6 +266,11 @@ func (t *internTable) internRuns(ids []int32, dst, src []byte, off, end int, fie
 	nk := len(t.keys)
 	t.keys = slices.Grow(t.keys, (end-off)/2+2)
 	keys := t.keys[:cap(t.keys)]
+	// Likewise ids has room for every token: a token and its separator
+	// take two bytes, the last one one.
+	ni := len(ids)
+	ids = slices.Grow(ids, (end-off+1)/2)
+	idv := ids[:cap(ids)]
 	var orAll uint64 // OR of every byte loaded
 	var carry uint64 // 1 when the byte before the block is in a token
 	open := 0        // start of that token
@@ -340,10 +345,12 @@ func (t *internTable) internRuns(ids []int32, dst, src []byte, off, end int, fie
 				keys[nk] = sp
 				nk += b2i(empty)
 				*sl = internSlot{lo, hi, tag, id}
-				ids = append(ids, id)
+				idv[ni] = id
+				ni++
 			} else {
 				t.keys = keys[:nk]
-				ids = append(ids, t.lookup(out, sp, lo, hi, h))
+				idv[ni] = t.lookup(out, sp, lo, hi, h)
+				ni++
 				nk = len(t.keys)
 			}
 		}
@@ -353,5 +360,5 @@ func (t *internTable) internRuns(ids []int32, dst, src []byte, off, end int, fie
 	}
 	t.keys = keys[:nk]
 	t.n = nk
-	return ids, out[:w], orAll&0x8080808080808080 == 0
+	return idv[:ni], out[:w], orAll&0x8080808080808080 == 0
 }
