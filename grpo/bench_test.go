@@ -93,7 +93,7 @@ func (p *wordPolicy) Checkpoints(context.Context) ([]trainer.CheckpointInfo, err
 
 // benchTrainer wires the real demo data, BM25 over the demo KB, the real
 // reward and rollout runner, a slow responder and a free policy.
-func benchTrainer(b *testing.B, latency time.Duration, slots, prompts, group int) *Trainer {
+func benchTrainer(b *testing.B, latency time.Duration, slots, prompts, group int, withBM25 bool) *Trainer {
 	b.Helper()
 	demo := filepath.Join("..", "datasets", "demo")
 	turns, _, err := datasets.Load(filepath.Join(demo, "train.jsonl"), datasets.LoadOptions{UserField: "conv_id"})
@@ -110,7 +110,11 @@ func benchTrainer(b *testing.B, latency time.Duration, slots, prompts, group int
 	}
 	rcfg := rollout.DefaultConfig()
 	rcfg.Concurrency, rcfg.CacheSize = slots, 0 // every rollout waits for the responder
-	runner, err := rollout.NewRunner(rcfg, ret, &slowResponder{latency: latency, slots: make(chan struct{}, slots)}, scorer)
+	var retr retrieval.Retriever = ret
+	if !withBM25 {
+		retr = echoRetriever{}
+	}
+	runner, err := rollout.NewRunner(rcfg, retr, &slowResponder{latency: latency, slots: make(chan struct{}, slots)}, scorer)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -147,20 +151,28 @@ func cpuTime() time.Duration {
 // BenchmarkStepOverhead measures the harness's own CPU per GRPO step (data,
 // prompts, retrieval, reward, advantages, ledger, metrics) as a share of the
 // step's wall time, with a responder of 200 ms per answer and 64 slots and
-// 16 prompts × G = 8 per step. Run: go test -bench StepOverhead -benchtime 5x ./grpo/
+// 16 prompts × G = 8 per step; "no-retrieval" replaces BM25 by an echo to
+// show the loop's own bookkeeping. Run: go test -bench StepOverhead -benchtime 10x ./grpo/
 func BenchmarkStepOverhead(b *testing.B) {
-	tr := benchTrainer(b, 200*time.Millisecond, 64, 16, 8)
-	ctx := context.Background()
-	b.ResetTimer()
-	wall0, cpu0 := time.Now(), cpuTime()
-	for i := 1; i <= b.N; i++ {
-		if _, err := tr.Step(ctx, i); err != nil {
-			b.Fatal(err)
-		}
+	for _, v := range []struct {
+		name string
+		bm25 bool
+	}{{"bm25", true}, {"no-retrieval", false}} {
+		b.Run(v.name, func(b *testing.B) {
+			tr := benchTrainer(b, 200*time.Millisecond, 64, 16, 8, v.bm25)
+			ctx := context.Background()
+			b.ResetTimer()
+			wall0, cpu0 := time.Now(), cpuTime()
+			for i := 1; i <= b.N; i++ {
+				if _, err := tr.Step(ctx, i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			wall, cpu := time.Since(wall0), cpuTime()-cpu0
+			b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "cpu_%_of_wall")
+			b.ReportMetric(cpu.Seconds()*1000/float64(b.N), "cpu_ms/step")
+		})
 	}
-	wall, cpu := time.Since(wall0), cpuTime()-cpu0
-	b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "cpu_%_of_wall")
-	b.ReportMetric(cpu.Seconds()*1000/float64(b.N), "cpu_ms/step")
 }
 
 // BenchmarkLongRunMemory runs 10,000 fast steps (no responder latency) and
@@ -168,7 +180,7 @@ func BenchmarkStepOverhead(b *testing.B) {
 // as growth between the two. Run: go test -bench LongRunMemory -benchtime 1x ./grpo/
 func BenchmarkLongRunMemory(b *testing.B) {
 	const steps = 10000
-	tr := benchTrainer(b, 0, 64, 4, 4)
+	tr := benchTrainer(b, 0, 64, 4, 4, true)
 	ctx := context.Background()
 	var rss1k, heap1k float64
 	for i := 1; i <= steps; i++ {
