@@ -351,6 +351,12 @@ func (r *Runner) runJob(ctx context.Context, j *job) {
 	}
 	var led atomic.Bool
 	v, err, _ := r.calls.Do(key, func() (any, error) {
+		// Check again: an identical call may have finished and filled the
+		// cache since the lookup above. Without this the number of responder
+		// calls (and cache hits) would depend on goroutine timing.
+		if a, ok := r.cache.get(key); ok {
+			return a, nil
+		}
 		led.Store(true)
 		a, err := r.resp.Respond(ctx, j.question, res.Chunks)
 		if err == nil {
