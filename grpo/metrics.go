@@ -22,24 +22,27 @@ type StepMetrics struct {
 
 	// Zero-variance groups, as a fraction of the groups with ≥ 2 valid
 	// rollouts: overall (total reward) and per term.
-	ZeroVarFrac        float64 `json:"zero_var_frac"`
-	ZeroVarFracRougeL  float64 `json:"zero_var_frac_rougeL"`
-	ZeroVarFracEM      float64 `json:"zero_var_frac_em"`
-	ZeroVarFracHit     float64 `json:"zero_var_frac_hit"`
-	DroppedGroups      int     `json:"dropped_groups"`
-	FailedRollouts     int     `json:"failed_rollouts"`
-	ResampledGroups    int     `json:"resampled_groups"`
-	AdvantageMean      float64 `json:"adv_mean"`
-	AdvantageStd       float64 `json:"adv_std"`
-	AdvantageAbsMean   float64 `json:"adv_abs_mean"`
-	Loss               float64 `json:"loss"`
-	KL                 float64 `json:"kl"`
-	ClipFracLow        float64 `json:"clip_frac_low"`
-	ClipFracHigh       float64 `json:"clip_frac_high"`
-	GradNorm           float64 `json:"grad_norm"`
-	Entropy            float64 `json:"entropy"`
-	RewriteLenMean     float64 `json:"rewrite_len_mean"` // words
-	DedupHits          int     `json:"dedup_hits"`
+	ZeroVarFrac       float64 `json:"zero_var_frac"`
+	ZeroVarFracRougeL float64 `json:"zero_var_frac_rougeL"`
+	ZeroVarFracEM     float64 `json:"zero_var_frac_em"`
+	ZeroVarFracHit    float64 `json:"zero_var_frac_hit"`
+	DroppedGroups     int     `json:"dropped_groups"`
+	FailedRollouts    int     `json:"failed_rollouts"`
+	ResampledGroups   int     `json:"resampled_groups"`
+	AdvantageMean     float64 `json:"adv_mean"`
+	AdvantageStd      float64 `json:"adv_std"`
+	AdvantageAbsMean  float64 `json:"adv_abs_mean"`
+	Loss              float64 `json:"loss"`
+	KL                float64 `json:"kl"`
+	ClipFracLow       float64 `json:"clip_frac_low"`
+	ClipFracHigh      float64 `json:"clip_frac_high"`
+	GradNorm          float64 `json:"grad_norm"`
+	Entropy           float64 `json:"entropy"`
+	RewriteLenMean    float64 `json:"rewrite_len_mean"` // words
+	DedupHits         int     `json:"dedup_hits"`
+	// CacheHits counts answers reused from the answer cache: deterministic
+	// while the cache holds the run's distinct prompts; once it evicts, which
+	// entries survive depends on goroutine timing.
 	CacheHits          int     `json:"cache_hits"`
 	GuardLeak          int     `json:"guard_answer_leak"`
 	GuardEmpty         int     `json:"guard_empty"`

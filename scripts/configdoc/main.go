@@ -28,14 +28,19 @@ func fieldDocs(root string) (map[string]string, error) {
 	dirs := []string{"configs", "datasets", "retrieval", "rollout", "hser", "grpo", "trainer"}
 	for _, d := range dirs {
 		fset := token.NewFileSet()
-		pkgs, err := parser.ParseDir(fset, filepath.Join(root, d), func(fi os.FileInfo) bool {
-			return !strings.HasSuffix(fi.Name(), "_test.go")
-		}, parser.ParseComments)
+		files, err := filepath.Glob(filepath.Join(root, d, "*.go"))
 		if err != nil {
 			return nil, err
 		}
-		for _, pkg := range pkgs {
-			for _, f := range pkg.Files {
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+			if err != nil {
+				return nil, err
+			}
+			{
 				ast.Inspect(f, func(n ast.Node) bool {
 					ts, ok := n.(*ast.TypeSpec)
 					if !ok {
