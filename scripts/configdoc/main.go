@@ -40,37 +40,35 @@ func fieldDocs(root string) (map[string]string, error) {
 			if err != nil {
 				return nil, err
 			}
-			{
-				ast.Inspect(f, func(n ast.Node) bool {
-					ts, ok := n.(*ast.TypeSpec)
-					if !ok {
-						return true
-					}
-					st, ok := ts.Type.(*ast.StructType)
-					if !ok {
-						return true
-					}
-					prev := ""
-					for _, fld := range st.Fields.List {
-						text := ""
-						if fld.Doc != nil {
-							text = fld.Doc.Text()
-						} else if fld.Comment != nil {
-							text = fld.Comment.Text()
-						}
-						text = strings.Join(strings.Fields(text), " ")
-						// "A and B configure …" above A documents B too.
-						if text == "" && len(fld.Names) == 1 && strings.Contains(prev, fld.Names[0].Name) {
-							text = prev
-						}
-						prev = text
-						for _, name := range fld.Names {
-							docs[d+"."+ts.Name.Name+"."+name.Name] = text
-						}
-					}
+			ast.Inspect(f, func(n ast.Node) bool {
+				ts, ok := n.(*ast.TypeSpec)
+				if !ok {
 					return true
-				})
-			}
+				}
+				st, ok := ts.Type.(*ast.StructType)
+				if !ok {
+					return true
+				}
+				prev := ""
+				for _, fld := range st.Fields.List {
+					text := ""
+					if fld.Doc != nil {
+						text = fld.Doc.Text()
+					} else if fld.Comment != nil {
+						text = fld.Comment.Text()
+					}
+					text = strings.Join(strings.Fields(text), " ")
+					// "A and B configure …" above A documents B too.
+					if text == "" && len(fld.Names) == 1 && strings.Contains(prev, fld.Names[0].Name) {
+						text = prev
+					}
+					prev = text
+					for _, name := range fld.Names {
+						docs[d+"."+ts.Name.Name+"."+name.Name] = text
+					}
+				}
+				return true
+			})
 		}
 	}
 	return docs, nil
