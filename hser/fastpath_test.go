@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 // randomASCII draws text that stresses the fast path: mixed case, digits,
@@ -243,5 +245,78 @@ func TestASCIIFastPathStems(t *testing.T) {
 	s.rouge(&scr, text.String(), "")
 	if !slices.Equal(scr.predID, want) {
 		t.Fatalf("stem ids differ from NLTK's stems (%d ids, want %d)", len(scr.predID), len(want))
+	}
+}
+
+// TestSeparatorsBlanked: every character appendSeparatorsBlanked accepts is
+// a pure separator for both general tokenizers, next to ASCII words and
+// between them (so NFC neither turns it into a letter nor composes it with
+// a neighbour). All assigned punctuation, symbols, spaces and controls are
+// checked, and a sample of the unassigned and private-use code points.
+func TestSeparatorsBlanked(t *testing.T) {
+	scorers := []*Scorer{mustScorer(t, DefaultConfig()), mustScorer(t, rougeCfg(false))}
+	checked := 0
+	for r := rune(0x80); r <= unicode.MaxRune; r++ {
+		if !utf8.ValidRune(r) {
+			continue
+		}
+		assigned := unicode.In(r, unicode.P, unicode.S, unicode.Z, unicode.Cc, unicode.Cf)
+		if !assigned && r%97 != 0 {
+			continue
+		}
+		c := string(r)
+		if _, ok := appendSeparatorsBlanked(nil, c); !ok {
+			continue
+		}
+		checked++
+		for _, s := range scorers {
+			for _, tc := range []struct {
+				in   string
+				want []string
+			}{{"ab" + c + "cd", []string{"ab", "cd"}}, {c + "x", []string{"x"}}, {"x" + c, []string{"x"}}, {"é" + c, []string{"é"}}} {
+				if s.unicode || tc.in[0] != "é"[0] {
+					if got := s.Tokens(tc.in); !slices.Equal(got, tc.want) {
+						t.Fatalf("%s: Tokens(%q) (U+%04X) = %q, want %q", s.cfg.Tokenizer, tc.in, r, got, tc.want)
+					}
+				}
+			}
+		}
+	}
+	for _, r := range []rune{'’', '“', '—', '…', '\u00a0', '\u1fee', '\u2000', '\u037e'} { // common and decomposing ones
+		if _, ok := appendSeparatorsBlanked(nil, string(r)); !ok {
+			t.Errorf("U+%04X not accepted as a separator", r)
+		}
+	}
+	for _, s := range []string{"é", "北", "\u0301", "\u212a", "\u0130", "x\xffy", "٣"} {
+		if _, ok := appendSeparatorsBlanked(nil, s); ok {
+			t.Errorf("%q accepted as separators only", s)
+		}
+	}
+	if checked < 8000 {
+		t.Fatalf("only %d characters checked", checked)
+	}
+}
+
+// TestBlankedSeparatorScores: text with non-ASCII separators (fast path
+// after blanking) or non-ASCII letters (general path) scores as the general
+// tokenizer with the textbook LCS says.
+func TestBlankedSeparatorScores(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	pieces := []string{"the", "Don", "t", "RUNNING", "runs", "42", " ", " ", "’", "“", "—", "…", "\u1fee", "\u00a0", ".", "café", "\u212a"}
+	text := func() string {
+		var b strings.Builder
+		for range r.IntN(20) {
+			b.WriteString(pieces[r.IntN(len(pieces))])
+		}
+		return b.String()
+	}
+	for _, s := range fastPathScorers(t) {
+		for range 2000 {
+			pred, ref := text(), text()
+			got := s.Score(pred, ref, nil)
+			if p, rr, f := slowRouge(s, pred, ref); !same(got.RougeP, p) || !same(got.RougeR, rr) || !same(got.RougeF1, f) {
+				t.Fatalf("%+v (%q, %q): rouge %v %v %v, want %v %v %v", s.cfg, pred, ref, got.RougeP, got.RougeR, got.RougeF1, p, rr, f)
+			}
+		}
 	}
 }

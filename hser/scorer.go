@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Score carries every term, the weights and the total. JSON names are the
@@ -57,6 +59,7 @@ type scratch struct {
 	pred, ref     []span
 	predID, refID []int32
 	tab           internTable
+	k             int // fastRouge's number of distinct ids
 	peq, v        []uint64
 	counts        []int32
 	stem          stemmer
@@ -221,31 +224,26 @@ func (s *Scorer) tokenize(buf *[]byte, spans []span, text string, stem bool, st 
 }
 
 func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float64) {
-	// With stemming the text is checked first, so that the stemmer only
-	// ever sees ASCII words; without, internASCII checks it on the way.
+	// On ASCII text both tokenizers make the same tokens: runs of [a-z0-9]
+	// after lowercasing, stemmed when longer than 3 bytes if stemming is
+	// on. They are tokenized and interned in one pass over a copy of the
+	// text (fastRouge). Without stemming the scan itself tells whether the
+	// text was ASCII; with stemming it is checked first, so that the stemmer
+	// only ever sees ASCII words.
 	if !s.cfg.Stem || isASCII(prediction) && isASCII(reference) {
-		// On ASCII text both tokenizers make the same tokens: runs of
-		// [a-z0-9] after lowercasing, stemmed when longer than 3 bytes if
-		// stemming is on. Tokenize and intern in one pass over a copy of the
-		// text, with zeroed slack so that only the text's own bytes decide
-		// whether it was ASCII.
 		sc.text = append(append(sc.text[:0], prediction...), reference...)
-		sc.text = withTextSlack(sc.text)
-		clear(sc.text[len(sc.text) : len(sc.text)+textSlack])
-		sc.tab.reset(maxASCIITokens(len(sc.text)) + articleIDs)
-		if s.unicode && !s.cfg.Stem {
-			sc.tab.seedArticles()
+		if s.fastRouge(sc, len(prediction)) {
+			return s.rougeFromIDs(sc, sc.k)
 		}
-		var ok1, ok2 bool
-		sc.predID, sc.buf, ok1 = sc.tab.internASCII(sc.predID[:0], sc.buf[:0], sc.text, 0, len(prediction))
-		sc.refID, sc.buf, ok2 = sc.tab.internASCII(sc.refID[:0], sc.buf, sc.text, len(prediction), len(sc.text))
-		if ok1 && ok2 {
-			k := sc.tab.n
-			if s.cfg.Stem {
-				k = sc.stemIDs()
-			}
-			return s.rougeFromIDs(sc, k)
-		}
+	}
+	// Text whose only non-ASCII characters are separators (’ “ ” — … and
+	// the like) has the tokens of its ASCII part: the fast path again.
+	var ok1, ok2 bool
+	sc.text, ok1 = appendSeparatorsBlanked(sc.text[:0], prediction)
+	split := len(sc.text)
+	sc.text, ok2 = appendSeparatorsBlanked(sc.text, reference)
+	if ok1 && ok2 && s.fastRouge(sc, split) {
+		return s.rougeFromIDs(sc, sc.k)
 	}
 	sc.buf = sc.buf[:0]
 	sc.pred = s.tokenize(&sc.buf, sc.pred[:0], prediction, s.cfg.Stem, &sc.stem)
@@ -298,6 +296,58 @@ func (sc *scratch) stemIDs() int {
 		sc.refID[i] = sc.stemID[id]
 	}
 	return sc.stemTab.n
+}
+
+// fastRouge tokenizes and interns sc.text, the prediction's bytes up to
+// split and then the reference's, on the ASCII fast path, setting predID,
+// refID and k (the number of distinct ids). It reports false, having done
+// nothing useful, if the text is not ASCII.
+func (s *Scorer) fastRouge(sc *scratch, split int) bool {
+	// Zeroed slack, so that only the text's own bytes decide whether it was
+	// ASCII.
+	sc.text = withTextSlack(sc.text)
+	clear(sc.text[len(sc.text) : len(sc.text)+textSlack])
+	sc.tab.reset(maxASCIITokens(len(sc.text)) + articleIDs)
+	if s.unicode && !s.cfg.Stem {
+		sc.tab.seedArticles()
+	}
+	var ok1, ok2 bool
+	sc.predID, sc.buf, ok1 = sc.tab.internASCII(sc.predID[:0], sc.buf[:0], sc.text, 0, split)
+	sc.refID, sc.buf, ok2 = sc.tab.internASCII(sc.refID[:0], sc.buf, sc.text, split, len(sc.text))
+	if !ok1 || !ok2 {
+		return false
+	}
+	sc.k = sc.tab.n
+	if s.cfg.Stem {
+		sc.k = sc.stemIDs()
+	}
+	return true
+}
+
+// appendSeparatorsBlanked appends text to dst with every non-ASCII
+// character replaced by a space, and reports whether all of them were
+// separators for both tokenizers, so that the result has the same tokens as
+// text: valid UTF-8 that is not a letter (L*), number (N*) or mark (M*).
+// Such text is also unchanged by NFC as far as tokens go: no separator
+// decomposes into a letter or number, a mark that a decomposition yields
+// has no token before it and is dropped, and nothing composes with a
+// following ASCII character (TestSeparatorsBlanked checks every character).
+func appendSeparatorsBlanked(dst []byte, text string) ([]byte, bool) {
+	for i := 0; i < len(text); {
+		c := text[i]
+		if c < utf8.RuneSelf {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(text[i:])
+		if r == utf8.RuneError && size == 1 || unicode.In(r, unicode.L, unicode.N, unicode.M) {
+			return dst, false
+		}
+		dst = append(dst, ' ')
+		i += size
+	}
+	return dst, true
 }
 
 // rougeFromIDs is Rouge-L P, R and F1 of the interned tokens in sc, whose
