@@ -46,7 +46,7 @@ func (s *slowResponder) Respond(ctx context.Context, _ string, chunks []retrieva
 }
 
 // wordPolicy is a near-free policy (the trainer is excluded from the
-// harness's cost): sample k keeps every k-th history word.
+// harness's cost): sample k keeps every (k+2)-th content word of the history.
 type wordPolicy struct{ version int64 }
 
 func (p *wordPolicy) Info(context.Context) (trainer.Info, error) {
@@ -56,9 +56,15 @@ func (p *wordPolicy) Info(context.Context) (trainer.Info, error) {
 func (p *wordPolicy) Sample(_ context.Context, req trainer.SampleRequest) (trainer.SampleResponse, error) {
 	var out trainer.SampleResponse
 	for i, pr := range req.Prompts {
+		// Content words only, as a term-selection rewriter keeps (stopwords
+		// would make every BM25 query scan the longest posting lists).
 		var hist []string
 		for _, m := range pr.Dialogue.History {
-			hist = append(hist, strings.Fields(m.Content)...)
+			for _, w := range strings.Fields(m.Content) {
+				if len(w) > 4 && !benchStopwords[strings.ToLower(w)] {
+					hist = append(hist, w)
+				}
+			}
 		}
 		for k := 0; k < req.N; k++ {
 			words := []string{pr.Dialogue.Question}
@@ -71,6 +77,9 @@ func (p *wordPolicy) Sample(_ context.Context, req trainer.SampleRequest) (train
 	}
 	return out, nil
 }
+
+var benchStopwords = map[string]bool{"about": true, "there": true, "their": true, "which": true, "would": true,
+	"these": true, "those": true, "where": true, "while": true, "other": true, "could": true, "should": true}
 
 func (p *wordPolicy) SFTStep(context.Context, trainer.SFTRequest) (trainer.SFTResponse, error) {
 	return trainer.SFTResponse{}, nil
