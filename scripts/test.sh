@@ -1,12 +1,34 @@
 #!/usr/bin/env bash
 # The project's test command (README): Go tests with the race detector, then
-# the reference trainer's Python tests when their interpreter is available.
+# the steps in scripts/test.d/ (the reference trainer's Python tests and its
+# conformance check). Prints each package's result and a closing
+# "N passed, N failed" line counting top-level Go tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
 echo "-- go test -race ./..."
-go test -race -count=1 ./... 2>&1 | tee /tmp/himes-go-test.log
-for s in scripts/test.d/*.sh; do
-  [ -e "$s" ] || continue
-  echo "-- $s"
-  bash "$s"
-done
+set +e
+go test -race -count=1 -v ./... >"$log" 2>&1
+rc=$?
+set -e
+grep -E '^(ok|FAIL|\?|panic:|--- FAIL)' "$log" || true
+if [ "$rc" -ne 0 ]; then
+  echo "-- output of the failing tests:"
+  grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)|--- PASS|\s+--- PASS|--- SKIP|\s+--- SKIP)' "$log" | tail -n 300
+fi
+passed=$(grep -c '^--- PASS' "$log" || true)
+failed=$(grep -c '^--- FAIL' "$log" || true)
+skipped=$(grep -c '^--- SKIP' "$log" || true)
+if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi # a build failure has no --- FAIL line
+
+if [ "$rc" -eq 0 ]; then
+  for s in scripts/test.d/*.sh; do
+    [ -e "$s" ] || continue
+    echo "-- $s"
+    bash "$s"
+  done
+fi
+echo "go: $passed passed, $failed failed, $skipped skipped"
+exit "$rc"
