@@ -21,9 +21,13 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	})
 }
 
-// WriteAtomic is WriteFileAtomic for streaming writers (Parquet, JSONL).
+// WriteAtomic is WriteFileAtomic for streaming writers (Parquet, JSONL). It
+// creates the directory if needed. write must not close w.
 func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

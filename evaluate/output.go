@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/himes-rl/himes/checkpoints"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/retrieval"
 )
@@ -308,38 +307,21 @@ func WriteTurnsParquet(path string, results [][]TurnResult) (err error) {
 	rec := b.NewRecordBatch()
 	defer rec.Release()
 
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
+	err = checkpoints.WriteAtomic(path, 0o644, func(f io.Writer) error {
+		props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd))
+		// The bare io.Writer keeps pqarrow from closing the file.
+		w, err := pqarrow.NewFileWriter(turnsSchema, struct{ io.Writer }{f}, props, pqarrow.DefaultWriterProps())
 		if err != nil {
-			f.Close()
-			os.Remove(tmp)
+			return err
 		}
-	}()
-	if err := f.Chmod(0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd))
-	w, err := pqarrow.NewFileWriter(turnsSchema, f, props, pqarrow.DefaultWriterProps())
+		if err := w.Write(rec); err != nil {
+			w.Close()
+			return err
+		}
+		return w.Close()
+	})
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := w.Write(rec); err != nil {
-		w.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := w.Close(); err != nil { // also closes f
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fmt.Errorf("write per-turn results: %w", err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/himes-rl/himes/checkpoints"
 	"github.com/himes-rl/himes/grpo"
 )
 
@@ -99,7 +100,7 @@ func Generate(ctx context.Context, runDirs []string, outDir string) (Result, err
 	}
 	for _, f := range figs {
 		p := filepath.Join(outDir, f.Name+".png")
-		if err := writeFile(p, func(w io.Writer) error { _, err := w.Write(f.PNG); return err }); err != nil {
+		if err := checkpoints.WriteAtomic(p, 0o644, func(w io.Writer) error { _, err := w.Write(f.PNG); return err }); err != nil {
 			return res, err
 		}
 		res.PNGs = append(res.PNGs, p)
@@ -109,40 +110,14 @@ func Generate(ctx context.Context, runDirs []string, outDir string) (Result, err
 		sums[i] = Summarize(r)
 	}
 	res.HTML = filepath.Join(outDir, "report.html")
-	if err := writeFile(res.HTML, func(w io.Writer) error { return WriteHTML(w, sums, figs) }); err != nil {
+	if err := checkpoints.WriteAtomic(res.HTML, 0o644, func(w io.Writer) error { return WriteHTML(w, sums, figs) }); err != nil {
 		return res, err
 	}
 	res.Markdown = filepath.Join(outDir, "report.md")
-	if err := writeFile(res.Markdown, func(w io.Writer) error { return WriteMarkdown(w, sums, figs) }); err != nil {
+	if err := checkpoints.WriteAtomic(res.Markdown, 0o644, func(w io.Writer) error { return WriteMarkdown(w, sums, figs) }); err != nil {
 		return res, err
 	}
 	return res, nil
-}
-
-// writeFile writes through a temporary file and renames, so a reader never
-// sees half a report.
-func writeFile(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	// CreateTemp makes the file 0600; reports are meant to be shared.
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }
 
 func f3(v float64) string {

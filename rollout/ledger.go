@@ -3,8 +3,8 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 
@@ -14,6 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/himes-rl/himes/checkpoints"
 )
 
 // The rollout ledger is a Parquet file with one row per Record. Columns are
@@ -105,36 +107,22 @@ func WriteLedger(path string, records []Record) (err error) {
 	batch := b.NewRecordBatch()
 	defer batch.Release()
 
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("write ledger %s: %w", path, err)
-	}
-	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return fmt.Errorf("write ledger %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
+	err = checkpoints.WriteAtomic(path, 0o644, func(f io.Writer) error {
+		props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd))
+		// The bare io.Writer keeps pqarrow from closing the file, which
+		// WriteAtomic syncs and renames.
+		w, err := pqarrow.NewFileWriter(schema, struct{ io.Writer }{f}, props, pqarrow.DefaultWriterProps())
 		if err != nil {
-			f.Close()
-			os.Remove(tmp)
+			return err
 		}
-	}()
-	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd))
-	w, err := pqarrow.NewFileWriter(schema, f, props, pqarrow.DefaultWriterProps())
+		if err := w.Write(batch); err != nil {
+			w.Close()
+			return err
+		}
+		return w.Close()
+	})
 	if err != nil {
-		return fmt.Errorf("write ledger %s: %w", path, err)
-	}
-	if err := w.Write(batch); err != nil {
-		w.Close()
-		return fmt.Errorf("write ledger %s: %w", path, err)
-	}
-	// Close flushes the footer and closes f.
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("write ledger %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write ledger %s: %w", path, err)
+		return fmt.Errorf("write ledger: %w", err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/himes-rl/himes/checkpoints"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
 	"github.com/himes-rl/himes/report"
@@ -118,7 +119,7 @@ func runRescore(ctx context.Context, stdout io.Writer, runDir, gridPath, data, k
 	if out == "" {
 		out = filepath.Join(runDir, "rescore.json")
 	}
-	if err := writeOutput(out, func(w io.Writer) error { return writeIndentedJSON(w, res) }); err != nil {
+	if err := checkpoints.WriteAtomic(out, 0o644, func(w io.Writer) error { return writeIndentedJSON(w, res) }); err != nil {
 		return err
 	}
 	if err := evaluate.WriteRescoreMarkdown(stdout, res); err != nil {
@@ -213,7 +214,7 @@ end, and the final held-out evaluation of the policy against the raw question
 			if out == "" {
 				out = filepath.Join(logDir, "sweep.json")
 			}
-			if err := writeOutput(out, func(w io.Writer) error { return writeIndentedJSON(w, rows) }); err != nil {
+			if err := checkpoints.WriteAtomic(out, 0o644, func(w io.Writer) error { return writeIndentedJSON(w, rows) }); err != nil {
 				return err
 			}
 			if err := evaluate.WriteSweepMarkdown(cmd.OutOrStdout(), rows); err != nil {

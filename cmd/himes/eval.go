@@ -16,6 +16,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/himes-rl/himes/checkpoints"
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
@@ -365,35 +366,11 @@ func writeEvalOutputs(dir string, rep evaluate.Report, results [][]evaluate.Turn
 		}{filepath.Join("runs", tag+".trec"), func(w io.Writer) error { return evaluate.WriteTRECRun(w, results[i], tag) }})
 	}
 	for _, fl := range files {
-		if err := writeOutput(filepath.Join(dir, fl.name), fl.write); err != nil {
+		if err := checkpoints.WriteAtomic(filepath.Join(dir, fl.name), 0o644, fl.write); err != nil {
 			return err
 		}
 	}
 	return evaluate.WriteTurnsParquet(filepath.Join(dir, "turns.parquet"), results)
-}
-
-// writeOutput writes through a temporary file and renames it into place.
-func writeOutput(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }
 
 // evalProgress is a bar on a terminal, otherwise a log line every 10% or 30 s.
