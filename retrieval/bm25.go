@@ -1,7 +1,6 @@
 package retrieval
 
 import (
-	"container/heap"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -48,6 +47,28 @@ type Index struct {
 	post    *postingLists // by ascending document number
 	idf     []float64
 	maxSat  []float64 // max over t's postings of tf/(tf+norm[d]): the MaxScore bound without weights
+
+	// scratch recycles per-query buffers (cursors hold two decoded blocks
+	// each, ≈1 KiB): a rollout's search would otherwise allocate them anew.
+	scratch sync.Pool
+}
+
+// searchScratch is the reusable state of one search.
+type searchScratch struct {
+	qs       []queryTerm
+	pos      map[uint32]int // duplicate check for long queries only
+	cs       []cursor
+	order    []*cursor
+	prefix   []float64
+	contribs []float64
+	heap     []Hit
+}
+
+func (ix *Index) getScratch() *searchScratch {
+	if s, ok := ix.scratch.Get().(*searchScratch); ok {
+		return s
+	}
+	return &searchScratch{}
 }
 
 // Hit is a document number and its score.
@@ -378,21 +399,46 @@ type queryTerm struct {
 
 // prepare drops repeated and unknown query tokens, keeping the order of
 // first appearance: that order is the canonical summation order of scores.
-func (ix *Index) prepare(tokens []string) []queryTerm {
-	var qs []queryTerm
-	pos := map[uint32]int{}
+// The terms are appended to qs[:0]; pos (allocated on demand) serves long
+// queries, short ones check duplicates by scanning.
+func (ix *Index) prepare(tokens []string, qs []queryTerm, pos *map[uint32]int) []queryTerm {
+	qs = qs[:0]
 	for _, tok := range tokens {
 		t, ok := ix.terms[tok]
 		if !ok {
 			continue
 		}
-		if _, seen := pos[t]; seen {
-			continue
-		}
-		pos[t] = len(qs)
-		qs = append(qs, queryTerm{t: t, w: ix.idf[t]})
+		qs = ix.addTerm(qs, pos, t)
 	}
 	return qs
+}
+
+// longQuery is the number of distinct terms above which duplicates are
+// found with a map rather than by scanning.
+const longQuery = 32
+
+func (ix *Index) addTerm(qs []queryTerm, pos *map[uint32]int, t uint32) []queryTerm {
+	if len(qs) < longQuery {
+		for _, q := range qs {
+			if q.t == t {
+				return qs
+			}
+		}
+	} else {
+		if *pos == nil {
+			*pos = map[uint32]int{}
+		}
+		if len(*pos) == 0 {
+			for i, q := range qs {
+				(*pos)[q.t] = i
+			}
+		}
+		if _, seen := (*pos)[t]; seen {
+			return qs
+		}
+		(*pos)[t] = len(qs)
+	}
+	return append(qs, queryTerm{t: t, w: ix.idf[t]})
 }
 
 // contrib is one term's score contribution.
@@ -410,7 +456,8 @@ func better(a, b Hit) bool {
 // containing a query term (term at a time, summing in canonical order), sort
 // all of them, keep k.
 func (ix *Index) SearchExhaustive(tokens []string, k int) []Hit {
-	qs := ix.prepare(tokens)
+	var pos map[uint32]int
+	qs := ix.prepare(tokens, nil, &pos)
 	acc := map[uint32]float64{}
 	var c cursor
 	for _, q := range qs {
@@ -451,6 +498,38 @@ func (h *hitHeap) Pop() any {
 	return x
 }
 
+// Search keeps its hits in a min-heap (worst kept hit on top) written out here
+// rather than through container/heap, whose interface boxes every Hit.
+
+func heapUp(h []Hit, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !better(h[p], h[i]) {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func heapDown(h []Hit, i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && better(h[l], h[r]) {
+			m = r
+		}
+		if !better(h[i], h[m]) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
 // pruneSlack keeps pruning conservative against rounding: upper bounds are
 // summed in a different order than scores, so a bound must fall short of the
 // threshold by more than float noise before a document is skipped.
@@ -464,14 +543,31 @@ func (ix *Index) Search(tokens []string, k int) []Hit {
 	if k <= 0 {
 		return nil
 	}
-	qs := ix.prepare(tokens)
+	sc := ix.getScratch()
+	defer ix.scratch.Put(sc)
+	sc.qs = ix.prepare(tokens, sc.qs, &sc.pos)
+	clear(sc.pos)
+	return ix.search(sc, k)
+}
+
+// search runs MaxScore for the prepared terms sc.qs.
+func (ix *Index) search(sc *searchScratch, k int) []Hit {
+	qs := sc.qs
 	if len(qs) == 0 {
 		return nil
 	}
-	cs := make([]*cursor, len(qs))
+	if cap(sc.cs) < len(qs) {
+		sc.cs = make([]cursor, len(qs))
+		sc.order = make([]*cursor, len(qs))
+		sc.prefix = make([]float64, len(qs))
+		sc.contribs = make([]float64, len(qs))
+	}
+	cs := sc.order[:len(qs)]
 	for i, q := range qs {
-		cs[i] = &cursor{w: q.w, ub: contrib(q.w, ix.maxSat[q.t]), qi: i}
-		cs[i].init(ix.post, q.t)
+		c := &sc.cs[i]
+		c.w, c.ub, c.qi = q.w, contrib(q.w, ix.maxSat[q.t]), i
+		c.init(ix.post, q.t)
+		cs[i] = c
 	}
 	slices.SortStableFunc(cs, func(a, b *cursor) int {
 		switch {
@@ -482,18 +578,18 @@ func (ix *Index) Search(tokens []string, k int) []Hit {
 		}
 		return 0
 	})
-	prefix := make([]float64, len(cs)) // prefix[i] = Σ_{j≤i} ub_j
+	prefix := sc.prefix[:len(cs)] // prefix[i] = Σ_{j≤i} ub_j
 	sum := 0.0
 	for i := range cs {
 		sum += cs[i].ub
 		prefix[i] = sum
 	}
-	h := make(hitHeap, 0, k)
+	h := sc.heap[:0]
 	full := false
 	thr := 0.0
 	below := func(bound float64) bool { return full && bound < thr-pruneSlack*thr }
 	ne := 0 // cs[:ne] are non-essential: together they cannot beat the threshold
-	contribs := make([]float64, len(qs))
+	contribs := sc.contribs[:len(qs)]
 	for ne < len(cs) {
 		d := uint32(math.MaxUint32)
 		for i := ne; i < len(cs); i++ {
@@ -540,11 +636,12 @@ func (ix *Index) Search(tokens []string, k int) []Hit {
 		hit := Hit{Doc: int(d), Score: score}
 		switch {
 		case !full:
-			heap.Push(&h, hit)
+			h = append(h, hit)
+			heapUp(h, len(h)-1)
 			full = len(h) == k
 		case better(hit, h[0]):
 			h[0] = hit
-			heap.Fix(&h, 0)
+			heapDown(h, 0)
 		default:
 			continue
 		}
@@ -557,8 +654,12 @@ func (ix *Index) Search(tokens []string, k int) []Hit {
 	}
 	out := make([]Hit, len(h))
 	for i := len(h) - 1; i >= 0; i-- {
-		out[i] = heap.Pop(&h).(Hit)
+		out[i] = h[0]
+		h[0] = h[len(h)-1]
+		h = h[:len(h)-1]
+		heapDown(h, 0)
 	}
+	sc.heap = h
 	return out
 }
 

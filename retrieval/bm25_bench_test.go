@@ -1,7 +1,10 @@
 package retrieval
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -75,5 +78,60 @@ func BenchmarkRetrieve(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// demoLongQueries are queries shaped like a term-selection rewriter's output
+// on the demo training set: the question plus up to 12 content words (longer
+// than 4 letters) of the history, tokenized with the plain analyzer.
+func demoLongQueries(b *testing.B) [][]string {
+	b.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "datasets", "demo", "train.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var qs [][]string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+		var turn struct {
+			Question string `json:"question"`
+			History  []struct {
+				Text string `json:"text"`
+			} `json:"history"`
+		}
+		if err := json.Unmarshal([]byte(line), &turn); err != nil {
+			b.Fatal(err)
+		}
+		var hist []string
+		for _, m := range turn.History {
+			for _, w := range strings.Fields(m.Text) {
+				if len(w) > 4 {
+					hist = append(hist, w)
+				}
+			}
+		}
+		for k := range 4 {
+			words := []string{turn.Question}
+			for j := k; j < len(hist) && len(words) < 12; j += k + 2 {
+				words = append(words, hist[j])
+			}
+			qs = append(qs, Analyzer{}.Tokenize(strings.Join(words, " ")))
+		}
+	}
+	return qs
+}
+
+// BenchmarkSearchDemoLong is the GRPO step benchmark's retrieval alone:
+// top-20 for long queries over the 1,951-passage demo KB.
+//
+//	go test ./retrieval -run '^$' -bench SearchDemoLong -benchtime 5000x
+func BenchmarkSearchDemoLong(b *testing.B) {
+	p, err := Open(b.Context(), DefaultConfig(), filepath.Join("..", "datasets", "demo", "passages.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ix, qs := p.Index(), demoLongQueries(b)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		ix.Search(qs[i%len(qs)], 20)
 	}
 }
