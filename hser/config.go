@@ -8,8 +8,11 @@ import (
 
 // Weights are the HSER coefficients: R = RougeL_F1 + Alpha·EM + Beta·Hit.
 type Weights struct {
+	// Alpha weighs exact match (EM) in the reward.
 	Alpha float64 `yaml:"alpha" json:"alpha"`
-	Beta  float64 `yaml:"beta" json:"beta"`
+	// Beta weighs Hit (the answer — or, with hit "gold", the reference —
+	// occurs in the retrieved content).
+	Beta float64 `yaml:"beta" json:"beta"`
 }
 
 // Config is the reward's configuration (the "reward" section of a run config).
