@@ -62,6 +62,8 @@ type searchScratch struct {
 	prefix   []float64
 	contribs []float64
 	heap     []Hit
+	acc      []float64 // dense accumulator, one per document, all zero between searches
+	touched  []uint32
 }
 
 func (ix *Index) getScratch() *searchScratch {
@@ -535,8 +537,9 @@ func heapDown(h []Hit, i int) {
 // threshold by more than float noise before a document is skipped.
 const pruneSlack = 1e-9
 
-// Search returns the top k documents for analyzed query tokens, best first,
-// using document-at-a-time MaxScore over a size-k heap. It returns exactly
+// Search returns the top k documents for analyzed query tokens, best first:
+// on small collections term at a time into a dense accumulator, otherwise
+// document-at-a-time MaxScore over a size-k heap. It returns exactly
 // what SearchExhaustive returns (same documents, same order, bit-identical
 // scores).
 func (ix *Index) Search(tokens []string, k int) []Hit {
@@ -547,15 +550,33 @@ func (ix *Index) Search(tokens []string, k int) []Hit {
 	defer ix.scratch.Put(sc)
 	sc.qs = ix.prepare(tokens, sc.qs, &sc.pos)
 	clear(sc.pos)
+	return ix.searchWith(sc, k, len(ix.ids) <= denseMaxDocs)
+}
+
+// denseMaxDocs is the largest collection searched term at a time into a
+// dense accumulator rather than by MaxScore. Decoding every posting of the
+// query terms costs less than MaxScore's per-document merging and seeking
+// as long as the accumulator is small: measured with 20-term top-20 queries
+// (BenchmarkSearchDemoLong, Zipf corpora) dense is 3.1x faster on 1,951
+// documents, 2.3x on 20k and still 1.6x on 100k; the bound keeps the
+// accumulator, one per concurrent search, at 512 KiB.
+const denseMaxDocs = 1 << 16
+
+// searchWith runs the prepared query sc.qs with the chosen strategy; both
+// return exactly SearchExhaustive's hits.
+func (ix *Index) searchWith(sc *searchScratch, k int, dense bool) []Hit {
+	if len(sc.qs) == 0 {
+		return nil
+	}
+	if dense {
+		return ix.searchDense(sc, k)
+	}
 	return ix.search(sc, k)
 }
 
 // search runs MaxScore for the prepared terms sc.qs.
 func (ix *Index) search(sc *searchScratch, k int) []Hit {
 	qs := sc.qs
-	if len(qs) == 0 {
-		return nil
-	}
 	if cap(sc.cs) < len(qs) {
 		sc.cs = make([]cursor, len(qs))
 		sc.order = make([]*cursor, len(qs))
@@ -652,6 +673,54 @@ func (ix *Index) search(sc *searchScratch, k int) []Hit {
 			}
 		}
 	}
+	out := make([]Hit, len(h))
+	for i := len(h) - 1; i >= 0; i-- {
+		out[i] = h[0]
+		h[0] = h[len(h)-1]
+		h = h[:len(h)-1]
+		heapDown(h, 0)
+	}
+	sc.heap = h
+	return out
+}
+
+// searchDense scores term at a time into a dense accumulator (canonical
+// summation order, as SearchExhaustive), then selects the top k.
+func (ix *Index) searchDense(sc *searchScratch, k int) []Hit {
+	if len(sc.acc) != len(ix.ids) {
+		sc.acc = make([]float64, len(ix.ids))
+	}
+	if len(sc.cs) == 0 {
+		sc.cs = make([]cursor, 1)
+	}
+	acc, touched := sc.acc, sc.touched[:0]
+	c := &sc.cs[0]
+	for _, q := range sc.qs {
+		for b := int(ix.post.termBlk[q.t]); b < int(ix.post.termBlk[q.t+1]); b++ {
+			_ = c.decode(ix.post, q.t, b, 0) // validated when built or loaded
+			for j, d := range c.docs[:c.n] {
+				// every contribution is > 0, so 0 marks an untouched document
+				if acc[d] == 0 {
+					touched = append(touched, d)
+				}
+				acc[d] += contrib(q.w, ix.sat(c.tfs[j], d))
+			}
+		}
+	}
+	h := sc.heap[:0]
+	for _, d := range touched {
+		hit := Hit{Doc: int(d), Score: acc[d]}
+		acc[d] = 0
+		switch {
+		case len(h) < k:
+			h = append(h, hit)
+			heapUp(h, len(h)-1)
+		case better(hit, h[0]):
+			h[0] = hit
+			heapDown(h, 0)
+		}
+	}
+	sc.touched = touched
 	out := make([]Hit, len(h))
 	for i := len(h) - 1; i >= 0; i-- {
 		out[i] = h[0]

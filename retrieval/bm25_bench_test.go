@@ -84,7 +84,7 @@ func BenchmarkRetrieve(b *testing.B) {
 // demoLongQueries are queries shaped like a term-selection rewriter's output
 // on the demo training set: the question plus up to 12 content words (longer
 // than 4 letters) of the history, tokenized with the plain analyzer.
-func demoLongQueries(b *testing.B) [][]string {
+func demoLongQueries(b testing.TB) [][]string {
 	b.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "datasets", "demo", "train.jsonl"))
 	if err != nil {
@@ -121,7 +121,8 @@ func demoLongQueries(b *testing.B) [][]string {
 }
 
 // BenchmarkSearchDemoLong is the GRPO step benchmark's retrieval alone:
-// top-20 for long queries over the 1,951-passage demo KB.
+// top-20 for long queries over the 1,951-passage demo KB, with Search's
+// choice and with each strategy forced.
 //
 //	go test ./retrieval -run '^$' -bench SearchDemoLong -benchtime 5000x
 func BenchmarkSearchDemoLong(b *testing.B) {
@@ -130,8 +131,18 @@ func BenchmarkSearchDemoLong(b *testing.B) {
 		b.Fatal(err)
 	}
 	ix, qs := p.Index(), demoLongQueries(b)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		ix.Search(qs[i%len(qs)], 20)
+	b.Run("search", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			ix.Search(qs[i%len(qs)], 20)
+		}
+	})
+	for _, dense := range []bool{false, true} {
+		b.Run(map[bool]string{false: "maxscore", true: "dense"}[dense], func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				ix.searchStrategy(qs[i%len(qs)], 20, dense)
+			}
+		})
 	}
 }

@@ -1,0 +1,78 @@
+package retrieval
+
+import (
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+)
+
+// searchStrategy is Search with the strategy forced, so that both are
+// checked whatever the collection size selects.
+func (ix *Index) searchStrategy(tokens []string, k int, dense bool) []Hit {
+	if k <= 0 {
+		return nil
+	}
+	sc := ix.getScratch()
+	defer ix.scratch.Put(sc)
+	sc.qs = ix.prepare(tokens, sc.qs, &sc.pos)
+	clear(sc.pos)
+	return ix.searchWith(sc, k, dense)
+}
+
+func checkAgainstExhaustive(t *testing.T, ix *Index, q []string, k int) {
+	t.Helper()
+	want := ix.SearchExhaustive(q, k)
+	for _, dense := range []bool{false, true} {
+		got := ix.searchStrategy(q, k, dense)
+		if len(got) != len(want) {
+			t.Fatalf("dense=%v query %v k=%d: %d hits, reference %d", dense, q, k, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("dense=%v query %v k=%d rank %d: got %+v, reference %+v", dense, q, k, i+1, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestBothStrategiesAgreeWithExhaustive checks MaxScore and the dense
+// accumulator against the reference on a corpus with many exact duplicates
+// (ties), on random queries with repeated and unknown terms, including
+// queries longer than the duplicate-scan limit.
+func TestBothStrategiesAgreeWithExhaustive(t *testing.T) {
+	ids, texts := ZipfCorpus(7, 3000, 2000, 40, 1.1)
+	for i := 0; i+1 < len(texts); i += 17 {
+		texts[i+1] = texts[i]
+	}
+	ix, err := BuildIndex(ids, texts, BM25Params{K1: 0.9, B: 0.4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	queries := ZipfQueries(13, 300, 2000, 0, 1.1)
+	queries = append(queries, ZipfQueries(17, 20, 2000, 80, 1.1)...) // > longQuery distinct terms
+	for qi, q := range queries {
+		switch qi % 4 {
+		case 0:
+			q = append(q, q[0]) // repeated term
+		case 1:
+			q = append(q, "notaterm")
+		}
+		checkAgainstExhaustive(t, ix, q, []int{1, 3, 10, 20, 50, 1000}[r.IntN(6)])
+	}
+	if got := ix.searchStrategy([]string{"notaterm"}, 10, true); len(got) != 0 {
+		t.Fatalf("unknown term: %v", got)
+	}
+}
+
+// TestBothStrategiesAgreeOnDemo checks both strategies on the GRPO
+// benchmark's long queries over the demo KB.
+func TestBothStrategiesAgreeOnDemo(t *testing.T) {
+	p, err := Open(t.Context(), DefaultConfig(), filepath.Join("..", "datasets", "demo", "passages.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range demoLongQueries(t) {
+		checkAgainstExhaustive(t, p.Index(), q, 20)
+	}
+}
