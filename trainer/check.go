@@ -27,12 +27,16 @@ type CheckOptions struct {
 }
 
 // Check runs every conformance property of the protocol against p and writes
-// one PASS/FAIL line per property to w. ok is false if any property failed;
-// err is only for failures to write the report or a cancelled ctx.
+// one PASS/FAIL line per property to w (SKIP for an optional feature the
+// endpoint does not advertise, which is not a failure). ok is false if any
+// property failed; err is only for failures to write the report or a
+// cancelled ctx.
 //
 // The check updates the policy. It saves a checkpoint first and loads it
-// again at the end, so the endpoint is left as it was found (its checkpoint
-// directory keeps the check's checkpoints, named himes-check-RUN-*).
+// again at the end, so the endpoint is left as it was found. Its checkpoints
+// (named himes-check-RUN-*) are deleted at the end when the endpoint supports
+// delete (p implements Deleter and info.capabilities.delete); otherwise the
+// endpoint's checkpoint directory keeps them.
 func Check(ctx context.Context, p Policy, w io.Writer) (bool, error) {
 	return CheckWith(ctx, p, w, CheckOptions{})
 }
@@ -61,6 +65,7 @@ func CheckWith(ctx context.Context, p Policy, w io.Writer, opts CheckOptions) (b
 type checker struct {
 	p        Policy
 	sc       Scorer
+	del      Deleter // nil unless the endpoint advertises delete
 	w        io.Writer
 	opts     CheckOptions
 	run      string
@@ -68,13 +73,33 @@ type checker struct {
 	werr     error
 	passed   int
 	total    int
+	skipped  int
 	nextStep int
-	startCk  bool // a starting checkpoint exists
+	startCk  bool     // a starting checkpoint exists
+	created  []string // checkpoints this run saved, for the cleanup
 }
 
 func (c *checker) stepID(what string) string {
 	c.nextStep++
 	return fmt.Sprintf("%s-%d-%s", c.run, c.nextStep, what)
+}
+
+// skip reports an optional property the endpoint does not support; it counts
+// neither as passed nor as failed.
+func (c *checker) skip(name, reason string) {
+	c.skipped++
+	if _, werr := fmt.Fprintf(c.w, "SKIP  %s: %s\n", name, reason); werr != nil && c.werr == nil {
+		c.werr = werr
+	}
+}
+
+// save saves the current policy under name and remembers it for the cleanup.
+func (c *checker) save(ctx context.Context, what, name string) (SaveResponse, error) {
+	r, err := c.p.Save(ctx, SaveRequest{StepID: c.stepID(what), Name: name})
+	if err == nil && !slices.Contains(c.created, name) {
+		c.created = append(c.created, name)
+	}
+	return r, err
 }
 
 func (c *checker) report(name string, err error, detail string) {
@@ -133,7 +158,7 @@ func checkCompletions() []string {
 
 func (c *checker) runAll(ctx context.Context) (bool, error) {
 	names := []string{"info", "sample_shape", "sample_deterministic", "grpo_positive_raises_logprob",
-		"grpo_negative_lowers_logprob", "sft_lowers_loss", "step_id_replay", "save_load_restores", "checkpoints_list"}
+		"grpo_negative_lowers_logprob", "sft_lowers_loss", "step_id_replay", "save_load_restores", "checkpoints_list", "delete"}
 	info, err := c.p.Info(ctx)
 	if err == nil {
 		err = checkInfo(info)
@@ -153,10 +178,13 @@ func (c *checker) runAll(ctx context.Context) (bool, error) {
 	}
 	c.report("info", nil, fmt.Sprintf("%s serving %s, policy_version %d, loss types %v, tokens: %s",
 		info.Implementation, info.BaseModel, info.PolicyVersion, info.LossTypes, info.TokenKind))
+	if d, ok := c.p.(Deleter); ok && info.Capabilities.Delete {
+		c.del = d
+	}
 
 	// Keep the starting policy so every update property starts from it and
 	// the endpoint is left as found.
-	if _, err := c.p.Save(ctx, SaveRequest{StepID: c.stepID("save-start"), Name: c.run + "-start"}); err == nil {
+	if _, err := c.save(ctx, "save-start", c.run+"-start"); err == nil {
 		c.startCk = true
 	} else {
 		fmt.Fprintf(c.w, "NOTE  could not save the starting policy (%v); update properties run one after another\n", err)
@@ -168,6 +196,7 @@ func (c *checker) runAll(ctx context.Context) (bool, error) {
 	c.checkSFT(ctx)
 	c.checkReplay(ctx, sample)
 	c.checkSaveLoad(ctx, sample)
+	c.checkDelete(ctx, info.Capabilities.Delete)
 	return c.finish(ctx)
 }
 
@@ -177,13 +206,43 @@ func (c *checker) finish(ctx context.Context) (bool, error) {
 			fmt.Fprintf(c.w, "NOTE  could not restore the starting policy: %v\n", err)
 		} else {
 			fmt.Fprintf(c.w, "NOTE  restored the starting policy (checkpoint %s-start)\n", c.run)
+			c.cleanup(ctx)
 		}
+	} else {
+		c.cleanup(ctx)
 	}
-	fmt.Fprintf(c.w, "%d/%d properties passed\n", c.passed, c.total)
+	skipped := ""
+	if c.skipped > 0 {
+		skipped = fmt.Sprintf(" (%d skipped)", c.skipped)
+	}
+	fmt.Fprintf(c.w, "%d/%d properties passed%s\n", c.passed, c.total, skipped)
 	if c.werr != nil {
 		return false, fmt.Errorf("write check report: %w", c.werr)
 	}
 	return c.ok, ctx.Err()
+}
+
+// cleanup deletes the checkpoints the check saved, when the endpoint can.
+// It runs only after the starting policy was restored (or none was saved), so
+// a failed restore leaves the starting checkpoint for a manual load.
+func (c *checker) cleanup(ctx context.Context) {
+	if c.del == nil || len(c.created) == 0 {
+		return
+	}
+	var gone []string
+	for _, name := range c.created {
+		r, err := c.del.Delete(ctx, DeleteRequest{StepID: c.stepID("cleanup"), Name: name})
+		if err != nil {
+			fmt.Fprintf(c.w, "NOTE  could not delete the check's checkpoint %s: %v\n", name, err)
+			continue
+		}
+		if r.Deleted { // the delete property already removed its own
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		fmt.Fprintf(c.w, "NOTE  deleted the check's checkpoints %s\n", strings.Join(gone, ", "))
+	}
 }
 
 func checkInfo(info Info) error {
@@ -468,7 +527,7 @@ func (c *checker) checkSaveLoad(ctx context.Context, s *GRPOSample) {
 			return err
 		}
 		var err error
-		if saved, err = c.p.Save(ctx, SaveRequest{StepID: c.stepID("save"), Name: name}); err != nil {
+		if saved, err = c.save(ctx, "save", name); err != nil {
 			return err
 		}
 		want, err := c.score(ctx, s)
@@ -525,4 +584,87 @@ func (c *checker) checkSaveLoad(ctx context.Context, s *GRPOSample) {
 		}
 	}
 	c.report("checkpoints_list", err, fmt.Sprintf("lists %s", name))
+}
+
+// checkDelete runs the delete property when the endpoint advertises it: a
+// temporary checkpoint is saved, deleted (deleted: true, gone from the list,
+// load answers not_found), the delete's step_id replays, a second delete
+// answers deleted: false, a bad name is invalid_argument, and
+// policy_version never moves.
+func (c *checker) checkDelete(ctx context.Context, advertised bool) {
+	const prop = "delete"
+	switch {
+	case !advertised:
+		c.skip(prop, "endpoint does not support delete (info.capabilities.delete is false)")
+		return
+	case c.del == nil:
+		c.skip(prop, "endpoint does not support delete (info.capabilities.delete is true, but this client does not implement Deleter)")
+		return
+	}
+	name := c.run + "-delete"
+	err := func() error {
+		info, err := c.p.Info(ctx)
+		if err != nil {
+			return err
+		}
+		version := info.PolicyVersion
+		if _, err := c.save(ctx, "save-delete", name); err != nil {
+			return fmt.Errorf("save the checkpoint to delete: %w", err)
+		}
+		if listed, err := c.listed(ctx, name); err != nil || !listed {
+			return fmt.Errorf("checkpoint %q not listed after save (err %v)", name, err)
+		}
+		id := c.stepID("delete")
+		d1, err := c.del.Delete(ctx, DeleteRequest{StepID: id, Name: name})
+		if err != nil {
+			return fmt.Errorf("delete %s: %w", name, err)
+		}
+		if d1.Name != name || !d1.Deleted || d1.Replayed || d1.PolicyVersion != version {
+			return fmt.Errorf("delete of a saved checkpoint: %+v, want name %q, deleted true, replayed false, policy_version %d", d1, name, version)
+		}
+		if listed, err := c.listed(ctx, name); err != nil || listed {
+			return fmt.Errorf("checkpoint %q still listed after delete (err %v)", name, err)
+		}
+		if _, err := c.p.Load(ctx, LoadRequest{StepID: c.stepID("load-deleted"), Name: name}); ErrorCode(err) != CodeNotFound {
+			return fmt.Errorf("load of the deleted checkpoint: got %v, want a not_found error", err)
+		}
+		d2, err := c.del.Delete(ctx, DeleteRequest{StepID: id, Name: name})
+		if err != nil {
+			return fmt.Errorf("repeat the delete's step_id: %w", err)
+		}
+		if !d2.Replayed || !d2.Deleted || d2.PolicyVersion != version {
+			return fmt.Errorf("repeat of the delete's step_id: %+v, want replayed true, deleted true, policy_version %d", d2, version)
+		}
+		d3, err := c.del.Delete(ctx, DeleteRequest{StepID: c.stepID("delete-again"), Name: name})
+		if err != nil {
+			return fmt.Errorf("delete of a missing checkpoint must not be an error: %w", err)
+		}
+		if d3.Deleted || d3.Replayed || d3.PolicyVersion != version {
+			return fmt.Errorf("delete of a missing checkpoint: %+v, want deleted false, replayed false, policy_version %d", d3, version)
+		}
+		if _, err := c.del.Delete(ctx, DeleteRequest{StepID: c.stepID("delete-bad"), Name: "../" + name}); ErrorCode(err) != CodeInvalidArgument {
+			return fmt.Errorf("delete of an invalid name: got %v, want an invalid_argument error", err)
+		}
+		after, err := c.p.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if after.PolicyVersion != version {
+			return fmt.Errorf("policy_version moved from %d to %d across deletes", version, after.PolicyVersion)
+		}
+		c.report(prop, nil, fmt.Sprintf("saved %s, deleted it (gone from the list, load not_found), step_id replayed, second delete deleted:false, bad name invalid_argument, policy_version stayed %d", name, version))
+		return nil
+	}()
+	if err != nil {
+		c.report(prop, err, "")
+	}
+}
+
+// listed says whether the endpoint lists the checkpoint name.
+func (c *checker) listed(ctx context.Context, name string) (bool, error) {
+	list, err := c.p.Checkpoints(ctx)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(list, func(ck CheckpointInfo) bool { return ck.Name == name }), nil
 }

@@ -121,6 +121,58 @@ func (e *Embedded) Load(ctx context.Context, req LoadRequest) (LoadResponse, err
 	return res, nil
 }
 
+// Delete removes the checkpoint Name from CheckpointDir. A checkpoint is one
+// file, and removing it is a single unlink, so a reader sees the whole
+// checkpoint or none of it; a file under the name that Load would refuse
+// (damaged) is removed too. Deleted is false when there was nothing to
+// remove. The policy and its version are never touched.
+func (e *Embedded) Delete(ctx context.Context, req DeleteRequest) (DeleteResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return DeleteResponse{}, err
+	}
+	if err := checkStepID(req.StepID); err != nil {
+		return DeleteResponse{}, err
+	}
+	if err := checkName(req.Name); err != nil {
+		return DeleteResponse{}, err
+	}
+	hash, err := requestHash(DeleteRequest{Name: req.Name})
+	if err != nil {
+		return DeleteResponse{}, err
+	}
+	// The write lock orders the delete with saves and loads of the same name.
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if prev, perr := e.steps.lookup(req.StepID, "delete", hash); perr != nil {
+		return DeleteResponse{}, perr
+	} else if prev != nil {
+		r := prev.(DeleteResponse)
+		r.Replayed = true
+		return r, nil
+	}
+	path := e.checkpointPath(req.Name)
+	deleted := true
+	if err := os.Remove(path); errors.Is(err, fs.ErrNotExist) {
+		deleted = false
+	} else if err != nil {
+		return DeleteResponse{}, newErr(CodeInternal, "delete checkpoint %s: %v", req.Name, err)
+	}
+	// Temporary files of saves that crashed before their rename; Save holds
+	// the lock while its own exists, so none of these is in use. The name
+	// has no glob metacharacters (checkName).
+	if tmps, err := filepath.Glob(filepath.Join(e.cfg.CheckpointDir, "."+req.Name+".json.tmp-*")); err == nil {
+		for _, t := range tmps {
+			_ = os.Remove(t) // best effort: they are never listed or loaded
+		}
+	}
+	if deleted {
+		syncDir(e.cfg.CheckpointDir)
+	}
+	res := DeleteResponse{Name: req.Name, Deleted: deleted, PolicyVersion: e.st.version}
+	e.steps.store(req.StepID, "delete", hash, res)
+	return res, nil
+}
+
 // readCheckpoint reads and validates one checkpoint file.
 func readCheckpoint(path string) (checkpointFile, *Error) {
 	var cf checkpointFile
@@ -215,9 +267,15 @@ func writeAtomic(path string, data []byte) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("rename to %s: %w", path, err)
 	}
+	syncDir(dir) // make the rename durable
+	return nil
+}
+
+// syncDir syncs a directory so a rename or removal in it survives a crash;
+// best effort (not every file system supports it).
+func syncDir(dir string) {
 	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // best effort: make the rename durable
+		_ = d.Sync()
 		d.Close()
 	}
-	return nil
 }

@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// Client speaks the protocol to a remote endpoint. It implements Policy and
-// Scorer. Every call is retried on connection failures, timeouts and
+// Client speaks the protocol to a remote endpoint. It implements Policy,
+// Scorer and Deleter (whether the endpoint serves /v1/delete is in its
+// Info().Capabilities.Delete). Every call is retried on connection failures, timeouts and
 // retryable errors: reads are side-effect free, and mutating calls carry a
 // step_id (generated when the caller leaves it empty, then reused on every
 // retry), so a retry never applies an update twice.
@@ -132,6 +133,22 @@ func (c *Client) Load(ctx context.Context, req LoadRequest) (LoadResponse, error
 	}
 	var out LoadResponse
 	err := c.call(ctx, http.MethodPost, "/v1/load", "load", req, &out)
+	return out, err
+}
+
+// Delete implements Deleter. An endpoint that predates /v1/delete answers
+// not_found (404) for the path; check Info().Capabilities.Delete first.
+func (c *Client) Delete(ctx context.Context, req DeleteRequest) (DeleteResponse, error) {
+	if req.StepID == "" {
+		req.StepID = newStepID()
+	}
+	var out DeleteResponse
+	err := c.call(ctx, http.MethodPost, "/v1/delete", "delete", req, &out)
+	if ErrorCode(err) == CodeNotFound {
+		// Deleting a missing checkpoint is not an error, so not_found here
+		// means the path itself is unknown.
+		err = fmt.Errorf("%w (the endpoint does not serve /v1/delete; check info.capabilities.delete)", err)
+	}
 	return out, err
 }
 

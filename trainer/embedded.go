@@ -18,8 +18,8 @@ import (
 // policy"): a logistic model over features of the dialogue history's content
 // words. Each candidate term is kept independently with p = σ(w·φ/T); the
 // "tokens" of a sample are its keep (1) / drop (0) decisions. It implements
-// Policy and Scorer and is safe for concurrent use; mutating calls are
-// serialized.
+// Policy, Scorer and Deleter and is safe for concurrent use; mutating calls
+// are serialized.
 type Embedded struct {
 	cfg   EmbeddedConfig
 	stats TermStats
@@ -98,7 +98,7 @@ func (e *Embedded) Info(ctx context.Context) (Info, error) {
 		PolicyVersion: v,
 		Reference:     "snapshot",
 		LossTypes:     append([]string(nil), lossTypes...),
-		Capabilities:  Capabilities{Entropy: true, Logprobs: true},
+		Capabilities:  Capabilities{Entropy: true, Logprobs: true, Delete: true},
 		Limits:        Limits{MaxTokens: e.cfg.MaxCandidates},
 		TokenKind:     "decisions",
 	}, nil

@@ -16,7 +16,9 @@ const maxBodyBytes = 64 << 20
 
 // NewHandler serves the protocol for p. When token is non-empty every
 // request must carry "Authorization: Bearer <token>". /v1/logprobs is served
-// when p implements Scorer. Idempotency of step_ids is p's job (Embedded and
+// when p implements Scorer, /v1/delete when p implements Deleter (and
+// info.capabilities.delete is true only then, and only if p's own Info says
+// so: a Client proxying an older endpoint implements Deleter but cannot delete). Idempotency of step_ids is p's job (Embedded and
 // Client both provide it), so the handler adds no state of its own.
 func NewHandler(p Policy, token string) http.Handler {
 	return &handler{p: p, token: token}
@@ -44,6 +46,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		info, err := h.p.Info(ctx)
 		if err == nil && h.token != "" {
 			info.Capabilities.Auth = true
+		}
+		if _, ok := h.p.(Deleter); !ok {
+			info.Capabilities.Delete = false
 		}
 		reply(w, info, err)
 	case "/v1/checkpoints":
@@ -79,6 +84,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		serve(w, r, context.WithoutCancel(ctx), h.p.Save)
 	case "/v1/load":
 		serve(w, r, context.WithoutCancel(ctx), h.p.Load)
+	case "/v1/delete":
+		d, ok := h.p.(Deleter)
+		if !ok {
+			writeError(w, newErr(CodeNotFound, "this endpoint does not implement /v1/delete"))
+			return
+		}
+		serve(w, r, context.WithoutCancel(ctx), d.Delete)
 	default:
 		writeError(w, newErr(CodeNotFound, "no such endpoint %s %s", r.Method, r.URL.Path))
 	}

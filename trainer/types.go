@@ -6,6 +6,7 @@ package trainer
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -184,6 +185,22 @@ type LoadResponse struct {
 	Replayed      bool   `json:"replayed"`
 }
 
+// DeleteRequest removes the checkpoint Name (POST /v1/delete).
+type DeleteRequest struct {
+	StepID string `json:"step_id"`
+	Name   string `json:"name"`
+}
+
+// DeleteResponse reports whether a checkpoint was removed. Deleted is false
+// when no checkpoint of that name existed: deletion is idempotent, not an
+// error. PolicyVersion is the (unchanged) current version.
+type DeleteResponse struct {
+	Name          string `json:"name"`
+	Deleted       bool   `json:"deleted"`
+	PolicyVersion int64  `json:"policy_version"`
+	Replayed      bool   `json:"replayed"`
+}
+
 // CheckpointInfo describes one saved checkpoint.
 type CheckpointInfo struct {
 	Name          string    `json:"name"`
@@ -199,6 +216,9 @@ type Capabilities struct {
 	Entropy  bool `json:"entropy"`
 	Logprobs bool `json:"logprobs"`
 	Auth     bool `json:"auth"`
+	// Delete: the endpoint serves POST /v1/delete. Endpoints that predate it
+	// omit the field (false) and answer 404 there.
+	Delete bool `json:"delete"`
 }
 
 // Limits are request-size limits of an endpoint; 0 means no limit.
@@ -239,6 +259,32 @@ type Policy interface {
 // so that fakes of Policy need not.
 type Scorer interface {
 	Logprobs(ctx context.Context, req LogprobsRequest) (LogprobsResponse, error)
+}
+
+// Deleter removes a saved checkpoint (POST /v1/delete). Embedded and Client
+// implement it; it is separate from Policy so that fakes of Policy need not.
+// A Client implements it whatever the remote endpoint supports, so callers
+// check Info().Capabilities.Delete first (AsDeleter does both).
+type Deleter interface {
+	Delete(ctx context.Context, req DeleteRequest) (DeleteResponse, error)
+}
+
+// AsDeleter returns p as a Deleter when p implements Deleter and its Info
+// advertises capabilities.delete; ok is false otherwise (an endpoint that
+// predates /v1/delete). err is only a failed Info call.
+func AsDeleter(ctx context.Context, p Policy) (d Deleter, ok bool, err error) {
+	d, ok = p.(Deleter)
+	if !ok {
+		return nil, false, nil
+	}
+	info, err := p.Info(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("trainer info (delete capability): %w", err)
+	}
+	if !info.Capabilities.Delete {
+		return nil, false, nil
+	}
+	return d, true, nil
 }
 
 // TermStats gives knowledge-base statistics for the embedded policy's features.

@@ -1,0 +1,306 @@
+package trainer
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// dirNames lists the file names in dir, sorted.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func listedNames(t *testing.T, p Policy) []string {
+	t.Helper()
+	list, err := p.Checkpoints(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ck := range list {
+		out = append(out, ck.Name)
+	}
+	return out
+}
+
+func TestEmbeddedDelete(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEmbedded(t, nil)
+	dir := e.cfg.CheckpointDir
+	if info, _ := e.Info(ctx); !info.Capabilities.Delete {
+		t.Fatal("the embedded policy does not advertise delete")
+	}
+	if _, err := e.SFTStep(ctx, SFTRequest{StepID: "sft", Examples: sftBatch(), LearningRate: 0.1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"keep", "old"} {
+		if _, err := e.Save(ctx, SaveRequest{StepID: "save-" + n, Name: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A temporary file left by a save that crashed before its rename.
+	crashed := filepath.Join(dir, ".old.json.tmp-123")
+	if err := os.WriteFile(crashed, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := e.st.clone()
+
+	d, err := e.Delete(ctx, DeleteRequest{StepID: "del-1", Name: "old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (DeleteResponse{Name: "old", Deleted: true, PolicyVersion: 1}); d != want {
+		t.Errorf("delete: %+v, want %+v", d, want)
+	}
+	if got, want := dirNames(t, dir), []string{"keep.json"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("checkpoint dir after delete: %v, want %v", got, want)
+	}
+	if got := listedNames(t, e); !reflect.DeepEqual(got, []string{"keep"}) {
+		t.Errorf("listed after delete: %v, want [keep]", got)
+	}
+	if !reflect.DeepEqual(e.st, before) {
+		t.Error("delete changed the policy state")
+	}
+	if _, err := e.Load(ctx, LoadRequest{StepID: "load-old", Name: "old"}); ErrorCode(err) != CodeNotFound {
+		t.Errorf("load of a deleted checkpoint: %v, want not_found", err)
+	}
+
+	// The same step_id replays the first answer; nothing else happens.
+	if r, err := e.Delete(ctx, DeleteRequest{StepID: "del-1", Name: "old"}); err != nil || r != (DeleteResponse{Name: "old", Deleted: true, PolicyVersion: 1, Replayed: true}) {
+		t.Errorf("replay: %+v %v", r, err)
+	}
+	// A new delete of the missing name is idempotent: deleted false, no error.
+	if r, err := e.Delete(ctx, DeleteRequest{StepID: "del-2", Name: "old"}); err != nil || r != (DeleteResponse{Name: "old", PolicyVersion: 1}) {
+		t.Errorf("delete of a missing checkpoint: %+v %v, want deleted false", r, err)
+	}
+	for _, tc := range []struct {
+		req  DeleteRequest
+		code string
+	}{
+		{DeleteRequest{StepID: "del-3", Name: "../keep"}, CodeInvalidArgument},
+		{DeleteRequest{StepID: "del-4", Name: ""}, CodeInvalidArgument},
+		{DeleteRequest{StepID: "del-5", Name: ".hidden"}, CodeInvalidArgument},
+		{DeleteRequest{Name: "keep"}, CodeInvalidArgument},               // no step_id
+		{DeleteRequest{StepID: "del-1", Name: "keep"}, CodeConflict},     // step_id of another delete body
+		{DeleteRequest{StepID: "save-keep", Name: "keep"}, CodeConflict}, // step_id of a save
+		{DeleteRequest{StepID: strings.Repeat("x", 257), Name: "keep"}, CodeInvalidArgument},
+	} {
+		if _, err := e.Delete(ctx, tc.req); ErrorCode(err) != tc.code {
+			t.Errorf("delete %+v: %v, want %s", tc.req, err, tc.code)
+		}
+	}
+	if got := listedNames(t, e); !reflect.DeepEqual(got, []string{"keep"}) {
+		t.Errorf("a refused delete removed something: %v", got)
+	}
+	if e.st.version != 1 {
+		t.Errorf("policy_version %d after deletes, want 1", e.st.version)
+	}
+
+	// A damaged file under a name (never listed, refused by load) is removed too.
+	if err := os.WriteFile(filepath.Join(dir, "bad.json"), []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.Delete(ctx, DeleteRequest{StepID: "del-bad", Name: "bad"}); err != nil || !r.Deleted {
+		t.Errorf("delete of a damaged checkpoint: %+v %v", r, err)
+	}
+	// A name can be saved again after its delete.
+	if _, err := e.Save(ctx, SaveRequest{StepID: "save-old-2", Name: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := listedNames(t, e); !reflect.DeepEqual(got, []string{"keep", "old"}) {
+		t.Errorf("listed after re-save: %v", got)
+	}
+	if _, err := e.Delete(ctx, DeleteRequest{StepID: "del-ctx", Name: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := e.Delete(cctx, DeleteRequest{StepID: "del-cancelled", Name: "keep"}); err == nil {
+		t.Error("delete with a cancelled context succeeded")
+	}
+}
+
+// onlyPolicy hides every method of the wrapped endpoint but Policy's and
+// Scorer's, like an implementation written before /v1/delete.
+type onlyPolicy struct {
+	Policy
+	Scorer
+}
+
+func TestDeleteOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEmbedded(t, nil)
+	srv := httptest.NewServer(NewHandler(e, "sesame"))
+	defer srv.Close()
+	c := quietClient(srv.URL, "sesame")
+
+	d, ok, err := AsDeleter(ctx, c)
+	if err != nil || !ok || d == nil {
+		t.Fatalf("AsDeleter(client of the embedded handler): %v %v", ok, err)
+	}
+	if _, err := c.Save(ctx, SaveRequest{Name: "ck"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Delete(ctx, DeleteRequest{StepID: "http-del", Name: "ck"})
+	if err != nil || r != (DeleteResponse{Name: "ck", Deleted: true}) {
+		t.Fatalf("delete over HTTP: %+v %v", r, err)
+	}
+	if names := listedNames(t, c); len(names) != 0 {
+		t.Errorf("listed after delete: %v", names)
+	}
+	if got := dirNames(t, e.cfg.CheckpointDir); len(got) != 0 {
+		t.Errorf("files left after delete: %v", got)
+	}
+	if r, err := c.Delete(ctx, DeleteRequest{StepID: "http-del", Name: "ck"}); err != nil || !r.Replayed || !r.Deleted {
+		t.Errorf("replay over HTTP: %+v %v", r, err)
+	}
+	// An empty step_id is generated by the client.
+	if r, err := c.Delete(ctx, DeleteRequest{Name: "ck"}); err != nil || r.Deleted || r.Replayed {
+		t.Errorf("second delete over HTTP: %+v %v, want deleted false", r, err)
+	}
+	if _, err := c.Delete(ctx, DeleteRequest{Name: "a/b"}); ErrorCode(err) != CodeInvalidArgument || strings.Contains(err.Error(), "capabilities") {
+		t.Errorf("bad name over HTTP: %v, want invalid_argument", err)
+	}
+
+	// An endpoint whose policy cannot delete: capability false, 404 at the
+	// path, and the client's error says to check the capability.
+	old := newTestEmbedded(t, nil)
+	osrv := httptest.NewServer(NewHandler(onlyPolicy{old, old}, ""))
+	defer osrv.Close()
+	oc := quietClient(osrv.URL, "")
+	info, err := oc.Info(ctx)
+	if err != nil || info.Capabilities.Delete {
+		t.Errorf("info of an endpoint without Deleter: delete %v, %v", info.Capabilities.Delete, err)
+	}
+	if _, ok, err := AsDeleter(ctx, oc); ok || err != nil {
+		t.Errorf("AsDeleter(client of an old endpoint) = %v, %v; want false", ok, err)
+	}
+	if _, ok, _ := AsDeleter(ctx, onlyPolicy{old, old}); ok {
+		t.Error("AsDeleter of a policy without Delete = true")
+	}
+	_, err = oc.Delete(ctx, DeleteRequest{Name: "ck"})
+	if ErrorCode(err) != CodeNotFound || !strings.Contains(err.Error(), "info.capabilities.delete") {
+		t.Errorf("delete on an old endpoint: %v, want not_found naming the capability", err)
+	}
+	// A proxy of that endpoint implements Deleter but must not advertise it.
+	psrv := httptest.NewServer(NewHandler(oc, ""))
+	defer psrv.Close()
+	if info, err := quietClient(psrv.URL, "").Info(ctx); err != nil || info.Capabilities.Delete {
+		t.Errorf("proxy of an old endpoint advertises delete=%v (%v)", info.Capabilities.Delete, err)
+	}
+}
+
+// lyingDeleter claims deletes without removing anything.
+type lyingDeleter struct{ *Embedded }
+
+func (l lyingDeleter) Delete(_ context.Context, req DeleteRequest) (DeleteResponse, error) {
+	return DeleteResponse{Name: req.Name, Deleted: true, PolicyVersion: l.st.version}, nil
+}
+
+// strictDeleter treats a missing checkpoint as an error, which the protocol forbids.
+type strictDeleter struct{ *Embedded }
+
+func (s strictDeleter) Delete(ctx context.Context, req DeleteRequest) (DeleteResponse, error) {
+	r, err := s.Embedded.Delete(ctx, req)
+	if err == nil && !r.Deleted && !r.Replayed {
+		return DeleteResponse{}, newErr(CodeNotFound, "checkpoint %q not found", req.Name)
+	}
+	return r, err
+}
+
+// versionBumper moves policy_version on delete.
+type versionBumper struct{ *Embedded }
+
+func (v versionBumper) Delete(ctx context.Context, req DeleteRequest) (DeleteResponse, error) {
+	r, err := v.Embedded.Delete(ctx, req)
+	v.mu.Lock()
+	v.st.version++
+	v.mu.Unlock()
+	r.PolicyVersion++
+	return r, err
+}
+
+func TestCheckDeleteProperty(t *testing.T) {
+	ctx := context.Background()
+
+	// Supported: PASS, and the check removes every checkpoint it made.
+	e := newTestEmbedded(t, nil)
+	var out bytes.Buffer
+	ok, err := Check(ctx, e, &out)
+	if err != nil || !ok || !strings.Contains(out.String(), "PASS  delete:") || !strings.Contains(out.String(), "10/10 properties passed\n") {
+		t.Fatalf("check with delete (%v, %v):\n%s", ok, err, out.String())
+	}
+	if got := dirNames(t, e.cfg.CheckpointDir); len(got) != 0 {
+		t.Errorf("the check left checkpoints behind: %v\n%s", got, out.String())
+	}
+	if e.st.version != 0 || e.Weights()[featBias] != 0 {
+		t.Errorf("the check left the policy at version %d", e.st.version)
+	}
+
+	// An old endpoint over HTTP: SKIP, not a failure; its checkpoints stay.
+	old := newTestEmbedded(t, nil)
+	srv := httptest.NewServer(NewHandler(onlyPolicy{old, old}, ""))
+	defer srv.Close()
+	out.Reset()
+	ok, err = Check(ctx, quietClient(srv.URL, ""), &out)
+	if err != nil || !ok {
+		t.Fatalf("check of an endpoint without delete failed (%v):\n%s", err, out.String())
+	}
+	for _, want := range []string{"SKIP  delete: endpoint does not support delete", "9/9 properties passed (1 skipped)\n", "NOTE  restored the starting policy"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("missing %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "FAIL") || strings.Contains(out.String(), "deleted the check's") {
+		t.Errorf("unexpected output:\n%s", out.String())
+	}
+	if got := len(dirNames(t, old.cfg.CheckpointDir)); got != 2 { // -start and -saved
+		t.Errorf("%d checkpoints kept by an endpoint without delete, want 2", got)
+	}
+	if old.st.version != 0 {
+		t.Errorf("check left the old endpoint at version %d", old.st.version)
+	}
+
+	// In-process policy that advertises delete but does not implement it.
+	np := newTestEmbedded(t, nil)
+	out.Reset()
+	if ok, _ := Check(ctx, onlyPolicy{np, np}, &out); !ok || !strings.Contains(out.String(), "SKIP  delete: endpoint does not support delete") {
+		t.Errorf("advertised but not implemented:\n%s", out.String())
+	}
+
+	// Broken deletes fail the property with the reason.
+	for _, tc := range []struct {
+		p    Policy
+		want string
+	}{
+		{lyingDeleter{newTestEmbedded(t, nil)}, "still listed after delete"},
+		{strictDeleter{newTestEmbedded(t, nil)}, "delete of a missing checkpoint must not be an error"},
+		{versionBumper{newTestEmbedded(t, nil)}, "want name"},
+	} {
+		out.Reset()
+		ok, err := Check(ctx, tc.p, &out)
+		if err != nil || ok || !strings.Contains(out.String(), "FAIL  delete: ") || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%T: ok %v err %v, want FAIL delete with %q:\n%s", tc.p, ok, err, tc.want, out.String())
+		}
+		if !strings.Contains(out.String(), "NOTE  restored the starting policy") {
+			t.Errorf("%T: starting policy not restored:\n%s", tc.p, out.String())
+		}
+	}
+}
