@@ -553,6 +553,28 @@ func (ix *Index) Search(tokens []string, k int) []Hit {
 	return ix.searchWith(sc, k, len(ix.ids) <= denseMaxDocs)
 }
 
+// SearchText is Search for the analyzed tokens of text. With the plain
+// analyzer it looks tokens up as they are cut from text, allocating no
+// token strings.
+func (ix *Index) SearchText(text string, k int) []Hit {
+	if k <= 0 {
+		return nil
+	}
+	if ix.analyzer.english {
+		return ix.Search(ix.analyzer.Tokenize(text), k)
+	}
+	sc := ix.getScratch()
+	defer ix.scratch.Put(sc)
+	sc.qs = sc.qs[:0]
+	forEachToken(text, func(tok []byte) {
+		if t, ok := ix.terms[string(tok)]; ok {
+			sc.qs = ix.addTerm(sc.qs, &sc.pos, t)
+		}
+	})
+	clear(sc.pos)
+	return ix.searchWith(sc, k, len(ix.ids) <= denseMaxDocs)
+}
+
 // denseMaxDocs is the largest collection searched term at a time into a
 // dense accumulator rather than by MaxScore. Decoding every posting of the
 // query terms costs less than MaxScore's per-document merging and seeking

@@ -85,12 +85,21 @@ func BenchmarkRetrieve(b *testing.B) {
 // on the demo training set: the question plus up to 12 content words (longer
 // than 4 letters) of the history, tokenized with the plain analyzer.
 func demoLongQueries(b testing.TB) [][]string {
+	var qs [][]string
+	for _, text := range demoLongTexts(b) {
+		qs = append(qs, Analyzer{}.Tokenize(text))
+	}
+	return qs
+}
+
+// demoLongTexts are demoLongQueries before analysis.
+func demoLongTexts(b testing.TB) []string {
 	b.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "datasets", "demo", "train.jsonl"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	var qs [][]string
+	var qs []string
 	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
 		var turn struct {
 			Question string `json:"question"`
@@ -114,7 +123,7 @@ func demoLongQueries(b testing.TB) [][]string {
 			for j := k; j < len(hist) && len(words) < 12; j += k + 2 {
 				words = append(words, hist[j])
 			}
-			qs = append(qs, Analyzer{}.Tokenize(strings.Join(words, " ")))
+			qs = append(qs, strings.Join(words, " "))
 		}
 	}
 	return qs
@@ -130,7 +139,15 @@ func BenchmarkSearchDemoLong(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ix, qs := p.Index(), demoLongQueries(b)
+	ix, qs, texts := p.Index(), demoLongQueries(b), demoLongTexts(b)
+	b.Run("retrieve", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if _, err := p.Retrieve(b.Context(), "u", texts[i%len(texts)], "q"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("search", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {

@@ -3,6 +3,8 @@ package retrieval
 import (
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -74,5 +76,26 @@ func TestBothStrategiesAgreeOnDemo(t *testing.T) {
 	}
 	for _, q := range demoLongQueries(t) {
 		checkAgainstExhaustive(t, p.Index(), q, 20)
+	}
+}
+
+// TestSearchTextMatchesTokenize checks that searching text directly finds
+// what searching its analyzed tokens finds, with both analyzers.
+func TestSearchTextMatchesTokenize(t *testing.T) {
+	texts := append(demoLongTexts(t), "", "!!!", "The THE the", "zzzunknown what's 1951?", strings.Repeat("water level ", 40))
+	for _, name := range []string{AnalyzerPlain, AnalyzerEnglish} {
+		cfg := DefaultConfig()
+		cfg.Analyzer = name
+		p, err := Open(t.Context(), cfg, filepath.Join("..", "datasets", "demo", "passages.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix := p.Index()
+		for _, text := range texts {
+			got, want := ix.SearchText(text, 20), ix.Search(ix.Analyzer().Tokenize(text), 20)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s analyzer, %q: SearchText %v, Search %v", name, text, got, want)
+			}
+		}
 	}
 }

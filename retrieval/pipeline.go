@@ -273,7 +273,7 @@ func (p *Pipeline) Search(ctx context.Context, text string, k int) ([]Ranked, er
 	var hits []Hit
 	switch p.cfg.Method {
 	case "bm25":
-		hits = p.bm25.Search(p.analyzer.Tokenize(text), k)
+		hits = p.bm25.SearchText(text, k)
 	case "dense", "hybrid":
 		vs, err := p.emb.Embed(ctx, []string{text})
 		if err != nil {
@@ -285,7 +285,7 @@ func (p *Pipeline) Search(ctx context.Context, text string, k int) ([]Ranked, er
 		}
 		hits = dh
 		if p.cfg.Method == "hybrid" {
-			hits = RRF(p.cfg.RRFK, p.bm25.Search(p.analyzer.Tokenize(text), k), dh)
+			hits = RRF(p.cfg.RRFK, p.bm25.SearchText(text, k), dh)
 			hits = hits[:min(k, len(hits))]
 		}
 	}
