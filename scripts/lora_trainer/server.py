@@ -7,6 +7,7 @@ updates are applied one at a time and never overlap a sample.
 """
 
 import collections
+import contextlib
 import hashlib
 import hmac
 import json
@@ -78,12 +79,19 @@ class CheckpointStore:
 
     A checkpoint is written into a hidden temporary directory and renamed into
     place, so a reader sees either the old checkpoint or the new one, never a
-    half-written one. Hidden entries are never listed.
+    half-written one. A delete renames the checkpoint to a hidden name before
+    removing it, so it disappears at once and entirely. Hidden entries are
+    never listed.
     """
 
     def __init__(self, root: str):
         self.root = os.path.abspath(root)
         os.makedirs(self.root, exist_ok=True)
+        # Checkpoints whose delete or replacement was interrupted after the
+        # rename: already invisible, only taking space.
+        for name in os.listdir(self.root):
+            if name.startswith((".del-", ".old-")):
+                shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
 
     def path(self, name: str) -> str:
         return os.path.join(self.root, name)
@@ -107,6 +115,25 @@ class CheckpointStore:
         if old:
             shutil.rmtree(old, ignore_errors=True)
         return _dir_size(final)
+
+    def delete(self, name: str) -> bool:
+        """Remove checkpoint `name`; False if nothing was stored under it.
+
+        Whatever is stored under the name goes, also an unreadable checkpoint
+        that `list` skips and `load` refuses.
+        """
+        final = self.path(name)
+        if not os.path.lexists(final):
+            return False
+        trash = os.path.join(self.root, f".del-{name}-{uuid.uuid4().hex}")
+        os.replace(final, trash)  # atomic: the name is gone in one step
+        _fsync_dir(self.root)
+        if os.path.isdir(trash) and not os.path.islink(trash):
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(trash)
+        return True
 
     def exists(self, name: str) -> bool:
         return os.path.isfile(os.path.join(self.path(name), "state.json"))
@@ -163,8 +190,9 @@ class TrainerService:
             "/v1/grpo_step": ("POST", self._grpo),
             "/v1/save": ("POST", self._save),
             "/v1/load": ("POST", self._load),
+            "/v1/delete": ("POST", self._delete),
         }
-        self.mutating = {"/v1/sft_step", "/v1/grpo_step", "/v1/save", "/v1/load"}
+        self.mutating = {"/v1/sft_step", "/v1/grpo_step", "/v1/save", "/v1/load", "/v1/delete"}
 
     # --- entry point
 
@@ -234,7 +262,8 @@ class TrainerService:
             "policy_version": e.policy_version,
             "reference": "adapter_disabled",
             "loss_types": list(protocol.LOSS_TYPES),
-            "capabilities": {"top_p": True, "stop": True, "entropy": True, "logprobs": True, "auth": bool(self.token)},
+            "capabilities": {"top_p": True, "stop": True, "entropy": True, "logprobs": True, "auth": bool(self.token),
+                             "delete": True},
             "limits": e.limits.as_dict(),
             "token_kind": "tokenizer",
         }
@@ -284,6 +313,13 @@ class TrainerService:
         version = self.engine.load_from(self.checkpoints.path(name))
         log.info("loaded checkpoint %s (policy_version %d)", name, version)
         return {"name": name, "policy_version": version}
+
+    def _delete(self, req) -> Dict:
+        # Never touches the engine: the policy and its version stay as they are.
+        name = protocol.checkpoint_name(req)
+        deleted = self.checkpoints.delete(name)
+        log.info("delete checkpoint %s: %s", name, "deleted" if deleted else "no such checkpoint")
+        return {"name": name, "deleted": deleted, "policy_version": self.engine.policy_version}
 
     def _list(self, _req) -> Dict:
         return {"checkpoints": self.checkpoints.list(), "policy_version": self.engine.policy_version}

@@ -40,7 +40,7 @@ def test_info(tmp_path):
     assert info["reference"] == "adapter_disabled" and info["token_kind"] == "tokenizer"
     assert info["loss_types"] == ["grpo", "bnpo", "dapo", "dr_grpo"]
     assert info["adapter"]["type"] == "lora" and info["adapter"]["rank"] == 4
-    assert info["capabilities"] == {"top_p": True, "stop": True, "entropy": True, "logprobs": True, "auth": False}
+    assert info["capabilities"] == {"top_p": True, "stop": True, "entropy": True, "logprobs": True, "auth": False, "delete": True}
     assert info["limits"] == {"max_prompts": 4, "max_n": 0, "max_tokens": 0, "max_batch": 0}
     assert info["policy_version"] == 0
 
@@ -88,6 +88,9 @@ def test_routing_errors(tmp_path):
          "invalid_argument", "learning_rate: is required and must be > 0"),
         ("/v1/save", {"step_id": "s", "name": "../x"}, "invalid_argument", "name: '../x' does not match"),
         ("/v1/load", {"step_id": "s", "name": "missing"}, "not_found", "no checkpoint 'missing'"),
+        ("/v1/delete", {"step_id": "s", "name": "../x"}, "invalid_argument", "name: '../x' does not match"),
+        ("/v1/delete", {"step_id": "s", "name": ""}, "invalid_argument", "name: is required"),
+        ("/v1/delete", {"name": "a"}, "invalid_argument", "step_id: is required"),
     ],
 )
 def test_request_errors_name_the_field(tmp_path, path, body, code, message):
@@ -191,6 +194,67 @@ def test_save_list_load(tmp_path):
     status, loaded = call(svc2, "/v1/load", {"step_id": "l1", "name": "v1"})
     assert status == 200 and loaded == {"name": "v1", "policy_version": 1, "replayed": False}
     assert call(svc2, "/v1/logprobs", {"items": [{"prompt": PROMPT, "token_ids": [65, 66]}]})[1]["logprobs"] == lp_saved
+
+
+def lp_of(svc):
+    return call(svc, "/v1/logprobs", {"items": [{"prompt": PROMPT, "token_ids": [65, 66]}]})[1]["logprobs"]
+
+
+def test_delete(tmp_path):
+    svc = service(tmp_path)
+    call(svc, "/v1/grpo_step", grpo_body("g1"))
+    for sid, name in (("s1", "keep"), ("s2", "old")):
+        assert call(svc, "/v1/save", {"step_id": sid, "name": name})[0] == 200
+    params = [p.detach().clone() for p in svc.engine.params]
+    lp = lp_of(svc)
+
+    # An existing checkpoint: deleted, gone from the list and from disk, not loadable.
+    status, out = call(svc, "/v1/delete", {"step_id": "d1", "name": "old"})
+    assert status == 200 and out == {"name": "old", "deleted": True, "policy_version": 1, "replayed": False}
+    assert [c["name"] for c in call(svc, "/v1/checkpoints")[1]["checkpoints"]] == ["keep"]
+    assert sorted(os.listdir(svc.checkpoints.root)) == ["keep"]  # no hidden leftovers either
+    status, body = call(svc, "/v1/load", {"step_id": "l1", "name": "old"})
+    assert (status, body["error"]["code"]) == (404, "not_found")
+    # The policy is untouched.
+    assert svc.engine.policy_version == 1 and call(svc, "/v1/info")[1]["policy_version"] == 1
+    assert all((a == b).all() for a, b in zip(params, svc.engine.params))
+    assert lp_of(svc) == lp
+
+    # Replay: the stored answer, nothing applied again.
+    status, again = call(svc, "/v1/delete", {"step_id": "d1", "name": "old"})
+    assert status == 200 and again == dict(out, replayed=True)
+    # A missing checkpoint: idempotent, deleted false, not an error.
+    status, missing = call(svc, "/v1/delete", {"step_id": "d2", "name": "old"})
+    assert status == 200 and missing == {"name": "old", "deleted": False, "policy_version": 1, "replayed": False}
+    status, never = call(svc, "/v1/delete", {"step_id": "d3", "name": "never-saved"})
+    assert status == 200 and never["deleted"] is False
+    # step_id reuse for another body or another call is a conflict; nothing is deleted.
+    status, body = call(svc, "/v1/delete", {"step_id": "d1", "name": "keep"})
+    assert (status, body["error"]["code"]) == (409, "conflict")
+    status, body = call(svc, "/v1/delete", {"step_id": "s1", "name": "keep"})
+    assert (status, body["error"]["code"]) == (409, "conflict") and "was used for /v1/save" in body["error"]["message"]
+    assert [c["name"] for c in call(svc, "/v1/checkpoints")[1]["checkpoints"]] == ["keep"]
+
+    # The kept checkpoint still loads; a deleted name can be saved again.
+    call(svc, "/v1/grpo_step", grpo_body("g2"))
+    status, loaded = call(svc, "/v1/load", {"step_id": "l2", "name": "keep"})
+    assert status == 200 and loaded["policy_version"] == 1 and lp_of(svc) == lp
+    assert call(svc, "/v1/save", {"step_id": "s3", "name": "old"})[0] == 200
+    assert [c["name"] for c in call(svc, "/v1/checkpoints")[1]["checkpoints"]] == ["keep", "old"]
+
+
+def test_delete_damaged_checkpoint_and_leftovers(tmp_path):
+    root = tmp_path / "ck"
+    # Leftovers of an interrupted delete and of an interrupted replacement.
+    (root / ".del-a-123" / "adapter").mkdir(parents=True)
+    (root / ".old-b-456").mkdir()
+    svc = TrainerService(tiny_engine(), CheckpointStore(str(root)))
+    assert sorted(os.listdir(root)) == []
+    # A directory without state.json is never listed, but delete removes it.
+    (root / "broken" / "adapter").mkdir(parents=True)
+    assert call(svc, "/v1/checkpoints")[1]["checkpoints"] == []
+    status, out = call(svc, "/v1/delete", {"step_id": "d", "name": "broken"})
+    assert status == 200 and out["deleted"] is True and os.listdir(root) == []
 
 
 def test_http_server(tmp_path):
