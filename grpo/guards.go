@@ -1,6 +1,7 @@
 package grpo
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 
@@ -41,10 +42,9 @@ func applyGuards(cfg GuardConfig, turn datasets.Turn, histWords map[string]bool,
 		}{
 			// The reference answer written into the query: retrieval and the
 			// responder would be handed the label.
-			{cfg.AnswerLeak, answer != "" && strings.Contains(" "+rw+" ", " "+answer+" ") &&
-				!strings.Contains(" "+question+" ", " "+answer+" "), &c.leak},
+			{cfg.AnswerLeak, answer != "" && containsWords(rw, answer) && !containsWords(question, answer), &c.leak},
 			{cfg.Empty, rw == "", &c.empty},
-			{cfg.TooLong, len(strings.Fields(rw)) > cfg.MaxRewriteWords, &c.tooLong},
+			{cfg.TooLong, wordCount(rw) > cfg.MaxRewriteWords, &c.tooLong},
 			{cfg.CopiesHistory, copiesHistory(rw, histWords), &c.copiesHistory},
 		}
 		penalize := false
@@ -64,12 +64,51 @@ func applyGuards(cfg GuardConfig, turn datasets.Turn, histWords map[string]bool,
 	return c
 }
 
+// wordCount is len(strings.Fields(s)) without building the slice.
+func wordCount(s string) int {
+	n, in := 0, false
+	for _, r := range s {
+		sp := unicode.IsSpace(r)
+		if !sp && !in {
+			n++
+		}
+		in = !sp
+	}
+	return n
+}
+
 func copiesHistory(rewrite string, hist map[string]bool) bool {
 	if len(hist) < copyMinWords {
 		return false
 	}
+	// The rewrite's distinct words, without building a set: rewrites are a
+	// few words, so duplicates are found by scanning the earlier ones.
+	rw := normalizeWords(rewrite)
+	var seen [32]string
+	words := seen[:0]
+	var set map[string]bool // for long rewrites
 	in := 0
-	for w := range distinctWordSet(rewrite) {
+	for w := range strings.SplitSeq(rw, " ") {
+		if w == "" {
+			continue
+		}
+		if set == nil && len(words) == len(seen) {
+			set = make(map[string]bool, 2*len(words))
+			for _, x := range words {
+				set[x] = true
+			}
+		}
+		if set != nil {
+			if set[w] {
+				continue
+			}
+			set[w] = true
+		} else {
+			if slices.Contains(words, w) {
+				continue
+			}
+			words = append(words, w)
+		}
 		if hist[w] {
 			in++
 		}
@@ -80,9 +119,85 @@ func copiesHistory(rewrite string, hist map[string]bool) bool {
 // normalizeWords lowercases and keeps runs of letters and digits, joined by
 // single spaces.
 func normalizeWords(s string) string {
+	if b, ok := normalizeASCII(s); ok {
+		return b
+	}
 	return strings.Join(strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
 	}), " ")
+}
+
+// normalizeASCII is normalizeWords for ASCII text in one pass (false for any
+// other text); it returns s itself when s is already normalized.
+func normalizeASCII(s string) (string, bool) {
+	normal := true
+	n := 0 // length of the normalized text
+	word := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 0x80:
+			return "", false
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c >= 'A' && c <= 'Z':
+			normal = false
+		default:
+			if c != ' ' || !word || i+1 == len(s) || s[i+1] == ' ' {
+				normal = false
+			}
+			if word {
+				n++ // a separating space, unless it ends the text
+			}
+			word = false
+			continue
+		}
+		word = true
+		n++
+	}
+	if normal {
+		return s, true
+	}
+	if !word && n > 0 {
+		n-- // no space after the last word
+	}
+	b := make([]byte, 0, n)
+	word = false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c >= 'A' && c <= 'Z':
+			c += 'a' - 'A'
+		default:
+			word = false
+			continue
+		}
+		if !word && len(b) > 0 {
+			b = append(b, ' ')
+		}
+		word = true
+		b = append(b, c)
+	}
+	return string(b), true
+}
+
+// containsWords reports whether the words of n occur in h as whole words:
+// strings.Contains(" "+h+" ", " "+n+" ") without building either string.
+func containsWords(h, n string) bool {
+	if n == "" {
+		return strings.Contains(" "+h+" ", "  ")
+	}
+	for off := 0; ; {
+		i := strings.Index(h[off:], n)
+		if i < 0 {
+			return false
+		}
+		i += off
+		if (i == 0 || h[i-1] == ' ') && (i+len(n) == len(h) || h[i+len(n)] == ' ') {
+			return true
+		}
+		off = i + 1
+	}
 }
 
 func distinctWordSet(s string) map[string]bool {

@@ -1,0 +1,82 @@
+package grpo
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// The guards' one-pass helpers against the straightforward definitions they
+// replace, on random text over an alphabet of letters, digits, spaces,
+// punctuation and a few non-ASCII characters.
+func refNormalizeWords(s string) string {
+	return strings.Join(strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}), " ")
+}
+
+func refCopiesHistory(rewrite string, hist map[string]bool) bool {
+	if len(hist) < copyMinWords {
+		return false
+	}
+	in := 0
+	for w := range distinctWordSet(rewrite) {
+		if hist[w] {
+			in++
+		}
+	}
+	return float64(in) >= copyCoverage*float64(len(hist))
+}
+
+func randomText(r *rand.Rand, ascii bool) string {
+	alpha := []string{"a", "b", "c", "Ab", "Z", "1", "9", " ", " ", "  ", "-", ".", "\t", "\n", "'", "ab", "ba"}
+	if !ascii {
+		alpha = append(alpha, "É", "ß", "İ", "Σ", "—", "’", "\u00a0", "é1")
+	}
+	var b strings.Builder
+	for range r.IntN(40) {
+		b.WriteString(alpha[r.IntN(len(alpha))])
+	}
+	return b.String()
+}
+
+func TestGuardHelpersMatchDefinitions(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	copies := 0
+	for i := range 20000 {
+		s, n := randomText(r, i%2 == 0), randomText(r, i%3 == 0)
+		got, want := normalizeWords(s), refNormalizeWords(s)
+		if got != want {
+			t.Fatalf("normalizeWords(%q) = %q, want %q", s, got, want)
+		}
+		if g, w := wordCount(s), len(strings.Fields(s)); g != w {
+			t.Fatalf("wordCount(%q) = %d, want %d", s, g, w)
+		}
+		h, nn := normalizeWords(s), normalizeWords(n)
+		if nn != "" {
+			if g, w := containsWords(h, nn), strings.Contains(" "+h+" ", " "+nn+" "); g != w {
+				t.Fatalf("containsWords(%q, %q) = %v, want %v", h, nn, g, w)
+			}
+		}
+		if g, w := containsWords(s, n), strings.Contains(" "+s+" ", " "+n+" "); g != w {
+			t.Fatalf("containsWords(%q, %q) = %v, want %v", s, n, g, w)
+		}
+		histText := randomText(r, true) + " " + randomText(r, false) + " a b c ab ba z 1 9 ab1 x y"
+		hist := distinctWordSet(histText)
+		rw := strings.Repeat(n+" ", 1+r.IntN(3)) + s
+		if i%4 == 0 { // copies (nearly) the whole history
+			rw = s + " " + strings.ToUpper(histText[r.IntN(4):])
+		}
+		g, w := copiesHistory(rw, hist), refCopiesHistory(rw, hist)
+		if g != w {
+			t.Fatalf("copiesHistory(%q, %v) = %v, want %v", rw, hist, g, w)
+		}
+		if w {
+			copies++
+		}
+	}
+	if copies < 1000 {
+		t.Fatalf("only %d of the random rewrites copy the history: the test does not exercise both outcomes", copies)
+	}
+}
