@@ -231,6 +231,9 @@ func (e *Embedded) Checkpoints(ctx context.Context) ([]CheckpointInfo, error) {
 			continue // not one of ours, or damaged: list only what load would accept
 		}
 		fi, err := ent.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted since it was read (the list does not take the lock)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("list checkpoints: %w", err)
 		}

@@ -3,6 +3,7 @@ package trainer
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -301,6 +302,51 @@ func TestCheckDeleteProperty(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), "NOTE  restored the starting policy") {
 			t.Errorf("%T: starting policy not restored:\n%s", tc.p, out.String())
+		}
+	}
+}
+
+// TestListDuringDeletes lists checkpoints while another goroutine saves and
+// deletes them: a listing never fails and never shows a checkpoint that
+// Load would refuse (the listing does not take the policy's lock).
+func TestListDuringDeletes(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEmbedded(t, nil)
+	done := make(chan error, 1)
+	go func() {
+		for i := range 150 {
+			id := strings.Repeat("x", i%3+1)
+			if _, err := e.Save(ctx, SaveRequest{StepID: fmt.Sprintf("s%d", i), Name: "ck-" + id}); err != nil {
+				done <- err
+				return
+			}
+			if _, err := e.Delete(ctx, DeleteRequest{StepID: fmt.Sprintf("d%d", i), Name: "ck-" + id}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if names := listedNames(t, e); len(names) != 0 {
+				t.Errorf("listed after every checkpoint was deleted: %v", names)
+			}
+			return
+		default:
+		}
+		list, err := e.Checkpoints(ctx)
+		if err != nil {
+			t.Fatalf("list during deletes: %v", err)
+		}
+		for _, ck := range list {
+			if ck.PolicyVersion != 0 || ck.SizeBytes <= 0 {
+				t.Errorf("listed %+v", ck)
+			}
 		}
 	}
 }

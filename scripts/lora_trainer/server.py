@@ -143,14 +143,20 @@ class CheckpointStore:
         for name in sorted(os.listdir(self.root)):
             if name.startswith(".") or not self.exists(name):
                 continue
-            with open(os.path.join(self.path(name), "state.json"), encoding="utf-8") as f:
-                meta = json.load(f)
+            # Listing does not take the lock: a concurrent delete or
+            # replacement may move the checkpoint away between these steps.
+            try:
+                with open(os.path.join(self.path(name), "state.json"), encoding="utf-8") as f:
+                    meta = json.load(f)
+                size = _dir_size(self.path(name))
+            except FileNotFoundError:
+                continue
             out.append(
                 {
                     "name": name,
                     "policy_version": meta["policy_version"],
                     "created_at": meta["created_at"],
-                    "size_bytes": _dir_size(self.path(name)),
+                    "size_bytes": size,
                 }
             )
         return out

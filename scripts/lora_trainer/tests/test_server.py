@@ -257,6 +257,15 @@ def test_delete_damaged_checkpoint_and_leftovers(tmp_path):
     assert status == 200 and out["deleted"] is True and os.listdir(root) == []
 
 
+def test_list_skips_a_checkpoint_deleted_while_listing(tmp_path, monkeypatch):
+    svc = service(tmp_path)
+    call(svc, "/v1/save", {"step_id": "s1", "name": "real"})
+    os.makedirs(svc.checkpoints.path("ghost"))  # seen by listdir, gone (no state.json) by the time it is read
+    monkeypatch.setattr(svc.checkpoints, "exists", lambda name: True)
+    status, out = call(svc, "/v1/checkpoints")
+    assert status == 200 and [c["name"] for c in out["checkpoints"]] == ["real"]
+
+
 def test_http_server(tmp_path):
     svc = service(tmp_path, token="tok")
     srv = make_http_server(svc, "127.0.0.1", 0)
