@@ -73,25 +73,27 @@ func (r *RunDir) statePath(step int) string {
 }
 
 // SaveState writes the harness state after step atomically, then keeps only
-// the newest keep checkpoints (keep ≤ 0 keeps all).
-func (r *RunDir) SaveState(step int, state any, keep int) error {
+// the newest keep checkpoints (keep ≤ 0 keeps all) and returns the steps
+// whose checkpoints it removed, so the caller can release what they named.
+func (r *RunDir) SaveState(step int, state any, keep int) (pruned []int, err error) {
 	if err := WriteJSONAtomic(r.statePath(step), state); err != nil {
-		return fmt.Errorf("save harness state: %w", err)
+		return nil, fmt.Errorf("save harness state: %w", err)
 	}
 	if keep <= 0 {
-		return nil
+		return nil, nil
 	}
 	steps, err := r.StateSteps()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for len(steps) > keep {
 		if err := os.Remove(r.statePath(steps[0])); err != nil {
-			return fmt.Errorf("retention: %w", err)
+			return pruned, fmt.Errorf("retention: %w", err)
 		}
+		pruned = append(pruned, steps[0])
 		steps = steps[1:]
 	}
-	return nil
+	return pruned, nil
 }
 
 // StateSteps lists the steps that have a saved harness state, ascending.

@@ -67,10 +67,16 @@ func TestStateRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var pruned []int
 	for step := 1; step <= 5; step++ {
-		if err := r.SaveState(step, map[string]int{"step": step}, 2); err != nil {
+		p, err := r.SaveState(step, map[string]int{"step": step}, 2)
+		if err != nil {
 			t.Fatal(err)
 		}
+		pruned = append(pruned, p...)
+	}
+	if len(pruned) != 3 || pruned[0] != 1 || pruned[2] != 3 {
+		t.Fatalf("pruned %v, want [1 2 3]", pruned)
 	}
 	steps, _ := r.StateSteps()
 	if len(steps) != 2 || steps[0] != 4 || steps[1] != 5 {

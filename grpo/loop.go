@@ -57,6 +57,10 @@ type Trainer struct {
 	log     *slog.Logger
 	state   State
 	metrics *metricsLog
+	// deleter deletes pruned trainer checkpoints; nil when the endpoint
+	// cannot (asked once, on the first pruned checkpoint).
+	deleter       trainer.Deleter
+	deleteChecked bool
 	// histWords caches each training turn's distinct history words for the
 	// copies-history guard (histories are long; turns recur every epoch).
 	histWords map[string]map[string]bool

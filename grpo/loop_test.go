@@ -27,6 +27,7 @@ type fakePolicy struct {
 	saved       map[string]int64
 	grpoCalls   []trainer.GRPORequest
 	loads       []string
+	deleted     []string
 	onGRPO      func(trainer.GRPORequest) error
 	appliedStep map[string]bool
 }
@@ -38,7 +39,16 @@ func newFakePolicy(suffixes ...string) *fakePolicy {
 func (f *fakePolicy) Info(context.Context) (trainer.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return trainer.Info{PolicyVersion: f.version}, nil
+	return trainer.Info{PolicyVersion: f.version, Capabilities: trainer.Capabilities{Delete: true}}, nil
+}
+
+func (f *fakePolicy) Delete(_ context.Context, req trainer.DeleteRequest) (trainer.DeleteResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.saved[req.Name]
+	delete(f.saved, req.Name)
+	f.deleted = append(f.deleted, req.Name)
+	return trainer.DeleteResponse{Name: req.Name, Deleted: ok, PolicyVersion: f.version}, nil
 }
 
 func (f *fakePolicy) Sample(_ context.Context, req trainer.SampleRequest) (trainer.SampleResponse, error) {
@@ -358,5 +368,25 @@ func TestEpochOrderIsSeededPermutation(t *testing.T) {
 	}
 	if same == 50 {
 		t.Fatal("epochs must reshuffle")
+	}
+}
+
+func TestRetentionDeletesTrainerCheckpoints(t *testing.T) {
+	run, _ := checkpoints.Open(t.TempDir(), "r", checkpoints.New)
+	pol := newFakePolicy(" paris", "")
+	cfg := testConfig()
+	cfg.Steps, cfg.KeepCheckpoints = 4, 2
+	if err := newTestTrainer(t, cfg, pol, run).Run(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	// Checkpoints after steps 0..4; the last two are kept, on both sides.
+	if want := []string{"step-000000", "step-000001", "step-000002"}; fmt.Sprint(pol.deleted) != fmt.Sprint(want) {
+		t.Fatalf("deleted %v, want %v", pol.deleted, want)
+	}
+	if len(pol.saved) != 2 || pol.saved["step-000003"] != 3 || pol.saved["step-000004"] != 4 {
+		t.Fatalf("trainer keeps %v", pol.saved)
+	}
+	if steps, _ := run.StateSteps(); fmt.Sprint(steps) != "[3 4]" {
+		t.Fatalf("harness keeps %v", steps)
 	}
 }

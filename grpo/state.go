@@ -95,11 +95,36 @@ func (t *Trainer) checkpoint(ctx context.Context) error {
 	if err := t.metrics.Sync(); err != nil {
 		return err
 	}
-	if err := t.deps.Run.SaveState(t.state.Step, t.state, t.cfg.KeepCheckpoints); err != nil {
+	pruned, err := t.deps.Run.SaveState(t.state.Step, t.state, t.cfg.KeepCheckpoints)
+	if err != nil {
 		return err
 	}
 	t.log.Debug("checkpoint saved", "step", t.state.Step, "policy_version", t.state.PolicyVersion)
+	for _, step := range pruned {
+		t.deleteTrainerCheckpoint(ctx, fmt.Sprintf("step-%06d", step))
+	}
 	return nil
+}
+
+// deleteTrainerCheckpoint releases the trainer checkpoint of a pruned
+// harness state, when the endpoint supports deletion. Failing to delete only
+// costs disk space, so it is logged, not fatal.
+func (t *Trainer) deleteTrainerCheckpoint(ctx context.Context, name string) {
+	if !t.deleteChecked {
+		t.deleteChecked = true
+		d, ok, err := trainer.AsDeleter(ctx, t.deps.Policy)
+		if !ok {
+			t.log.Info("the trainer cannot delete checkpoints: its old checkpoints are kept", "error", err)
+			return
+		}
+		t.deleter = d
+	}
+	if t.deleter == nil {
+		return
+	}
+	if _, err := t.deleter.Delete(ctx, trainer.DeleteRequest{StepID: t.stepID("delete-" + name), Name: name}); err != nil {
+		t.log.Warn("delete trainer checkpoint", "name", name, "error", err)
+	}
 }
 
 // interrupted saves a checkpoint of the last completed step after SIGINT or
