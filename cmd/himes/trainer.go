@@ -142,7 +142,8 @@ func newTrainerCheckCmd() *cobra.Command {
 		Short: "Check a trainer endpoint's conformance to the protocol",
 		Long: `Runs every conformance property of trainer/PROTOCOL.md against --endpoint and
 prints one PASS/FAIL line per property; exits non-zero if any fails.
-The check updates the policy, but saves it first and loads it back at the end.
+The check updates the policy, but saves it first and loads it back at the end;
+when the endpoint supports delete it also removes the checkpoints it created.
 --endpoint embedded checks a fresh in-process embedded policy (checkpoints in a
 temporary directory).`,
 		Args: cobra.NoArgs,
