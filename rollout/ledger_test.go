@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/schema"
 )
 
@@ -115,5 +116,44 @@ func TestReadLedgerErrors(t *testing.T) {
 	_, err := ReadLedger(bad)
 	if err == nil || !strings.Contains(err.Error(), bad) {
 		t.Errorf("corrupt file: err = %v, want one naming %s", err, bad)
+	}
+}
+
+// The columns readers prune files by carry min/max statistics.
+func TestLedgerKeyColumnStatistics(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.parquet")
+	recs := sampleRecords()
+	recs[1].Step, recs[1].PolicyVersion = 9, 3
+	if err := WriteLedger(path, recs); err != nil {
+		t.Fatal(err)
+	}
+	r, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rg := r.MetaData().RowGroup(0)
+	want := map[string][2]int64{"step": {4, 9}, "policy_version": {3, 12}}
+	for i := range rg.NumColumns() {
+		cc, err := rg.ColumnChunk(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := cc.PathInSchema().String()
+		st, err := cc.Statistics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch name {
+		case "step", "policy_version":
+			s, ok := st.(*metadata.Int64Statistics)
+			if !ok || !s.HasMinMax() || s.Min() != want[name][0] || s.Max() != want[name][1] {
+				t.Errorf("column %s statistics %v, want min/max %v", name, st, want[name])
+			}
+		case "conv_id", "prompt_id":
+			if st == nil || !st.HasMinMax() {
+				t.Errorf("column %s has no min/max statistics", name)
+			}
+		}
 	}
 }
