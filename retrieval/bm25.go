@@ -48,6 +48,12 @@ type Index struct {
 	idf     []float64
 	maxSat  []float64 // max over t's postings of tf/(tf+norm[d]): the MaxScore bound without weights
 
+	// Decoded postings with their saturated tf, for the dense search of
+	// small indexes (nil otherwise): term t's are [impOff[t], impOff[t+1]).
+	impOff []uint32
+	impDoc []uint32
+	impSat []float64
+
 	// scratch recycles per-query buffers (cursors hold two decoded blocks
 	// each, ≈1 KiB): a rollout's search would otherwise allocate them anew.
 	scratch sync.Pool
@@ -331,17 +337,37 @@ func (ix *Index) finish(totalLen uint64) {
 	nt := len(ix.termStr)
 	ix.idf = make([]float64, nt)
 	ix.maxSat = make([]float64, nt)
+	impacts := n <= denseMaxDocs && ix.post.numPostings() <= maxImpacts
+	if impacts {
+		np := ix.post.numPostings()
+		ix.impOff, ix.impDoc, ix.impSat = make([]uint32, 0, nt+1), make([]uint32, 0, np), make([]float64, 0, np)
+	}
 	var c cursor
 	for t := 0; t < nt; t++ {
 		df := float64(ix.post.df[t])
 		ix.idf[t] = math.Log(1 + (float64(n)-df+0.5)/(df+0.5))
+		if impacts {
+			ix.impOff = append(ix.impOff, uint32(len(ix.impDoc)))
+		}
 		m := 0.0
 		for c.init(ix.post, uint32(t)); c.doc() != math.MaxUint32; c.next() {
-			m = max(m, ix.sat(c.tf(), c.doc()))
+			s := ix.sat(c.tf(), c.doc())
+			m = max(m, s)
+			if impacts {
+				ix.impDoc, ix.impSat = append(ix.impDoc, c.doc()), append(ix.impSat, s)
+			}
 		}
 		ix.maxSat[t] = m
 	}
+	if impacts {
+		ix.impOff = append(ix.impOff, uint32(len(ix.impDoc)))
+	}
 }
+
+// maxImpacts bounds the decoded postings kept for the dense search (12
+// bytes each, at most 24 MiB): decoding and dividing at query time cost
+// about half of a search on the demo KB.
+const maxImpacts = 1 << 21
 
 // sat is the saturated term frequency tf/(tf + norm). The explicit float64
 // conversions forbid fused multiply-adds, so the pruned and exhaustive
@@ -584,14 +610,15 @@ func (ix *Index) SearchText(text string, k int) []Hit {
 // accumulator, one per concurrent search, at 512 KiB.
 const denseMaxDocs = 1 << 16
 
-// searchWith runs the prepared query sc.qs with the chosen strategy; both
-// return exactly SearchExhaustive's hits.
+// searchWith runs the prepared query sc.qs with the chosen strategy (the
+// dense one from the decoded impacts when the index keeps them); all return
+// exactly SearchExhaustive's hits.
 func (ix *Index) searchWith(sc *searchScratch, k int, dense bool) []Hit {
 	if len(sc.qs) == 0 {
 		return nil
 	}
 	if dense {
-		return ix.searchDense(sc, k)
+		return ix.searchDense(sc, k, ix.impOff != nil)
 	}
 	return ix.search(sc, k)
 }
@@ -708,7 +735,7 @@ func (ix *Index) search(sc *searchScratch, k int) []Hit {
 
 // searchDense scores term at a time into a dense accumulator (canonical
 // summation order, as SearchExhaustive), then selects the top k.
-func (ix *Index) searchDense(sc *searchScratch, k int) []Hit {
+func (ix *Index) searchDense(sc *searchScratch, k int, impacts bool) []Hit {
 	if len(sc.acc) != len(ix.ids) {
 		sc.acc = make([]float64, len(ix.ids))
 	}
@@ -718,6 +745,17 @@ func (ix *Index) searchDense(sc *searchScratch, k int) []Hit {
 	acc, touched := sc.acc, sc.touched[:0]
 	c := &sc.cs[0]
 	for _, q := range sc.qs {
+		if impacts {
+			lo, hi := ix.impOff[q.t], ix.impOff[q.t+1]
+			sats := ix.impSat[lo:hi]
+			for j, d := range ix.impDoc[lo:hi] {
+				if acc[d] == 0 {
+					touched = append(touched, d)
+				}
+				acc[d] += contrib(q.w, sats[j])
+			}
+			continue
+		}
 		for b := int(ix.post.termBlk[q.t]); b < int(ix.post.termBlk[q.t+1]); b++ {
 			_ = c.decode(ix.post, q.t, b, 0) // validated when built or loaded
 			for j, d := range c.docs[:c.n] {

@@ -8,8 +8,9 @@ import (
 	"testing"
 )
 
-// BenchmarkSearch compares MaxScore top-10 with the exhaustive reference on
-// a 20k-document Zipf corpus, side by side:
+// BenchmarkSearch compares Search's choice (the dense accumulator at this
+// size), MaxScore and the exhaustive reference, top-10 on a 20k-document
+// Zipf corpus, side by side:
 //
 //	go test ./retrieval -run '^$' -bench Search -benchtime 2000x
 func BenchmarkSearch(b *testing.B) {
@@ -19,9 +20,14 @@ func BenchmarkSearch(b *testing.B) {
 		b.Fatal(err)
 	}
 	qs := ZipfQueries(2, 512, 20000, 20, 1.07)
-	b.Run("maxscore", func(b *testing.B) {
+	b.Run("search", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			ix.Search(qs[i%len(qs)], 10)
+		}
+	})
+	b.Run("maxscore", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			ix.searchStrategy(qs[i%len(qs)], 10, maxScore)
 		}
 	})
 	b.Run("exhaustive", func(b *testing.B) {
@@ -154,11 +160,14 @@ func BenchmarkSearchDemoLong(b *testing.B) {
 			ix.Search(qs[i%len(qs)], 20)
 		}
 	})
-	for _, dense := range []bool{false, true} {
-		b.Run(map[bool]string{false: "maxscore", true: "dense"}[dense], func(b *testing.B) {
+	for _, v := range []struct {
+		name     string
+		strategy int
+	}{{"maxscore", maxScore}, {"dense-blocks", denseBlocks}, {"dense-impacts", denseImpacts}} {
+		b.Run(v.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				ix.searchStrategy(qs[i%len(qs)], 20, dense)
+				ix.searchStrategy(qs[i%len(qs)], 20, v.strategy)
 			}
 		})
 	}

@@ -8,9 +8,15 @@ import (
 	"testing"
 )
 
-// searchStrategy is Search with the strategy forced, so that both are
-// checked whatever the collection size selects.
-func (ix *Index) searchStrategy(tokens []string, k int, dense bool) []Hit {
+// Search strategies, forced so that each is checked whatever the index
+// size selects.
+const (
+	maxScore = iota
+	denseBlocks
+	denseImpacts
+)
+
+func (ix *Index) searchStrategy(tokens []string, k int, strategy int) []Hit {
 	if k <= 0 {
 		return nil
 	}
@@ -18,20 +24,29 @@ func (ix *Index) searchStrategy(tokens []string, k int, dense bool) []Hit {
 	defer ix.scratch.Put(sc)
 	sc.qs = ix.prepare(tokens, sc.qs, &sc.pos)
 	clear(sc.pos)
-	return ix.searchWith(sc, k, dense)
+	if len(sc.qs) == 0 {
+		return nil
+	}
+	switch strategy {
+	case denseBlocks:
+		return ix.searchDense(sc, k, false)
+	case denseImpacts:
+		return ix.searchDense(sc, k, true)
+	}
+	return ix.search(sc, k)
 }
 
 func checkAgainstExhaustive(t *testing.T, ix *Index, q []string, k int) {
 	t.Helper()
 	want := ix.SearchExhaustive(q, k)
-	for _, dense := range []bool{false, true} {
-		got := ix.searchStrategy(q, k, dense)
+	for _, strategy := range []int{maxScore, denseBlocks, denseImpacts} {
+		got := ix.searchStrategy(q, k, strategy)
 		if len(got) != len(want) {
-			t.Fatalf("dense=%v query %v k=%d: %d hits, reference %d", dense, q, k, len(got), len(want))
+			t.Fatalf("strategy %d query %v k=%d: %d hits, reference %d", strategy, q, k, len(got), len(want))
 		}
 		for i := range got {
 			if got[i] != want[i] {
-				t.Fatalf("dense=%v query %v k=%d rank %d: got %+v, reference %+v", dense, q, k, i+1, got[i], want[i])
+				t.Fatalf("strategy %d query %v k=%d rank %d: got %+v, reference %+v", strategy, q, k, i+1, got[i], want[i])
 			}
 		}
 	}
@@ -62,8 +77,13 @@ func TestBothStrategiesAgreeWithExhaustive(t *testing.T) {
 		}
 		checkAgainstExhaustive(t, ix, q, []int{1, 3, 10, 20, 50, 1000}[r.IntN(6)])
 	}
-	if got := ix.searchStrategy([]string{"notaterm"}, 10, true); len(got) != 0 {
-		t.Fatalf("unknown term: %v", got)
+	if ix.impOff == nil {
+		t.Fatal("a 3,000-document index keeps no decoded impacts")
+	}
+	for _, strategy := range []int{maxScore, denseBlocks, denseImpacts} {
+		if got := ix.searchStrategy([]string{"notaterm"}, 10, strategy); len(got) != 0 {
+			t.Fatalf("strategy %d, unknown term: %v", strategy, got)
+		}
 	}
 }
 
