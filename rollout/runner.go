@@ -379,17 +379,24 @@ func (r *Runner) runJob(ctx context.Context, j *job) {
 // cacheKey is (responder name, rendered prompt). Responders that do not
 // render a prompt are keyed by the question and the chunks' ids and texts.
 func (r *Runner) cacheKey(question string, chunks []retrieval.Ranked) (string, error) {
-	var b strings.Builder
-	b.WriteString(r.resp.Name())
-	b.WriteByte(0)
+	name := r.resp.Name()
 	if pr, ok := r.resp.(PromptRenderer); ok {
 		p, err := pr.RenderPrompt(question, chunks)
 		if err != nil {
 			return "", err
 		}
-		b.WriteString(p)
-		return b.String(), nil
+		return name + "\x00" + p, nil
 	}
+	// Sized up front: chunk texts make the key kilobytes long, and growing
+	// it by doubling would allocate about twice that per rollout.
+	n := len(name) + 1 + len(question)
+	for _, c := range chunks {
+		n += 2 + len(c.ID) + len(c.Text)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(name)
+	b.WriteByte(0)
 	b.WriteString(question)
 	for _, c := range chunks {
 		b.WriteByte(0)
