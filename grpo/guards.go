@@ -210,10 +210,16 @@ func distinctWordSet(s string) map[string]bool {
 
 // historyWords is the set of distinct words of a dialogue history.
 func historyWords(hist []datasets.Message) map[string]bool {
-	set := map[string]bool{}
+	n := 0
 	for _, m := range hist {
-		for w := range distinctWordSet(m.Text) {
-			set[w] = true
+		n += len(m.Text)
+	}
+	set := make(map[string]bool, n/12) // about one distinct word per 12 bytes of dialogue, sparing the rehashing
+	for _, m := range hist {
+		for w := range strings.SplitSeq(normalizeWords(m.Text), " ") {
+			if w != "" {
+				set[w] = true
+			}
 		}
 	}
 	return set
