@@ -200,14 +200,6 @@ func containsWords(h, n string) bool {
 	}
 }
 
-func distinctWordSet(s string) map[string]bool {
-	set := map[string]bool{}
-	for _, w := range strings.Fields(normalizeWords(s)) {
-		set[w] = true
-	}
-	return set
-}
-
 // historyWords is the set of distinct words of a dialogue history.
 func historyWords(hist []datasets.Message) map[string]bool {
 	n := 0

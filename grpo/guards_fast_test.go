@@ -16,6 +16,15 @@ func refNormalizeWords(s string) string {
 	}), " ")
 }
 
+// distinctWordSet is the set of normalized words of s.
+func distinctWordSet(s string) map[string]bool {
+	set := map[string]bool{}
+	for _, w := range strings.Fields(refNormalizeWords(s)) {
+		set[w] = true
+	}
+	return set
+}
+
 func refCopiesHistory(rewrite string, hist map[string]bool) bool {
 	if len(hist) < copyMinWords {
 		return false
