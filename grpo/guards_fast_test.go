@@ -1,10 +1,13 @@
 package grpo
 
 import (
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/himes-rl/himes/datasets"
 )
 
 // The guards' one-pass helpers against the straightforward definitions they
@@ -76,6 +79,11 @@ func TestGuardHelpersMatchDefinitions(t *testing.T) {
 		rw := strings.Repeat(n+" ", 1+r.IntN(3)) + s
 		if i%4 == 0 { // copies (nearly) the whole history
 			rw = s + " " + strings.ToUpper(histText[r.IntN(4):])
+		}
+		hw := historyWords([]datasets.Message{{Text: s}, {Text: n}, {Text: histText}})
+		ref := distinctWordSet(s + " " + n + " " + histText)
+		if !maps.Equal(hw, ref) {
+			t.Fatalf("historyWords(%q, %q, %q) = %v, want %v", s, n, histText, hw, ref)
 		}
 		g, w := copiesHistory(rw, hist), refCopiesHistory(rw, hist)
 		if g != w {
