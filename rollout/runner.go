@@ -218,19 +218,27 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 		jobOf[i] = j
 	}
 
+	// A fixed set of workers takes the jobs in order: a goroutine per job
+	// would grow a fresh stack for every rollout.
 	eg, egctx := errgroup.WithContext(ctx)
-	eg.SetLimit(r.cfg.Concurrency)
-	for _, j := range jobs {
+	var next atomic.Int64
+	for range min(r.cfg.Concurrency, len(jobs)) {
 		eg.Go(func() error {
-			if err := egctx.Err(); err != nil {
-				j.err = err // a fatal error elsewhere: start nothing new
-				return err
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(jobs)) {
+					return nil
+				}
+				j := jobs[i]
+				if err := egctx.Err(); err != nil {
+					j.err = err // a fatal error elsewhere: start nothing new
+					return err
+				}
+				r.runJob(egctx, j)
+				if j.err != nil && (isFatal(j.err) || ctx.Err() != nil) {
+					return j.err
+				}
 			}
-			r.runJob(egctx, j)
-			if j.err != nil && (isFatal(j.err) || ctx.Err() != nil) {
-				return j.err
-			}
-			return nil
 		})
 	}
 	err := eg.Wait()
