@@ -7,9 +7,11 @@
 //
 // BM25: Index is Lucene's BM25 (idf = ln(1 + (N − df + 0.5)/(df + 0.5)),
 // tf/(tf + k1·(1 − b + b·|d|/avgdl)), defaults k1 = 0.9, b = 0.4) over
-// block-compressed postings, searched with document-at-a-time MaxScore and a
-// size-k heap; Search returns exactly what the exhaustive SearchExhaustive
-// returns. Ties go to the higher document number, and documents are numbered
+// block-compressed postings. Indexes of up to 65,536 documents are searched
+// term at a time into a dense accumulator (from postings kept decoded with
+// their saturated tf when there are at most 2M), larger ones with
+// document-at-a-time MaxScore; both keep a size-k heap, and Search returns
+// exactly what the exhaustive SearchExhaustive returns. Ties go to the higher document number, and documents are numbered
 // in ascending id order, so rankings sort the way trec_eval sorts (score
 // desc, docno desc). SaveIndex/LoadIndex persist it (format-versioned,
 // SHA-256 checked, bound to the KB's fingerprint, chunking, k1/b and
