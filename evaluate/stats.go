@@ -112,9 +112,16 @@ func Bootstrap(values [][]float64, cfg StatsConfig) (Estimate, error) {
 	if n == 0 {
 		return Estimate{}, ErrNoData
 	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
-	stats := make([]float64, 0, cfg.Resamples)
-	for range cfg.Resamples {
+	stats := resampleMeans(cs, rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15)), cfg.Resamples)
+	lo, hi := percentileInterval(stats, cfg.Level)
+	return Estimate{Mean: mean, Lo: lo, Hi: hi, Turns: n, Clusters: len(cs)}, nil
+}
+
+// resampleMeans draws conversations with replacement, n times, and returns
+// each resample's mean over turns (the cluster bootstrap).
+func resampleMeans(cs []cluster, rng *rand.Rand, n int) []float64 {
+	means := make([]float64, 0, n)
+	for range n {
 		var s float64
 		var m int
 		for range cs {
@@ -122,10 +129,9 @@ func Bootstrap(values [][]float64, cfg StatsConfig) (Estimate, error) {
 			s += c.sum
 			m += c.n
 		}
-		stats = append(stats, s/float64(m))
+		means = append(means, s/float64(m))
 	}
-	lo, hi := percentileInterval(stats, cfg.Level)
-	return Estimate{Mean: mean, Lo: lo, Hi: hi, Turns: n, Clusters: len(cs)}, nil
+	return means
 }
 
 // Paired compares sys with base turn by turn. Both must have the same shape
@@ -157,17 +163,7 @@ func Paired(sys, base [][]float64, cfg StatsConfig) (Comparison, error) {
 		return Comparison{}, ErrNoData
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6a09e667f3bcc909))
-	boot := make([]float64, 0, cfg.Resamples)
-	for range cfg.Resamples {
-		var s float64
-		var m int
-		for range cs {
-			c := cs[rng.IntN(len(cs))]
-			s += c.sum
-			m += c.n
-		}
-		boot = append(boot, s/float64(m))
-	}
+	boot := resampleMeans(cs, rng, cfg.Resamples)
 	lo, hi := percentileInterval(boot, cfg.Level)
 
 	// The total turn count is fixed under sign flips, so comparing |Σ±d_c|
