@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/retrieval"
+)
+
+// runCLI runs a himes command in-process and returns stdout and the error.
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var out, errb bytes.Buffer
+	root.SetArgs(args)
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	err := root.Execute()
+	return out.String(), err
+}
+
+type searchJSON struct {
+	Chunks []retrieval.Ranked `json:"chunks"`
+	Trace  retrieval.Trace    `json:"trace"`
+}
+
+func TestIndexBuildThenSearchMatchesInMemory(t *testing.T) {
+	kb := filepath.Join(repoRoot(t), "datasets", "demo", "passages.jsonl")
+	dir := filepath.Join(t.TempDir(), "ix")
+	if _, err := runCLI(t, "index", "build", "--kb", kb, "--out", dir); err != nil {
+		t.Fatal(err)
+	}
+	search := func(extra ...string) searchJSON {
+		out, err := runCLI(t, append([]string{"search", "--kb", kb, "--json", "garage door opener problems"}, extra...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r searchJSON
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("search --json: %v\n%s", err, out)
+		}
+		return r
+	}
+	persisted, inMemory := search("--index", dir), search()
+	if len(persisted.Chunks) == 0 {
+		t.Fatal("no results")
+	}
+	for i := range inMemory.Chunks {
+		if persisted.Chunks[i].ID != inMemory.Chunks[i].ID || persisted.Chunks[i].Score != inMemory.Chunks[i].Score {
+			t.Fatalf("rank %d: persisted %v, in memory %v", i, persisted.Chunks[i], inMemory.Chunks[i])
+		}
+	}
+	if !strings.Contains(strings.ToLower(persisted.Chunks[0].Text), "garage door") {
+		t.Errorf("top chunk does not mention the query: %.80q", persisted.Chunks[0].Text)
+	}
+
+	// An index built with other BM25 parameters is refused, not silently used.
+	other := filepath.Join(t.TempDir(), "ix2")
+	if _, err := runCLI(t, "index", "build", "--kb", kb, "--out", other, "--k1", "1.2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, "search", "--kb", kb, "--index", other, "garage door"); err == nil || !strings.Contains(err.Error(), "k1=1.2") {
+		t.Fatalf("stale index: got %v", err)
+	}
+}
+
+// TestTRECRunRewriteBeatsQuestion writes TREC runs for the demo eval turns
+// with the human rewrite and with the raw question, and scores them with the
+// trec_eval-exact Recall@10 against the turns' judged passages.
+func TestTRECRunRewriteBeatsQuestion(t *testing.T) {
+	demo := filepath.Join(repoRoot(t), "datasets", "demo")
+	kb, queries := filepath.Join(demo, "passages.jsonl"), filepath.Join(demo, "eval.jsonl")
+	turns, _, err := datasets.Load(queries, datasets.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qrels := map[string]map[string]int{}
+	for _, tu := range turns {
+		q := map[string]int{}
+		for _, p := range tu.Passages {
+			rel := 1
+			if p.Relevance != nil {
+				rel = *p.Relevance
+			}
+			q[p.ID] = rel
+		}
+		qrels[tu.ConvID+"_"+strconv.Itoa(tu.Turn)] = q
+	}
+	recall := func(field string) float64 {
+		run := filepath.Join(t.TempDir(), field+".trec")
+		if _, err := runCLI(t, "search", "--kb", kb, "--trec-run", run, "--queries", queries, "--field", field,
+			"--set", "retrieval.candidates=20"); err != nil {
+			t.Fatal(err)
+		}
+		ranked := readTRECRun(t, run)
+		if len(ranked) != len(turns) {
+			t.Fatalf("%s run has %d queries, want %d", field, len(ranked), len(turns))
+		}
+		var sum float64
+		for qid, r := range ranked {
+			q, ok := qrels[qid]
+			if !ok {
+				t.Fatalf("unknown qid %q in the run", qid)
+			}
+			sum += retrieval.Recall(r, q, 10)
+		}
+		return sum / float64(len(ranked))
+	}
+	rw, raw := recall("rewrite"), recall("question")
+	t.Logf("demo eval Recall@10: rewrite %.3f, question %.3f", rw, raw)
+	if rw <= raw+0.1 {
+		t.Fatalf("Recall@10 with the human rewrite (%.3f) should clearly beat the raw question (%.3f)", rw, raw)
+	}
+}
+
+// readTRECRun parses "qid Q0 docno rank score tag" lines, checking ranks
+// ascend and scores do not increase within a query.
+func readTRECRun(t *testing.T, path string) map[string][]retrieval.Scored {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string][]retrieval.Scored{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 6 || fs[1] != "Q0" {
+			t.Fatalf("bad TREC line %q", sc.Text())
+		}
+		rank, _ := strconv.Atoi(fs[3])
+		score, _ := strconv.ParseFloat(fs[4], 64)
+		prev := out[fs[0]]
+		if rank != len(prev)+1 || (len(prev) > 0 && score > prev[len(prev)-1].Score) {
+			t.Fatalf("ranks or scores out of order at %q", sc.Text())
+		}
+		out[fs[0]] = append(prev, retrieval.Scored{ID: fs[2], Score: score})
+	}
+	return out
+}
+
+func TestMemoryBuildThenSearchActivatesTheUsersQueries(t *testing.T) {
+	demo := filepath.Join(repoRoot(t), "datasets", "demo")
+	parts := filepath.Join(t.TempDir(), "mem.parquet")
+	if _, err := runCLI(t, "memory", "build", "--from", filepath.Join(demo, "train.jsonl"), "--out", parts); err != nil {
+		t.Fatal(err)
+	}
+	turns, _, err := datasets.Load(filepath.Join(demo, "train.jsonl"), datasets.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := turns[0].ConvID
+	asked := map[string]bool{}
+	for _, tu := range turns {
+		if tu.ConvID == user {
+			asked[tu.Question] = true
+		}
+	}
+	query := turns[0].Question
+	out, err := runCLI(t, "search", "--kb", filepath.Join(demo, "passages.jsonl"), "--memory", parts,
+		"--user", user, "--query", query, "--json", query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r searchJSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Trace.Memories) == 0 || len(r.Trace.Memories) > 5 {
+		t.Fatalf("activated %d memories, want 1..5 (top_n)", len(r.Trace.Memories))
+	}
+	for _, m := range r.Trace.Memories {
+		if !asked[m.Query] {
+			t.Errorf("activated %q, which user %s never asked", m.Query, user)
+		}
+		if m.Query == query {
+			t.Errorf("the current query was activated as its own memory")
+		}
+	}
+	if len(r.Chunks) == 0 {
+		t.Fatal("no chunks")
+	}
+}
