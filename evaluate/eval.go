@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -315,44 +314,9 @@ func qrelsOf(t datasets.Turn) map[string]int {
 	return q
 }
 
-// passageOf maps a chunk id ("<passage id>#<window>") to its passage.
-func passageOf(chunkID string) string {
-	if i := strings.LastIndexByte(chunkID, '#'); i >= 0 {
-		return chunkID[:i]
-	}
-	return chunkID
-}
-
-// PipelineRun is the passage ranking the pipeline produced: the final
-// (re-ranked) top-k first, then the remaining first-stage candidates in
-// retrieval order, each passage at its best chunk's position (MaxP). Scores
-// are depth − rank, so trec_eval's re-sort by score keeps the pipeline's
-// order exactly.
-func PipelineRun(res retrieval.Result) []retrieval.Scored {
-	var ids []string
-	seen := map[string]bool{}
-	add := func(pid string) {
-		if !seen[pid] {
-			seen[pid] = true
-			ids = append(ids, pid)
-		}
-	}
-	for _, c := range res.Chunks {
-		pid := c.PassageID
-		if pid == "" {
-			pid = passageOf(c.ID)
-		}
-		add(pid)
-	}
-	for _, c := range res.Trace.Candidates {
-		add(passageOf(c.ID))
-	}
-	run := make([]retrieval.Scored, len(ids))
-	for i, id := range ids {
-		run[i] = retrieval.Scored{ID: id, Score: float64(len(ids) - i)}
-	}
-	return run
-}
+// PipelineRun is the passage ranking the pipeline produced (see
+// retrieval.PassageRanking).
+func PipelineRun(res retrieval.Result) []retrieval.Scored { return retrieval.PassageRanking(res) }
 
 func runTurn(ctx context.Context, s System, t datasets.Turn, resp Responder, scorer Scorer) TurnResult {
 	start := time.Now()

@@ -224,6 +224,15 @@ func ChunkPassages(ps []Passage, words, stride int) ([]Chunk, error) {
 	return out, nil
 }
 
+// ChunkPassageID is the passage a chunk id belongs to: the inverse of the
+// "<passage id>#<window index>" scheme of ChunkPassages.
+func ChunkPassageID(chunkID string) string {
+	if i := strings.LastIndexByte(chunkID, '#'); i >= 0 {
+		return chunkID[:i]
+	}
+	return chunkID
+}
+
 // indexText is what the index sees for a chunk: title then text.
 func indexText(c Chunk) string {
 	if c.Title == "" {

@@ -86,12 +86,12 @@ func ReadRunQueries(path, field string) ([]RunQuery, error) {
 }
 
 // PassageRanking is the passage-level ranking of a result, as written to a
-// TREC run: the final
-// chunks, then the other candidates, each passage at its best position. When
-// the scores disagree with that order as trec_eval would sort them (after
-// memory re-ranking the two stages' scores are not comparable), they are
-// replaced by n−rank so trec_eval sorts exactly as displayed.
-func (p *Pipeline) PassageRanking(res Result) []Scored {
+// TREC run and scored by the IR metrics: the final chunks, then the other
+// candidates, each passage at its best position. When the scores disagree
+// with that order as trec_eval would sort them (after memory re-ranking the
+// two stages' scores are not comparable), they are replaced by n−rank so
+// trec_eval sorts exactly as displayed. Training, eval and search all use it.
+func PassageRanking(res Result) []Scored {
 	seen := map[string]bool{}
 	var run []Scored
 	add := func(pid string, s float64) {
@@ -101,10 +101,14 @@ func (p *Pipeline) PassageRanking(res Result) []Scored {
 		}
 	}
 	for _, c := range res.Chunks {
-		add(c.PassageID, c.Score)
+		pid := c.PassageID
+		if pid == "" {
+			pid = ChunkPassageID(c.ID)
+		}
+		add(pid, c.Score)
 	}
 	for _, c := range res.Trace.Candidates {
-		add(p.PassageOf(c.ID), c.Score)
+		add(ChunkPassageID(c.ID), c.Score)
 	}
 	for i := 1; i < len(run); i++ {
 		// trec_eval orders by score, then docno descending
@@ -117,6 +121,10 @@ func (p *Pipeline) PassageRanking(res Result) []Scored {
 	}
 	return run
 }
+
+// PassageRanking is the package function PassageRanking, for callers that
+// hold a pipeline.
+func (p *Pipeline) PassageRanking(res Result) []Scored { return PassageRanking(res) }
 
 // ReadMemoryQueries reads a JSONL of past queries {"user", "query", "time"}
 // (time: RFC 3339 string, Unix seconds, or absent) as memory entries.

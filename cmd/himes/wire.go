@@ -115,34 +115,14 @@ func (c *components) Close() {
 	}
 }
 
-// rankPassages is the passage-level ranking used for Recall@10 and MRR: the
-// final re-ranked chunks, then the remaining first-stage candidates, each
-// passage at its first (best) position.
+// rankPassages is the passage-level ranking used for Recall@10 and MRR
+// during training (the same ranking eval and TREC runs use).
 func (c *components) rankPassages(ctx context.Context, user, rewrite, query string) ([]retrieval.Scored, error) {
 	res, err := c.Retrieve.Retrieve(ctx, user, rewrite, query)
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
-	var run []retrieval.Scored
-	add := func(pid string, score float64) {
-		if !seen[pid] {
-			seen[pid] = true
-			run = append(run, retrieval.Scored{ID: pid, Score: score})
-		}
-	}
-	for _, ch := range res.Chunks {
-		add(ch.PassageID, ch.Score)
-	}
-	for _, cand := range res.Trace.Candidates {
-		add(c.Retriever.PassageOf(cand.ID), cand.Score)
-	}
-	// Scores of the two stages are not comparable; positions are what count,
-	// so rewrite them as strictly decreasing for trec_eval-style tie handling.
-	for i := range run {
-		run[i].Score = float64(len(run) - i)
-	}
-	return run, nil
+	return retrieval.PassageRanking(res), nil
 }
 
 // attachMemory gives the retriever a long-term memory built from the
