@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
+	"math"
 
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/retrieval"
@@ -149,7 +149,4 @@ func qrelsOf(turn datasets.Turn) map[string]int {
 	return q
 }
 
-func round4(x float64) float64 {
-	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', 4, 64), 64)
-	return v
-}
+func round4(x float64) float64 { return math.Round(x*1e4) / 1e4 }

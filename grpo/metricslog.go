@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/himes-rl/himes/checkpoints"
@@ -78,5 +77,3 @@ func (m *metricsLog) Sync() error {
 }
 
 func (m *metricsLog) Close() error { return m.f.Close() }
-
-var _ io.Closer = (*metricsLog)(nil)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -73,11 +74,5 @@ func (p *logProgress) Finish() {
 	slog.Info("training finished", "elapsed", time.Since(p.start).Round(time.Millisecond))
 }
 
-func round(x float64) float64 { return float64(int64(x*10000+0.5*sign(x))) / 10000 }
-
-func sign(x float64) float64 {
-	if x < 0 {
-		return -1
-	}
-	return 1
-}
+// round keeps log lines short: 4 decimals.
+func round(x float64) float64 { return math.Round(x*1e4) / 1e4 }
