@@ -2,6 +2,7 @@ package evaluate
 
 import (
 	"context"
+	"github.com/himes-rl/himes/internal/stats"
 	"math"
 	"path/filepath"
 	"testing"
@@ -52,7 +53,7 @@ func TestEvalSharedCollectionsReproduceReferenceRecall(t *testing.T) {
 		{Name: "gold", Rewriter: Gold{}, Retriever: ret},
 	}
 	rep, _, err := Evaluate(ctx, turns, systems, resp, scorer,
-		Options{Concurrency: 2, Stats: StatsConfig{Resamples: 500, Level: 0.95, Seed: 1}})
+		Options{Concurrency: 2, Stats: stats.Config{Resamples: 500, Level: 0.95, Seed: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/himes-rl/himes/internal/stats"
 	"math"
 	"sort"
 	"sync"
@@ -43,7 +44,7 @@ type Options struct {
 	// Concurrency bounds the conversations in flight (turns of one
 	// conversation run in order, so long-term memory sees them in order).
 	Concurrency int
-	Stats       StatsConfig
+	Stats       stats.Config
 	// Baseline names the rewriter every system is compared with ("raw").
 	Baseline string
 	// Progress, when set, is called after each turn with done and total,
@@ -134,14 +135,14 @@ type SystemReport struct {
 	Failures map[string]int `json:"failures"`
 	// Metrics: mean over turns with a 95% cluster-bootstrap interval; a
 	// metric is absent when no turn has what it needs.
-	Metrics map[string]Estimate `json:"metrics"`
+	Metrics map[string]stats.Estimate `json:"metrics"`
 	// Baseline is the system compared against (raw with the same memory
 	// setting); VsBaseline the paired comparisons, absent for the baseline.
-	Baseline   string                `json:"baseline,omitempty"`
-	VsBaseline map[string]Comparison `json:"vs_baseline,omitempty"`
+	Baseline   string                      `json:"baseline,omitempty"`
+	VsBaseline map[string]stats.Comparison `json:"vs_baseline,omitempty"`
 	// VsMemoryOff compares a memory-on system with the same rewriter without
 	// memory, when both were evaluated.
-	VsMemoryOff map[string]Comparison `json:"vs_memory_off,omitempty"`
+	VsMemoryOff map[string]stats.Comparison `json:"vs_memory_off,omitempty"`
 	// RunDepth is the largest number of passages ranked for a turn: the
 	// depth Recall@100 was computed at.
 	RunDepth int `json:"run_depth"`
@@ -157,7 +158,7 @@ type Report struct {
 	WithAnswer    int            `json:"turns_with_reference_answer"`
 	WithGold      int            `json:"turns_with_judged_passages"`
 	Responder     string         `json:"responder"`
-	Stats         StatsConfig    `json:"stats"`
+	Stats         stats.Config   `json:"stats"`
 	Systems       []SystemReport `json:"systems"`
 	Seconds       float64        `json:"seconds"`
 }
@@ -379,9 +380,9 @@ func byConversation(res []TurnResult, convs [][]*datasets.Turn, index map[*datas
 	return out
 }
 
-func summarizeSystem(s System, res []TurnResult, turns []datasets.Turn, convs [][]*datasets.Turn, index map[*datasets.Turn]int, cfg StatsConfig) SystemReport {
+func summarizeSystem(s System, res []TurnResult, turns []datasets.Turn, convs [][]*datasets.Turn, index map[*datasets.Turn]int, cfg stats.Config) SystemReport {
 	sr := SystemReport{Name: s.Name, Rewriter: s.Rewriter.Name(), Memory: s.Memory, Turns: len(turns),
-		Failures: map[string]int{}, Metrics: map[string]Estimate{}}
+		Failures: map[string]int{}, Metrics: map[string]stats.Estimate{}}
 	for _, r := range res {
 		if r.ErrorStage != "" {
 			sr.Failed++
@@ -393,7 +394,7 @@ func summarizeSystem(s System, res []TurnResult, turns []datasets.Turn, convs []
 		}
 	}
 	for _, m := range append(append([]string(nil), AnswerMetrics...), IRMetrics...) {
-		est, err := Bootstrap(byConversation(res, convs, index, m), cfg)
+		est, err := stats.Bootstrap(byConversation(res, convs, index, m), cfg)
 		if err != nil {
 			continue // no turn has this metric (no answers or no gold passages)
 		}
@@ -402,11 +403,11 @@ func summarizeSystem(s System, res []TurnResult, turns []datasets.Turn, convs []
 	return sr
 }
 
-func compare(sys, base []TurnResult, convs [][]*datasets.Turn, index map[*datasets.Turn]int, cfg StatsConfig) (map[string]Comparison, error) {
-	out := map[string]Comparison{}
+func compare(sys, base []TurnResult, convs [][]*datasets.Turn, index map[*datasets.Turn]int, cfg stats.Config) (map[string]stats.Comparison, error) {
+	out := map[string]stats.Comparison{}
 	for _, m := range append(append([]string(nil), AnswerMetrics...), IRMetrics...) {
-		c, err := Paired(byConversation(sys, convs, index, m), byConversation(base, convs, index, m), cfg)
-		if errors.Is(err, ErrNoData) {
+		c, err := stats.Paired(byConversation(sys, convs, index, m), byConversation(base, convs, index, m), cfg)
+		if errors.Is(err, stats.ErrNoData) {
 			continue
 		}
 		if err != nil {

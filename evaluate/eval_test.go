@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/himes-rl/himes/internal/stats"
 	"math"
 	"os"
 	"path/filepath"
@@ -147,7 +148,7 @@ func TestEvaluateMatchesTrecEvalVectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, results, err := Evaluate(context.Background(), turns, []System{{Name: "raw", Rewriter: Raw{}, Retriever: ret}},
-		firstChunk{}, scorer, Options{Concurrency: 3, Stats: StatsConfig{Resamples: 100, Level: 0.95, Seed: 1}})
+		firstChunk{}, scorer, Options{Concurrency: 3, Stats: stats.Config{Resamples: 100, Level: 0.95, Seed: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +245,7 @@ func TestEvaluateComparesOverConversationsAndCountsFailures(t *testing.T) {
 	}
 	var calls int
 	rep, results, err := Evaluate(context.Background(), turns, systems, firstChunk{}, scorer,
-		Options{Concurrency: 4, Stats: StatsConfig{Resamples: 500, Level: 0.95, Seed: 3}, Progress: func(done, total int) {
+		Options{Concurrency: 4, Stats: stats.Config{Resamples: 500, Level: 0.95, Seed: 3}, Progress: func(done, total int) {
 			calls++
 			if total != 72 {
 				t.Errorf("progress total %d, want 72", total)

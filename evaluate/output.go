@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/himes-rl/himes/internal/stats"
 	"io"
 	"math"
 	"regexp"
@@ -17,8 +18,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/himes-rl/himes/checkpoints"
 	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -42,7 +43,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	}
 	b.WriteString("\n|---|---:|" + strings.Repeat("---:|", len(metrics)) + "\n")
 	for _, s := range rep.Systems {
-		fmt.Fprintf(&b, "| %s | %d/%d |", mdEscape(s.Name), s.Failed, s.Turns)
+		fmt.Fprintf(&b, "| %s | %d/%d |", MarkdownEscape(s.Name), s.Failed, s.Turns)
 		for _, m := range metrics {
 			if e, ok := s.Metrics[m]; ok {
 				fmt.Fprintf(&b, " %.3f [%.3f, %.3f] |", e.Mean, e.Lo, e.Hi)
@@ -56,12 +57,12 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	for _, s := range rep.Systems {
 		for _, c := range []struct {
 			label string
-			m     map[string]Comparison
+			m     map[string]stats.Comparison
 		}{{"vs " + s.Baseline, s.VsBaseline}, {"vs memory off", s.VsMemoryOff}} {
 			if len(c.m) == 0 {
 				continue
 			}
-			row := fmt.Sprintf("| %s | %s |", mdEscape(s.Name), mdEscape(c.label))
+			row := fmt.Sprintf("| %s | %s |", MarkdownEscape(s.Name), MarkdownEscape(c.label))
 			for _, m := range metrics {
 				if d, ok := c.m[m]; ok {
 					row += fmt.Sprintf(" %+.3f [%+.3f, %+.3f] %s |", d.Diff, d.Lo, d.Hi, pString(d.P, rep.Stats.Resamples))
@@ -151,7 +152,8 @@ func sortedIntKeys[V any](m map[int]V) []int {
 	return ks
 }
 
-func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+// MarkdownEscape makes s safe inside a Markdown table cell.
+func MarkdownEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 // WriteJSON writes the report with every number, indented.
 func WriteJSON(w io.Writer, rep Report) error {
@@ -307,7 +309,7 @@ func WriteTurnsParquet(path string, results [][]TurnResult) (err error) {
 	rec := b.NewRecordBatch()
 	defer rec.Release()
 
-	err = checkpoints.WriteAtomic(path, 0o644, func(f io.Writer) error {
+	err = atomicfile.Write(path, 0o644, func(f io.Writer) error {
 		props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd))
 		// The bare io.Writer keeps pqarrow from closing the file.
 		w, err := pqarrow.NewFileWriter(turnsSchema, struct{ io.Writer }{f}, props, pqarrow.DefaultWriterProps())

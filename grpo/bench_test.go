@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/himes-rl/himes/checkpoints"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/rollout"
 	"github.com/himes-rl/himes/trainer"
@@ -131,7 +131,7 @@ func benchTrainer(b *testing.B, latency time.Duration, slots, prompts, group int
 	if err != nil {
 		b.Fatal(err)
 	}
-	run, err := checkpoints.Open(b.TempDir(), "bench", checkpoints.New)
+	run, err := rundir.Open(b.TempDir(), "bench", rundir.New)
 	if err != nil {
 		b.Fatal(err)
 	}

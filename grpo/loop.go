@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/himes-rl/himes/checkpoints"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/rollout"
 	"github.com/himes-rl/himes/trainer"
@@ -30,7 +30,7 @@ type Deps struct {
 	Eval   []datasets.Turn // held-out turns for periodic evaluation
 	SFT    []datasets.Turn // turns with a human rewrite, for the SFT phase
 	Reward hser.Weights
-	Run    *checkpoints.RunDir
+	Run    *rundir.RunDir
 	Seed   int64
 	Logger *slog.Logger
 	// Progress is told about every step (a progress bar on a terminal, log
@@ -296,7 +296,7 @@ func (t *Trainer) render(turns []datasets.Turn) ([]trainer.Prompt, error) {
 		if err != nil {
 			return nil, fmt.Errorf("render prompt %s: %w", turn.ID(), err)
 		}
-		prompts[i] = TrainerPrompt(turn.ID(), p)
+		prompts[i] = trainer.PromptFromRendered(turn.ID(), p)
 	}
 	return prompts, nil
 }
@@ -407,7 +407,7 @@ func (t *Trainer) sftPhase(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("render SFT prompt %s: %w", turn.ID(), err)
 		}
-		examples = append(examples, trainer.SFTExample{Prompt: TrainerPrompt(turn.ID(), p), Completion: *turn.Rewrite})
+		examples = append(examples, trainer.SFTExample{Prompt: trainer.PromptFromRendered(turn.ID(), p), Completion: *turn.Rewrite})
 	}
 	bs := t.cfg.SFT.BatchSize
 	for epoch := 0; epoch < t.cfg.SFT.Epochs; epoch++ {
@@ -448,20 +448,6 @@ func (t *Trainer) sftPhase(ctx context.Context) error {
 // whose earlier update was rolled back by loading the checkpoint — is new.
 func (t *Trainer) stepID(what string) string {
 	return fmt.Sprintf("%s/r%d/%s", t.state.RunID, t.state.Generation, what)
-}
-
-// toTrainerPrompt carries a rendered prompt in every form the protocol knows.
-func TrainerPrompt(id string, p datasets.Prompt) trainer.Prompt {
-	msgs := make([]trainer.Message, len(p.Messages))
-	for i, m := range p.Messages {
-		msgs[i] = trainer.Message{Role: m.Role, Content: m.Text}
-	}
-	hist := make([]trainer.Message, len(p.History))
-	for i, m := range p.History {
-		hist[i] = trainer.Message{Role: m.Role, Content: m.Text}
-	}
-	return trainer.Prompt{ID: id, Text: p.Text, Messages: msgs,
-		Dialogue: &trainer.Dialogue{History: hist, Question: p.Question}}
 }
 
 func allIndices(n int) []int {

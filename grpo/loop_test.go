@@ -10,9 +10,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/himes-rl/himes/checkpoints"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/rollout"
 	"github.com/himes-rl/himes/trainer"
@@ -142,7 +142,7 @@ func testTurns(n int) []datasets.Turn {
 	return turns
 }
 
-func newTestTrainer(t *testing.T, cfg Config, pol *fakePolicy, run *checkpoints.RunDir) *Trainer {
+func newTestTrainer(t *testing.T, cfg Config, pol *fakePolicy, run *rundir.RunDir) *Trainer {
 	t.Helper()
 	scorer, err := hser.NewScorer(hser.DefaultConfig())
 	if err != nil {
@@ -183,7 +183,7 @@ func startMetrics(t *testing.T, tr *Trainer) {
 }
 
 func TestStepExcludesFailedRolloutsAndWritesLedgerFirst(t *testing.T) {
-	run, err := checkpoints.Open(t.TempDir(), "r", checkpoints.New)
+	run, err := rundir.Open(t.TempDir(), "r", rundir.New)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestStepExcludesFailedRolloutsAndWritesLedgerFirst(t *testing.T) {
 }
 
 func TestGuardsPenalizeAnswerLeak(t *testing.T) {
-	run, _ := checkpoints.Open(t.TempDir(), "r", checkpoints.New)
+	run, _ := rundir.Open(t.TempDir(), "r", rundir.New)
 	// " paris france" writes the reference answer into the query.
 	pol := newFakePolicy(" paris france", "", "", "")
 	tr := newTestTrainer(t, testConfig(), pol, run)
@@ -272,7 +272,7 @@ func TestGuardsPenalizeAnswerLeak(t *testing.T) {
 
 func TestResumeComparesPolicyVersions(t *testing.T) {
 	base := t.TempDir()
-	run, _ := checkpoints.Open(base, "r", checkpoints.New)
+	run, _ := rundir.Open(base, "r", rundir.New)
 	pol := newFakePolicy(" paris", "")
 	if err := newTestTrainer(t, testConfig(), pol, run).Run(context.Background(), false); err != nil {
 		t.Fatal(err)
@@ -284,7 +284,7 @@ func TestResumeComparesPolicyVersions(t *testing.T) {
 	// Same version as recorded: nothing to roll back.
 	cfg := testConfig()
 	cfg.Steps = 3
-	run, _ = checkpoints.Open(base, "r", checkpoints.Resume)
+	run, _ = rundir.Open(base, "r", rundir.Resume)
 	if err := newTestTrainer(t, cfg, pol, run).Run(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestResumeComparesPolicyVersions(t *testing.T) {
 	// resume must load the checkpoint so the step is not applied twice.
 	pol.version = 7
 	cfg.Steps = 4
-	run, _ = checkpoints.Open(base, "r", checkpoints.Resume)
+	run, _ = rundir.Open(base, "r", rundir.Resume)
 	if err := newTestTrainer(t, cfg, pol, run).Run(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestResumeComparesPolicyVersions(t *testing.T) {
 }
 
 func TestDynamicSamplingReplacesZeroVarianceGroups(t *testing.T) {
-	run, _ := checkpoints.Open(t.TempDir(), "r", checkpoints.New)
+	run, _ := rundir.Open(t.TempDir(), "r", rundir.New)
 	pol := newFakePolicy("", "", "", "") // every rewrite alike: zero variance
 	cfg := testConfig()
 	cfg.DynamicSampling = DynamicSamplingConfig{MaxRounds: 2, MinZeroVarFrac: 0.5}
@@ -372,7 +372,7 @@ func TestEpochOrderIsSeededPermutation(t *testing.T) {
 }
 
 func TestRetentionDeletesTrainerCheckpoints(t *testing.T) {
-	run, _ := checkpoints.Open(t.TempDir(), "r", checkpoints.New)
+	run, _ := rundir.Open(t.TempDir(), "r", rundir.New)
 	pol := newFakePolicy(" paris", "")
 	cfg := testConfig()
 	cfg.Steps, cfg.KeepCheckpoints = 4, 2

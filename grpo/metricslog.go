@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/himes-rl/himes/checkpoints"
+	"github.com/himes-rl/himes/internal/atomicfile"
 )
 
 // metricsLog appends JSON lines to metrics.jsonl.
@@ -42,7 +42,7 @@ func openMetrics(path string, step int, evalDone bool) (*metricsLog, error) {
 				kept.WriteByte('\n')
 			}
 		}
-		if err := checkpoints.WriteFileAtomic(path, kept.Bytes(), 0o644); err != nil {
+		if err := atomicfile.WriteFile(path, kept.Bytes(), 0o644); err != nil {
 			return nil, fmt.Errorf("truncate metrics log: %w", err)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {

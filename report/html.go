@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/himes-rl/himes/checkpoints"
 	"github.com/himes-rl/himes/grpo"
+	"github.com/himes-rl/himes/internal/atomicfile"
 )
 
 // Summary is the table row of one run.
@@ -100,7 +100,7 @@ func Generate(ctx context.Context, runDirs []string, outDir string) (Result, err
 	}
 	for _, f := range figs {
 		p := filepath.Join(outDir, f.Name+".png")
-		if err := checkpoints.WriteAtomic(p, 0o644, func(w io.Writer) error { _, err := w.Write(f.PNG); return err }); err != nil {
+		if err := atomicfile.Write(p, 0o644, func(w io.Writer) error { _, err := w.Write(f.PNG); return err }); err != nil {
 			return res, err
 		}
 		res.PNGs = append(res.PNGs, p)
@@ -110,11 +110,11 @@ func Generate(ctx context.Context, runDirs []string, outDir string) (Result, err
 		sums[i] = Summarize(r)
 	}
 	res.HTML = filepath.Join(outDir, "report.html")
-	if err := checkpoints.WriteAtomic(res.HTML, 0o644, func(w io.Writer) error { return WriteHTML(w, sums, figs) }); err != nil {
+	if err := atomicfile.Write(res.HTML, 0o644, func(w io.Writer) error { return WriteHTML(w, sums, figs) }); err != nil {
 		return res, err
 	}
 	res.Markdown = filepath.Join(outDir, "report.md")
-	if err := checkpoints.WriteAtomic(res.Markdown, 0o644, func(w io.Writer) error { return WriteMarkdown(w, sums, figs) }); err != nil {
+	if err := atomicfile.Write(res.Markdown, 0o644, func(w io.Writer) error { return WriteMarkdown(w, sums, figs) }); err != nil {
 		return res, err
 	}
 	return res, nil

@@ -16,7 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/himes-rl/himes/checkpoints"
+	"github.com/himes-rl/himes/internal/atomicfile"
 )
 
 // The rollout ledger is a Parquet file with one row per Record. Columns are
@@ -125,7 +125,7 @@ func WriteLedger(path string, records []Record) (err error) {
 	batch := b.NewRecordBatch()
 	defer batch.Release()
 
-	err = checkpoints.WriteAtomic(path, 0o644, func(f io.Writer) error {
+	err = atomicfile.Write(path, 0o644, func(f io.Writer) error {
 		// pqarrow writes every page header and page separately: buffered,
 		// a step's ledger is one write system call instead of ~70. The bare
 		// io.Writer keeps pqarrow from closing the file, which WriteAtomic

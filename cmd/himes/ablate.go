@@ -11,11 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/himes-rl/himes/configs"
+
 	"github.com/spf13/cobra"
 
-	"github.com/himes-rl/himes/checkpoints"
+	"github.com/himes-rl/himes/ablate"
 	"github.com/himes-rl/himes/datasets"
-	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/report"
 	"github.com/himes-rl/himes/retrieval"
 )
@@ -70,19 +72,19 @@ saved paths).`,
 
 func runRescore(ctx context.Context, stdout io.Writer, runDir, gridPath, data, kb, out string) error {
 	t0 := time.Now()
-	cfg, err := evaluate.ReadRunConfig(runDir)
+	cfg, err := configs.LoadRunSnapshot(runDir)
 	if err != nil {
 		return err
 	}
-	g, err := evaluate.ReadGrid(gridPath)
+	g, err := ablate.ReadGrid(gridPath)
 	if err != nil {
 		return err
 	}
-	settings, err := evaluate.RescoreSettings(g, cfg)
+	settings, err := ablate.RescoreSettings(g, cfg)
 	if err != nil {
 		return err
 	}
-	recs, err := evaluate.ReadRunLedgers(ctx, runDir)
+	recs, err := ablate.ReadRunLedgers(ctx, runDir)
 	if err != nil {
 		return err
 	}
@@ -110,19 +112,19 @@ func runRescore(ctx context.Context, stdout io.Writer, runDir, gridPath, data, k
 	if err != nil {
 		return err
 	}
-	own := evaluate.SettingOf("own", nil, cfg)
+	own := ablate.SettingOf("own", nil, cfg)
 	slog.Info("rescoring", "run", runDir, "rollouts", len(recs), "settings", len(settings))
-	res, err := evaluate.Rescore(ctx, recs, evaluate.NewMapLookup(turns, chunks), own, settings)
+	res, err := ablate.Rescore(ctx, recs, ablate.NewMapLookup(turns, chunks), own, settings)
 	if err != nil {
 		return err
 	}
 	if out == "" {
 		out = filepath.Join(runDir, "rescore.json")
 	}
-	if err := checkpoints.WriteAtomic(out, 0o644, func(w io.Writer) error { return writeIndentedJSON(w, res) }); err != nil {
+	if err := atomicfile.Write(out, 0o644, func(w io.Writer) error { return writeIndentedJSON(w, res) }); err != nil {
 		return err
 	}
-	if err := evaluate.WriteRescoreMarkdown(stdout, res); err != nil {
+	if err := ablate.WriteRescoreMarkdown(stdout, res); err != nil {
 		return err
 	}
 	slog.Info("rescore written", "json", out, "seconds", fmt.Sprintf("%.2f", time.Since(t0).Seconds()))
@@ -159,11 +161,11 @@ end, and the final held-out evaluation of the policy against the raw question
 			if err != nil {
 				return err
 			}
-			g, err := evaluate.ReadGrid(grid)
+			g, err := ablate.ReadGrid(grid)
 			if err != nil {
 				return err
 			}
-			runs, err := evaluate.PlanSweep(g, cfg)
+			runs, err := ablate.PlanSweep(g, cfg)
 			if err != nil {
 				return err
 			}
@@ -193,7 +195,7 @@ end, and the final held-out evaluation of the policy against the raw question
 			}
 			ctx := cmd.Context()
 			slog.Info("sweep", "points", len(runs), "parallel", parallel, "logs", logDir)
-			errs := evaluate.RunSweep(ctx, runs, parallel, func(ctx context.Context, r evaluate.SweepRun) error {
+			errs := ablate.RunSweep(ctx, runs, parallel, func(ctx context.Context, r ablate.SweepRun) error {
 				args := []string{"train", "--config", cf.path, "--log-format", "json"}
 				for _, s := range cf.sets {
 					args = append(args, "--set", s)
@@ -210,14 +212,14 @@ end, and the final held-out evaluation of the policy against the raw question
 				}
 				return runSweepChild(ctx, exe, args, filepath.Join(logDir, r.RunName+".log"))
 			})
-			rows := evaluate.GatherSweep(ctx, runs, errs)
+			rows := ablate.GatherSweep(ctx, runs, errs)
 			if out == "" {
 				out = filepath.Join(logDir, "sweep.json")
 			}
-			if err := checkpoints.WriteAtomic(out, 0o644, func(w io.Writer) error { return writeIndentedJSON(w, rows) }); err != nil {
+			if err := atomicfile.Write(out, 0o644, func(w io.Writer) error { return writeIndentedJSON(w, rows) }); err != nil {
 				return err
 			}
-			if err := evaluate.WriteSweepMarkdown(cmd.OutOrStdout(), rows); err != nil {
+			if err := ablate.WriteSweepMarkdown(cmd.OutOrStdout(), rows); err != nil {
 				return err
 			}
 			// The runs overlaid in one report, so the curves can be compared too.

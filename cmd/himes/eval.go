@@ -13,14 +13,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/himes-rl/himes/internal/stats"
+
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/himes-rl/himes/checkpoints"
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
-	"github.com/himes-rl/himes/grpo"
+	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -94,7 +95,7 @@ func (f *evalFlags) config() (configs.Config, error) {
 // training ran from), so they are used as they are, not re-resolved against
 // the run directory as configs.Load would.
 func savedRunConfig(runDir string, sets []string) (configs.Config, error) {
-	cfg, err := evaluate.ReadRunConfig(runDir)
+	cfg, err := configs.LoadRunSnapshot(runDir)
 	if err != nil {
 		return cfg, err
 	}
@@ -151,7 +152,7 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 	if len(f.rewriters) == 0 {
 		return errors.New("--rewriter: name at least one rewriter")
 	}
-	stats := evaluate.StatsConfig{Resamples: f.resamples, Level: f.level, Seed: uint64(cfg.Run.Seed)}
+	stats := stats.Config{Resamples: f.resamples, Level: f.level, Seed: uint64(cfg.Run.Seed)}
 	if err := stats.Validate(); err != nil {
 		return fmt.Errorf("--resamples/--level: %w", err)
 	}
@@ -195,7 +196,7 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 		if err != nil {
 			return trainer.Prompt{}, err
 		}
-		return grpo.TrainerPrompt(t.ID(), p), nil
+		return trainer.PromptFromRendered(t.ID(), p), nil
 	}
 	var rewriters []evaluate.Rewriter
 	for _, name := range f.rewriters {
@@ -366,7 +367,7 @@ func writeEvalOutputs(dir string, rep evaluate.Report, results [][]evaluate.Turn
 		}{filepath.Join("runs", tag+".trec"), func(w io.Writer) error { return evaluate.WriteTRECRun(w, results[i], tag) }})
 	}
 	for _, fl := range files {
-		if err := checkpoints.WriteAtomic(filepath.Join(dir, fl.name), 0o644, fl.write); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, fl.name), 0o644, fl.write); err != nil {
 			return err
 		}
 	}

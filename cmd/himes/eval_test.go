@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/himes-rl/himes/ablate"
 	"github.com/himes-rl/himes/evaluate"
 	"github.com/himes-rl/himes/report"
 )
@@ -44,7 +45,7 @@ func TestEvalAblateReportCLI(t *testing.T) {
 	if !strings.Contains(o, "| own (run's own) |") {
 		t.Fatalf("rescore table lacks the own row:\n%s", o)
 	}
-	var res []evaluate.RescoreResult
+	var res []ablate.RescoreResult
 	readEvalJSON(t, filepath.Join(runDir, "rescore.json"), &res)
 	if len(res) != 5 || !res[0].Own || res[0].MaxRewardDiff != 0 || res[0].MaxAdvantageDiff != 0 || res[0].Rollouts == 0 {
 		t.Fatalf("rescore: %d settings, own %+v; want own first reproducing the log exactly", len(res), res[0])

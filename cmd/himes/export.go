@@ -13,7 +13,7 @@ import (
 	"github.com/ollama/ollama/parser"
 	"github.com/spf13/cobra"
 
-	"github.com/himes-rl/himes/checkpoints"
+	"github.com/himes-rl/himes/internal/atomicfile"
 )
 
 func newExportCmd() *cobra.Command {
@@ -180,7 +180,7 @@ func exportOllama(o ollamaExport) (ollamaExportResult, error) {
 		return res, fmt.Errorf("--out: %w", err)
 	}
 	res.Modelfile = filepath.Join(o.Out, "Modelfile")
-	if err := checkpoints.WriteAtomic(res.Modelfile, 0o644, func(w io.Writer) error {
+	if err := atomicfile.Write(res.Modelfile, 0o644, func(w io.Writer) error {
 		_, err := io.WriteString(w, b.String())
 		return err
 	}); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -12,15 +13,19 @@ import (
 func newReportCmd() *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
-		Use:   "report RUN_DIR... --out DIR",
+		Use:   "report RUN_DIR... [--out DIR]",
 		Short: "Plots and an HTML report of one or more runs",
 		Long: `report reads metrics.jsonl (and config.yaml) of each run directory and
 writes into --out: PNG plots (reward, reward terms, KL, zero-variance groups,
 optimization, held-out eval of the policy against the raw question), with
 several runs overlaid; report.html, self-contained with the images embedded;
-and report.md linking the PNG files.`,
+and report.md linking the PNG files. Without --out the report goes into the
+first run directory's report/ folder, next to the run it describes.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				out = filepath.Join(args[0], "report")
+			}
 			res, err := report.Generate(cmd.Context(), args, out)
 			if err != nil {
 				return err
@@ -30,6 +35,6 @@ and report.md linking the PNG files.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVarP(&out, "out", "o", "report", "output directory")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "output directory (default: RUN_DIR/report of the first run)")
 	return cmd
 }

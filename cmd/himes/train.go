@@ -7,9 +7,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/himes-rl/himes/checkpoints"
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/grpo"
+	"github.com/himes-rl/himes/internal/atomicfile"
+	"github.com/himes-rl/himes/internal/buildinfo"
+	"github.com/himes-rl/himes/internal/rundir"
 )
 
 func newTrainCmd() *cobra.Command {
@@ -35,14 +37,14 @@ trainer/ checkpoints.`,
 			if err != nil {
 				return err
 			}
-			mode := checkpoints.New
+			mode := rundir.New
 			switch {
 			case resume:
-				mode = checkpoints.Resume
+				mode = rundir.Resume
 			case overwrite:
-				mode = checkpoints.Overwrite
+				mode = rundir.Overwrite
 			}
-			run, err := checkpoints.Open(cfg.Run.OutputDir, cfg.Run.Name, mode)
+			run, err := rundir.Open(cfg.Run.OutputDir, cfg.Run.Name, mode)
 			if err != nil {
 				return err
 			}
@@ -85,7 +87,7 @@ trainer/ checkpoints.`,
 
 // snapshotRun records what produced the run: the resolved config and the
 // binary's version. On resume the originals are kept beside the new ones.
-func snapshotRun(run *checkpoints.RunDir, cfg configs.Config) error {
+func snapshotRun(run *rundir.RunDir, cfg configs.Config) error {
 	out, err := cfg.YAML()
 	if err != nil {
 		return fmt.Errorf("render config: %w", err)
@@ -94,8 +96,8 @@ func snapshotRun(run *checkpoints.RunDir, cfg configs.Config) error {
 	if _, err := os.Stat(run.File(name)); err == nil {
 		name = "config.resumed.yaml"
 	}
-	if err := checkpoints.WriteFileAtomic(run.File(name), out, 0o644); err != nil {
+	if err := atomicfile.WriteFile(run.File(name), out, 0o644); err != nil {
 		return err
 	}
-	return checkpoints.WriteJSONAtomic(run.File("version.json"), checkpoints.BuildVersion())
+	return atomicfile.WriteJSON(run.File("version.json"), buildinfo.Current())
 }

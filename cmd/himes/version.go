@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/himes-rl/himes/checkpoints"
+	"github.com/himes-rl/himes/internal/buildinfo"
 )
 
 func newVersionCmd() *cobra.Command {
@@ -16,7 +16,7 @@ func newVersionCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
-			return enc.Encode(checkpoints.BuildVersion())
+			return enc.Encode(buildinfo.Current())
 		},
 	}
 }

@@ -19,7 +19,7 @@ import (
 type components struct {
 	// Retriever is the pipeline (BM25, embedder, memory store, IDF for the
 	// embedded policy); Retrieve is the view rollouts and evaluations call,
-	// which keeps long-term memory causal (see causalRetriever).
+	// which keeps long-term memory causal (see retrieval.CausalRetriever).
 	Retriever *retrieval.Pipeline
 	Retrieve  retrieval.Retriever
 	Responder rollout.Responder
@@ -82,7 +82,7 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	}
 	c.Retrieve = c.Retriever
 	if cfg.Retrieval.Memory.Enabled {
-		if c.Retrieve, err = attachMemory(ctx, cfg, c.Retriever, train); err != nil {
+		if c.Retrieve, err = retrieval.AttachMemory(ctx, cfg.Retrieval.Memory, c.Retriever, memoryEntries(train)); err != nil {
 			return nil, err
 		}
 	}
@@ -125,52 +125,13 @@ func (c *components) rankPassages(ctx context.Context, user, rewrite, query stri
 	return retrieval.PassageRanking(res), nil
 }
 
-// attachMemory gives the retriever a long-term memory built from the
-// training conversations' user questions, unless partitions were loaded from
-// retrieval.memory.partitions (built by `himes memory build`), and returns
-// the causal view of the pipeline that rollouts must use.
-func attachMemory(ctx context.Context, cfg configs.Config, p *retrieval.Pipeline, turns []datasets.Turn) (retrieval.Retriever, error) {
+// memoryEntries are the training conversations' user questions, with when
+// each was asked, as long-term memory entries.
+func memoryEntries(turns []datasets.Turn) []retrieval.MemoryEntry {
 	hist := datasets.HistoricalQueries(turns)
-	causal := &causalRetriever{Pipeline: p, at: make(map[string]time.Time, len(hist))}
-	var entries []retrieval.MemoryEntry
+	entries := make([]retrieval.MemoryEntry, 0, len(hist))
 	for _, q := range hist {
-		at := time.Unix(q.Time, 0).UTC()
-		entries = append(entries, retrieval.MemoryEntry{User: q.User, Query: q.Query, Time: at})
-		if _, ok := causal.at[q.User+"\x00"+q.Query]; !ok {
-			causal.at[q.User+"\x00"+q.Query] = at
-		}
+		entries = append(entries, retrieval.MemoryEntry{User: q.User, Query: q.Query, Time: time.Unix(q.Time, 0).UTC()})
 	}
-	if p.Memory() != nil {
-		return causal, nil
-	}
-	emb, err := p.Embedder()
-	if err != nil {
-		return nil, fmt.Errorf("long-term memory: %w", err)
-	}
-	mem, err := retrieval.BuildMemory(ctx, cfg.Retrieval.Memory, emb, entries)
-	if err != nil {
-		return nil, fmt.Errorf("long-term memory: %w", err)
-	}
-	if err := p.SetMemory(mem); err != nil {
-		return nil, fmt.Errorf("long-term memory: %w", err)
-	}
-	slog.Info("long-term memory built from the training conversations", "memories", mem.Len())
-	return causal, nil
-}
-
-// causalRetriever keeps long-term memory causal: when the memory holds the
-// user's own conversations (as when it is built from the training data), a
-// turn may activate only the queries the user asked before it, never later
-// ones. Queries the memory does not know (other users, new data) use all of
-// the user's memories.
-type causalRetriever struct {
-	*retrieval.Pipeline
-	at map[string]time.Time // user + "\x00" + query → when the user asked it
-}
-
-func (c *causalRetriever) Retrieve(ctx context.Context, user, rewrite, query string) (retrieval.Result, error) {
-	if at, ok := c.at[user+"\x00"+query]; ok {
-		return c.Pipeline.RetrieveAt(ctx, user, rewrite, query, at)
-	}
-	return c.Pipeline.Retrieve(ctx, user, rewrite, query)
+	return entries
 }

@@ -1,7 +1,7 @@
-// Package checkpoints owns a run's directory: its creation rules (never two
-// runs in one directory by accident), atomic file writes, and the saved
-// harness state with retention of the last K checkpoints.
-package checkpoints
+// Package atomicfile writes files so that a reader, or a crash, sees either
+// the old file or the complete new one, never a partial file. Every writer of
+// run outputs (ledgers, metrics, state, eval results, reports) goes through it.
+package atomicfile
 
 import (
 	"encoding/json"
@@ -11,19 +11,19 @@ import (
 	"path/filepath"
 )
 
-// WriteFileAtomic writes data to path so that a reader (or a crash) sees
+// WriteFile writes data to path so that a reader (or a crash) sees
 // either the old file or the complete new one, never a partial file: it
 // writes a temporary file in the same directory, syncs it, and renames it.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return WriteAtomic(path, perm, func(w io.Writer) error {
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return Write(path, perm, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	})
 }
 
-// WriteAtomic is WriteFileAtomic for streaming writers (Parquet, JSONL). It
+// Write is WriteFile for streaming writers (Parquet, JSONL). It
 // creates the directory if needed. write must not close w.
-func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) (err error) {
+func Write(path string, perm os.FileMode, write func(io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -62,11 +62,11 @@ func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) (er
 	return nil
 }
 
-// WriteJSONAtomic writes v as indented JSON, atomically.
-func WriteJSONAtomic(path string, v any) error {
+// WriteJSON writes v as indented JSON, atomically.
+func WriteJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	return WriteFileAtomic(path, append(b, '\n'), 0o644)
+	return WriteFile(path, append(b, '\n'), 0o644)
 }

@@ -1,9 +1,13 @@
-package checkpoints
+// Package rundir owns a run's output directory: its creation rules (never two
+// runs in one directory by accident), the file layout, and the saved harness
+// state with retention of the last K checkpoints.
+package rundir
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/himes-rl/himes/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"sort"
@@ -76,7 +80,7 @@ func (r *RunDir) statePath(step int) string {
 // the newest keep checkpoints (keep ≤ 0 keeps all) and returns the steps
 // whose checkpoints it removed, so the caller can release what they named.
 func (r *RunDir) SaveState(step int, state any, keep int) (pruned []int, err error) {
-	if err := WriteJSONAtomic(r.statePath(step), state); err != nil {
+	if err := atomicfile.WriteJSON(r.statePath(step), state); err != nil {
 		return nil, fmt.Errorf("save harness state: %w", err)
 	}
 	if keep <= 0 {

@@ -1,4 +1,4 @@
-package evaluate
+package ablate
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
+
+	"github.com/himes-rl/himes/evaluate"
 
 	"golang.org/x/sync/errgroup"
 
@@ -29,7 +31,7 @@ func PlanSweep(g Grid, base configs.Config) ([]SweepRun, error) {
 	var out []SweepRun
 	seen := map[string]bool{}
 	for _, p := range g.Points() {
-		name := base.Run.Name + "-" + FileSafe(strings.ReplaceAll(p.Name, " ", "_"))
+		name := base.Run.Name + "-" + evaluate.FileSafe(strings.ReplaceAll(p.Name, " ", "_"))
 		if seen[name] {
 			return nil, fmt.Errorf("%s: two grid points map to run %s", g.Source, name)
 		}
@@ -146,14 +148,14 @@ func WriteSweepMarkdown(w io.Writer, rows []SweepRow) error {
 	for _, r := range rows {
 		status := "ok"
 		if r.Error != "" {
-			status = "failed: " + mdEscape(strings.ReplaceAll(r.Error, "\n", " "))
+			status = "failed: " + evaluate.MarkdownEscape(strings.ReplaceAll(r.Error, "\n", " "))
 		}
 		eval := "–"
 		if r.EvalStep > 0 || r.PolicyReward != nil {
 			eval = fmt.Sprint(r.EvalStep)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %s → %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			mdEscape(r.Name), mdEscape(r.RunName), r.Steps, cell(r.RewardStart), cell(r.RewardEnd), eval,
+			evaluate.MarkdownEscape(r.Name), evaluate.MarkdownEscape(r.RunName), r.Steps, cell(r.RewardStart), cell(r.RewardEnd), eval,
 			cell(r.PolicyReward), cell(r.RawReward), deltaCell(r.PolicyReward, r.RawReward),
 			cell(r.PolicyR10), cell(r.RawR10), cell(r.PolicyMRR), cell(r.RawMRR), status)
 	}
@@ -176,7 +178,7 @@ func WriteRescoreMarkdown(w io.Writer, res []RescoreResult) error {
 			tau = fmt.Sprintf("%.3f (%d)", *r.KendallTau, r.TauGroups)
 		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %.4f | %.4f | %.4f | %.4f | %.3f | %.3f | %s | %.3f | %.3g | %.3g |\n",
-			mdEscape(name), r.Rollouts, r.Groups, r.Reward, r.RougeF1, r.EM, r.Hit, r.ZeroVarShare, r.IncludedShare,
+			evaluate.MarkdownEscape(name), r.Rollouts, r.Groups, r.Reward, r.RougeF1, r.EM, r.Hit, r.ZeroVarShare, r.IncludedShare,
 			tau, r.SignFlips, r.MaxRewardDiff, r.MaxAdvantageDiff)
 	}
 	b.WriteString("\nPearson correlations over rollouts (– where a side is constant):\n\n| setting |")
@@ -191,7 +193,7 @@ func WriteRescoreMarkdown(w io.Writer, res []RescoreResult) error {
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---:|", len(pairs)) + "\n")
 	for _, r := range res {
-		b.WriteString("| " + mdEscape(r.Name) + " |")
+		b.WriteString("| " + evaluate.MarkdownEscape(r.Name) + " |")
 		for _, p := range pairs {
 			b.WriteString(" " + cell(r.Correlations[p]) + " |")
 		}

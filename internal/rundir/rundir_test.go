@@ -1,10 +1,8 @@
-package checkpoints
+package rundir
 
 import (
-	"errors"
-	"io"
+	"github.com/himes-rl/himes/internal/atomicfile"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -15,7 +13,7 @@ func TestOpenModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFileAtomic(r.File("x"), []byte("1"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(r.File("x"), []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(base, "a", New); err == nil || !strings.Contains(err.Error(), "--resume") {
@@ -35,30 +33,6 @@ func TestOpenModes(t *testing.T) {
 	}
 	if _, err := os.Stat(r.File("x")); !os.IsNotExist(err) {
 		t.Fatal("overwrite must clear the directory")
-	}
-}
-
-func TestAtomicWriteLeavesNoTempOnFailure(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "f")
-	if err := WriteFileAtomic(p, []byte("old"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	err := WriteAtomic(p, 0o644, func(w io.Writer) error {
-		if _, err := w.Write([]byte("half")); err != nil {
-			return err
-		}
-		return errors.New("disk full")
-	})
-	if err == nil || !strings.Contains(err.Error(), "disk full") {
-		t.Fatalf("want the writer's error, got %v", err)
-	}
-	if b, _ := os.ReadFile(p); string(b) != "old" {
-		t.Fatalf("failed write changed the file: %q", b)
-	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Fatalf("temporary file left behind: %v", entries)
 	}
 }
 

@@ -1,4 +1,4 @@
-package evaluate
+package stats
 
 import (
 	"math"
@@ -22,7 +22,7 @@ func normalClusters(seed uint64, nConv, turnsPer int, mean, convSD, turnSD float
 
 func TestBootstrapMeanIgnoresFailedTurns(t *testing.T) {
 	vals := [][]float64{{1, 0, math.NaN()}, {1, 1}, {math.NaN()}}
-	est, err := Bootstrap(vals, StatsConfig{Resamples: 200, Level: 0.95, Seed: 3})
+	est, err := Bootstrap(vals, Config{Resamples: 200, Level: 0.95, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestBootstrapMeanIgnoresFailedTurns(t *testing.T) {
 }
 
 func TestBootstrapConstantHasZeroWidth(t *testing.T) {
-	est, err := Bootstrap([][]float64{{0.5, 0.5}, {0.5}}, DefaultStatsConfig())
+	est, err := Bootstrap([][]float64{{0.5, 0.5}, {0.5}}, DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,13 +48,13 @@ func TestBootstrapConstantHasZeroWidth(t *testing.T) {
 }
 
 func TestBootstrapNoData(t *testing.T) {
-	if _, err := Bootstrap([][]float64{{math.NaN()}}, DefaultStatsConfig()); err == nil {
+	if _, err := Bootstrap([][]float64{{math.NaN()}}, DefaultConfig()); err == nil {
 		t.Fatal("want ErrNoData for only failed turns")
 	}
 }
 
 func TestBootstrapContainsMeanAndNarrows(t *testing.T) {
-	cfg := StatsConfig{Resamples: 1000, Level: 0.95, Seed: 11}
+	cfg := Config{Resamples: 1000, Level: 0.95, Seed: 11}
 	for seed := uint64(1); seed <= 5; seed++ {
 		small, err := Bootstrap(normalClusters(seed, 10, 5, 0.4, 0.1, 0.2), cfg)
 		if err != nil {
@@ -84,7 +84,7 @@ func TestBootstrapCoverage(t *testing.T) {
 	covered := 0
 	const sets = 200
 	for s := uint64(0); s < sets; s++ {
-		e, err := Bootstrap(normalClusters(500+s, 30, 4, 0.4, 0.1, 0.2), StatsConfig{Resamples: 400, Level: 0.95, Seed: s})
+		e, err := Bootstrap(normalClusters(500+s, 30, 4, 0.4, 0.1, 0.2), Config{Resamples: 400, Level: 0.95, Seed: s})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func TestBootstrapCoverage(t *testing.T) {
 // Turns of one conversation that move together carry less information than
 // independent turns; resampling conversations must show that.
 func TestBootstrapClustersWidenCorrelatedTurns(t *testing.T) {
-	cfg := StatsConfig{Resamples: 2000, Level: 0.95, Seed: 5}
+	cfg := Config{Resamples: 2000, Level: 0.95, Seed: 5}
 	clustered := normalClusters(9, 30, 8, 0.5, 0.3, 0.01)
 	var flat [][]float64 // the same turns, each pretending to be its own conversation
 	for _, c := range clustered {
@@ -126,7 +126,7 @@ func TestBootstrapClustersWidenCorrelatedTurns(t *testing.T) {
 }
 
 func TestPairedDetectsShiftNotNull(t *testing.T) {
-	cfg := StatsConfig{Resamples: 2000, Level: 0.95, Seed: 21}
+	cfg := Config{Resamples: 2000, Level: 0.95, Seed: 21}
 	base := normalClusters(2, 40, 6, 0.5, 0.15, 0.2)
 	rng := rand.New(rand.NewPCG(99, 1))
 	shifted := make([][]float64, len(base))
@@ -154,7 +154,7 @@ func TestPairedDetectsShiftNotNull(t *testing.T) {
 				null[c] = append(null[c], v+r.NormFloat64()*0.1)
 			}
 		}
-		c, err := Paired(null, base, StatsConfig{Resamples: 500, Level: 0.95, Seed: s})
+		c, err := Paired(null, base, Config{Resamples: 500, Level: 0.95, Seed: s})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func TestPairedDetectsShiftNotNull(t *testing.T) {
 
 func TestPairedSignFlipDistribution(t *testing.T) {
 	// One conversation: every flip gives |Σ| = |obs|, so p = 1.
-	c, err := Paired([][]float64{{1, 2}}, [][]float64{{0, 0}}, StatsConfig{Resamples: 100, Level: 0.9, Seed: 1})
+	c, err := Paired([][]float64{{1, 2}}, [][]float64{{0, 0}}, Config{Resamples: 100, Level: 0.9, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestPairedSignFlipDistribution(t *testing.T) {
 		t.Fatalf("one conversation: got %+v, want p 1, diff 1.5", c)
 	}
 	// Two conversations with equal differences: |±1±1| ≥ 2 with probability ½.
-	c, err = Paired([][]float64{{1}, {1}}, [][]float64{{0}, {0}}, StatsConfig{Resamples: 20000, Level: 0.9, Seed: 2})
+	c, err = Paired([][]float64{{1}, {1}}, [][]float64{{0}, {0}}, Config{Resamples: 20000, Level: 0.9, Seed: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,14 +185,14 @@ func TestPairedSignFlipDistribution(t *testing.T) {
 		t.Fatalf("two conversations: p %v, want ≈ 0.5", c.P)
 	}
 	// A turn failed on either side is left out of the pairs.
-	c, err = Paired([][]float64{{1, math.NaN()}, {3}}, [][]float64{{0, 5}, {math.NaN()}}, DefaultStatsConfig())
+	c, err = Paired([][]float64{{1, math.NaN()}, {3}}, [][]float64{{0, 5}, {math.NaN()}}, DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Turns != 1 || c.Clusters != 1 || c.Diff != 1 {
 		t.Fatalf("failed turns not excluded: %+v", c)
 	}
-	if _, err := Paired([][]float64{{1}}, [][]float64{{1, 2}}, DefaultStatsConfig()); err == nil {
+	if _, err := Paired([][]float64{{1}}, [][]float64{{1, 2}}, DefaultConfig()); err == nil {
 		t.Fatal("want an error for mismatched shapes")
 	}
 }

@@ -1,4 +1,6 @@
-package checkpoints
+// Package buildinfo says which binary produced a run (module, Go version,
+// VCS revision), for the run's version.json and `himes version`.
+package buildinfo
 
 import (
 	"os/exec"
@@ -16,10 +18,10 @@ type Version struct {
 	Modified  bool   `json:"vcs_modified,omitempty"`
 }
 
-// BuildVersion reads the build info, falling back to asking git in the
+// Current reads the build info, falling back to asking git in the
 // working directory when the binary was built without VCS stamping (go run,
 // -buildvcs=false).
-func BuildVersion() Version {
+func Current() Version {
 	v := Version{GoVersion: runtime.Version(), Version: "(devel)"}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		v.Module = bi.Main.Path

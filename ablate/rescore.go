@@ -1,19 +1,19 @@
-package evaluate
+package ablate
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/himes-rl/himes/internal/stats"
+
 	"golang.org/x/sync/errgroup"
-	"gopkg.in/yaml.v3"
 
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/datasets"
@@ -302,7 +302,7 @@ func summarizeRescore(st Setting, steps [][]ledgerGroup, r, own rescored) Rescor
 				valid++
 				a, b := r.adv.values[s][g][i], own.adv.values[s][g][i]
 				mine, ref = append(mine, a), append(ref, b)
-				if sign(a) != sign(b) {
+				if (a > 0) != (b > 0) || (a < 0) != (b < 0) { // the advantage changed sign
 					flips++
 				}
 				if r.adv.include[s][g][i] {
@@ -314,7 +314,7 @@ func summarizeRescore(st Setting, steps [][]ledgerGroup, r, own rescored) Rescor
 			if !varies {
 				zeroVar++
 			}
-			if tau, ok, _ := KendallTauB(mine, ref); ok {
+			if tau, ok, _ := stats.KendallTauB(mine, ref); ok {
 				tauSum += tau
 				res.TauGroups++
 			}
@@ -335,7 +335,7 @@ func summarizeRescore(st Setting, steps [][]ledgerGroup, r, own rescored) Rescor
 	}
 	for i := range termNames {
 		for j := i + 1; j < len(termNames); j++ {
-			if c, ok, _ := Pearson(cols[i], cols[j]); ok {
+			if c, ok, _ := stats.Pearson(cols[i], cols[j]); ok {
 				res.Correlations[termNames[i]+"~"+termNames[j]] = &c
 			} else {
 				res.Correlations[termNames[i]+"~"+termNames[j]] = nil
@@ -378,28 +378,6 @@ func ReadRunLedgers(ctx context.Context, runDir string) ([]rollout.Record, error
 		all = append(all, recs...)
 	}
 	return all, nil
-}
-
-// ReadRunConfig reads runDir/config.yaml, the resolved config the run saved,
-// over the defaults. Unknown keys are tolerated (the run may come from
-// another version); paths are kept as saved.
-func ReadRunConfig(runDir string) (configs.Config, error) {
-	path := filepath.Join(runDir, "config.yaml")
-	cfg := configs.Default()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return cfg, fmt.Errorf("run config: %w", err)
-	}
-	if err := yaml.Unmarshal(raw, &cfg); err != nil {
-		return cfg, fmt.Errorf("%s: %w", path, err)
-	}
-	if err := cfg.Reward.Validate(); err != nil {
-		return cfg, fmt.Errorf("%s: reward: %w", path, err)
-	}
-	if err := cfg.GRPO.Advantage.Validate(); err != nil {
-		return cfg, fmt.Errorf("%s: grpo.advantage: %w", path, err)
-	}
-	return cfg, nil
 }
 
 // SettingOf is the reward setting of a config.

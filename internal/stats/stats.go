@@ -1,8 +1,8 @@
-// Package evaluate runs batch evaluations of rewriters through the HiMeS
-// pipeline, the statistics that make their comparison honest (bootstrap
-// intervals and paired tests over conversations, not turns), and reward
-// ablations over logged rollouts (rescoring, correlations, Kendall τ).
-package evaluate
+// Package stats holds the statistics that make comparisons honest: bootstrap
+// intervals and paired randomization tests that resample conversations (not
+// turns), rank and linear correlations, and the one mean/standard-deviation
+// used by advantages, metrics and reports. evaluate and ablate both use it.
+package stats
 
 import (
 	"errors"
@@ -12,8 +12,8 @@ import (
 	"sort"
 )
 
-// StatsConfig sets the resampling of the bootstrap and randomization tests.
-type StatsConfig struct {
+// Config sets the resampling of the bootstrap and randomization tests.
+type Config struct {
 	// Resamples is the number of bootstrap resamples and of random sign flips.
 	Resamples int `json:"resamples"`
 	// Level is the confidence level of the intervals, e.g. 0.95.
@@ -22,11 +22,11 @@ type StatsConfig struct {
 	Seed uint64 `json:"seed"`
 }
 
-// DefaultStatsConfig is 2000 resamples at 95%.
-func DefaultStatsConfig() StatsConfig { return StatsConfig{Resamples: 2000, Level: 0.95, Seed: 1} }
+// DefaultConfig is 2000 resamples at 95%.
+func DefaultConfig() Config { return Config{Resamples: 2000, Level: 0.95, Seed: 1} }
 
 // Validate rejects settings that cannot give an interval.
-func (c StatsConfig) Validate() error {
+func (c Config) Validate() error {
 	if c.Resamples < 1 {
 		return fmt.Errorf("stats: resamples must be ≥ 1, got %d", c.Resamples)
 	}
@@ -103,7 +103,7 @@ func ratio(cs []cluster) (float64, int) {
 // a percentile interval from resampling whole conversations with replacement.
 // Resampling conversations rather than turns keeps the interval honest when
 // turns of one conversation are correlated.
-func Bootstrap(values [][]float64, cfg StatsConfig) (Estimate, error) {
+func Bootstrap(values [][]float64, cfg Config) (Estimate, error) {
 	if err := cfg.Validate(); err != nil {
 		return Estimate{}, err
 	}
@@ -140,7 +140,7 @@ func resampleMeans(cs []cluster, rng *rand.Rand, n int) []float64 {
 // each conversation's summed difference at random (exact under the null that
 // the two systems are exchangeable within a conversation); the interval from
 // resampling conversations.
-func Paired(sys, base [][]float64, cfg StatsConfig) (Comparison, error) {
+func Paired(sys, base [][]float64, cfg Config) (Comparison, error) {
 	if err := cfg.Validate(); err != nil {
 		return Comparison{}, err
 	}
