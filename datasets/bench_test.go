@@ -4,11 +4,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/himes-rl/himes/internal/testdata"
 )
 
 // BenchmarkLoadCANARDTrain loads the 31,526-turn CANARD file (21 MB).
 func BenchmarkLoadCANARDTrain(b *testing.B) {
-	path := filepath.Join(sharedData(b), "conversations", "canard_train_rewrites_only.jsonl")
+	path := filepath.Join(testdata.SharedDir(b), "conversations", "canard_train_rewrites_only.jsonl")
 	st, err := os.Stat(path)
 	if err != nil {
 		b.Fatal(err)

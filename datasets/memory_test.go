@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/himes-rl/himes/internal/testdata"
 )
 
 func TestHistoricalQueries(t *testing.T) {
@@ -33,7 +35,7 @@ func TestHistoricalQueries(t *testing.T) {
 // CAsT 2022 by topic: 18 topics; the repeated prefixes of the tree paths
 // (meta.duplicate_of_earlier_path) are not remembered twice.
 func TestHistoricalQueriesCAsT2022ByTopic(t *testing.T) {
-	data := sharedData(t)
+	data := testdata.SharedDir(t)
 	turns, _, err := Load(filepath.Join(data, "conversations", "cast2022.jsonl"), LoadOptions{UserField: "topic"})
 	if err != nil {
 		t.Fatal(err)

@@ -4,10 +4,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/himes-rl/himes/internal/testdata"
 )
 
 func TestSplitByConversationShared(t *testing.T) {
-	data := sharedData(t)
+	data := testdata.SharedDir(t)
 	turns, _, err := Load(filepath.Join(data, "conversations", "cast2020.jsonl"), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)

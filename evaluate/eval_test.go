@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/himes-rl/himes/internal/stats"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +13,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/himes-rl/himes/internal/stats"
+	"github.com/himes-rl/himes/internal/testdata"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -25,26 +27,6 @@ import (
 	"github.com/himes-rl/himes/hser"
 	"github.com/himes-rl/himes/retrieval"
 )
-
-// sharedData finds ../shared/data from this package, walking up.
-func sharedData(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "..", "shared", "data")
-		if _, err := os.Stat(filepath.Join(p, "README.md")); err == nil {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("shared reference data not found")
-		}
-		dir = parent
-	}
-}
 
 // rankRetriever returns a fixed ranking per query: the final top-k are the
 // first k passages as chunks "<id>#0", the candidates all of them.
@@ -101,7 +83,7 @@ type irVectors struct {
 // (trec_eval's default: judged queries present in the run, including one
 // with only non-relevant judgments) must match trec_eval 10.0.
 func TestEvaluateMatchesTrecEvalVectors(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(sharedData(t), "metrics", "ir_vectors.json"))
+	raw, err := os.ReadFile(filepath.Join(testdata.SharedDir(t), "metrics", "ir_vectors.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,14 +8,16 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/himes-rl/himes/internal/testdata"
 )
 
 // benchPairs draws (prediction, reference) pairs of 20–60 words from real
 // MTRAG answers in the shared data.
 func benchPairs(b *testing.B) [][2]string {
-	f, err := os.Open(sharedPath(b, "data/conversations/mtrag_human_eval_subset.jsonl"))
+	f, err := os.Open(testdata.Shared(b, "conversations/mtrag_human_eval_subset.jsonl"))
 	if err != nil {
-		b.Skipf("shared data: %v", err)
+		b.Fatal(err)
 	}
 	defer f.Close()
 	var words [][]string

@@ -4,33 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"testing"
 )
-
-// sharedData locates ../shared/data from the repository root, walking up
-// from the package directory; tests that need it skip when it is absent.
-func sharedData(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, "..", "shared", "data")
-			if _, err := os.Stat(p); err != nil {
-				t.Skipf("shared data not found at %s", p)
-			}
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("repository root not found")
-		}
-		dir = parent
-	}
-}
 
 // testTurn is the part of the conversations schema the tests need (decoded
 // locally so these tests do not depend on the datasets package).

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/himes-rl/himes/internal/testdata"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -37,7 +39,7 @@ func TestLoadKBErrorsNameFileAndLine(t *testing.T) {
 }
 
 func TestLoadKBRealFile(t *testing.T) {
-	kb, err := LoadKB(t.Context(), filepath.Join(sharedData(t), "kb", "passages.jsonl"))
+	kb, err := LoadKB(t.Context(), filepath.Join(testdata.SharedDir(t), "kb", "passages.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

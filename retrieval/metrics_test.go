@@ -8,10 +8,12 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/himes-rl/himes/internal/testdata"
 )
 
 func TestIRVectors(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(sharedData(t), "metrics", "ir_vectors.json"))
+	raw, err := os.ReadFile(filepath.Join(testdata.SharedDir(t), "metrics", "ir_vectors.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/himes-rl/himes/internal/testdata"
+
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/retrieval"
 )
@@ -102,7 +104,7 @@ func BenchmarkRolloutOverhead(b *testing.B) {
 }
 
 func BenchmarkDedupShare(b *testing.B) {
-	data := sharedData(b)
+	data := testdata.SharedDir(b)
 	turns := loadTurns(b, filepath.Join(data, "conversations", "cast2020.jsonl"))
 	var eligible []datasets.Turn
 	for _, t := range turns {
@@ -181,28 +183,6 @@ func termSelectionStep(rng *rand.Rand, turns []datasets.Turn, stop map[string]bo
 		groups = append(groups, grp)
 	}
 	return groups
-}
-
-// sharedData finds ../shared/data beside the repository root.
-func sharedData(tb testing.TB) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, "..", "shared", "data")
-			if _, err := os.Stat(p); err != nil {
-				tb.Skipf("reference data not found at %s", p)
-			}
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Skip("repository root not found")
-		}
-		dir = parent
-	}
 }
 
 func loadTurns(tb testing.TB, path string) []datasets.Turn {

@@ -7,31 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-)
 
-// sharedData finds ../shared/data relative to the repository root.
-func sharedData(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("repository root not found")
-		}
-		dir = parent
-	}
-	data := filepath.Join(dir, "..", "shared", "data")
-	if _, err := os.Stat(data); err != nil {
-		t.Skipf("reference data not available: %v", err)
-	}
-	return data
-}
+	"github.com/himes-rl/himes/internal/testdata"
+)
 
 // loadRewriteTurns reads turns that have history and a human rewrite.
 func loadRewriteTurns(t *testing.T, path string) []SFTExample {
@@ -106,7 +84,7 @@ func selectionF1(t *testing.T, e *Embedded, exs []SFTExample, keepAll bool) floa
 // evaluates on CAsT 2021: the selector must clearly beat keeping every
 // candidate (measured: F1 0.065 keep-all, 0.228 trained).
 func TestSFTLearnsTermSelectionOnCAsT(t *testing.T) {
-	data := sharedData(t)
+	data := testdata.SharedDir(t)
 	train := loadRewriteTurns(t, filepath.Join(data, "conversations", "cast2020.jsonl"))
 	eval := loadRewriteTurns(t, filepath.Join(data, "conversations", "cast2021.jsonl"))
 	e := newTestEmbedded(t, nil)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/himes-rl/himes/internal/testdata"
+
 	"github.com/himes-rl/himes/ablate"
 	"github.com/himes-rl/himes/evaluate"
 	"github.com/himes-rl/himes/report"
@@ -21,7 +23,7 @@ func TestEvalAblateReportCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the quickstart for a few steps, several times")
 	}
-	root := repoRoot(t)
+	root := testdata.RepoRoot(t)
 	cfg := filepath.Join(root, "configs", "quickstart.yaml")
 	out := t.TempDir()
 	sets := []string{"--set", "run.output_dir=" + out, "--set", "grpo.steps=2", "--set", "grpo.eval_every=2",

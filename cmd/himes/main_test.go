@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 )
 
@@ -27,14 +26,4 @@ func runHimesProcess(t *testing.T, env []string, args ...string) (string, error)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	return out.String(), err
-}
-
-// repoRoot is the module root, two levels above this package.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
 }

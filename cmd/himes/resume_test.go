@@ -13,13 +13,15 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/himes-rl/himes/internal/testdata"
+
 	"github.com/himes-rl/himes/rollout"
 )
 
 // writeResumeConfig writes a small quickstart-like config whose runs go to dir.
 func writeResumeConfig(t *testing.T, dir string) string {
 	t.Helper()
-	demo := filepath.Join(repoRoot(t), "datasets", "demo")
+	demo := filepath.Join(testdata.RepoRoot(t), "datasets", "demo")
 	cfg := fmt.Sprintf(`run: {name: r, output_dir: %q, seed: 7}
 data: {train: %q, eval: %q, kb: %q}
 retrieval: {top_k: 3, candidates: 10}

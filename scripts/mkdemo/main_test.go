@@ -6,35 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-)
 
-// repoRoot walks up from the package directory to the directory holding go.mod.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
+	"github.com/himes-rl/himes/internal/testdata"
+)
 
 // The shipped demo must be exactly what the generator makes from the shared
 // data with the default flags: nobody edits it by hand.
 func TestRegeneratesShippedDemoByteIdentically(t *testing.T) {
-	root := repoRoot(t)
-	data := filepath.Join(root, "..", "shared", "data")
-	if _, err := os.Stat(filepath.Join(data, "kb", "passages.jsonl")); err != nil {
-		t.Skipf("shared reference data not available: %v", err)
-	}
+	root := testdata.RepoRoot(t)
+	data := filepath.Dir(filepath.Dir(testdata.Shared(t, "kb/passages.jsonl")))
 	out := t.TempDir()
 	if _, err := run(context.Background(), options{Data: data, Out: out, Seed: 1, Train: 250, Eval: 80, Distractors: 1000}); err != nil {
 		t.Fatal(err)
@@ -56,11 +36,7 @@ func TestRegeneratesShippedDemoByteIdentically(t *testing.T) {
 
 // A different seed picks different conversations but keeps the targets.
 func TestSeedChangesSelection(t *testing.T) {
-	root := repoRoot(t)
-	data := filepath.Join(root, "..", "shared", "data")
-	if _, err := os.Stat(filepath.Join(data, "kb", "passages.jsonl")); err != nil {
-		t.Skipf("shared reference data not available: %v", err)
-	}
+	data := filepath.Dir(filepath.Dir(testdata.Shared(t, "kb/passages.jsonl")))
 	a, b := t.TempDir(), t.TempDir()
 	sa, err := run(context.Background(), options{Data: data, Out: a, Seed: 1, Train: 250, Eval: 80, Distractors: 100})
 	if err != nil {
