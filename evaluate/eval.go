@@ -62,13 +62,13 @@ const (
 	MMRR      = "recip_rank"
 	MNDCG3    = "ndcg_cut_3"
 	MRecall10 = "recall_10"
-	MRecall1h = "recall_100"
+	MRecall100 = "recall_100"
 )
 
 // AnswerMetrics need a reference answer; IRMetrics need gold passages.
 var (
 	AnswerMetrics = []string{MReward, MRougeF1, MEM, MHit, MSquadF1}
-	IRMetrics     = []string{MMRR, MNDCG3, MRecall10, MRecall1h}
+	IRMetrics     = []string{MMRR, MNDCG3, MRecall10, MRecall100}
 )
 
 // TurnResult is one system on one turn: a row of the per-turn Parquet.
@@ -90,7 +90,7 @@ type TurnResult struct {
 	HasAnswer bool
 	// HasGold: the turn has judged passages and retrieval succeeded.
 	HasGold                          bool
-	RecipRank, NDCG3, Recall10, R100 float64
+	RecipRank, NDCG3, Recall10, Recall100 float64
 	// Run is the passage ranking the IR metrics were computed on.
 	Run      []retrieval.Scored
 	Memories []string
@@ -100,11 +100,11 @@ type TurnResult struct {
 // metric returns the value of a metric, NaN when it does not apply.
 func (r *TurnResult) metric(name string) float64 {
 	switch name {
-	case MMRR, MNDCG3, MRecall10, MRecall1h:
+	case MMRR, MNDCG3, MRecall10, MRecall100:
 		if !r.HasGold {
 			return math.NaN()
 		}
-		return map[string]float64{MMRR: r.RecipRank, MNDCG3: r.NDCG3, MRecall10: r.Recall10, MRecall1h: r.R100}[name]
+		return map[string]float64{MMRR: r.RecipRank, MNDCG3: r.NDCG3, MRecall10: r.Recall10, MRecall100: r.Recall100}[name]
 	}
 	if !r.HasAnswer {
 		return math.NaN()
@@ -348,7 +348,7 @@ func runTurn(ctx context.Context, s System, t datasets.Turn, resp Responder, sco
 		r.RecipRank = retrieval.RecipRank(r.Run, q)
 		r.NDCG3 = retrieval.NDCGCut(r.Run, q, 3)
 		r.Recall10 = retrieval.Recall(r.Run, q, 10)
-		r.R100 = retrieval.Recall(r.Run, q, 100)
+		r.Recall100 = retrieval.Recall(r.Run, q, 100)
 	}
 	ans, err := resp.Respond(ctx, t.Question, res.Chunks)
 	if err != nil {

@@ -147,7 +147,7 @@ func TestEvaluateMatchesTrecEvalVectors(t *testing.T) {
 			}
 			continue
 		}
-		got := map[string]float64{MMRR: r.RecipRank, MNDCG3: r.NDCG3, MRecall10: r.Recall10, MRecall1h: r.R100}
+		got := map[string]float64{MMRR: r.RecipRank, MNDCG3: r.NDCG3, MRecall10: r.Recall10, MRecall100: r.Recall100}
 		for m, w := range want {
 			if math.Abs(got[m]-w) > 1e-12 {
 				t.Errorf("%s %s = %v, trec_eval %v", r.Question, m, got[m], w)

@@ -25,7 +25,7 @@ import (
 
 var metricLabels = map[string]string{
 	MReward: "HSER", MRougeF1: "Rouge-L F1", MEM: "EM", MHit: "Hit", MSquadF1: "SQuAD F1",
-	MMRR: "MRR", MNDCG3: "NDCG@3", MRecall10: "R@10", MRecall1h: "R@100",
+	MMRR: "MRR", MNDCG3: "NDCG@3", MRecall10: "R@10", MRecall100: "R@100",
 }
 
 // WriteMarkdown writes two tables: every system's means with 95% intervals,
@@ -94,7 +94,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		if s.Memory {
 			notes = append(notes, fmt.Sprintf("%s: long-term memory activated on %d of %d turns.", s.Name, s.MemoryTurns, s.Turns))
 		}
-		if _, ok := s.Metrics[MRecall1h]; ok && s.RunDepth < 100 {
+		if _, ok := s.Metrics[MRecall100]; ok && s.RunDepth < 100 {
 			shallow[s.RunDepth] = append(shallow[s.RunDepth], s.Name)
 		}
 	}
@@ -293,7 +293,7 @@ func WriteTurnsParquet(path string, results [][]TurnResult) (err error) {
 			num("recip_rank", r.RecipRank, r.HasGold)
 			num("ndcg_cut_3", r.NDCG3, r.HasGold)
 			num("recall_10", r.Recall10, r.HasGold)
-			num("recall_100", r.R100, r.HasGold)
+			num("recall_100", r.Recall100, r.HasGold)
 			var top []string
 			for i, s := range r.Run {
 				if i == topPassages {

@@ -8,7 +8,7 @@ import (
 	"github.com/himes-rl/himes/hser"
 )
 
-// rewards builds a valid group whose total reward (α = β = 0) is r.
+// advRewards builds a valid group whose total reward (α = β = 0) is r.
 func advRewards(r ...float64) []SampleReward {
 	out := make([]SampleReward, len(r))
 	for i, v := range r {
@@ -44,7 +44,7 @@ func advCheck(t *testing.T, what string, got, want []float64) {
 	}
 }
 
-// TestHandComputed: rewards 1, 2, 3, 4 (mean 2.5; population variance 1.25,
+// TestAdvantageHandComputed: rewards 1, 2, 3, 4 (mean 2.5; population variance 1.25,
 // sample variance 5/3), worked out by hand.
 func TestAdvantageHandComputed(t *testing.T) {
 	g := [][]SampleReward{advRewards(1, 2, 3, 4)}
@@ -66,7 +66,7 @@ func TestAdvantageHandComputed(t *testing.T) {
 	advCheck(t, "rloo", mustAdv(t, advCfg("rloo"), w, g).Values[0], []float64{-2, 2 - 8.0/3, 3 - 7.0/3, 2})
 }
 
-// TestBatchStd: groups {0, 1} and {0, 3}: batch mean 1, population variance
+// TestAdvantageBatchStd: groups {0, 1} and {0, 3}: batch mean 1, population variance
 // (1+0+1+4)/4 = 1.5; centring stays per group (means 0.5 and 1.5).
 func TestAdvantageBatchStd(t *testing.T) {
 	a := mustAdv(t, advCfg("batch"), hser.Weights{}, [][]SampleReward{advRewards(0, 1), advRewards(0, 3)})
@@ -75,7 +75,7 @@ func TestAdvantageBatchStd(t *testing.T) {
 	advCheck(t, "group 1", a.Values[1], []float64{-1.5 / s, 1.5 / s})
 }
 
-// TestNormalizeThenSum: α = 2, β = 3. Rouge {0.2, 0.4} and EM {0, 1} z-score
+// TestAdvantageNormalizeThenSum: α = 2, β = 3. Rouge {0.2, 0.4} and EM {0, 1} z-score
 // to ∓1 each; Hit is constant and adds nothing: A = ∓(1 + 2·1).
 func TestAdvantageNormalizeThenSum(t *testing.T) {
 	c := advCfg("group")
@@ -108,7 +108,7 @@ func advRandomGroups(r *rand.Rand, n, g int, failProb float64) [][]SampleReward 
 
 var advEstimators = []string{"group", "batch", "none", "rloo"}
 
-// TestGroupSumsToZero: every estimator centres each group (rloo too: the
+// TestAdvantageGroupSumsToZero: every estimator centres each group (rloo too: the
 // leave-one-out advantages sum to n/(n−1)·Σ(r−m) = 0).
 func TestAdvantageGroupSumsToZero(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
@@ -134,7 +134,7 @@ func TestAdvantageGroupSumsToZero(t *testing.T) {
 	}
 }
 
-// TestShiftInvariance: adding a constant to every reward changes nothing.
+// TestAdvantageShiftInvariance: adding a constant to every reward changes nothing.
 func TestAdvantageShiftInvariance(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 2))
 	for _, est := range advEstimators {
@@ -160,7 +160,7 @@ func TestAdvantageShiftInvariance(t *testing.T) {
 	}
 }
 
-// TestRLOOClosedForm: r_i − mean of the others = n/(n−1)·(r_i − m).
+// TestAdvantageRLOOClosedForm: r_i − mean of the others = n/(n−1)·(r_i − m).
 func TestAdvantageRLOOClosedForm(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
 	groups := advRandomGroups(r, 30, 5, 0)
@@ -180,7 +180,7 @@ func TestAdvantageRLOOClosedForm(t *testing.T) {
 	}
 }
 
-// TestFailedRolloutIsolated: a failed rollout, whatever its (garbage) score,
+// TestAdvantageFailedRolloutIsolated: a failed rollout, whatever its (garbage) score,
 // does not move its siblings' advantages, is excluded and is counted.
 func TestAdvantageFailedRolloutIsolated(t *testing.T) {
 	w := hser.Weights{Alpha: 1, Beta: 1}

@@ -100,9 +100,9 @@ func (p *wordPolicy) Load(_ context.Context, r trainer.LoadRequest) (trainer.Loa
 
 func (p *wordPolicy) Checkpoints(context.Context) ([]trainer.CheckpointInfo, error) { return nil, nil }
 
-// benchTrainer wires the real demo data, BM25 over the demo KB, the real
+// benchLoop wires the real demo data, BM25 over the demo KB, the real
 // reward and rollout runner, a slow responder and a free policy.
-func benchTrainer(b *testing.B, latency time.Duration, slots, prompts, group int, withBM25 bool) *Trainer {
+func benchLoop(b *testing.B, latency time.Duration, slots, prompts, group int, withBM25 bool) *Loop {
 	b.Helper()
 	demo := filepath.Join("..", "datasets", "demo")
 	turns, _, err := datasets.Load(filepath.Join(demo, "train.jsonl"), datasets.LoadOptions{UserField: "conv_id"})
@@ -137,7 +137,7 @@ func benchTrainer(b *testing.B, latency time.Duration, slots, prompts, group int
 	}
 	cfg := DefaultConfig()
 	cfg.PromptsPerStep, cfg.GroupSize = prompts, group
-	tr, err := NewTrainer(cfg, Deps{Policy: &wordPolicy{}, Runner: runner, Renderer: rend, Train: turns,
+	tr, err := NewLoop(cfg, Deps{Policy: &wordPolicy{}, Runner: runner, Renderer: rend, Train: turns,
 		Reward: hser.DefaultConfig().Weights, Run: run, Seed: 1})
 	if err != nil {
 		b.Fatal(err)
@@ -168,7 +168,7 @@ func BenchmarkStepOverhead(b *testing.B) {
 		bm25 bool
 	}{{"bm25", true}, {"no-retrieval", false}} {
 		b.Run(v.name, func(b *testing.B) {
-			tr := benchTrainer(b, 200*time.Millisecond, 64, 16, 8, v.bm25)
+			tr := benchLoop(b, 200*time.Millisecond, 64, 16, 8, v.bm25)
 			ctx := context.Background()
 			b.ResetTimer()
 			wall0, cpu0 := time.Now(), cpuTime()
@@ -189,7 +189,7 @@ func BenchmarkStepOverhead(b *testing.B) {
 // as growth between the two. Run: go test -bench LongRunMemory -benchtime 1x ./grpo/
 func BenchmarkLongRunMemory(b *testing.B) {
 	const steps = 10000
-	tr := benchTrainer(b, 0, 64, 4, 4, true)
+	tr := benchLoop(b, 0, 64, 4, 4, true)
 	ctx := context.Background()
 	var rss1k, heap1k float64
 	for i := 1; i <= steps; i++ {

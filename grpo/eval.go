@@ -18,23 +18,23 @@ const evalSeed = 20260
 
 // evaluate scores the policy's greedy rewrites on the held-out turns, and
 // the raw question as a fixed baseline, and appends an "eval" line.
-func (t *Trainer) evaluate(ctx context.Context, step int, phase string) error {
-	turns := t.deps.Eval
-	if t.cfg.EvalTurns > 0 && len(turns) > t.cfg.EvalTurns {
-		turns = turns[:t.cfg.EvalTurns]
+func (l *Loop) evaluate(ctx context.Context, step int, phase string) error {
+	turns := l.deps.Eval
+	if l.cfg.EvalTurns > 0 && len(turns) > l.cfg.EvalTurns {
+		turns = turns[:l.cfg.EvalTurns]
 	}
 	if len(turns) == 0 {
 		if phase != "init" {
-			t.state.EvalDone = true
+			l.state.EvalDone = true
 		}
 		return nil
 	}
-	prompts, err := t.render(turns)
+	prompts, err := l.render(turns)
 	if err != nil {
 		return err
 	}
-	resp, err := t.deps.Policy.Sample(ctx, trainer.SampleRequest{
-		Prompts: prompts, N: 1, Temperature: 0, TopP: 1, MaxTokens: t.cfg.MaxTokens, Seed: evalSeed,
+	resp, err := l.deps.Policy.Sample(ctx, trainer.SampleRequest{
+		Prompts: prompts, N: 1, Temperature: 0, TopP: 1, MaxTokens: l.cfg.MaxTokens, Seed: evalSeed,
 	})
 	if err != nil {
 		return fmt.Errorf("eval at step %d: sample: %w", step, err)
@@ -48,27 +48,27 @@ func (t *Trainer) evaluate(ctx context.Context, step int, phase string) error {
 		policyRewrites[i] = s.Text
 		rawRewrites[i] = turns[i].Question
 	}
-	pol, err := t.evalSystem(ctx, step, turns, policyRewrites, resp.PolicyVersion)
+	pol, err := l.evalSystem(ctx, step, turns, policyRewrites, resp.PolicyVersion)
 	if err != nil {
 		return fmt.Errorf("eval at step %d (policy): %w", step, err)
 	}
-	raw, err := t.evalSystem(ctx, step, turns, rawRewrites, resp.PolicyVersion)
+	raw, err := l.evalSystem(ctx, step, turns, rawRewrites, resp.PolicyVersion)
 	if err != nil {
 		return fmt.Errorf("eval at step %d (raw): %w", step, err)
 	}
 	m := EvalMetrics{Kind: "eval", Step: step, Phase: phase, Policy: pol, Raw: raw}
-	if err := t.metrics.Write(m); err != nil {
+	if err := l.metrics.Write(m); err != nil {
 		return err
 	}
 	// Shown by the progress display (a line above the bar on a terminal, a
 	// log line otherwise), or logged here when there is none.
-	if p := t.deps.Progress; p != nil {
+	if p := l.deps.Progress; p != nil {
 		p.Eval(m)
 	} else {
-		LogEval(t.log, m)
+		LogEval(l.log, m)
 	}
 	if phase != "init" {
-		t.state.EvalDone = true
+		l.state.EvalDone = true
 	}
 	return nil
 }
@@ -82,13 +82,13 @@ func LogEval(log *slog.Logger, m EvalMetrics) {
 
 // evalSystem runs one rewriter's rewrites through the rollout pipeline and,
 // where the turns have gold passages, the retrieval metrics.
-func (t *Trainer) evalSystem(ctx context.Context, step int, turns []datasets.Turn, rewrites []string, version int64) (EvalSystem, error) {
+func (l *Loop) evalSystem(ctx context.Context, step int, turns []datasets.Turn, rewrites []string, version int64) (EvalSystem, error) {
 	groups := make([]rollout.Group, len(turns))
 	for i, turn := range turns {
 		groups[i] = rollout.Group{PromptID: "eval/" + turn.ID(), Turn: turn,
 			Samples: []rollout.Sample{{Index: 0, Rewrite: rewrites[i], PolicyVersion: version}}}
 	}
-	recs, _, err := t.deps.Runner.Run(ctx, step, groups)
+	recs, _, err := l.deps.Runner.Run(ctx, step, groups)
 	if err != nil {
 		return EvalSystem{}, err
 	}
@@ -111,7 +111,7 @@ func (t *Trainer) evalSystem(ctx context.Context, step int, turns []datasets.Tur
 		n := float64(valid)
 		s.Reward, s.RougeLF1, s.EM, s.Hit, s.SquadF1 = s.Reward/n, s.RougeLF1/n, s.EM/n, s.Hit/n, s.SquadF1/n
 	}
-	if t.deps.Ranker == nil {
+	if l.deps.Ranker == nil {
 		return s, nil
 	}
 	judged := 0
@@ -120,7 +120,7 @@ func (t *Trainer) evalSystem(ctx context.Context, step int, turns []datasets.Tur
 		if len(qrels) == 0 {
 			continue
 		}
-		run, err := t.deps.Ranker(ctx, turn.User, rewrites[i], turn.Question)
+		run, err := l.deps.Ranker(ctx, turn.User, rewrites[i], turn.Question)
 		if err != nil {
 			return s, fmt.Errorf("rank %s: %w", turn.ID(), err)
 		}

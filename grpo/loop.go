@@ -50,8 +50,8 @@ type Progress interface {
 	Finish()
 }
 
-// Trainer runs SFT then GRPO steps, and owns the run's state.
-type Trainer struct {
+// Loop runs SFT then GRPO steps, and owns the run's state.
+type Loop struct {
 	cfg     Config
 	deps    Deps
 	log     *slog.Logger
@@ -66,8 +66,8 @@ type Trainer struct {
 	histWords map[string]map[string]bool
 }
 
-// NewTrainer checks the dependencies and returns a trainer ready to Run.
-func NewTrainer(cfg Config, deps Deps) (*Trainer, error) {
+// NewLoop checks the dependencies and returns a loop ready to Run.
+func NewLoop(cfg Config, deps Deps) (*Loop, error) {
 	switch {
 	case deps.Policy == nil:
 		return nil, errors.New("grpo: no policy")
@@ -83,85 +83,85 @@ func NewTrainer(cfg Config, deps Deps) (*Trainer, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	return &Trainer{cfg: cfg, deps: deps, log: deps.Logger.With("component", "grpo")}, nil
+	return &Loop{cfg: cfg, deps: deps, log: deps.Logger.With("component", "grpo")}, nil
 }
 
 // Run trains from the start, or from the newest checkpoint when resume is
 // set, until cfg.Steps. On cancellation (SIGINT/SIGTERM) it saves a
 // checkpoint of the last completed step and returns the context's error.
-func (t *Trainer) Run(ctx context.Context, resume bool) (err error) {
-	if err := t.restore(ctx, resume); err != nil {
+func (l *Loop) Run(ctx context.Context, resume bool) (err error) {
+	if err := l.restore(ctx, resume); err != nil {
 		return err
 	}
-	covered := t.state.Step
-	if t.state.TrainerCheckpoint == "" {
+	covered := l.state.Step
+	if l.state.TrainerCheckpoint == "" {
 		covered = -1 // no checkpoint: nothing in an earlier log is covered
 	}
-	if t.metrics, err = openMetrics(t.deps.Run.File("metrics.jsonl"), covered, t.state.EvalDone); err != nil {
+	if l.metrics, err = openMetrics(l.deps.Run.File("metrics.jsonl"), covered, l.state.EvalDone); err != nil {
 		return err
 	}
-	defer t.metrics.Close()
-	if p := t.deps.Progress; p != nil {
-		p.Start(t.state.Step, t.cfg.Steps)
+	defer l.metrics.Close()
+	if p := l.deps.Progress; p != nil {
+		p.Start(l.state.Step, l.cfg.Steps)
 		defer p.Finish()
 	}
 
-	sft := t.cfg.SFT.Epochs > 0 && len(t.deps.SFT) > 0
-	if !t.state.SFTDone {
+	sft := l.cfg.SFT.Epochs > 0 && len(l.deps.SFT) > 0
+	if !l.state.SFTDone {
 		if sft {
 			// Evaluate the untrained policy first, so SFT's effect is visible.
-			if err := t.evaluate(ctx, 0, "init"); err != nil {
+			if err := l.evaluate(ctx, 0, "init"); err != nil {
 				return err
 			}
 		}
-		if err := t.sftPhase(ctx); err != nil {
+		if err := l.sftPhase(ctx); err != nil {
 			return err
 		}
-		t.state.SFTDone = true
-		if err := t.checkpoint(ctx); err != nil {
+		l.state.SFTDone = true
+		if err := l.checkpoint(ctx); err != nil {
 			return err
 		}
 	}
 	// The evaluation before any GRPO update; later ones happen inside the
 	// loop, before the checkpoint of their step.
-	if t.state.Step == 0 && !t.state.EvalDone {
+	if l.state.Step == 0 && !l.state.EvalDone {
 		phase := "init"
 		if sft {
 			phase = "sft"
 		}
-		if err := t.evaluate(ctx, 0, phase); err != nil {
+		if err := l.evaluate(ctx, 0, phase); err != nil {
 			return err
 		}
 	}
-	for step := t.state.Step + 1; step <= t.cfg.Steps; step++ {
+	for step := l.state.Step + 1; step <= l.cfg.Steps; step++ {
 		if ctx.Err() != nil {
-			return t.interrupted(ctx)
+			return l.interrupted(ctx)
 		}
-		m, err := t.Step(ctx, step)
+		m, err := l.Step(ctx, step)
 		if err != nil {
 			if ctx.Err() != nil {
-				return t.interrupted(ctx)
+				return l.interrupted(ctx)
 			}
 			return fmt.Errorf("step %d: %w", step, err)
 		}
-		if err := t.metrics.Write(m); err != nil {
+		if err := l.metrics.Write(m); err != nil {
 			return err
 		}
-		if p := t.deps.Progress; p != nil {
+		if p := l.deps.Progress; p != nil {
 			p.Step(m)
 		}
-		t.state.EvalDone = false
-		last := step == t.cfg.Steps
-		if last || (t.cfg.EvalEvery > 0 && step%t.cfg.EvalEvery == 0) {
-			if err := t.evaluate(ctx, step, "grpo"); err != nil {
+		l.state.EvalDone = false
+		last := step == l.cfg.Steps
+		if last || (l.cfg.EvalEvery > 0 && step%l.cfg.EvalEvery == 0) {
+			if err := l.evaluate(ctx, step, "grpo"); err != nil {
 				if ctx.Err() != nil {
-					return t.interrupted(ctx)
+					return l.interrupted(ctx)
 				}
 				return err
 			}
 		}
-		if last || (t.cfg.CheckpointEvery > 0 && step%t.cfg.CheckpointEvery == 0) {
-			if err := t.checkpoint(ctx); err != nil {
+		if last || (l.cfg.CheckpointEvery > 0 && step%l.cfg.CheckpointEvery == 0) {
+			if err := l.checkpoint(ctx); err != nil {
 				return err
 			}
 		}
@@ -174,15 +174,15 @@ func (t *Trainer) Run(ctx context.Context, resume bool) (err error) {
 // guards, turn rewards into group-normalized advantages (re-sampling
 // zero-variance groups if configured), write the ledger, and only then send
 // the policy update.
-func (t *Trainer) Step(ctx context.Context, step int) (StepMetrics, error) {
+func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 	start := time.Now()
 	var timing stageTimes
 
 	// 1. Draw this step's prompts from the seeded epoch order. The cursor
 	// moves only once the step is complete, so an interrupted step is redone.
-	t.fault("before_sample", step)
-	turns, next := t.drawPrompts()
-	prompts, err := t.render(turns)
+	l.fault("before_sample", step)
+	turns, next := l.drawPrompts()
+	prompts, err := l.render(turns)
 	if err != nil {
 		return StepMetrics{}, err
 	}
@@ -190,17 +190,17 @@ func (t *Trainer) Step(ctx context.Context, step int) (StepMetrics, error) {
 	// 2–4. Sample G rewrites per prompt, roll out, guard. Groups whose
 	// rewards are all equal teach nothing; DAPO-style dynamic sampling draws
 	// them again, a bounded number of times.
-	batch, err := t.sampleAndRollOut(ctx, step, 0, turns, prompts, allIndices(len(turns)), &timing)
+	batch, err := l.sampleAndRollOut(ctx, step, 0, turns, prompts, allIndices(len(turns)), &timing)
 	if err != nil {
 		return StepMetrics{}, err
 	}
 	resampled := 0
-	for round := 1; round <= t.cfg.DynamicSampling.MaxRounds; round++ {
+	for round := 1; round <= l.cfg.DynamicSampling.MaxRounds; round++ {
 		flat := batch.zeroVarianceGroups()
-		if len(flat) == 0 || float64(len(flat)) < t.cfg.DynamicSampling.MinZeroVarFrac*float64(len(turns)) {
+		if len(flat) == 0 || float64(len(flat)) < l.cfg.DynamicSampling.MinZeroVarFrac*float64(len(turns)) {
 			break
 		}
-		again, err := t.sampleAndRollOut(ctx, step, round, turns, prompts, flat, &timing)
+		again, err := l.sampleAndRollOut(ctx, step, round, turns, prompts, flat, &timing)
 		if err != nil {
 			return StepMetrics{}, err
 		}
@@ -209,7 +209,7 @@ func (t *Trainer) Step(ctx context.Context, step int) (StepMetrics, error) {
 
 	// 5. Advantages: group-normalized, failed rollouts excluded.
 	scoreStart := time.Now()
-	adv, err := ComputeAdvantages(t.cfg.Advantage, t.deps.Reward, batch.sampleRewards())
+	adv, err := ComputeAdvantages(l.cfg.Advantage, l.deps.Reward, batch.sampleRewards())
 	if err != nil {
 		return StepMetrics{}, fmt.Errorf("advantages: %w", err)
 	}
@@ -218,48 +218,48 @@ func (t *Trainer) Step(ctx context.Context, step int) (StepMetrics, error) {
 
 	// 6. The ledger is written before the update is sent: if the process
 	// dies in between, the rollouts are on disk and resume replays the step.
-	if err := rollout.WriteLedger(t.deps.Run.LedgerPath(step), batch.records()); err != nil {
+	if err := rollout.WriteLedger(l.deps.Run.LedgerPath(step), batch.records()); err != nil {
 		return StepMetrics{}, fmt.Errorf("write ledger: %w", err)
 	}
 
 	// 7. The policy update, idempotent through its step_id.
-	t.fault("before_update", step)
+	l.fault("before_update", step)
 	updateStart := time.Now()
-	upd, err := t.update(ctx, step, batch)
+	upd, err := l.update(ctx, step, batch)
 	if err != nil {
 		return StepMetrics{}, err
 	}
-	t.fault("after_update", step)
+	l.fault("after_update", step)
 	timing.update = time.Since(updateStart)
-	t.state.Step = step
-	t.state.PolicyVersion = upd.PolicyVersion
-	t.state.Epoch, t.state.Cursor = next.Epoch, next.Cursor
+	l.state.Step = step
+	l.state.PolicyVersion = upd.PolicyVersion
+	l.state.Epoch, l.state.Cursor = next.Epoch, next.Cursor
 
 	// 8. Metrics.
-	m := stepMetrics(step, t.state.Epoch, batch, adv, upd, resampled)
+	m := stepMetrics(step, l.state.Epoch, batch, adv, upd, resampled)
 	timing.total = time.Since(start)
 	timing.fill(&m)
 	return m, nil
 }
 
-func (t *Trainer) historyWords(turn datasets.Turn) map[string]bool {
-	if t.cfg.Guards.CopiesHistory == "off" {
+func (l *Loop) historyWords(turn datasets.Turn) map[string]bool {
+	if l.cfg.Guards.CopiesHistory == "off" {
 		return nil
 	}
-	if t.histWords == nil {
-		t.histWords = map[string]map[string]bool{}
+	if l.histWords == nil {
+		l.histWords = map[string]map[string]bool{}
 	}
-	w, ok := t.histWords[turn.ID()]
+	w, ok := l.histWords[turn.ID()]
 	if !ok {
 		w = historyWords(turn.History)
-		t.histWords[turn.ID()] = w
+		l.histWords[turn.ID()] = w
 	}
 	return w
 }
 
-func (t *Trainer) fault(point string, step int) {
-	if t.deps.Fault != nil {
-		t.deps.Fault(point, step)
+func (l *Loop) fault(point string, step int) {
+	if l.deps.Fault != nil {
+		l.deps.Fault(point, step)
 	}
 }
 
@@ -269,14 +269,14 @@ type dataCursor struct{ Epoch, Cursor int }
 // drawPrompts takes the next PromptsPerStep turns of the epoch's seeded
 // order, moving to a freshly shuffled epoch when one runs out, and returns
 // the position after them.
-func (t *Trainer) drawPrompts() ([]datasets.Turn, dataCursor) {
-	n := t.cfg.PromptsPerStep
-	pos := dataCursor{t.state.Epoch, t.state.Cursor}
+func (l *Loop) drawPrompts() ([]datasets.Turn, dataCursor) {
+	n := l.cfg.PromptsPerStep
+	pos := dataCursor{l.state.Epoch, l.state.Cursor}
 	out := make([]datasets.Turn, 0, n)
 	for len(out) < n {
-		order := epochOrder(len(t.deps.Train), t.deps.Seed, pos.Epoch)
+		order := epochOrder(len(l.deps.Train), l.deps.Seed, pos.Epoch)
 		for pos.Cursor < len(order) && len(out) < n {
-			out = append(out, t.deps.Train[order[pos.Cursor]])
+			out = append(out, l.deps.Train[order[pos.Cursor]])
 			pos.Cursor++
 		}
 		if pos.Cursor == len(order) {
@@ -289,10 +289,10 @@ func (t *Trainer) drawPrompts() ([]datasets.Turn, dataCursor) {
 
 // render turns dialogue turns into trainer prompts (text, chat and
 // structured forms, so any endpoint can use the one it understands).
-func (t *Trainer) render(turns []datasets.Turn) ([]trainer.Prompt, error) {
+func (l *Loop) render(turns []datasets.Turn) ([]trainer.Prompt, error) {
 	prompts := make([]trainer.Prompt, len(turns))
 	for i, turn := range turns {
-		p, err := t.deps.Renderer.Render(turn)
+		p, err := l.deps.Renderer.Render(turn)
 		if err != nil {
 			return nil, fmt.Errorf("render prompt %s: %w", turn.ID(), err)
 		}
@@ -303,25 +303,25 @@ func (t *Trainer) render(turns []datasets.Turn) ([]trainer.Prompt, error) {
 
 // sampleAndRollOut samples G rewrites for the selected prompts and rolls
 // them out. Round r of a step uses its own sampling seed.
-func (t *Trainer) sampleAndRollOut(ctx context.Context, step, round int, turns []datasets.Turn,
+func (l *Loop) sampleAndRollOut(ctx context.Context, step, round int, turns []datasets.Turn,
 	prompts []trainer.Prompt, which []int, timing *stageTimes) (*stepBatch, error) {
 	sel := make([]trainer.Prompt, len(which))
 	for i, j := range which {
 		sel[i] = prompts[j]
 	}
 	sampleStart := time.Now()
-	resp, err := t.deps.Policy.Sample(ctx, trainer.SampleRequest{
+	resp, err := l.deps.Policy.Sample(ctx, trainer.SampleRequest{
 		Prompts:     sel,
-		N:           t.cfg.GroupSize,
-		Temperature: t.cfg.Temperature,
-		TopP:        t.cfg.TopP,
-		MaxTokens:   t.cfg.MaxTokens,
-		Seed:        deriveSeed(t.deps.Seed, int64(step), int64(round)),
+		N:           l.cfg.GroupSize,
+		Temperature: l.cfg.Temperature,
+		TopP:        l.cfg.TopP,
+		MaxTokens:   l.cfg.MaxTokens,
+		Seed:        deriveSeed(l.deps.Seed, int64(step), int64(round)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sample: %w", err)
 	}
-	if want := len(sel) * t.cfg.GroupSize; len(resp.Samples) != want {
+	if want := len(sel) * l.cfg.GroupSize; len(resp.Samples) != want {
 		return nil, fmt.Errorf("sample: trainer returned %d samples, want %d", len(resp.Samples), want)
 	}
 	timing.sample += time.Since(sampleStart)
@@ -330,26 +330,26 @@ func (t *Trainer) sampleAndRollOut(ctx context.Context, step, round int, turns [
 	groups := make([]rollout.Group, len(which))
 	for i, j := range which {
 		g := group{index: j, turn: turns[j], prompt: prompts[j]}
-		samples := make([]rollout.Sample, t.cfg.GroupSize)
+		samples := make([]rollout.Sample, l.cfg.GroupSize)
 		for k := range samples {
-			s := resp.Samples[i*t.cfg.GroupSize+k]
+			s := resp.Samples[i*l.cfg.GroupSize+k]
 			g.samples = append(g.samples, s)
 			samples[k] = rollout.Sample{Index: k, Rewrite: s.Text, PolicyVersion: s.PolicyVersion}
 		}
 		groups[i] = rollout.Group{PromptID: prompts[j].ID, Turn: turns[j], Samples: samples}
 		b.groups = append(b.groups, g)
 	}
-	records, stats, err := t.deps.Runner.Run(ctx, step, groups)
+	records, stats, err := l.deps.Runner.Run(ctx, step, groups)
 	if err != nil {
 		return nil, fmt.Errorf("rollouts: %w", err)
 	}
 	// The runner numbers groups 0..n-1 in its input; keep the step's index.
 	for i := range b.groups {
-		b.groups[i].records = records[i*t.cfg.GroupSize : (i+1)*t.cfg.GroupSize]
+		b.groups[i].records = records[i*l.cfg.GroupSize : (i+1)*l.cfg.GroupSize]
 		for k := range b.groups[i].records {
 			b.groups[i].records[k].GroupIndex = b.groups[i].index
 		}
-		b.groups[i].guards = applyGuards(t.cfg.Guards, b.groups[i].turn, t.historyWords(b.groups[i].turn), b.groups[i].records)
+		b.groups[i].guards = applyGuards(l.cfg.Guards, b.groups[i].turn, l.historyWords(b.groups[i].turn), b.groups[i].records)
 	}
 	b.stats = addStats(b.stats, stats)
 	timing.retrieve += time.Duration(stats.RetrieveSeconds * float64(time.Second))
@@ -359,7 +359,7 @@ func (t *Trainer) sampleAndRollOut(ctx context.Context, step, round int, turns [
 }
 
 // update sends the included samples with their advantages to the trainer.
-func (t *Trainer) update(ctx context.Context, step int, b *stepBatch) (trainer.GRPOResponse, error) {
+func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (trainer.GRPOResponse, error) {
 	var samples []trainer.GRPOSample
 	for _, g := range b.groups {
 		for k, r := range g.records {
@@ -374,16 +374,16 @@ func (t *Trainer) update(ctx context.Context, step int, b *stepBatch) (trainer.G
 	}
 	if len(samples) == 0 {
 		// Nothing to learn from (all groups dropped): the policy is unchanged.
-		t.log.Warn("no samples to update on", "step", step)
-		return trainer.GRPOResponse{PolicyVersion: t.state.PolicyVersion}, nil
+		l.log.Warn("no samples to update on", "step", step)
+		return trainer.GRPOResponse{PolicyVersion: l.state.PolicyVersion}, nil
 	}
-	resp, err := t.deps.Policy.GRPOStep(ctx, trainer.GRPORequest{
-		StepID:  t.stepID(fmt.Sprintf("grpo-%06d", step)),
+	resp, err := l.deps.Policy.GRPOStep(ctx, trainer.GRPORequest{
+		StepID:  l.stepID(fmt.Sprintf("grpo-%06d", step)),
 		Samples: samples,
 		Loss: trainer.LossConfig{
-			Type: t.cfg.Loss.Type, ClipLow: t.cfg.Loss.ClipLow, ClipHigh: t.cfg.Loss.ClipHigh,
-			KLCoef: t.cfg.Loss.KLCoef, Mu: t.cfg.Loss.Mu, LearningRate: t.cfg.LearningRate,
-			MaxGradNorm: t.cfg.Loss.MaxGradNorm, MaxLength: t.cfg.MaxTokens, Temperature: t.cfg.Temperature,
+			Type: l.cfg.Loss.Type, ClipLow: l.cfg.Loss.ClipLow, ClipHigh: l.cfg.Loss.ClipHigh,
+			KLCoef: l.cfg.Loss.KLCoef, Mu: l.cfg.Loss.Mu, LearningRate: l.cfg.LearningRate,
+			MaxGradNorm: l.cfg.Loss.MaxGradNorm, MaxLength: l.cfg.MaxTokens, Temperature: l.cfg.Temperature,
 		},
 	})
 	if err != nil {
@@ -393,25 +393,25 @@ func (t *Trainer) update(ctx context.Context, step int, b *stepBatch) (trainer.G
 }
 
 // sftPhase runs the optional supervised epochs on (prompt, human rewrite).
-func (t *Trainer) sftPhase(ctx context.Context) error {
-	if t.cfg.SFT.Epochs == 0 || len(t.deps.SFT) == 0 {
+func (l *Loop) sftPhase(ctx context.Context) error {
+	if l.cfg.SFT.Epochs == 0 || len(l.deps.SFT) == 0 {
 		return nil
 	}
-	t.log.Info("sft phase", "epochs", t.cfg.SFT.Epochs, "turns", len(t.deps.SFT))
+	l.log.Info("sft phase", "epochs", l.cfg.SFT.Epochs, "turns", len(l.deps.SFT))
 	var examples []trainer.SFTExample
-	for _, turn := range t.deps.SFT {
+	for _, turn := range l.deps.SFT {
 		if turn.Rewrite == nil || strings.TrimSpace(*turn.Rewrite) == "" {
 			continue
 		}
-		p, err := t.deps.Renderer.Render(turn)
+		p, err := l.deps.Renderer.Render(turn)
 		if err != nil {
 			return fmt.Errorf("render SFT prompt %s: %w", turn.ID(), err)
 		}
 		examples = append(examples, trainer.SFTExample{Prompt: trainer.PromptFromRendered(turn.ID(), p), Completion: *turn.Rewrite})
 	}
-	bs := t.cfg.SFT.BatchSize
-	for epoch := 0; epoch < t.cfg.SFT.Epochs; epoch++ {
-		order := epochOrder(len(examples), t.deps.Seed^0x5f7, epoch)
+	bs := l.cfg.SFT.BatchSize
+	for epoch := 0; epoch < l.cfg.SFT.Epochs; epoch++ {
+		order := epochOrder(len(examples), l.deps.Seed^0x5f7, epoch)
 		var lossSum float64
 		var batches int
 		for lo := 0; lo < len(order); lo += bs {
@@ -420,22 +420,22 @@ func (t *Trainer) sftPhase(ctx context.Context) error {
 			for _, i := range order[lo:hi] {
 				batch = append(batch, examples[i])
 			}
-			resp, err := t.deps.Policy.SFTStep(ctx, trainer.SFTRequest{
-				StepID:       t.stepID(fmt.Sprintf("sft-%03d-%05d", epoch, lo/bs)),
+			resp, err := l.deps.Policy.SFTStep(ctx, trainer.SFTRequest{
+				StepID:       l.stepID(fmt.Sprintf("sft-%03d-%05d", epoch, lo/bs)),
 				Examples:     batch,
-				LearningRate: t.cfg.SFT.LearningRate,
-				MaxGradNorm:  t.cfg.Loss.MaxGradNorm,
+				LearningRate: l.cfg.SFT.LearningRate,
+				MaxGradNorm:  l.cfg.Loss.MaxGradNorm,
 			})
 			if err != nil {
 				return fmt.Errorf("SFT epoch %d: %w", epoch+1, err)
 			}
 			lossSum += resp.Loss
 			batches++
-			t.state.PolicyVersion = resp.PolicyVersion
+			l.state.PolicyVersion = resp.PolicyVersion
 		}
 		mean := lossSum / math.Max(1, float64(batches))
-		t.log.Info("sft epoch", "epoch", epoch+1, "of", t.cfg.SFT.Epochs, "examples", len(examples), "loss", mean)
-		if err := t.metrics.Write(SFTMetrics{Kind: "sft", Step: 0, Epoch: epoch + 1, Examples: len(examples), Loss: mean}); err != nil {
+		l.log.Info("sft epoch", "epoch", epoch+1, "of", l.cfg.SFT.Epochs, "examples", len(examples), "loss", mean)
+		if err := l.metrics.Write(SFTMetrics{Kind: "sft", Step: 0, Epoch: epoch + 1, Examples: len(examples), Loss: mean}); err != nil {
 			return err
 		}
 	}
@@ -446,8 +446,8 @@ func (t *Trainer) sftPhase(ctx context.Context) error {
 // many times the run was resumed: a retry within one process repeats the id
 // (so the trainer applies it once), while a step replayed after a resume —
 // whose earlier update was rolled back by loading the checkpoint — is new.
-func (t *Trainer) stepID(what string) string {
-	return fmt.Sprintf("%s/r%d/%s", t.state.RunID, t.state.Generation, what)
+func (l *Loop) stepID(what string) string {
+	return fmt.Sprintf("%s/r%d/%s", l.state.RunID, l.state.Generation, what)
 }
 
 func allIndices(n int) []int {

@@ -142,7 +142,7 @@ func testTurns(n int) []datasets.Turn {
 	return turns
 }
 
-func newTestTrainer(t *testing.T, cfg Config, pol *fakePolicy, run *rundir.RunDir) *Trainer {
+func newTestLoop(t *testing.T, cfg Config, pol *fakePolicy, run *rundir.RunDir) *Loop {
 	t.Helper()
 	scorer, err := hser.NewScorer(hser.DefaultConfig())
 	if err != nil {
@@ -157,7 +157,7 @@ func newTestTrainer(t *testing.T, cfg Config, pol *fakePolicy, run *rundir.RunDi
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := NewTrainer(cfg, Deps{Policy: pol, Runner: runner, Renderer: rend, Train: testTurns(4),
+	tr, err := NewLoop(cfg, Deps{Policy: pol, Runner: runner, Renderer: rend, Train: testTurns(4),
 		Eval: testTurns(2), Reward: hser.DefaultConfig().Weights, Run: run, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func testConfig() Config {
 	return cfg
 }
 
-func startMetrics(t *testing.T, tr *Trainer) {
+func startMetrics(t *testing.T, tr *Loop) {
 	t.Helper()
 	m, err := openMetrics(tr.deps.Run.File("metrics.jsonl"), -1, false)
 	if err != nil {
@@ -200,7 +200,7 @@ func TestStepExcludesFailedRolloutsAndWritesLedgerFirst(t *testing.T) {
 		}
 		return nil
 	}
-	tr := newTestTrainer(t, testConfig(), pol, run)
+	tr := newTestLoop(t, testConfig(), pol, run)
 	startMetrics(t, tr)
 	m, err := tr.Step(context.Background(), 1)
 	if err != nil {
@@ -250,7 +250,7 @@ func TestGuardsPenalizeAnswerLeak(t *testing.T) {
 	run, _ := rundir.Open(t.TempDir(), "r", rundir.New)
 	// " paris france" writes the reference answer into the query.
 	pol := newFakePolicy(" paris france", "", "", "")
-	tr := newTestTrainer(t, testConfig(), pol, run)
+	tr := newTestLoop(t, testConfig(), pol, run)
 	startMetrics(t, tr)
 	m, err := tr.Step(context.Background(), 1)
 	if err != nil {
@@ -274,7 +274,7 @@ func TestResumeComparesPolicyVersions(t *testing.T) {
 	base := t.TempDir()
 	run, _ := rundir.Open(base, "r", rundir.New)
 	pol := newFakePolicy(" paris", "")
-	if err := newTestTrainer(t, testConfig(), pol, run).Run(context.Background(), false); err != nil {
+	if err := newTestLoop(t, testConfig(), pol, run).Run(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 	if pol.version != 2 || len(pol.loads) != 0 {
@@ -285,7 +285,7 @@ func TestResumeComparesPolicyVersions(t *testing.T) {
 	cfg := testConfig()
 	cfg.Steps = 3
 	run, _ = rundir.Open(base, "r", rundir.Resume)
-	if err := newTestTrainer(t, cfg, pol, run).Run(context.Background(), true); err != nil {
+	if err := newTestLoop(t, cfg, pol, run).Run(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
 	if len(pol.loads) != 0 || pol.version != 3 {
@@ -297,7 +297,7 @@ func TestResumeComparesPolicyVersions(t *testing.T) {
 	pol.version = 7
 	cfg.Steps = 4
 	run, _ = rundir.Open(base, "r", rundir.Resume)
-	if err := newTestTrainer(t, cfg, pol, run).Run(context.Background(), true); err != nil {
+	if err := newTestLoop(t, cfg, pol, run).Run(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
 	if len(pol.loads) != 1 || pol.loads[0] != "step-000003" || pol.version != 4 {
@@ -318,7 +318,7 @@ func TestDynamicSamplingReplacesZeroVarianceGroups(t *testing.T) {
 	pol := newFakePolicy("", "", "", "") // every rewrite alike: zero variance
 	cfg := testConfig()
 	cfg.DynamicSampling = DynamicSamplingConfig{MaxRounds: 2, MinZeroVarFrac: 0.5}
-	tr := newTestTrainer(t, cfg, pol, run)
+	tr := newTestLoop(t, cfg, pol, run)
 	startMetrics(t, tr)
 	calls := 0
 	// The policy learns variety after the first draw.
@@ -376,7 +376,7 @@ func TestRetentionDeletesTrainerCheckpoints(t *testing.T) {
 	pol := newFakePolicy(" paris", "")
 	cfg := testConfig()
 	cfg.Steps, cfg.KeepCheckpoints = 4, 2
-	if err := newTestTrainer(t, cfg, pol, run).Run(context.Background(), false); err != nil {
+	if err := newTestLoop(t, cfg, pol, run).Run(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 	// Checkpoints after steps 0..4; the last two are kept, on both sides.

@@ -29,41 +29,41 @@ type State struct {
 
 // restore starts a fresh state, or on resume loads the newest checkpoint and
 // brings the trainer to exactly the policy version it recorded.
-func (t *Trainer) restore(ctx context.Context, resume bool) error {
+func (l *Loop) restore(ctx context.Context, resume bool) error {
 	var st State
 	step := -1
 	if resume {
 		var err error
-		if step, err = t.deps.Run.LoadLatestState(&st); err != nil {
+		if step, err = l.deps.Run.LoadLatestState(&st); err != nil {
 			return fmt.Errorf("resume: %w", err)
 		}
 	}
 	if step < 0 {
 		if resume {
-			t.log.Warn("resume: no checkpoint yet, starting from the beginning")
+			l.log.Warn("resume: no checkpoint yet, starting from the beginning")
 		}
 		id := make([]byte, 6)
 		_, _ = crand.Read(id)
-		t.state = State{RunID: hex.EncodeToString(id)}
+		l.state = State{RunID: hex.EncodeToString(id)}
 		if resume {
-			t.state.Generation = 1 // step ids must not collide with the lost first attempt
+			l.state.Generation = 1 // step ids must not collide with the lost first attempt
 		}
 		return nil
 	}
 	st.Generation++
-	t.state = st
+	l.state = st
 
 	// Compare the trainer's policy version with our record. Equal: nothing
 	// was applied after the checkpoint, continue as is. Different (updates
 	// applied after the checkpoint, or a trainer that restarted): load the
 	// trainer checkpoint, so no update is lost or applied twice.
-	info, err := t.deps.Policy.Info(ctx)
+	info, err := l.deps.Policy.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("resume: trainer info: %w", err)
 	}
 	if info.PolicyVersion != st.PolicyVersion {
-		resp, err := t.deps.Policy.Load(ctx, trainer.LoadRequest{
-			StepID: t.stepID("load-" + st.TrainerCheckpoint), Name: st.TrainerCheckpoint})
+		resp, err := l.deps.Policy.Load(ctx, trainer.LoadRequest{
+			StepID: l.stepID("load-" + st.TrainerCheckpoint), Name: st.TrainerCheckpoint})
 		if err != nil {
 			return fmt.Errorf("resume: load trainer checkpoint %q: %w", st.TrainerCheckpoint, err)
 		}
@@ -72,7 +72,7 @@ func (t *Trainer) restore(ctx context.Context, resume bool) error {
 				st.TrainerCheckpoint, resp.PolicyVersion, st.PolicyVersion)
 		}
 	}
-	t.log.Info("resumed", "step", st.Step, "policy_version", st.PolicyVersion,
+	l.log.Info("resumed", "step", st.Step, "policy_version", st.PolicyVersion,
 		"trainer_version_before", info.PolicyVersion, "generation", st.Generation)
 	return nil
 }
@@ -80,28 +80,28 @@ func (t *Trainer) restore(ctx context.Context, resume bool) error {
 // checkpoint asks the trainer to save the policy and optimizer, then saves
 // the harness state that names that trainer checkpoint (in that order: a
 // harness state never points at a checkpoint that does not exist).
-func (t *Trainer) checkpoint(ctx context.Context) error {
-	name := fmt.Sprintf("step-%06d", t.state.Step)
-	resp, err := t.deps.Policy.Save(ctx, trainer.SaveRequest{StepID: t.stepID("save-" + name), Name: name})
+func (l *Loop) checkpoint(ctx context.Context) error {
+	name := fmt.Sprintf("step-%06d", l.state.Step)
+	resp, err := l.deps.Policy.Save(ctx, trainer.SaveRequest{StepID: l.stepID("save-" + name), Name: name})
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: trainer save: %w", name, err)
 	}
-	if resp.PolicyVersion != t.state.PolicyVersion {
+	if resp.PolicyVersion != l.state.PolicyVersion {
 		return fmt.Errorf("checkpoint %s: trainer saved policy version %d, the harness expected %d",
-			name, resp.PolicyVersion, t.state.PolicyVersion)
+			name, resp.PolicyVersion, l.state.PolicyVersion)
 	}
-	t.state.TrainerCheckpoint = name
-	t.state.SavedAt = time.Now().UTC()
-	if err := t.metrics.Sync(); err != nil {
+	l.state.TrainerCheckpoint = name
+	l.state.SavedAt = time.Now().UTC()
+	if err := l.metrics.Sync(); err != nil {
 		return err
 	}
-	pruned, err := t.deps.Run.SaveState(t.state.Step, t.state, t.cfg.KeepCheckpoints)
+	pruned, err := l.deps.Run.SaveState(l.state.Step, l.state, l.cfg.KeepCheckpoints)
 	if err != nil {
 		return err
 	}
-	t.log.Debug("checkpoint saved", "step", t.state.Step, "policy_version", t.state.PolicyVersion)
+	l.log.Debug("checkpoint saved", "step", l.state.Step, "policy_version", l.state.PolicyVersion)
 	for _, step := range pruned {
-		t.deleteTrainerCheckpoint(ctx, fmt.Sprintf("step-%06d", step))
+		l.deleteTrainerCheckpoint(ctx, fmt.Sprintf("step-%06d", step))
 	}
 	return nil
 }
@@ -109,46 +109,46 @@ func (t *Trainer) checkpoint(ctx context.Context) error {
 // deleteTrainerCheckpoint releases the trainer checkpoint of a pruned
 // harness state, when the endpoint supports deletion. Failing to delete only
 // costs disk space, so it is logged, not fatal.
-func (t *Trainer) deleteTrainerCheckpoint(ctx context.Context, name string) {
-	if !t.deleteChecked {
-		t.deleteChecked = true
-		d, ok, err := trainer.AsDeleter(ctx, t.deps.Policy)
+func (l *Loop) deleteTrainerCheckpoint(ctx context.Context, name string) {
+	if !l.deleteChecked {
+		l.deleteChecked = true
+		d, ok, err := trainer.AsDeleter(ctx, l.deps.Policy)
 		if !ok {
-			t.log.Info("the trainer cannot delete checkpoints: its old checkpoints are kept", "error", err)
+			l.log.Info("the trainer cannot delete checkpoints: its old checkpoints are kept", "error", err)
 			return
 		}
-		t.deleter = d
+		l.deleter = d
 	}
-	if t.deleter == nil {
+	if l.deleter == nil {
 		return
 	}
-	if _, err := t.deleter.Delete(ctx, trainer.DeleteRequest{StepID: t.stepID("delete-" + name), Name: name}); err != nil {
-		t.log.Warn("delete trainer checkpoint", "name", name, "error", err)
+	if _, err := l.deleter.Delete(ctx, trainer.DeleteRequest{StepID: l.stepID("delete-" + name), Name: name}); err != nil {
+		l.log.Warn("delete trainer checkpoint", "name", name, "error", err)
 	}
 }
 
 // interrupted saves a checkpoint of the last completed step after SIGINT or
 // SIGTERM, with a fresh context since the run's own is cancelled.
-func (t *Trainer) interrupted(ctx context.Context) error {
+func (l *Loop) interrupted(ctx context.Context) error {
 	save, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	info, err := t.deps.Policy.Info(save)
+	info, err := l.deps.Policy.Info(save)
 	switch {
 	case err != nil:
-		t.log.Warn("interrupted: trainer unreachable, keeping the last checkpoint", "error", err)
-	case info.PolicyVersion != t.state.PolicyVersion:
+		l.log.Warn("interrupted: trainer unreachable, keeping the last checkpoint", "error", err)
+	case info.PolicyVersion != l.state.PolicyVersion:
 		// The interrupted step's update reached the trainer but not our
 		// records; the last checkpoint stays authoritative and resume rolls back.
-		t.log.Warn("interrupted during an update: keeping the last checkpoint",
-			"trainer_version", info.PolicyVersion, "recorded", t.state.PolicyVersion)
+		l.log.Warn("interrupted during an update: keeping the last checkpoint",
+			"trainer_version", info.PolicyVersion, "recorded", l.state.PolicyVersion)
 	default:
-		if err := t.checkpoint(save); err != nil {
-			t.log.Error("interrupted: checkpoint failed", "error", err)
+		if err := l.checkpoint(save); err != nil {
+			l.log.Error("interrupted: checkpoint failed", "error", err)
 		} else {
-			t.log.Info("interrupted: checkpoint saved", "step", t.state.Step)
+			l.log.Info("interrupted: checkpoint saved", "step", l.state.Step)
 		}
 	}
-	return fmt.Errorf("interrupted after step %d (resume with --resume): %w", t.state.Step, context.Cause(ctx))
+	return fmt.Errorf("interrupted after step %d (resume with --resume): %w", l.state.Step, context.Cause(ctx))
 }
 
 // epochOrder is the seeded permutation of the data for one epoch.

@@ -140,7 +140,7 @@ func TestRewardAndWeights(t *testing.T) {
 	}
 }
 
-// randomTokens draws n ids from a small vocabulary, so there is overlap.
+// randomIDs draws n ids from a small vocabulary, so there is overlap.
 func randomIDs(r *rand.Rand, n, vocab int) []int32 {
 	out := make([]int32, n)
 	for i := range out {

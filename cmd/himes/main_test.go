@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runHimes runs the CLI in a child process and returns its exit error and output.
+// runHimesProcess runs the CLI in a child process and returns its exit error and output.
 func runHimesProcess(t *testing.T, env []string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)

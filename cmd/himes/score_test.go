@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// runHimes runs the root command with args and stdin, returning stdout,
+// runScoreCmd runs the root command with args and stdin, returning stdout,
 // stderr and the error.
 func runScoreCmd(t *testing.T, stdin string, args ...string) (string, string, error) {
 	t.Helper()

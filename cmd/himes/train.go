@@ -61,7 +61,7 @@ trainer/ checkpoints.`,
 			if err != nil {
 				return err
 			}
-			tr, err := grpo.NewTrainer(cfg.GRPO, grpo.Deps{
+			tr, err := grpo.NewLoop(cfg.GRPO, grpo.Deps{
 				Policy: comp.Policy, Runner: comp.Runner, Renderer: comp.Renderer, Ranker: comp.rankPassages,
 				Train: comp.Train, Eval: comp.Eval, SFT: comp.SFT, Reward: cfg.Reward.Weights,
 				Run: run, Seed: cfg.Run.Seed, Logger: slog.Default(),
