@@ -40,19 +40,19 @@ type PrepConfig struct {
 	// equals the question supply them first; when there are too few, turns
 	// are added with their self-contained reference rewrite as the question.
 	// 0 drops identity examples altogether.
-	NoRewriteRatio float64 `yaml:"no_rewrite_ratio"`
+	NoRewriteRatio float64 `yaml:"no_rewrite_ratio" json:"no_rewrite_ratio"`
 	// MaxPromptChars drops SFT pairs whose flat prompt is longer; 0 = no limit.
-	MaxPromptChars int `yaml:"max_prompt_chars"`
+	MaxPromptChars int `yaml:"max_prompt_chars" json:"max_prompt_chars"`
 	// MaxCompletionChars drops SFT pairs whose completion is longer; 0 = no limit.
-	MaxCompletionChars int `yaml:"max_completion_chars"`
+	MaxCompletionChars int `yaml:"max_completion_chars" json:"max_completion_chars"`
 	// ValFraction of the split keys (conversations by default) held out for validation.
-	ValFraction float64 `yaml:"val_fraction"`
+	ValFraction float64 `yaml:"val_fraction" json:"val_fraction"`
 	// SplitBy is the key that must not straddle train and validation:
 	// conv_id, user (the user_field key), topic or meta.<key>. Use topic for
 	// CAsT 2022, whose flattened tree paths share their first turns.
-	SplitBy string `yaml:"split_by"`
+	SplitBy string `yaml:"split_by" json:"split_by"`
 	// RequirePassages keeps only turns with gold passages in the RL set.
-	RequirePassages bool `yaml:"require_passages"`
+	RequirePassages bool `yaml:"require_passages" json:"require_passages"`
 }
 
 // DefaultPrepConfig returns the documented defaults.

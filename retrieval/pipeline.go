@@ -75,7 +75,7 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 	}
 	p.analyzer = p.bm25.Analyzer()
 	slog.Info("retrieval: BM25 ready", "kb", kbPath, "passages", len(kb.Passages), "chunks", len(chunks),
-		"terms", p.bm25.NumTerms(), "persisted", cfg.Index != "", "elapsed", time.Since(start).Round(time.Millisecond))
+		"terms", p.bm25.NumTerms(), "persisted", cfg.Index != "", "elapsed_s", time.Since(start).Round(time.Millisecond).Seconds())
 	if cfg.Method != "bm25" || cfg.Memory.Enabled {
 		if p.emb, err = NewEmbedder(cfg); err != nil {
 			return nil, err

@@ -79,7 +79,7 @@ func TestLedgerParquetSchema(t *testing.T) {
 	for i := range root.NumFields() {
 		fields[root.Field(i).Name()] = root.Field(i)
 	}
-	for _, name := range []string{"step", "prompt_id", "rewrite", "answer", "reward", "rouge_f1", "em", "hit",
+	for _, name := range []string{"step", "prompt_id", "rewrite", "answer", "reward", "rougeL_f1", "em", "hit",
 		"advantage", "included", "error", "error_kind", "dedup", "cache_hit", "retrieve_seconds", "policy_version"} {
 		n, ok := fields[name]
 		if !ok {

@@ -62,9 +62,9 @@ type Record struct {
 	Answer string `json:"answer"`
 
 	// Reward terms (hser.Score); zero and meaningless when Error is set.
-	RougeP  float64 `json:"rouge_p"`
-	RougeR  float64 `json:"rouge_r"`
-	RougeF1 float64 `json:"rouge_f1"`
+	RougeP  float64 `json:"rougeL_p"`
+	RougeR  float64 `json:"rougeL_r"`
+	RougeF1 float64 `json:"rougeL_f1"`
 	EM      float64 `json:"em"`
 	SquadF1 float64 `json:"squad_f1"`
 	Hit     float64 `json:"hit"`

@@ -189,7 +189,7 @@ func (c *Client) call(ctx context.Context, method, path, op string, in, out any)
 			break
 		}
 		c.log.Warn("trainer call failed, retrying", "endpoint", c.base, "call", op,
-			"attempt", attempt+1, "delay", delay, "err", err)
+			"attempt", attempt+1, "delay_s", delay.Seconds(), "err", err)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("trainer at %s: %s: %w (last error: %v)", c.base, op, ctx.Err(), lastErr)

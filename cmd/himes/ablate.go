@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,7 +128,7 @@ func runRescore(ctx context.Context, stdout io.Writer, runDir, gridPath, data, k
 	if err := ablate.WriteRescoreMarkdown(stdout, res); err != nil {
 		return err
 	}
-	slog.Info("rescore written", "json", out, "seconds", fmt.Sprintf("%.2f", time.Since(t0).Seconds()))
+	slog.Info("rescore written", "json", out, "elapsed_s", math.Round(time.Since(t0).Seconds()*100)/100)
 	if res[0].MaxRewardDiff != 0 {
 		slog.Warn("the run's own setting does not reproduce the logged rewards: the data, knowledge base or chunking differ from training",
 			"max_reward_diff", res[0].MaxRewardDiff)

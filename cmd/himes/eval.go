@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -248,7 +249,7 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 	if err := evaluate.WriteMarkdown(cmd.OutOrStdout(), rep); err != nil {
 		return err
 	}
-	slog.Info("evaluation written", "dir", out, "seconds", fmt.Sprintf("%.1f", rep.Seconds))
+	slog.Info("evaluation written", "dir", out, "elapsed_s", math.Round(rep.Seconds*10)/10)
 	failed := 0
 	for _, s := range rep.Systems {
 		failed += s.Failed

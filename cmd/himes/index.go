@@ -39,7 +39,7 @@ be configured there, or the index is refused.`,
 			}
 			el := time.Since(start)
 			slog.Info("index built", "dir", out, "docs", meta.Docs, "terms", meta.Terms, "postings", meta.Postings,
-				"elapsed", el.Round(time.Millisecond))
+				"elapsed_s", el.Round(time.Millisecond).Seconds())
 			fmt.Fprintf(cmd.OutOrStdout(), "built %s: %d chunks, %d terms, %d postings in %s\n",
 				out, meta.Docs, meta.Terms, meta.Postings, el.Round(time.Millisecond))
 			return nil

@@ -71,7 +71,7 @@ func (p *logProgress) Step(m grpo.StepMetrics) {
 func (p *logProgress) Eval(m grpo.EvalMetrics) { grpo.LogEval(slog.Default(), m) }
 
 func (p *logProgress) Finish() {
-	slog.Info("training finished", "elapsed", time.Since(p.start).Round(time.Millisecond))
+	slog.Info("training finished", "elapsed_s", time.Since(p.start).Round(time.Millisecond).Seconds())
 }
 
 // round keeps log lines short: 4 decimals.

@@ -126,7 +126,7 @@ func logRequests(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		h.ServeHTTP(w, r)
-		slog.Debug("trainer request", "method", r.Method, "path", r.URL.Path, "took", time.Since(start))
+		slog.Debug("trainer request", "method", r.Method, "path", r.URL.Path, "took_ms", float64(time.Since(start).Microseconds())/1000)
 	})
 }
 
