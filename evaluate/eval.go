@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/himes-rl/himes/internal/stats"
 	"math"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/himes-rl/himes/internal/stats"
 
 	"golang.org/x/sync/errgroup"
 
@@ -54,14 +55,14 @@ type Options struct {
 
 // Metric names, in table order.
 const (
-	MReward   = "reward"
-	MRougeF1  = "rougeL_f1"
-	MEM       = "em"
-	MHit      = "hit"
-	MSquadF1  = "squad_f1"
-	MMRR      = "recip_rank"
-	MNDCG3    = "ndcg_cut_3"
-	MRecall10 = "recall_10"
+	MReward    = "reward"
+	MRougeF1   = "rougeL_f1"
+	MEM        = "em"
+	MHit       = "hit"
+	MSquadF1   = "squad_f1"
+	MMRR       = "recip_rank"
+	MNDCG3     = "ndcg_cut_3"
+	MRecall10  = "recall_10"
 	MRecall100 = "recall_100"
 )
 
@@ -89,7 +90,7 @@ type TurnResult struct {
 	// HasAnswer: the turn has a reference answer and was answered.
 	HasAnswer bool
 	// HasGold: the turn has judged passages and retrieval succeeded.
-	HasGold                          bool
+	HasGold                               bool
 	RecipRank, NDCG3, Recall10, Recall100 float64
 	// Run is the passage ranking the IR metrics were computed on.
 	Run      []retrieval.Scored

@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/himes-rl/himes/internal/stats"
 	"io"
 	"math"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/himes-rl/himes/internal/stats"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strings"
+
+	"github.com/himes-rl/himes/internal/ollama"
 
 	"github.com/ollama/ollama/api"
 
@@ -110,31 +110,24 @@ func (p Policy) Rewrite(ctx context.Context, t datasets.Turn) (string, error) {
 // rendered prompt's messages (or its text when it has none).
 type Ollama struct {
 	Model  string
-	client *api.Client
+	client *ollama.Client
 	Render PromptFunc
 	Seed   int
 }
 
-// NewOllama connects to host ("" = OLLAMA_HOST or the local default).
+// NewOllama connects to host ("" = OLLAMA_HOST or the local default); calls
+// have the timeout and retries of ollama.DefaultPolicy.
 func NewOllama(model, host string, render PromptFunc) (*Ollama, error) {
 	if model == "" {
 		return nil, errors.New("ollama rewriter: empty model name (want ollama:<model>)")
 	}
-	var c *api.Client
-	if host == "" {
-		var err error
-		if c, err = api.ClientFromEnvironment(); err != nil {
-			return nil, fmt.Errorf("ollama rewriter: %w", err)
-		}
-	} else {
-		if !strings.Contains(host, "://") {
-			host = "http://" + host
-		}
-		u, err := url.Parse(host)
-		if err != nil {
-			return nil, fmt.Errorf("ollama rewriter: host %q: %w", host, err)
-		}
-		c = api.NewClient(u, http.DefaultClient)
+	var hosts []string
+	if host != "" {
+		hosts = []string{host}
+	}
+	c, err := ollama.New(hosts, 4, nil, ollama.DefaultPolicy, 1)
+	if err != nil {
+		return nil, fmt.Errorf("ollama rewriter: %w", err)
 	}
 	return &Ollama{Model: model, client: c, Render: render}, nil
 }
@@ -155,15 +148,10 @@ func (o *Ollama) Rewrite(ctx context.Context, t datasets.Turn) (string, error) {
 	if len(msgs) == 0 {
 		msgs = []api.Message{{Role: "user", Content: p.Text}}
 	}
-	stream := false
-	req := &api.ChatRequest{Model: o.Model, Messages: msgs, Stream: &stream,
-		Options: map[string]any{"temperature": 0, "seed": o.Seed}}
-	var out strings.Builder
-	if err := o.client.Chat(ctx, req, func(r api.ChatResponse) error {
-		out.WriteString(r.Message.Content)
-		return nil
-	}); err != nil {
+	out, err := o.client.Chat(ctx, ollama.ChatRequest{ChatRequest: api.ChatRequest{Model: o.Model, Messages: msgs,
+		Options: map[string]any{"temperature": 0, "seed": o.Seed}}})
+	if err != nil {
 		return "", fmt.Errorf("ollama %s: %w", o.Model, err)
 	}
-	return strings.TrimSpace(out.String()), nil
+	return strings.TrimSpace(out), nil
 }

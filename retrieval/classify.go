@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/himes-rl/himes/internal/ollama"
 
 	"github.com/ollama/ollama/api"
 )
@@ -97,7 +97,7 @@ func labelNeighbours(labels []Label, vecs [][]float32) map[Label][]Label {
 // constrained by a JSON schema (`format`) whose enum is the taxonomy's
 // "topic/subtopic" labels, at temperature 0.
 type OllamaClassifier struct {
-	client *api.Client
+	client *ollama.Client
 	model  string
 	tax    *Taxonomy
 	schema json.RawMessage
@@ -105,16 +105,19 @@ type OllamaClassifier struct {
 }
 
 // NewOllamaClassifier prepares the schema and the instruction.
-func NewOllamaClassifier(baseURL, model string, tax *Taxonomy, hc *http.Client) (*OllamaClassifier, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return nil, fmt.Errorf("ollama classifier: bad URL %q", baseURL)
-	}
+// host is "host:port" or a URL ("" = OLLAMA_HOST); calls have the timeout
+// and retries of ollama.DefaultPolicy.
+func NewOllamaClassifier(host, model string, tax *Taxonomy) (*OllamaClassifier, error) {
 	if model == "" {
 		return nil, fmt.Errorf("ollama classifier: model is empty")
 	}
-	if hc == nil {
-		hc = http.DefaultClient
+	var hosts []string
+	if host != "" {
+		hosts = []string{host}
+	}
+	client, err := ollama.New(hosts, 4, nil, ollama.DefaultPolicy, 1)
+	if err != nil {
+		return nil, fmt.Errorf("ollama classifier: %w", err)
 	}
 	var enum []string
 	var b strings.Builder
@@ -134,25 +137,19 @@ func NewOllamaClassifier(baseURL, model string, tax *Taxonomy, hc *http.Client) 
 	if err != nil {
 		return nil, err
 	}
-	return &OllamaClassifier{client: api.NewClient(u, hc), model: model, tax: tax, schema: schema, system: b.String()}, nil
+	return &OllamaClassifier{client: client, model: model, tax: tax, schema: schema, system: b.String()}, nil
 }
 
 // Classify implements Classifier, one request per text.
 func (c *OllamaClassifier) Classify(ctx context.Context, texts []string, _ [][]float32) ([]Label, error) {
 	out := make([]Label, len(texts))
-	stream := false
 	for i, t := range texts {
-		var content string
-		err := c.client.Chat(ctx, &api.ChatRequest{
+		content, err := c.client.Chat(ctx, ollama.ChatRequest{ChatRequest: api.ChatRequest{
 			Model:    c.model,
 			Messages: []api.Message{{Role: "system", Content: c.system}, {Role: "user", Content: t}},
-			Stream:   &stream,
 			Format:   c.schema,
 			Options:  map[string]any{"temperature": 0},
-		}, func(r api.ChatResponse) error {
-			content += r.Message.Content
-			return nil
-		})
+		}})
 		if err != nil {
 			return nil, fmt.Errorf("ollama classify (model %s): %w", c.model, err)
 		}

@@ -10,11 +10,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/himes-rl/himes/internal/ollama"
 
 	"github.com/ollama/ollama/api"
 )
@@ -145,7 +145,7 @@ func Cosine(a, b []float32) float64 {
 // cache keyed by model and text hash, so a knowledge base is embedded once
 // across runs. Vectors are L2-normalized.
 type OllamaEmbedder struct {
-	client   *api.Client
+	client   *ollama.Client
 	model    string
 	batch    int
 	cacheDir string // "" disables the cache
@@ -154,22 +154,25 @@ type OllamaEmbedder struct {
 	dim int
 }
 
-// NewOllamaEmbedder connects to an Ollama server at baseURL.
-func NewOllamaEmbedder(baseURL, model string, batch int, cacheDir string, hc *http.Client) (*OllamaEmbedder, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return nil, fmt.Errorf("ollama embedder: bad URL %q", baseURL)
-	}
+// NewOllamaEmbedder embeds with model on the Ollama server at host
+// ("host:port" or a URL; "" = OLLAMA_HOST); calls have the timeout and
+// retries of ollama.DefaultPolicy.
+func NewOllamaEmbedder(host, model string, batch int, cacheDir string) (*OllamaEmbedder, error) {
 	if model == "" {
 		return nil, errors.New("ollama embedder: model is empty")
 	}
 	if batch < 1 {
 		return nil, fmt.Errorf("ollama embedder: batch must be ≥ 1, got %d", batch)
 	}
-	if hc == nil {
-		hc = http.DefaultClient
+	var hosts []string
+	if host != "" {
+		hosts = []string{host}
 	}
-	return &OllamaEmbedder{client: api.NewClient(u, hc), model: model, batch: batch, cacheDir: cacheDir}, nil
+	client, err := ollama.New(hosts, 4, nil, ollama.DefaultPolicy, 1)
+	if err != nil {
+		return nil, fmt.Errorf("ollama embedder: %w", err)
+	}
+	return &OllamaEmbedder{client: client, model: model, batch: batch, cacheDir: cacheDir}, nil
 }
 
 // Dim implements Embedder; 0 until a vector has been seen.
@@ -215,15 +218,12 @@ func (o *OllamaEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 		for j, i := range idx {
 			in[j] = texts[i]
 		}
-		resp, err := o.client.Embed(ctx, &api.EmbedRequest{Model: o.model, Input: in})
+		vecs, err := o.client.Embed(ctx, api.EmbedRequest{Model: o.model, Input: in})
 		if err != nil {
 			return nil, fmt.Errorf("ollama embed (model %s, %d texts): %w", o.model, len(in), err)
 		}
-		if len(resp.Embeddings) != len(in) {
-			return nil, fmt.Errorf("ollama embed (model %s): sent %d texts, got %d vectors", o.model, len(in), len(resp.Embeddings))
-		}
 		for j, i := range idx {
-			v := Normalize(resp.Embeddings[j])
+			v := Normalize(vecs[j])
 			if err := o.checkDim(len(v)); err != nil {
 				return nil, fmt.Errorf("ollama embed (model %s): %w", o.model, err)
 			}

@@ -93,7 +93,7 @@ func TestOllamaEmbedderBatchesAndCaches(t *testing.T) {
 	srv := fakeOllama(t, &calls, "", nil)
 	defer srv.Close()
 	cache := t.TempDir()
-	e, err := NewOllamaEmbedder(srv.URL, "nomic", 2, cache, srv.Client())
+	e, err := NewOllamaEmbedder(srv.URL, "nomic", 2, cache)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestOllamaEmbedderBatchesAndCaches(t *testing.T) {
 		t.Fatalf("dim %d name %s", e.Dim(), e.Name())
 	}
 	// a fresh embedder on the same cache sends nothing for known texts
-	e2, _ := NewOllamaEmbedder(srv.URL, "nomic", 2, cache, srv.Client())
+	e2, _ := NewOllamaEmbedder(srv.URL, "nomic", 2, cache)
 	vs2, err := e2.Embed(t.Context(), []string{"ccc", "a", "new"})
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestOllamaEmbedderBatchesAndCaches(t *testing.T) {
 		}
 	}
 	// the cache is keyed by model too
-	e3, _ := NewOllamaEmbedder(srv.URL, "other", 2, cache, srv.Client())
+	e3, _ := NewOllamaEmbedder(srv.URL, "other", 2, cache)
 	e3.Embed(t.Context(), []string{"a"})
 	if calls.Load() != 5 {
 		t.Fatalf("other model reused the cache: %d requests", calls.Load())
@@ -145,7 +145,7 @@ func TestOllamaClassifierUsesSchema(t *testing.T) {
 	var format atomic.Value
 	srv := fakeOllama(t, &calls, `{"label": "home/repair"}`, &format)
 	defer srv.Close()
-	c, err := NewOllamaClassifier(srv.URL, "llama", tax, srv.Client())
+	c, err := NewOllamaClassifier(srv.URL, "llama", tax)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestOllamaClassifierUsesSchema(t *testing.T) {
 	}
 	bad := fakeOllama(t, &calls, `{"label": "cooking/space"}`, nil)
 	defer bad.Close()
-	c2, _ := NewOllamaClassifier(bad.URL, "llama", tax, bad.Client())
+	c2, _ := NewOllamaClassifier(bad.URL, "llama", tax)
 	if _, err := c2.Classify(t.Context(), []string{"x"}, nil); err == nil {
 		t.Fatal("label outside the taxonomy accepted")
 	}

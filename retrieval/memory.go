@@ -67,7 +67,7 @@ func NewClassifier(ctx context.Context, cfg MemoryConfig, tax *Taxonomy, emb Emb
 	case "", "embedding":
 		return NewEmbeddingClassifier(ctx, tax, emb)
 	case "ollama":
-		return NewOllamaClassifier(cfg.ClassifierURL, cfg.ClassifierModel, tax, nil)
+		return NewOllamaClassifier(cfg.ClassifierURL, cfg.ClassifierModel, tax)
 	default:
 		return nil, fmt.Errorf("memory classifier %q: want embedding or ollama", cfg.Classifier)
 	}

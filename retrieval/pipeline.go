@@ -196,7 +196,7 @@ func NewEmbedder(cfg Config) (Embedder, error) {
 			}
 			cache = filepath.Join(dir, "himes", "embed")
 		}
-		return NewOllamaEmbedder(cfg.OllamaURL, cfg.EmbedModel, cfg.EmbedBatch, cache, nil)
+		return NewOllamaEmbedder(cfg.OllamaURL, cfg.EmbedModel, cfg.EmbedBatch, cache)
 	default:
 		return nil, fmt.Errorf("embedder %q: want hash or ollama", cfg.Embedder)
 	}

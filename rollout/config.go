@@ -4,6 +4,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/himes-rl/himes/internal/httpcall"
+
 	"github.com/himes-rl/himes/internal/fielderr"
 )
 
@@ -85,6 +87,11 @@ type CallConfig struct {
 	// (defaults 200ms and 5s).
 	BackoffBase time.Duration `yaml:"backoff_base"`
 	BackoffMax  time.Duration `yaml:"backoff_max"`
+}
+
+// policy is the HTTP layer's view of these settings.
+func (c CallConfig) policy() httpcall.Policy {
+	return httpcall.Policy{Timeout: c.Timeout, Retries: c.Retries, BackoffBase: c.BackoffBase, BackoffMax: c.BackoffMax}
 }
 
 // PromptConfig holds the chat templates (Go text/template). The user template
@@ -203,7 +210,7 @@ func (c OllamaConfig) validate() error {
 		}
 	}
 	for i, h := range c.Hosts {
-		if _, err := parseHost(h); err != nil {
+		if _, err := httpcall.ParseHost(h); err != nil {
 			return fielderr.New("hosts", "entry %d: %v", i, err)
 		}
 	}
@@ -235,7 +242,7 @@ func (c OpenAIConfig) validate() error {
 		return fielderr.New("base_urls", "needs at least one endpoint, e.g. http://127.0.0.1:8000/v1")
 	}
 	for i, h := range c.BaseURLs {
-		if _, err := parseHost(h); err != nil {
+		if _, err := httpcall.ParseHost(h); err != nil {
 			return fielderr.New("base_urls", "entry %d: %v", i, err)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/himes-rl/himes/internal/ollama"
 )
 
 // fakeOllama is an in-process Ollama-compatible server: /api/tags,
@@ -59,7 +61,7 @@ func (f *fakeOllama) url() string { return f.srv.URL }
 
 func (f *fakeOllama) known(m string) bool {
 	for _, k := range f.models {
-		if sameModel(k, m) {
+		if ollama.SameModel(k, m) {
 			return true
 		}
 	}

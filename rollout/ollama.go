@@ -2,17 +2,14 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/himes-rl/himes/internal/ollama"
+
 	"github.com/ollama/ollama/api"
-	"github.com/ollama/ollama/envconfig"
 
 	"github.com/himes-rl/himes/retrieval"
 )
@@ -21,18 +18,10 @@ import (
 type Ollama struct {
 	cfg       OllamaConfig
 	prompt    *promptTemplate
-	call      *caller
+	client    *ollama.Client
 	keepAlive *api.Duration
 	options   map[string]any
 	digest    string // set by Check; part of Name so a re-pulled model is a new cache key
-}
-
-// ollamaChatRequest adds "think" to the v0.6.5 request type, which predates
-// it. It is always sent: newer servers would otherwise let thinking models
-// spend the whole num_predict budget on reasoning.
-type ollamaChatRequest struct {
-	api.ChatRequest
-	Think bool `json:"think"`
 }
 
 // NewOllama builds the Ollama responder without contacting the hosts (call
@@ -45,29 +34,11 @@ func NewOllama(cfg OllamaConfig, p PromptConfig) (*Ollama, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ollama responder: %w", err)
 	}
-	hosts := cfg.Hosts
-	if len(hosts) == 0 {
-		// OLLAMA_HOST, with Ollama's own defaults (scheme, port 11434).
-		hosts = []string{envconfig.Host().String()}
+	client, err := ollama.New(cfg.Hosts, cfg.MaxPerHost, cfg.HostLimits, cfg.Call.policy(), uint64(cfg.Seed))
+	if err != nil {
+		return nil, fmt.Errorf("ollama responder: %w", err)
 	}
-	bases := make([]*url.URL, 0, len(hosts))
-	limits := make([]int, len(hosts))
-	for i, h := range hosts {
-		u, err := parseHost(h)
-		if err != nil {
-			return nil, fmt.Errorf("ollama responder: %w", err)
-		}
-		if u.Port() == "" && u.Scheme == "http" {
-			u.Host += ":11434"
-		}
-		bases = append(bases, u)
-		limits[i] = cfg.MaxPerHost
-		if len(cfg.HostLimits) == len(hosts) {
-			limits[i] = cfg.HostLimits[i]
-		}
-	}
-	o := &Ollama{cfg: cfg, prompt: pt}
-	o.call = newCaller("ollama", newHostPool(bases, limits), cfg.Call, uint64(cfg.Seed))
+	o := &Ollama{cfg: cfg, prompt: pt, client: client}
 	if cfg.KeepAlive != "" {
 		d, err := parseKeepAlive(cfg.KeepAlive)
 		if err != nil {
@@ -105,55 +76,20 @@ func (o *Ollama) Name() string {
 func (o *Ollama) Deterministic() bool { return o.cfg.Temperature == 0 }
 
 // Capacity is the total number of concurrent requests the hosts accept.
-func (o *Ollama) Capacity() int { return o.call.pool.capacity() }
+func (o *Ollama) Capacity() int { return o.client.Capacity() }
 
 // Close releases idle connections.
-func (o *Ollama) Close() { o.call.close() }
+func (o *Ollama) Close() { o.client.Close() }
 
 // Check verifies, with one cheap call per host, that every host serves the
 // model. A missing model is a *ModelNotFoundError naming the host and the fix.
 func (o *Ollama) Check(ctx context.Context) error {
-	for _, h := range o.call.pool.hosts {
-		var lr api.ListResponse
-		err := o.call.call(ctx, h, o.cfg.Model, "ollama pull "+o.cfg.Model, func(ctx context.Context, h *host) (int, error) {
-			return o.call.doJSON(ctx, h, http.MethodGet, "/api/tags", nil, &lr, nil)
-		})
-		if err != nil {
-			var nf *ModelNotFoundError
-			if errors.As(err, &nf) {
-				return err
-			}
-			return fmt.Errorf("ollama host %s unreachable (is `ollama serve` running there?): %w", h, err)
-		}
-		digest := ""
-		for _, m := range lr.Models {
-			if sameModel(m.Name, o.cfg.Model) || sameModel(m.Model, o.cfg.Model) {
-				digest = m.Digest
-				break
-			}
-		}
-		if digest == "" {
-			return &ModelNotFoundError{Model: o.cfg.Model, Host: h.String(), Hint: "ollama pull " + o.cfg.Model}
-		}
-		if o.digest != "" && o.digest != digest {
-			return fmt.Errorf("ollama model %s differs between hosts (digest %.12s on %s, %.12s elsewhere): answers would depend on routing",
-				o.cfg.Model, digest, h, o.digest)
-		}
-		o.digest = digest
+	d, err := o.client.Check(ctx, o.cfg.Model)
+	if err != nil {
+		return err
 	}
+	o.digest = d
 	return nil
-}
-
-// sameModel compares model names the way Ollama resolves them: a name
-// without a tag means ":latest".
-func sameModel(a, b string) bool {
-	norm := func(s string) string {
-		if !strings.Contains(s[strings.LastIndex(s, "/")+1:], ":") {
-			return s + ":latest"
-		}
-		return s
-	}
-	return a != "" && b != "" && norm(a) == norm(b)
 }
 
 // RenderPrompt returns the exact conversation sent for (question, chunks);
@@ -173,23 +109,14 @@ func (o *Ollama) Respond(ctx context.Context, question string, chunks []retrieva
 		msgs = append(msgs, api.Message{Role: "system", Content: o.prompt.system})
 	}
 	msgs = append(msgs, api.Message{Role: "user", Content: user})
-	stream := false
-	body, err := json.Marshal(ollamaChatRequest{
-		ChatRequest: api.ChatRequest{Model: o.cfg.Model, Messages: msgs, Stream: &stream,
-			KeepAlive: o.keepAlive, Options: o.options},
-		Think: false,
-	})
-	if err != nil {
-		return "", fmt.Errorf("encode chat request: %w", err)
-	}
-	var out api.ChatResponse
-	err = o.call.call(ctx, nil, o.cfg.Model, "ollama pull "+o.cfg.Model, func(ctx context.Context, h *host) (int, error) {
-		return o.call.postJSON(ctx, h, "/api/chat", body, &out, nil)
+	answer, err := o.client.Chat(ctx, ollama.ChatRequest{
+		ChatRequest: api.ChatRequest{Model: o.cfg.Model, Messages: msgs, KeepAlive: o.keepAlive, Options: o.options},
+		Think:       false,
 	})
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(out.Message.Content), nil
+	return strings.TrimSpace(answer), nil
 }
 
 // Embed returns one embedding per input through /api/embed, with the same
@@ -199,21 +126,7 @@ func (o *Ollama) Embed(ctx context.Context, inputs []string) ([][]float32, error
 	if o.cfg.NumThread > 0 {
 		opts["num_thread"] = o.cfg.NumThread
 	}
-	body, err := json.Marshal(api.EmbedRequest{Model: o.cfg.Model, Input: inputs, KeepAlive: o.keepAlive, Options: opts})
-	if err != nil {
-		return nil, fmt.Errorf("encode embed request: %w", err)
-	}
-	var out api.EmbedResponse
-	err = o.call.call(ctx, nil, o.cfg.Model, "ollama pull "+o.cfg.Model, func(ctx context.Context, h *host) (int, error) {
-		return o.call.postJSON(ctx, h, "/api/embed", body, &out, nil)
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(out.Embeddings) != len(inputs) {
-		return nil, fmt.Errorf("ollama embed: got %d embeddings for %d inputs", len(out.Embeddings), len(inputs))
-	}
-	return out.Embeddings, nil
+	return o.client.Embed(ctx, api.EmbedRequest{Model: o.cfg.Model, Input: inputs, KeepAlive: o.keepAlive, Options: opts})
 }
 
 // parseKeepAlive accepts a Go duration ("30m") or whole seconds ("300");

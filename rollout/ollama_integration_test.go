@@ -310,7 +310,7 @@ func TestRealOllamaBackPressure(t *testing.T) {
 	o := resp.(*Ollama)
 	defer o.Close()
 	busy := &statusCounter{}
-	o.call.client.Transport = busy.wrap(o.call.client.Transport)
+	o.client.WrapTransport(busy.wrap)
 	r, err := NewRunner(cfg, &uniqueRetriever{}, o, mustScorer(t))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/himes-rl/himes/internal/ollama"
+
+	"github.com/himes-rl/himes/internal/httpcall"
+
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -18,7 +22,7 @@ import (
 type OpenAI struct {
 	cfg    OpenAIConfig
 	prompt *promptTemplate
-	call   *caller
+	call   *httpcall.Caller
 	header http.Header
 }
 
@@ -34,7 +38,7 @@ func NewOpenAI(cfg OpenAIConfig, p PromptConfig) (*OpenAI, error) {
 	bases := make([]*url.URL, len(cfg.BaseURLs))
 	limits := make([]int, len(cfg.BaseURLs))
 	for i, b := range cfg.BaseURLs {
-		if bases[i], err = parseHost(b); err != nil {
+		if bases[i], err = httpcall.ParseHost(b); err != nil {
 			return nil, fmt.Errorf("openai responder: %w", err)
 		}
 		limits[i] = cfg.MaxPerHost
@@ -47,7 +51,7 @@ func NewOpenAI(cfg OpenAIConfig, p PromptConfig) (*OpenAI, error) {
 		}
 		o.header.Set("Authorization", "Bearer "+key)
 	}
-	o.call = newCaller("openai", newHostPool(bases, limits), cfg.Call, uint64(cfg.Seed))
+	o.call = httpcall.NewCaller("openai", httpcall.NewPool(bases, limits), cfg.Call.policy(), uint64(cfg.Seed))
 	return o, nil
 }
 
@@ -57,25 +61,25 @@ func (o *OpenAI) Name() string {
 }
 
 // Close releases idle connections.
-func (o *OpenAI) Close() { o.call.close() }
+func (o *OpenAI) Close() { o.call.Close() }
 
 // Deterministic reports whether answers are reproducible (temperature 0).
 func (o *OpenAI) Deterministic() bool { return o.cfg.Temperature == 0 }
 
 // Capacity is the total number of concurrent requests the endpoints accept.
-func (o *OpenAI) Capacity() int { return o.call.pool.capacity() }
+func (o *OpenAI) Capacity() int { return o.call.Pool().Capacity() }
 
 // Check lists /models on every endpoint and fails when the model is absent.
 func (o *OpenAI) Check(ctx context.Context) error {
-	for _, h := range o.call.pool.hosts {
+	for _, h := range o.call.Pool().Hosts() {
 		var models struct {
 			Data []struct {
 				ID string `json:"id"`
 			} `json:"data"`
 		}
 		hint := "serve " + o.cfg.Model + " on that endpoint"
-		err := o.call.call(ctx, h, o.cfg.Model, hint, func(ctx context.Context, h *host) (int, error) {
-			return o.call.doJSON(ctx, h, http.MethodGet, "/models", nil, &models, o.header)
+		err := o.call.Call(ctx, h, o.cfg.Model, hint, func(ctx context.Context, h *httpcall.Host) (int, error) {
+			return o.call.DoJSON(ctx, h, http.MethodGet, "/models", nil, &models, o.header)
 		})
 		if err != nil {
 			return fmt.Errorf("openai endpoint %s: %w", h, err)
@@ -83,7 +87,7 @@ func (o *OpenAI) Check(ctx context.Context) error {
 		found := false
 		for _, m := range models.Data {
 			// Ollama's /v1 lists "name:latest" for "name".
-			found = found || m.ID == o.cfg.Model || sameModel(m.ID, o.cfg.Model)
+			found = found || m.ID == o.cfg.Model || ollama.SameModel(m.ID, o.cfg.Model)
 		}
 		if !found {
 			return &ModelNotFoundError{Model: o.cfg.Model, Host: h.String(), Hint: hint}
@@ -125,14 +129,15 @@ func (o *OpenAI) Respond(ctx context.Context, question string, chunks []retrieva
 			Message openAIMessage `json:"message"`
 		} `json:"choices"`
 	}
-	err = o.call.call(ctx, nil, o.cfg.Model, "serve "+o.cfg.Model+" on that endpoint", func(ctx context.Context, h *host) (int, error) {
-		return o.call.postJSON(ctx, h, "/chat/completions", body, &out, o.header)
+	err = o.call.Call(ctx, nil, o.cfg.Model, "serve "+o.cfg.Model+" on that endpoint", func(ctx context.Context, h *httpcall.Host) (int, error) {
+		status, err := o.call.PostJSON(ctx, h, "/chat/completions", body, &out, o.header)
+		if err == nil && len(out.Choices) == 0 {
+			return status, &httpcall.MalformedError{What: "/chat/completions response has no choices"}
+		}
+		return status, err
 	})
 	if err != nil {
 		return "", err
-	}
-	if len(out.Choices) == 0 {
-		return "", fmt.Errorf("openai chat: response has no choices")
 	}
 	return strings.TrimSpace(out.Choices[0].Message.Content), nil
 }

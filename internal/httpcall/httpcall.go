@@ -1,4 +1,9 @@
-package rollout
+// Package httpcall is the one HTTP layer for the model servers himes calls
+// (Ollama chat and embed, OpenAI-compatible chat, retrieval services): a pool
+// of hosts with per-host concurrency limits and least-loaded routing, a
+// per-call timeout, and retries with exponential backoff and jitter on
+// connection errors, timeouts, 429 and 5xx, never on other 4xx.
+package httpcall
 
 import (
 	"bytes"
@@ -19,33 +24,37 @@ import (
 	"github.com/ollama/ollama/api"
 )
 
-// host is one server of a responder with its own concurrency limit.
-type host struct {
+// Host is one server of a responder with its own concurrency limit.
+type Host struct {
 	base     *url.URL
 	limit    int
-	inflight int // guarded by hostPool.mu
+	inflight int // guarded by Pool.mu
 }
 
-func (h *host) String() string { return h.base.String() }
+func (h *Host) String() string { return h.base.String() }
 
-// hostPool routes each call to the least-loaded host with a free slot
+// Pool routes each call to the least-loaded host with a free slot
 // (load = in-flight / limit; ties go to the earlier host) and makes callers
 // wait, cancellably, while every host is full.
-type hostPool struct {
+type Pool struct {
 	mu    sync.Mutex
-	hosts []*host
+	hosts []*Host
 	wake  chan struct{} // closed and replaced whenever a slot frees
 }
 
-func newHostPool(bases []*url.URL, limits []int) *hostPool {
-	p := &hostPool{wake: make(chan struct{})}
+func NewPool(bases []*url.URL, limits []int) *Pool {
+	p := &Pool{wake: make(chan struct{})}
 	for i, b := range bases {
-		p.hosts = append(p.hosts, &host{base: b, limit: limits[i]})
+		p.hosts = append(p.hosts, &Host{base: b, limit: limits[i]})
 	}
 	return p
 }
 
-func (p *hostPool) capacity() int {
+// Hosts lists the pool's hosts in configuration order.
+func (p *Pool) Hosts() []*Host { return p.hosts }
+
+// Capacity is the total number of concurrent calls the hosts accept.
+func (p *Pool) Capacity() int {
 	n := 0
 	for _, h := range p.hosts {
 		n += h.limit
@@ -53,12 +62,12 @@ func (p *hostPool) capacity() int {
 	return n
 }
 
-// acquire takes a slot on the least-loaded host. avoid (the host that just
+// Acquire takes a slot on the least-loaded host. avoid (the host that just
 // failed) is only chosen when no other host has a free slot.
-func (p *hostPool) acquire(ctx context.Context, avoid *host) (*host, error) {
+func (p *Pool) Acquire(ctx context.Context, avoid *Host) (*Host, error) {
 	for {
 		p.mu.Lock()
-		var best *host
+		var best *Host
 		for _, h := range p.hosts {
 			if h.inflight >= h.limit {
 				continue
@@ -83,7 +92,7 @@ func (p *hostPool) acquire(ctx context.Context, avoid *host) (*host, error) {
 	}
 }
 
-func (p *hostPool) release(h *host) {
+func (p *Pool) Release(h *Host) {
 	p.mu.Lock()
 	h.inflight--
 	close(p.wake)
@@ -91,11 +100,11 @@ func (p *hostPool) release(h *host) {
 	p.mu.Unlock()
 }
 
-// caller runs HTTP calls against a host pool with a per-call timeout and
+// Caller runs HTTP calls against a host pool with a per-call timeout and
 // retries with exponential backoff and jitter.
-type caller struct {
-	pool   *hostPool
-	cfg    CallConfig
+type Caller struct {
+	pool   *Pool
+	cfg    Policy
 	client *http.Client
 	log    *slog.Logger
 	what   string // "ollama" or "openai", for messages
@@ -104,10 +113,10 @@ type caller struct {
 	rng *rand.Rand // jitter only; never affects results
 }
 
-// newHTTPClient returns a client sized for the pool: the default transport
+// NewClient returns a client sized for the pool: the default transport
 // keeps only 2 idle connections per host, so a burst of N concurrent calls
 // would open and tear down connections on every call.
-func newHTTPClient(perHost, total int, timeout time.Duration) *http.Client {
+func NewClient(perHost, total int, timeout time.Duration) *http.Client {
 	tr := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -122,25 +131,35 @@ func newHTTPClient(perHost, total int, timeout time.Duration) *http.Client {
 	return &http.Client{Transport: tr, Timeout: timeout + 5*time.Second}
 }
 
-func newCaller(what string, pool *hostPool, cfg CallConfig, seed uint64) *caller {
+func NewCaller(what string, pool *Pool, cfg Policy, seed uint64) *Caller {
 	perHost := 0
 	for _, h := range pool.hosts {
 		perHost = max(perHost, h.limit)
 	}
-	return &caller{
+	return &Caller{
 		pool: pool, cfg: cfg, what: what,
-		client: newHTTPClient(perHost, pool.capacity(), cfg.Timeout),
-		log:    slog.Default().With("component", "rollout", "responder", what),
+		client: NewClient(perHost, pool.Capacity(), cfg.Timeout),
+		log:    slog.Default().With("component", "httpcall", "server", what),
 		rng:    rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
 	}
 }
 
-func (c *caller) close() { c.client.CloseIdleConnections() }
+// WrapTransport wraps the caller's HTTP transport (a proxy, a fault
+// injector in tests).
+func (c *Caller) WrapTransport(wrap func(http.RoundTripper) http.RoundTripper) {
+	c.client.Transport = wrap(c.client.Transport)
+}
+
+// Pool is the caller's host pool.
+func (c *Caller) Pool() *Pool { return c.pool }
+
+// Close releases idle connections.
+func (c *Caller) Close() { c.client.CloseIdleConnections() }
 
 // backoff returns the wait before retry number attempt (1-based): an
 // exponential ceiling with "equal jitter" (half fixed, half random), so a
 // burst of rejected calls spreads out instead of returning in lock-step.
-func (c *caller) backoff(attempt int) time.Duration {
+func (c *Caller) backoff(attempt int) time.Duration {
 	d := c.cfg.BackoffBase << min(attempt-1, 30)
 	if d <= 0 || d > c.cfg.BackoffMax {
 		d = c.cfg.BackoffMax
@@ -151,15 +170,15 @@ func (c *caller) backoff(attempt int) time.Duration {
 	return d/2 + j
 }
 
-// attemptFunc performs one attempt against h within ctx (which carries the
+// AttemptFunc performs one attempt against h within ctx (which carries the
 // per-call deadline). It returns the HTTP status (0 when there was no response).
-type attemptFunc func(ctx context.Context, h *host) (status int, err error)
+type AttemptFunc func(ctx context.Context, h *Host) (status int, err error)
 
-// call runs fn on the least-loaded host (or on pin when set, without taking a
+// Call runs fn on the least-loaded host (or on pin when set, without taking a
 // slot), retrying retryable failures. A 404 becomes a *ModelNotFoundError;
 // other final failures a *CallError. Cancellation of ctx returns ctx.Err().
-func (c *caller) call(ctx context.Context, pin *host, model, hint string, fn attemptFunc) error {
-	var avoid *host
+func (c *Caller) Call(ctx context.Context, pin *Host, model, hint string, fn AttemptFunc) error {
+	var avoid *Host
 	var last error
 	var lastStatus int
 	var lastKind, lastHost string
@@ -177,7 +196,7 @@ func (c *caller) call(ctx context.Context, pin *host, model, hint string, fn att
 		h := pin
 		if h == nil {
 			var err error
-			if h, err = c.pool.acquire(ctx, avoid); err != nil {
+			if h, err = c.pool.Acquire(ctx, avoid); err != nil {
 				return err
 			}
 		}
@@ -185,7 +204,7 @@ func (c *caller) call(ctx context.Context, pin *host, model, hint string, fn att
 		status, err := fn(cctx, h)
 		cancel()
 		if pin == nil {
-			c.pool.release(h)
+			c.pool.Release(h)
 		}
 		attempts++
 		if err == nil {
@@ -218,14 +237,14 @@ func transportErr(err error) error {
 	return err
 }
 
-// postJSON sends body to h's base URL + path and decodes a 200 JSON response
+// PostJSON sends body to h's base URL + path and decodes a 200 JSON response
 // into out. Non-200 responses become api.StatusError with the server's
 // message ({"error": "..."} for Ollama, {"error": {"message": ...}} for OpenAI).
-func (c *caller) postJSON(ctx context.Context, h *host, path string, body []byte, out any, hdr http.Header) (int, error) {
-	return c.doJSON(ctx, h, http.MethodPost, path, body, out, hdr)
+func (c *Caller) PostJSON(ctx context.Context, h *Host, path string, body []byte, out any, hdr http.Header) (int, error) {
+	return c.DoJSON(ctx, h, http.MethodPost, path, body, out, hdr)
 }
 
-func (c *caller) doJSON(ctx context.Context, h *host, method, path string, body []byte, out any, hdr http.Header) (int, error) {
+func (c *Caller) DoJSON(ctx context.Context, h *Host, method, path string, body []byte, out any, hdr http.Header) (int, error) {
 	u := h.base.JoinPath(path)
 	var rd io.Reader
 	if body != nil {
@@ -251,18 +270,18 @@ func (c *caller) doJSON(ctx context.Context, h *host, method, path string, body 
 		return 0, fmt.Errorf("read %s response: %w", u.Path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, api.StatusError{StatusCode: resp.StatusCode, Status: resp.Status, ErrorMessage: serverMessage(raw)}
+		return resp.StatusCode, api.StatusError{StatusCode: resp.StatusCode, Status: resp.Status, ErrorMessage: ServerMessage(raw)}
 	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("decode %s response: %w", u.Path, err)
+			return resp.StatusCode, &MalformedError{What: fmt.Sprintf("decode %s response: %v", u.Path, err)}
 		}
 	}
 	return resp.StatusCode, nil
 }
 
-// serverMessage extracts the error text of an Ollama or OpenAI error body.
-func serverMessage(raw []byte) string {
+// ServerMessage extracts the error text of an Ollama or OpenAI error body.
+func ServerMessage(raw []byte) string {
 	var e struct {
 		Error json.RawMessage `json:"error"`
 	}
@@ -285,8 +304,8 @@ func serverMessage(raw []byte) string {
 	return s
 }
 
-// parseHost accepts "host:port", "http://host:port[/path]" or https URLs.
-func parseHost(s string) (*url.URL, error) {
+// ParseHost accepts "host:port", "http://host:port[/path]" or https URLs.
+func ParseHost(s string) (*url.URL, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return nil, errors.New("empty host")
