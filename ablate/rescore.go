@@ -325,7 +325,7 @@ func summarizeRescore(st Setting, steps [][]ledgerGroup, r, own rescored) Rescor
 	}
 	if res.Rollouts > 0 {
 		n := float64(res.Rollouts)
-		res.Reward, res.RougeF1, res.EM, res.Hit = mean(cols[0]), mean(cols[1]), mean(cols[2]), mean(cols[3])
+		res.Reward, res.RougeF1, res.EM, res.Hit = stats.Mean(cols[0]), stats.Mean(cols[1]), stats.Mean(cols[2]), stats.Mean(cols[3])
 		res.IncludedShare = float64(included) / n
 		res.SignFlips = float64(flips) / n
 	}
@@ -343,14 +343,6 @@ func summarizeRescore(st Setting, steps [][]ledgerGroup, r, own rescored) Rescor
 		}
 	}
 	return res
-}
-
-func mean(xs []float64) float64 {
-	var s float64
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
 }
 
 // LedgerDir is where a run keeps its rollout ledgers.

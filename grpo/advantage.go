@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/internal/stats"
 )
 
 // SampleReward is one rollout's reward terms as the advantage code sees them.
@@ -108,16 +109,7 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 		}
 	}
 
-	var terms []term
-	if cfg.Aggregation == "sum" {
-		terms = []term{{1, func(s hser.Score) float64 { return w.Reward(s.RougeF1, s.EM, s.Hit) }}}
-	} else {
-		terms = []term{
-			{1, func(s hser.Score) float64 { return s.RougeF1 }},
-			{w.Alpha, func(s hser.Score) float64 { return s.EM }},
-			{w.Beta, func(s hser.Score) float64 { return s.Hit }},
-		}
-	}
+	terms := normalizedTerms(cfg, w)
 
 	out := Advantages{Values: make([][]float64, len(groups)), Include: make([][]bool, len(groups))}
 	st := &out.Stats
@@ -135,7 +127,7 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 					}
 				}
 			}
-			batchStd[t] = stddev(vals, mean(vals), cfg.Std == "sample")
+			_, batchStd[t] = stats.MeanStd(vals, cfg.Std == "sample")
 		}
 	}
 
@@ -157,15 +149,7 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 			continue
 		}
 		st.ComparableGroups++
-		constant := func(get func(hser.Score) float64) bool {
-			first := get(grp[valid[0]].Score)
-			for _, i := range valid[1:] {
-				if get(grp[i].Score) != first {
-					return false
-				}
-			}
-			return true
-		}
+		constant := func(get func(hser.Score) float64) bool { return constantOver(grp, valid, get) }
 		if constant(func(s hser.Score) float64 { return s.RougeF1 }) {
 			st.ZeroVarRougeL++
 		}
@@ -175,13 +159,7 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 		if constant(func(s hser.Score) float64 { return s.Hit }) {
 			st.ZeroVarHit++
 		}
-		zeroVar := true
-		for _, tm := range terms {
-			if !constant(tm.get) {
-				zeroVar = false
-			}
-		}
-		if zeroVar {
+		if zeroVariance(terms, grp, valid) {
 			st.ZeroVarGroups++
 			if cfg.ZeroVariance == "drop" {
 				st.DroppedGroups++
@@ -196,11 +174,11 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 			for _, i := range valid {
 				vals = append(vals, tm.get(grp[i].Score))
 			}
-			m := mean(vals)
+			m, std := stats.MeanStd(vals, cfg.Std == "sample")
 			var scale float64
 			switch cfg.Estimator {
 			case "group":
-				scale = 1 / (stddev(vals, m, cfg.Std == "sample") + cfg.Epsilon)
+				scale = 1 / (std + cfg.Epsilon)
 			case "batch":
 				scale = 1 / (batchStd[t] + cfg.Epsilon)
 			}
@@ -227,8 +205,7 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 		}
 	}
 	if len(included) > 0 {
-		st.Mean = mean(included)
-		st.Std = stddev(included, st.Mean, false)
+		st.Mean, st.Std = stats.MeanStd(included, false)
 		for _, a := range included {
 			st.AbsMean += math.Abs(a)
 		}
@@ -237,30 +214,51 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 	return out, nil
 }
 
-func mean(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
+// normalizedTerms lists the quantities that are normalized on their own:
+// the total reward with Aggregation "sum", each weighted term with
+// "normalize_then_sum".
+func normalizedTerms(cfg AdvantageConfig, w hser.Weights) []term {
+	if cfg.Aggregation == "sum" {
+		return []term{{1, func(s hser.Score) float64 { return w.Reward(s.RougeF1, s.EM, s.Hit) }}}
 	}
-	s := 0.0
-	for _, x := range v {
-		s += x
+	return []term{
+		{1, func(s hser.Score) float64 { return s.RougeF1 }},
+		{w.Alpha, func(s hser.Score) float64 { return s.EM }},
+		{w.Beta, func(s hser.Score) float64 { return s.Hit }},
 	}
-	return s / float64(len(v))
 }
 
-// stddev is the population (÷n) or, with bessel, the sample (÷(n−1))
-// standard deviation of v about m; 0 for too few values.
-func stddev(v []float64, m float64, bessel bool) float64 {
-	n := float64(len(v))
-	if bessel {
-		n--
+// zeroVariance is the one definition of a zero-variance group: every
+// normalized term is constant over the valid rollouts, so every advantage is
+// exactly 0. The advantage statistics count such groups and dynamic sampling
+// draws them again.
+func zeroVariance(terms []term, grp []SampleReward, valid []int) bool {
+	for _, tm := range terms {
+		if !constantOver(grp, valid, tm.get) {
+			return false
+		}
 	}
-	if n <= 0 {
-		return 0
+	return true
+}
+
+func constantOver(grp []SampleReward, valid []int, get func(hser.Score) float64) bool {
+	first := get(grp[valid[0]].Score)
+	for _, i := range valid[1:] {
+		if get(grp[i].Score) != first {
+			return false
+		}
 	}
-	ss := 0.0
-	for _, x := range v {
-		ss += (x - m) * (x - m)
+	return true
+}
+
+// teachesNothing reports whether a group yields no gradient under cfg:
+// fewer than two valid rollouts to compare, or zero variance.
+func teachesNothing(cfg AdvantageConfig, w hser.Weights, grp []SampleReward) bool {
+	var valid []int
+	for i, s := range grp {
+		if s.Valid {
+			valid = append(valid, i)
+		}
 	}
-	return math.Sqrt(ss / n)
+	return len(valid) < 2 || zeroVariance(normalizedTerms(cfg, w), grp, valid)
 }

@@ -1,11 +1,11 @@
 package grpo
 
 import (
-	"math"
 	"strings"
 
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/internal/stats"
 	"github.com/himes-rl/himes/rollout"
 	"github.com/himes-rl/himes/trainer"
 )
@@ -30,11 +30,18 @@ type stepBatch struct {
 
 func (b *stepBatch) sampleRewards() [][]SampleReward {
 	out := make([][]SampleReward, len(b.groups))
-	for i, g := range b.groups {
-		out[i] = make([]SampleReward, len(g.records))
-		for k, r := range g.records {
-			out[i][k] = SampleReward{Valid: !r.Failed(), Score: recordScore(r)}
-		}
+	for i := range b.groups {
+		out[i] = b.sampleGroup(i)
+	}
+	return out
+}
+
+// sampleGroup is group i's rewards as the advantage code sees them.
+func (b *stepBatch) sampleGroup(i int) []SampleReward {
+	recs := b.groups[i].records
+	out := make([]SampleReward, len(recs))
+	for k, r := range recs {
+		out[k] = SampleReward{Valid: !r.Failed(), Score: recordScore(r)}
 	}
 	return out
 }
@@ -57,11 +64,11 @@ func (b *stepBatch) records() []rollout.Record {
 }
 
 // zeroVarianceGroups lists the prompt indices of groups that cannot teach
-// anything: fewer than two valid rollouts, or all rewards equal.
-func (b *stepBatch) zeroVarianceGroups() []int {
+// anything under the advantage settings (teachesNothing).
+func (b *stepBatch) zeroVarianceGroups(cfg AdvantageConfig, w hser.Weights) []int {
 	var idx []int
-	for _, g := range b.groups {
-		if !hasVariance(g.records) {
+	for i, g := range b.groups {
+		if teachesNothing(cfg, w, b.sampleGroup(i)) {
 			idx = append(idx, g.index)
 		}
 	}
@@ -70,10 +77,10 @@ func (b *stepBatch) zeroVarianceGroups() []int {
 
 // replaceWithVaried swaps in the re-sampled groups that now have reward
 // variance and returns how many it swapped.
-func (b *stepBatch) replaceWithVaried(again *stepBatch) int {
+func (b *stepBatch) replaceWithVaried(cfg AdvantageConfig, w hser.Weights, again *stepBatch) int {
 	n := 0
-	for _, ng := range again.groups {
-		if !hasVariance(ng.records) {
+	for k, ng := range again.groups {
+		if teachesNothing(cfg, w, again.sampleGroup(k)) {
 			continue
 		}
 		for i := range b.groups {
@@ -85,22 +92,6 @@ func (b *stepBatch) replaceWithVaried(again *stepBatch) int {
 	}
 	b.stats = addStats(b.stats, again.stats)
 	return n
-}
-
-func hasVariance(recs []rollout.Record) bool {
-	first, valid := 0.0, 0
-	for _, r := range recs {
-		if r.Failed() {
-			continue
-		}
-		if valid == 0 {
-			first = r.Reward
-		} else if r.Reward != first {
-			return true
-		}
-		valid++
-	}
-	return false
 }
 
 func recordScore(r rollout.Record) hser.Score {
@@ -150,7 +141,7 @@ func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd trainer.GRPO
 		}
 	}
 	if n := float64(len(rewards)); n > 0 {
-		m.RewardMean, m.RewardStd = meanStd(rewards)
+		m.RewardMean, m.RewardStd = stats.MeanStd(rewards, false)
 		m.Terms.Reward = m.RewardMean
 		m.Terms.RougeLF1 /= n
 		m.Terms.EM /= n
@@ -167,16 +158,4 @@ func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd trainer.GRPO
 		m.ZeroVarFracHit = float64(adv.Stats.ZeroVarHit) / g
 	}
 	return m
-}
-
-// meanStd returns the mean and population standard deviation.
-func meanStd(xs []float64) (mean, std float64) {
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	for _, x := range xs {
-		std += (x - mean) * (x - mean)
-	}
-	return mean, math.Sqrt(std / float64(len(xs)))
 }

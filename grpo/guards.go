@@ -1,6 +1,7 @@
 package grpo
 
 import (
+	"github.com/himes-rl/himes/internal/words"
 	"slices"
 	"strings"
 	"unicode"
@@ -27,14 +28,14 @@ const (
 // left alone: they carry no reward to hack.
 func applyGuards(cfg GuardConfig, turn datasets.Turn, histWords map[string]bool, recs []rollout.Record) guardCounts {
 	var c guardCounts
-	answer := normalizeWords(turn.Answer)
-	question := normalizeWords(turn.Question)
+	answer := words.Normalize(turn.Answer)
+	question := words.Normalize(turn.Question)
 	for i := range recs {
 		r := &recs[i]
 		if r.Failed() {
 			continue
 		}
-		rw := normalizeWords(r.Rewrite)
+		rw := words.Normalize(r.Rewrite)
 		hits := []struct {
 			mode  string
 			found bool
@@ -83,7 +84,7 @@ func copiesHistory(rewrite string, hist map[string]bool) bool {
 	}
 	// The rewrite's distinct words, without building a set: rewrites are a
 	// few words, so duplicates are found by scanning the earlier ones.
-	rw := normalizeWords(rewrite)
+	rw := words.Normalize(rewrite)
 	var seen [32]string
 	words := seen[:0]
 	var set map[string]bool // for long rewrites
@@ -116,71 +117,6 @@ func copiesHistory(rewrite string, hist map[string]bool) bool {
 	return float64(in) >= copyCoverage*float64(len(hist))
 }
 
-// normalizeWords lowercases and keeps runs of letters and digits, joined by
-// single spaces.
-func normalizeWords(s string) string {
-	if b, ok := normalizeASCII(s); ok {
-		return b
-	}
-	return strings.Join(strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	}), " ")
-}
-
-// normalizeASCII is normalizeWords for ASCII text in one pass (false for any
-// other text); it returns s itself when s is already normalized.
-func normalizeASCII(s string) (string, bool) {
-	normal := true
-	n := 0 // length of the normalized text
-	word := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 0x80:
-			return "", false
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c >= 'A' && c <= 'Z':
-			normal = false
-		default:
-			if c != ' ' || !word || i+1 == len(s) || s[i+1] == ' ' {
-				normal = false
-			}
-			if word {
-				n++ // a separating space, unless it ends the text
-			}
-			word = false
-			continue
-		}
-		word = true
-		n++
-	}
-	if normal {
-		return s, true
-	}
-	if !word && n > 0 {
-		n-- // no space after the last word
-	}
-	b := make([]byte, 0, n)
-	word = false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c >= 'A' && c <= 'Z':
-			c += 'a' - 'A'
-		default:
-			word = false
-			continue
-		}
-		if !word && len(b) > 0 {
-			b = append(b, ' ')
-		}
-		word = true
-		b = append(b, c)
-	}
-	return string(b), true
-}
-
 // containsWords reports whether the words of n occur in h as whole words:
 // strings.Contains(" "+h+" ", " "+n+" ") without building either string.
 func containsWords(h, n string) bool {
@@ -208,7 +144,7 @@ func historyWords(hist []datasets.Message) map[string]bool {
 	}
 	set := make(map[string]bool, n/12) // about one distinct word per 12 bytes of dialogue, sparing the rehashing
 	for _, m := range hist {
-		for w := range strings.SplitSeq(normalizeWords(m.Text), " ") {
+		for w := range strings.SplitSeq(words.Normalize(m.Text), " ") {
 			if w != "" {
 				set[w] = true
 			}

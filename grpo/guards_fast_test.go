@@ -8,6 +8,7 @@ import (
 	"unicode"
 
 	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/internal/words"
 )
 
 // The guards' one-pass helpers against the straightforward definitions they
@@ -58,14 +59,14 @@ func TestGuardHelpersMatchDefinitions(t *testing.T) {
 	copies := 0
 	for i := range 20000 {
 		s, n := randomText(r, i%2 == 0), randomText(r, i%3 == 0)
-		got, want := normalizeWords(s), refNormalizeWords(s)
+		got, want := words.Normalize(s), refNormalizeWords(s)
 		if got != want {
-			t.Fatalf("normalizeWords(%q) = %q, want %q", s, got, want)
+			t.Fatalf("words.Normalize(%q) = %q, want %q", s, got, want)
 		}
 		if g, w := wordCount(s), len(strings.Fields(s)); g != w {
 			t.Fatalf("wordCount(%q) = %d, want %d", s, g, w)
 		}
-		h, nn := normalizeWords(s), normalizeWords(n)
+		h, nn := words.Normalize(s), words.Normalize(n)
 		if nn != "" {
 			if g, w := containsWords(h, nn), strings.Contains(" "+h+" ", " "+nn+" "); g != w {
 				t.Fatalf("containsWords(%q, %q) = %v, want %v", h, nn, g, w)

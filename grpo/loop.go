@@ -196,7 +196,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 	}
 	resampled := 0
 	for round := 1; round <= l.cfg.DynamicSampling.MaxRounds; round++ {
-		flat := batch.zeroVarianceGroups()
+		flat := batch.zeroVarianceGroups(l.cfg.Advantage, l.deps.Reward)
 		if len(flat) == 0 || float64(len(flat)) < l.cfg.DynamicSampling.MinZeroVarFrac*float64(len(turns)) {
 			break
 		}
@@ -204,7 +204,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 		if err != nil {
 			return StepMetrics{}, err
 		}
-		resampled += batch.replaceWithVaried(again)
+		resampled += batch.replaceWithVaried(l.cfg.Advantage, l.deps.Reward, again)
 	}
 
 	// 5. Advantages: group-normalized, failed rollouts excluded.

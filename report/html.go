@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"github.com/himes-rl/himes/internal/stats"
 	"html/template"
 	"io"
 	"log/slog"
@@ -53,11 +54,11 @@ func Summarize(r Run) Summary {
 }
 
 func meanOf(ms []grpo.StepMetrics, get func(grpo.StepMetrics) float64) float64 {
-	var sum float64
-	for _, m := range ms {
-		sum += get(m)
+	xs := make([]float64, len(ms))
+	for i, m := range ms {
+		xs[i] = get(m)
 	}
-	return sum / float64(len(ms))
+	return stats.Mean(xs)
 }
 
 // Result lists what Generate wrote.

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"github.com/himes-rl/himes/internal/words"
 	"strings"
 	"unicode"
 
@@ -29,11 +30,7 @@ func NewExtractive(cfg ExtractiveConfig) *Extractive {
 	if cfg.MaxWords < 1 {
 		cfg.MaxWords = def.MaxWords
 	}
-	stop := map[string]bool{}
-	for _, w := range strings.Fields(stopwordList) {
-		stop[w] = true
-	}
-	return &Extractive{cfg: cfg, stop: stop}
+	return &Extractive{cfg: cfg, stop: words.FunctionWords()}
 }
 
 // Name identifies the reader and its settings (part of the answer-cache key).
@@ -139,21 +136,10 @@ func sentences(text string) []string {
 // contentWords returns the case-folded letter/digit runs of s that are not stopwords.
 func contentWords(s string, stop map[string]bool) []string {
 	var out []string
-	for _, w := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	}) {
+	for _, w := range words.LowerFields(s) {
 		if !stop[w] {
 			out = append(out, w)
 		}
 	}
 	return out
 }
-
-// stopwordList holds English function words and question words that carry
-// no evidence of an answer.
-const stopwordList = `a an the and or but if of at by for with about against between into through
-during before after above below to from up down in out on off over under again further then once here there
-when where why how what which who whom whose this that these those am is are was were be been being have has had
-having do does did doing i me my myself we our ours you your yours he him his she her hers it its they them their
-theirs s t can will just don should now would could also than too very so such no nor not only own same few more
-most other some any each both all tell know like get much many`

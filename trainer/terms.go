@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"github.com/himes-rl/himes/internal/words"
 	"math"
 	"sort"
 	"strings"
@@ -15,24 +16,13 @@ type word struct {
 	upper bool
 }
 
-// words splits s into lowercased maximal runs of Unicode letters and digits.
-func words(s string) []word {
-	var out []word
-	start := -1
-	for i, r := range s {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			if start < 0 {
-				start = i
-			}
-			continue
-		}
-		if start >= 0 {
-			out = append(out, mkWord(s[start:i]))
-			start = -1
-		}
-	}
-	if start >= 0 {
-		out = append(out, mkWord(s[start:]))
+// splitWords splits s into maximal runs of Unicode letters and digits,
+// lowercased, remembering each run's capitalization.
+func splitWords(s string) []word {
+	runs := words.Fields(s)
+	out := make([]word, len(runs))
+	for i, run := range runs {
+		out[i] = mkWord(run)
 	}
 	return out
 }
@@ -45,7 +35,7 @@ func mkWord(run string) word {
 // Tokens returns the lowercased letter/digit runs of s, the tokenization the
 // embedded policy uses for candidates and SFT targets.
 func Tokens(s string) []string {
-	ws := words(s)
+	ws := splitWords(s)
 	out := make([]string, len(ws))
 	for i, w := range ws {
 		out[i] = w.lower
@@ -120,7 +110,7 @@ func contextOf(p Prompt) rewriteContext {
 // whether the cap cut any off.
 func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool) {
 	inQuestion := map[string]bool{}
-	for _, w := range words(c.question) {
+	for _, w := range splitWords(c.question) {
 		inQuestion[w.lower] = true
 	}
 	type acc struct {
@@ -137,7 +127,7 @@ func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool
 	var order []string
 	seen := map[string]*acc{}
 	for i, m := range c.history {
-		for _, w := range words(m.Content) {
+		for _, w := range splitWords(m.Content) {
 			if stopwords[w.lower] || inQuestion[w.lower] {
 				continue
 			}
@@ -213,20 +203,5 @@ func isNumber(t string) bool {
 	return t != ""
 }
 
-// stopwords are common English function words, never candidates.
-var stopwords = func() map[string]bool {
-	m := map[string]bool{}
-	for _, w := range strings.Fields(`a about above after again against all also am an and any are as at be
-because been before being below between both but by can could did do does doing down during each
-else even ever few for from further get gets got had has have having he her here hers herself him
-himself his how i if in into is it its itself just let like many may me might more most much must my
-myself no nor not now of off on once one only or other our ours ourselves out over own please same
-say says she should so some such tell than thank thanks that the their theirs them themselves then
-there these they this those through to too under until up us very was we well were what when where
-which while who whom whose why will with would yes yet you your yours yourself yourselves ok okay
-s t d ll m re ve don doesn didn isn aren wasn weren won wouldn shouldn couldn know think want
-really thing things something anything sure oh hi hello`) {
-		m[w] = true
-	}
-	return m
-}()
+// stopwords are never candidates: function words and dialogue filler.
+var stopwords = words.DialogueStopwords()
