@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -108,9 +107,7 @@ type Caller struct {
 	client *http.Client
 	log    *slog.Logger
 	what   string // "ollama" or "openai", for messages
-
-	rmu sync.Mutex
-	rng *rand.Rand // jitter only; never affects results
+	wait   *Backoff
 }
 
 // NewClient returns a client sized for the pool: the default transport
@@ -140,7 +137,7 @@ func NewCaller(what string, pool *Pool, cfg Policy, seed uint64) *Caller {
 		pool: pool, cfg: cfg, what: what,
 		client: NewClient(perHost, pool.Capacity(), cfg.Timeout),
 		log:    slog.Default().With("component", "httpcall", "server", what),
-		rng:    rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
+		wait:   NewBackoff(cfg.BackoffBase, cfg.BackoffMax, seed),
 	}
 }
 
@@ -156,20 +153,6 @@ func (c *Caller) Pool() *Pool { return c.pool }
 // Close releases idle connections.
 func (c *Caller) Close() { c.client.CloseIdleConnections() }
 
-// backoff returns the wait before retry number attempt (1-based): an
-// exponential ceiling with "equal jitter" (half fixed, half random), so a
-// burst of rejected calls spreads out instead of returning in lock-step.
-func (c *Caller) backoff(attempt int) time.Duration {
-	d := c.cfg.BackoffBase << min(attempt-1, 30)
-	if d <= 0 || d > c.cfg.BackoffMax {
-		d = c.cfg.BackoffMax
-	}
-	c.rmu.Lock()
-	j := time.Duration(c.rng.Int64N(int64(d)/2 + 1))
-	c.rmu.Unlock()
-	return d/2 + j
-}
-
 // AttemptFunc performs one attempt against h within ctx (which carries the
 // per-call deadline). It returns the HTTP status (0 when there was no response).
 type AttemptFunc func(ctx context.Context, h *Host) (status int, err error)
@@ -179,25 +162,14 @@ type AttemptFunc func(ctx context.Context, h *Host) (status int, err error)
 // other final failures a *CallError. Cancellation of ctx returns ctx.Err().
 func (c *Caller) Call(ctx context.Context, pin *Host, model, hint string, fn AttemptFunc) error {
 	var avoid *Host
-	var last error
-	var lastStatus int
-	var lastKind, lastHost string
-	attempts := 0
-	for attempt := 0; attempt <= c.cfg.Retries; attempt++ {
-		if attempt > 0 {
-			t := time.NewTimer(c.backoff(attempt))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
-		}
+	var notFound *ModelNotFoundError
+	var last CallError
+	err := Retry(ctx, c.cfg.Retries, c.wait, func(int) (bool, error) {
 		h := pin
 		if h == nil {
 			var err error
 			if h, err = c.pool.Acquire(ctx, avoid); err != nil {
-				return err
+				return false, err
 			}
 		}
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
@@ -206,25 +178,33 @@ func (c *Caller) Call(ctx context.Context, pin *Host, model, hint string, fn Att
 		if pin == nil {
 			c.pool.Release(h)
 		}
-		attempts++
+		last.Attempts++
 		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+			return false, nil
 		}
 		retry, kind := retryable(status, transportErr(err))
 		if kind == KindNotFound {
-			return &ModelNotFoundError{Model: model, Host: h.String(), Hint: hint}
+			notFound = &ModelNotFoundError{Model: model, Host: h.String(), Hint: hint}
+			return false, notFound
 		}
-		last, lastStatus, lastKind, lastHost = err, status, kind, h.String()
-		if !retry {
-			break
-		}
-		c.log.Debug("call failed, retrying", "host", lastHost, "status", status, "attempt", attempts, "err", err)
+		last.Err, last.Status, last.Kind, last.Host = err, status, kind, h.String()
 		avoid = h
+		return retry, &last
+	}, func(n int, _ time.Duration, err error) {
+		c.log.Debug("call failed, retrying", "host", last.Host, "status", last.Status, "attempt", n, "err", last.Err)
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case notFound != nil:
+		return notFound
+	case last.Attempts > 0 && last.Err != nil:
+		return &CallError{Kind: last.Kind, Host: last.Host, Status: last.Status, Attempts: last.Attempts, Err: last.Err}
+	default:
+		return err // the pool could not give a host
 	}
-	return &CallError{Kind: lastKind, Host: lastHost, Status: lastStatus, Attempts: attempts, Err: last}
 }
 
 // transportErr is nil for errors that carry an HTTP status (they are

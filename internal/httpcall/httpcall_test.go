@@ -48,12 +48,11 @@ func TestHostPoolLeastLoaded(t *testing.T) {
 }
 
 func TestBackoffBounds(t *testing.T) {
-	c := NewCaller("t", NewPool(nil, nil), Policy{Timeout: time.Second, Retries: 9,
-		BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second}, 1)
+	b := NewBackoff(100*time.Millisecond, time.Second, 1)
 	for attempt := 1; attempt <= 8; attempt++ {
 		ceil := min(100*time.Millisecond<<(attempt-1), time.Second)
 		for range 50 {
-			d := c.backoff(attempt)
+			d := b.Delay(attempt)
 			if d < ceil/2 || d > ceil {
 				t.Fatalf("attempt %d: backoff %v outside [%v, %v]", attempt, d, ceil/2, ceil)
 			}
