@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/himes-rl/himes/internal/httpcall"
 )
 
 // Client speaks the protocol to a remote endpoint. It implements Policy,
@@ -43,7 +45,8 @@ func WithTimeout(d time.Duration) ClientOption { return func(c *Client) { c.time
 // WithRetries sets how many times a call is retried after the first attempt (default 4).
 func WithRetries(n int) ClientOption { return func(c *Client) { c.retries = max(n, 0) } }
 
-// WithBackoff sets the first retry delay and its cap; delays double (defaults 250ms, 10s).
+// WithBackoff sets the first retry delay and its cap; delays double, with
+// jitter (defaults 250ms, 10s).
 func WithBackoff(initial, maxDelay time.Duration) ClientOption {
 	return func(c *Client) { c.backoff, c.maxBackoff = initial, maxDelay }
 }
@@ -177,27 +180,17 @@ func (c *Client) call(ctx context.Context, method, path, op string, in, out any)
 			return fmt.Errorf("trainer at %s: encode %s request: %w", c.base, op, err)
 		}
 	}
-	delay := c.backoff
-	var lastErr error
-	for attempt := 0; ; attempt++ {
-		retry, err := c.attempt(ctx, method, path, op, body, out)
-		if err == nil {
-			return nil
-		}
-		lastErr = err
-		if !retry || attempt >= c.retries || ctx.Err() != nil {
-			break
-		}
+	wait := httpcall.NewBackoff(c.backoff, c.maxBackoff, 1)
+	err := httpcall.Retry(ctx, c.retries, wait, func(int) (bool, error) {
+		return c.attempt(ctx, method, path, op, body, out)
+	}, func(n int, delay time.Duration, err error) {
 		c.log.Warn("trainer call failed, retrying", "endpoint", c.base, "call", op,
-			"attempt", attempt+1, "delay_s", delay.Seconds(), "err", err)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("trainer at %s: %s: %w (last error: %v)", c.base, op, ctx.Err(), lastErr)
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, c.maxBackoff)
+			"attempt", n, "delay_s", delay.Seconds(), "err", err)
+	})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("trainer at %s: %s: %w", c.base, op, err)
 	}
-	return lastErr
+	return err
 }
 
 // attempt makes one HTTP request; retry says whether a failure may be retried.
