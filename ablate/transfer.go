@@ -1,0 +1,448 @@
+package ablate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/himes-rl/himes/configs"
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/internal/stats"
+	"github.com/himes-rl/himes/report"
+)
+
+// Leave-one-collection-out transfer: does a rewriter trained on some
+// collections help on one it never saw? For each collection, train on the
+// others (same config, same seed) and evaluate on it against the raw
+// question, the concatenated history and the human rewrite.
+
+// TransferVariant is one training recipe run in every fold.
+type TransferVariant struct {
+	// Name labels the policy's rows ("sft", "grpo").
+	Name string `json:"name"`
+	// Overrides are --set overrides on top of the fold's data keys.
+	Overrides []string `json:"overrides,omitempty"`
+}
+
+// TransferVariants are the recipes a config supports: SFT alone (the
+// QuReTeC-style baseline, GRPO steps 0) when the config has an SFT phase,
+// and the config as it is (SFT+GRPO, or GRPO alone).
+func TransferVariants(cfg configs.Config) []TransferVariant {
+	var vs []TransferVariant
+	if cfg.GRPO.SFT.Epochs > 0 {
+		vs = append(vs, TransferVariant{Name: "sft", Overrides: []string{"grpo.steps=0"}})
+		return append(vs, TransferVariant{Name: "sft+grpo"})
+	}
+	return append(vs, TransferVariant{Name: "grpo"})
+}
+
+// TransferRun is one training run: a variant in a fold.
+type TransferRun struct {
+	Variant TransferVariant `json:"variant"`
+	RunName string          `json:"run_name"`
+	RunDir  string          `json:"run_dir"`
+	EvalDir string          `json:"eval_dir"`
+}
+
+// TransferFold is one left-out collection and the runs trained without it.
+type TransferFold struct {
+	// Name is the left-out collection's file name without extension.
+	Name    string        `json:"name"`
+	HeldOut string        `json:"held_out"`
+	Train   []string      `json:"train"`
+	TrainAt string        `json:"train_file"` // the other collections, concatenated
+	Runs    []TransferRun `json:"runs"`
+}
+
+// PlanTransfer lays out the folds under dir: one per collection, each with
+// its training file and one run per variant. It checks names are distinct
+// and each run's config validates before anything starts.
+func PlanTransfer(base configs.Config, collections []string, variants []TransferVariant, dir string) ([]TransferFold, error) {
+	if len(collections) < 2 {
+		return nil, fmt.Errorf("transfer: need at least 2 collections, got %d", len(collections))
+	}
+	if len(variants) == 0 {
+		return nil, errors.New("transfer: no variants")
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("transfer: %w", err)
+	}
+	dir = absDir
+	abs := make([]string, len(collections))
+	for i, c := range collections {
+		if abs[i], err = filepath.Abs(c); err != nil {
+			return nil, fmt.Errorf("transfer: %w", err)
+		}
+	}
+	collections = abs
+	seen := map[string]string{}
+	for _, c := range collections {
+		name := evaluate.FileSafe(collectionName(c))
+		if prev, dup := seen[name]; dup {
+			return nil, fmt.Errorf("transfer: collections %s and %s share the name %q", prev, c, name)
+		}
+		seen[name] = c
+	}
+	var folds []TransferFold
+	for i, c := range collections {
+		name := evaluate.FileSafe(collectionName(c))
+		f := TransferFold{Name: name, HeldOut: c}
+		for j, o := range collections {
+			if j != i {
+				f.Train = append(f.Train, o)
+			}
+		}
+		foldDir := filepath.Join(dir, name)
+		f.TrainAt = filepath.Join(foldDir, "train.jsonl")
+		for _, v := range variants {
+			runName := evaluate.FileSafe(strings.ReplaceAll(v.Name, "+", "_"))
+			r := TransferRun{Variant: v, RunName: runName, RunDir: filepath.Join(foldDir, runName)}
+			r.EvalDir = filepath.Join(r.RunDir, "eval")
+			// The fold's training file is written later; validate against one
+			// of its parts, which exists.
+			cfg := base
+			for _, o := range append(r.overrides(f), "data.train="+f.Train[0]) {
+				if err := cfg.Override(o); err != nil {
+					return nil, fmt.Errorf("transfer: fold %s, %s: %w", name, v.Name, err)
+				}
+			}
+			if err := cfg.Validate(); err != nil {
+				return nil, fmt.Errorf("transfer: fold %s, %s: %w", name, v.Name, err)
+			}
+			f.Runs = append(f.Runs, r)
+		}
+		folds = append(folds, f)
+	}
+	return folds, nil
+}
+
+// overrides are the --set overrides of r in fold f: its data, its run
+// directory, then the variant's own.
+func (r TransferRun) overrides(f TransferFold) []string {
+	o := []string{
+		"data.train=" + f.TrainAt,
+		"data.eval=" + f.HeldOut,
+		"run.name=" + r.RunName,
+		"run.output_dir=" + filepath.Dir(r.RunDir),
+	}
+	return append(o, r.Variant.Overrides...)
+}
+
+// Overrides are the --set overrides that make the base config train run r
+// of fold f.
+func (f TransferFold) Overrides(r TransferRun) []string { return r.overrides(f) }
+
+func collectionName(path string) string {
+	base := filepath.Base(path)
+	for _, ext := range []string{".gz", ".jsonl", ".ndjson", ".parquet", ".pq", ".json"} {
+		base = strings.TrimSuffix(base, ext)
+	}
+	return base
+}
+
+// WriteFoldTrain concatenates the fold's training collections into one
+// normalized JSONL. Conversation ids must not repeat across collections:
+// they key long-term memory, splits and the bootstrap's clusters.
+func WriteFoldTrain(ctx context.Context, f TransferFold, opts datasets.LoadOptions) (int, error) {
+	var all []datasets.Turn
+	owner := map[string]string{}
+	for _, path := range f.Train {
+		turns, _, err := datasets.LoadContext(ctx, path, opts)
+		if err != nil {
+			return 0, fmt.Errorf("transfer: fold %s: %w", f.Name, err)
+		}
+		for _, t := range turns {
+			if o, ok := owner[t.ConvID]; ok && o != path {
+				return 0, fmt.Errorf("transfer: conversation %q is in both %s and %s; give each collection its own conv_id space", t.ConvID, o, path)
+			}
+			owner[t.ConvID] = path
+		}
+		all = append(all, turns...)
+	}
+	if err := os.MkdirAll(filepath.Dir(f.TrainAt), 0o755); err != nil {
+		return 0, fmt.Errorf("transfer: %w", err)
+	}
+	if err := datasets.WriteJSONLContext(ctx, f.TrainAt, all); err != nil {
+		return 0, fmt.Errorf("transfer: fold %s: %w", f.Name, err)
+	}
+	return len(all), nil
+}
+
+// RunTransfer runs every fold's runs, at most jobs at once: prepare writes
+// the fold's training file once (before its first run), launch trains and
+// evaluates one run. A failed run does not stop the others; errors come
+// back per fold and run.
+func RunTransfer(ctx context.Context, folds []TransferFold, jobs int,
+	prepare func(context.Context, TransferFold) error,
+	launch func(context.Context, TransferFold, TransferRun) error) [][]error {
+	errs := make([][]error, len(folds))
+	for i := range folds {
+		errs[i] = make([]error, len(folds[i].Runs))
+		if err := prepare(ctx, folds[i]); err != nil {
+			for k := range errs[i] {
+				errs[i][k] = err
+			}
+		}
+	}
+	var eg errgroup.Group
+	eg.SetLimit(max(1, jobs))
+	for i, f := range folds {
+		for k, r := range f.Runs {
+			if errs[i][k] != nil {
+				continue
+			}
+			eg.Go(func() error {
+				if err := ctx.Err(); err != nil {
+					errs[i][k] = err
+					return nil
+				}
+				slog.Info("transfer run starting", "held_out", f.Name, "variant", r.Variant.Name)
+				if errs[i][k] = launch(ctx, f, r); errs[i][k] != nil {
+					slog.Error("transfer run failed", "held_out", f.Name, "variant", r.Variant.Name, "err", errs[i][k])
+				} else {
+					slog.Info("transfer run done", "held_out", f.Name, "variant", r.Variant.Name)
+				}
+				return nil
+			})
+		}
+	}
+	_ = eg.Wait()
+	return errs
+}
+
+// TransferMetrics are the metrics the transfer table reports, in order.
+var TransferMetrics = []string{evaluate.MRecall10, evaluate.MNDCG3, evaluate.MMRR, evaluate.MReward}
+
+// TransferCell is one system's estimate of one metric, with its paired
+// comparison against the raw question where it has one.
+type TransferCell struct {
+	Estimate stats.Estimate    `json:"estimate"`
+	VsRaw    *stats.Comparison `json:"vs_raw,omitempty"`
+}
+
+// TransferSystem is one row of a fold: a fixed rewriter (raw, concat, gold)
+// or a trained variant's policy.
+type TransferSystem struct {
+	Name    string                  `json:"name"`
+	Metrics map[string]TransferCell `json:"metrics"`
+	// GapClosed is (policy − raw)/(gold − raw) on Recall@10: the share of the
+	// raw → human-rewrite gap the rewriter closes; nil for the fixed systems
+	// or when gold does not beat raw.
+	GapClosed *float64 `json:"gap_closed_recall_10,omitempty"`
+}
+
+// TransferRow is one left-out collection's results.
+type TransferRow struct {
+	HeldOut       string           `json:"held_out"`
+	TrainedOn     []string         `json:"trained_on"`
+	Turns         int              `json:"turns"`
+	Conversations int              `json:"conversations"`
+	Systems       []TransferSystem `json:"systems"`
+	Errors        []string         `json:"errors,omitempty"`
+}
+
+// GatherTransfer reads each run's evaluation (summary.json) into one row
+// per fold. The fixed systems come from the first run that evaluated them;
+// each variant contributes its policy row.
+func GatherTransfer(folds []TransferFold, errs [][]error) []TransferRow {
+	rows := make([]TransferRow, len(folds))
+	for i, f := range folds {
+		row := TransferRow{HeldOut: f.Name}
+		for _, t := range f.Train {
+			row.TrainedOn = append(row.TrainedOn, collectionName(t))
+		}
+		fixed := map[string]bool{}
+		var policies []TransferSystem
+		for k, r := range f.Runs {
+			if errs != nil && errs[i][k] != nil {
+				row.Errors = append(row.Errors, fmt.Sprintf("%s: %v", r.Variant.Name, errs[i][k]))
+				continue
+			}
+			rep, err := readEvalSummary(filepath.Join(r.EvalDir, "summary.json"))
+			if err != nil {
+				row.Errors = append(row.Errors, fmt.Sprintf("%s: %v", r.Variant.Name, err))
+				continue
+			}
+			row.Turns, row.Conversations = rep.Turns, rep.Conversations
+			for _, s := range rep.Systems {
+				if s.Memory {
+					continue
+				}
+				sys := TransferSystem{Name: s.Name, Metrics: map[string]TransferCell{}}
+				for _, m := range TransferMetrics {
+					e, ok := s.Metrics[m]
+					if !ok {
+						continue
+					}
+					c := TransferCell{Estimate: e}
+					if cmp, ok := s.VsBaseline[m]; ok && s.Name != "raw" {
+						c.VsRaw = &cmp
+					}
+					sys.Metrics[m] = c
+				}
+				switch s.Name {
+				case "policy":
+					sys.Name = r.Variant.Name
+					policies = append(policies, sys)
+				default:
+					if !fixed[s.Name] {
+						fixed[s.Name] = true
+						row.Systems = append(row.Systems, sys)
+					}
+				}
+			}
+		}
+		row.Systems = append(row.Systems, policies...)
+		raw, gold := row.system("raw"), row.system("gold")
+		for k := range row.Systems {
+			s := &row.Systems[k]
+			if s.Name == "raw" || s.Name == "concat" || s.Name == "gold" || raw == nil || gold == nil {
+				continue
+			}
+			r, g := raw.Metrics[evaluate.MRecall10], gold.Metrics[evaluate.MRecall10]
+			p, ok := s.Metrics[evaluate.MRecall10]
+			if gap := g.Estimate.Mean - r.Estimate.Mean; ok && gap > 0 {
+				v := (p.Estimate.Mean - r.Estimate.Mean) / gap
+				s.GapClosed = &v
+			}
+		}
+		rows[i] = row
+	}
+	return rows
+}
+
+func (r TransferRow) system(name string) *TransferSystem {
+	for i := range r.Systems {
+		if r.Systems[i].Name == name {
+			return &r.Systems[i]
+		}
+	}
+	return nil
+}
+
+func readEvalSummary(path string) (evaluate.Report, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return evaluate.Report{}, err
+	}
+	var rep evaluate.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return rep, fmt.Errorf("%s: %w", path, err)
+	}
+	return rep, nil
+}
+
+// WriteTransferMarkdown writes one table per metric (rows: left-out
+// collections; columns: systems, each mean [CI], with Δ vs raw and its p for
+// the rewriters) and the gap-closed table.
+func WriteTransferMarkdown(w io.Writer, rows []TransferRow) error {
+	var b strings.Builder
+	names := transferSystemNames(rows)
+	for _, m := range TransferMetrics {
+		fmt.Fprintf(&b, "### %s\n\n| left out | turns |", m)
+		for _, n := range names {
+			fmt.Fprintf(&b, " %s |", evaluate.MarkdownEscape(n))
+		}
+		b.WriteString("\n|---|---:|" + strings.Repeat("---:|", len(names)) + "\n")
+		for _, r := range rows {
+			fmt.Fprintf(&b, "| %s | %d |", evaluate.MarkdownEscape(r.HeldOut), r.Turns)
+			for _, n := range names {
+				s := r.system(n)
+				c, ok := TransferCell{}, false
+				if s != nil {
+					c, ok = s.Metrics[m]
+				}
+				if !ok {
+					b.WriteString(" – |")
+					continue
+				}
+				fmt.Fprintf(&b, " %.3f [%.3f, %.3f]", c.Estimate.Mean, c.Estimate.Lo, c.Estimate.Hi)
+				if c.VsRaw != nil {
+					fmt.Fprintf(&b, " (Δ %+.3f, p %.3f)", c.VsRaw.Diff, c.VsRaw.P)
+				}
+				b.WriteString(" |")
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("### share of the raw → human-rewrite Recall@10 gap closed\n\n| left out |")
+	var learned []string
+	for _, n := range names {
+		if n != "raw" && n != "concat" && n != "gold" {
+			learned = append(learned, n)
+		}
+	}
+	for _, n := range learned {
+		fmt.Fprintf(&b, " %s |", evaluate.MarkdownEscape(n))
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---:|", len(learned)) + "\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s |", evaluate.MarkdownEscape(r.HeldOut))
+		for _, n := range learned {
+			if s := r.system(n); s != nil && s.GapClosed != nil && !math.IsNaN(*s.GapClosed) {
+				fmt.Fprintf(&b, " %.0f%% |", 100**s.GapClosed)
+			} else {
+				b.WriteString(" – |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	for _, r := range rows {
+		for _, e := range r.Errors {
+			fmt.Fprintf(&b, "\nfold %s failed: %s\n", evaluate.MarkdownEscape(r.HeldOut), evaluate.MarkdownEscape(strings.ReplaceAll(e, "\n", " ")))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// transferSystemNames lists the systems in table order: the fixed ones, then
+// the variants, as they first appear.
+func transferSystemNames(rows []TransferRow) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		for _, s := range r.Systems {
+			if !seen[s.Name] {
+				seen[s.Name] = true
+				names = append(names, s.Name)
+			}
+		}
+	}
+	return names
+}
+
+// TransferPNG draws Recall@10 per left-out collection for every system, with
+// 95% intervals.
+func TransferPNG(rows []TransferRow) ([]byte, error) {
+	names := transferSystemNames(rows)
+	groups := make([]string, len(rows))
+	series := make([]report.BarSeries, len(names))
+	for k, n := range names {
+		series[k] = report.BarSeries{Name: n, Mean: make([]float64, len(rows)), Lo: make([]float64, len(rows)), Hi: make([]float64, len(rows))}
+	}
+	for i, r := range rows {
+		groups[i] = r.HeldOut
+		for k, n := range names {
+			series[k].Mean[i], series[k].Lo[i], series[k].Hi[i] = math.NaN(), math.NaN(), math.NaN()
+			if s := r.system(n); s != nil {
+				if c, ok := s.Metrics[evaluate.MRecall10]; ok {
+					series[k].Mean[i], series[k].Lo[i], series[k].Hi[i] = c.Estimate.Mean, c.Estimate.Lo, c.Estimate.Hi
+				}
+			}
+		}
+	}
+	return report.BarChart("Leave one collection out: Recall@10 on the left-out collection", "Recall@10 (95% CI over conversations)", groups, series)
+}

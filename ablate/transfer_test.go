@@ -1,0 +1,182 @@
+package ablate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/internal/stats"
+)
+
+func writeCollection(t *testing.T, dir, name string, convs ...string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range convs {
+		b.WriteString(`{"conv_id": "` + c + `", "turn": 1, "history": [], "question": "q of ` + c + `", "rewrite": "q of ` + c + `", "answer": "a", "passages": []}` + "\n")
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPlanTransferLeavesEachCollectionOutOnce(t *testing.T) {
+	base := sweepBase(t)
+	dir := t.TempDir()
+	a := writeCollection(t, dir, "a.jsonl", "a1")
+	b := writeCollection(t, dir, "b.jsonl", "b1")
+	c := writeCollection(t, dir, "c.jsonl.gz", "c1")
+	base.GRPO.SFT.Epochs = 1
+	vs := TransferVariants(base)
+	if len(vs) != 2 || vs[0].Name != "sft" || !slices.Equal(vs[0].Overrides, []string{"grpo.steps=0"}) || vs[1].Name != "sft+grpo" {
+		t.Fatalf("variants with SFT: %+v", vs)
+	}
+	out := filepath.Join(dir, "out")
+	folds, err := PlanTransfer(base, []string{a, b, c}, vs, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{"a": {b, c}, "b": {a, c}, "c": {a, b}}
+	if len(folds) != 3 {
+		t.Fatalf("%d folds", len(folds))
+	}
+	for _, f := range folds {
+		if !slices.Equal(f.Train, want[f.Name]) || slices.Contains(f.Train, f.HeldOut) {
+			t.Errorf("fold %s trains on %v, want %v", f.Name, f.Train, want[f.Name])
+		}
+		if len(f.Runs) != 2 || f.Runs[1].RunDir != filepath.Join(out, f.Name, "sft_grpo") {
+			t.Errorf("fold %s runs %+v", f.Name, f.Runs)
+		}
+		o := f.Overrides(f.Runs[0])
+		for _, w := range []string{"data.train=" + f.TrainAt, "data.eval=" + f.HeldOut, "run.name=sft", "run.output_dir=" + filepath.Join(out, f.Name), "grpo.steps=0"} {
+			if !slices.Contains(o, w) {
+				t.Errorf("fold %s sft overrides %v lack %q", f.Name, o, w)
+			}
+		}
+	}
+	base.GRPO.SFT.Epochs = 0
+	if vs := TransferVariants(base); len(vs) != 1 || vs[0].Name != "grpo" || vs[0].Overrides != nil {
+		t.Errorf("variants without SFT: %+v", vs)
+	}
+	if _, err := PlanTransfer(base, []string{a}, vs, out); err == nil {
+		t.Error("one collection: want an error")
+	}
+	if _, err := PlanTransfer(base, []string{a, filepath.Join(t.TempDir(), "a.jsonl")}, vs, out); err == nil || !strings.Contains(err.Error(), `share the name "a"`) {
+		t.Errorf("two collections named a: err %v", err)
+	}
+}
+
+func TestWriteFoldTrainConcatenatesAndRefusesSharedConversations(t *testing.T) {
+	dir := t.TempDir()
+	a := writeCollection(t, dir, "a.jsonl", "a1", "a2")
+	b := writeCollection(t, dir, "b.jsonl", "b1")
+	f := TransferFold{Name: "c", Train: []string{a, b}, TrainAt: filepath.Join(dir, "fold", "train.jsonl")}
+	n, err := WriteFoldTrain(context.Background(), f, datasets.LoadOptions{})
+	if err != nil || n != 3 {
+		t.Fatalf("n %d, err %v", n, err)
+	}
+	turns, _, err := datasets.Load(f.TrainAt, datasets.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, t := range turns {
+		ids = append(ids, t.ConvID)
+	}
+	if !slices.Equal(ids, []string{"a1", "a2", "b1"}) {
+		t.Errorf("written conversations %v", ids)
+	}
+	clash := writeCollection(t, dir, "clash.jsonl", "a2")
+	f.Train = []string{a, clash}
+	if _, err := WriteFoldTrain(context.Background(), f, datasets.LoadOptions{}); err == nil || !strings.Contains(err.Error(), `conversation "a2" is in both`) {
+		t.Errorf("shared conversation id: err %v", err)
+	}
+}
+
+func summaryWith(t *testing.T, dir string, r10 map[string]float64) {
+	t.Helper()
+	rep := evaluate.Report{Turns: 10, Conversations: 3}
+	for _, name := range []string{"raw", "concat", "gold", "policy"} {
+		s := evaluate.SystemReport{Name: name, Rewriter: name, Metrics: map[string]stats.Estimate{
+			evaluate.MRecall10: {Mean: r10[name], Lo: r10[name] - 0.1, Hi: r10[name] + 0.1, Turns: 10, Clusters: 3},
+			evaluate.MMRR:      {Mean: r10[name] / 2},
+		}}
+		if name != "raw" {
+			s.VsBaseline = map[string]stats.Comparison{evaluate.MRecall10: {Diff: r10[name] - r10["raw"], P: 0.04}}
+		}
+		rep.Systems = append(rep.Systems, s)
+		// A memory-on row must not be mistaken for the memory-off one.
+		rep.Systems = append(rep.Systems, evaluate.SystemReport{Name: name + "+memory", Rewriter: name, Memory: true,
+			Metrics: map[string]stats.Estimate{evaluate.MRecall10: {Mean: 0.99}}})
+	}
+	raw, _ := json.Marshal(rep)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "summary.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGatherTransferGapClosedHandComputed(t *testing.T) {
+	dir := t.TempDir()
+	sft := TransferRun{Variant: TransferVariant{Name: "sft"}, EvalDir: filepath.Join(dir, "sft", "eval")}
+	full := TransferRun{Variant: TransferVariant{Name: "sft+grpo"}, EvalDir: filepath.Join(dir, "full", "eval")}
+	failed := TransferRun{Variant: TransferVariant{Name: "broken"}, EvalDir: filepath.Join(dir, "broken", "eval")}
+	// raw 0.30, gold 0.70: a gap of 0.40. SFT reaches 0.40 (25% closed),
+	// SFT+GRPO 0.60 (75%); concat below raw stays a fixed row without a gap.
+	summaryWith(t, sft.EvalDir, map[string]float64{"raw": 0.3, "concat": 0.2, "gold": 0.7, "policy": 0.4})
+	summaryWith(t, full.EvalDir, map[string]float64{"raw": 0.3, "concat": 0.2, "gold": 0.7, "policy": 0.6})
+	folds := []TransferFold{{Name: "x", Train: []string{"/d/a.jsonl", "/d/b.jsonl"}, Runs: []TransferRun{sft, full, failed}}}
+	rows := GatherTransfer(folds, [][]error{{nil, nil, errors.New("boom")}})
+	r := rows[0]
+	var names []string
+	for _, s := range r.Systems {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, []string{"raw", "concat", "gold", "sft", "sft+grpo"}) {
+		t.Fatalf("systems %v", names)
+	}
+	if !slices.Equal(r.TrainedOn, []string{"a", "b"}) || r.Turns != 10 || len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "broken: boom") {
+		t.Errorf("row %+v", r)
+	}
+	for name, want := range map[string]float64{"sft": 0.25, "sft+grpo": 0.75} {
+		s := r.system(name)
+		if s.GapClosed == nil || math.Abs(*s.GapClosed-want) > 1e-12 {
+			t.Errorf("%s gap closed %v, want %v", name, s.GapClosed, want)
+		}
+		if c := s.Metrics[evaluate.MRecall10]; c.VsRaw == nil || math.Abs(c.VsRaw.Diff-(c.Estimate.Mean-0.3)) > 1e-12 {
+			t.Errorf("%s: paired comparison %+v", name, c.VsRaw)
+		}
+	}
+	for _, fixed := range []string{"raw", "concat", "gold"} {
+		if s := r.system(fixed); s.GapClosed != nil || s.Metrics[evaluate.MRecall10].Estimate.Mean == 0.99 {
+			t.Errorf("%s: %+v", fixed, s)
+		}
+	}
+	if r.system("raw").Metrics[evaluate.MRecall10].VsRaw != nil {
+		t.Error("raw compared with itself")
+	}
+	var md strings.Builder
+	if err := WriteTransferMarkdown(&md, rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"| x | 10 | 0.300 [0.200, 0.400] |", "| x | 25% | 75% |", "fold x failed: broken: boom"} {
+		if !strings.Contains(md.String(), w) {
+			t.Errorf("markdown lacks %q:\n%s", w, md.String())
+		}
+	}
+	png, err := TransferPNG(rows)
+	if err != nil || len(png) < 1000 || string(png[1:4]) != "PNG" {
+		t.Errorf("png: %d bytes, err %v", len(png), err)
+	}
+}
