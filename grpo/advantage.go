@@ -28,8 +28,8 @@ type AdvantageStats struct {
 	ComparableGroups int
 	// ZeroVarGroups counts groups (with ≥ 2 valid rollouts) whose advantages
 	// are all zero by construction: with Aggregation "sum" the total reward is
-	// the same for every valid rollout; with "normalize_then_sum" every term
-	// is. ZeroVarRougeL, ZeroVarEM and ZeroVarHit count the groups in which
+	// the same for every valid rollout; with "sum_of_normalized" and
+	// "normalize_then_sum" every term is. ZeroVarRougeL, ZeroVarEM and ZeroVarHit count the groups in which
 	// that term alone is constant.
 	ZeroVarGroups                        int
 	ZeroVarRougeL, ZeroVarEM, ZeroVarHit int
@@ -47,7 +47,7 @@ type Advantages struct {
 
 // term is one reward quantity that is normalized on its own: the total
 // reward with Aggregation "sum", or one of the three terms with
-// "normalize_then_sum".
+// "sum_of_normalized" and "normalize_then_sum".
 type term struct {
 	weight float64
 	get    func(hser.Score) float64
@@ -57,10 +57,18 @@ type term struct {
 // prompt, one entry per rollout) into per-rollout advantages.
 //
 // Rewards: with Aggregation "sum" the reward is R = F1 + α·EM + β·Hit with
-// the weights w (w is authoritative; Score.Reward is not read); with
-// "normalize_then_sum" each term (Rouge-L F1, EM, Hit) is normalized within
+// the weights w (w is authoritative; Score.Reward is not read). With
+// "sum_of_normalized" each term (Rouge-L F1, EM, Hit) is normalized within
 // its group by the estimator below and the advantage is
-// A = n(F1) + α·n(EM) + β·n(Hit).
+// A = n(F1) + α·n(EM) + β·n(Hit). "normalize_then_sum" is TRL's
+// multi_objective_aggregation of that name (GDPO): the same sum, then
+// normalized once more over the batch, Â = A / (std_B(A) + ε), std_B over
+// the included rollouts (Std "sample": Bessel, as TRL). TRL also subtracts
+// the batch mean of A, which is 0 up to rounding (every group's terms are
+// centred); leaving it out keeps zero-variance groups at exactly 0. TRL's
+// own normalize_then_sum always uses group, sample std and ε = 1e-4 (it
+// ignores scale_rewards): Estimator "group", Std "sample", Epsilon 1e-4
+// reproduce it.
 //
 // Estimators, for a group's valid rollouts r_1..r_n (n ≥ 2) with mean m:
 //
@@ -224,6 +232,23 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 		for _, i := range valid {
 			out.Include[g][i] = true
 			included = append(included, out.Values[g][i])
+		}
+	}
+	if cfg.Aggregation == "normalize_then_sum" && len(included) > 0 {
+		// TRL's final batch normalization of the summed advantages.
+		scale := 1 / (stddev(included, mean(included), cfg.Std == "sample") + cfg.Epsilon)
+		if math.IsInf(scale, 0) {
+			scale = 0 // every included advantage is 0 (ε = 0): nothing to scale
+		}
+		for g := range out.Values {
+			for i, in := range out.Include[g] {
+				if in {
+					out.Values[g][i] *= scale
+				}
+			}
+		}
+		for i := range included {
+			included[i] *= scale
 		}
 	}
 	if len(included) > 0 {
