@@ -14,6 +14,51 @@ type SampleReward struct {
 	// scored 0.
 	Valid bool
 	Score hser.Score // terms; only read when Valid
+	// Guarded: a reward-hacking guard replaced the reward by GuardPenalty
+	// (the guard_penalty term). The rollout's reward is then GuardPenalty
+	// whatever its Score; for the per-term aggregations its Rouge-L, EM and
+	// Hit terms count as 0 and the guard term as GuardPenalty.
+	Guarded      bool
+	GuardPenalty float64
+}
+
+// Terms of a rollout as the reward sees them: the scores, or zeros and the
+// guard penalty for a guarded rollout.
+func (s SampleReward) rougeF1() float64 {
+	if s.Guarded {
+		return 0
+	}
+	return s.Score.RougeF1
+}
+
+func (s SampleReward) em() float64 {
+	if s.Guarded {
+		return 0
+	}
+	return s.Score.EM
+}
+
+func (s SampleReward) hit() float64 {
+	if s.Guarded {
+		return 0
+	}
+	return s.Score.Hit
+}
+
+func (s SampleReward) guard() float64 {
+	if s.Guarded {
+		return s.GuardPenalty
+	}
+	return 0
+}
+
+// reward is R = F1 + α·EM + β·Hit, or the guard penalty for a guarded
+// rollout (the value the training loop logs).
+func (s SampleReward) reward(w hser.Weights) float64 {
+	if s.Guarded {
+		return s.GuardPenalty
+	}
+	return w.Reward(s.Score.RougeF1, s.Score.EM, s.Score.Hit)
 }
 
 // AdvantageStats are the step metrics of one advantage computation.
@@ -50,17 +95,18 @@ type Advantages struct {
 // "sum_of_normalized" and "normalize_then_sum".
 type term struct {
 	weight float64
-	get    func(hser.Score) float64
+	get    func(SampleReward) float64
 }
 
 // ComputeAdvantages turns the rewards of a batch of groups (one group per
 // prompt, one entry per rollout) into per-rollout advantages.
 //
 // Rewards: with Aggregation "sum" the reward is R = F1 + α·EM + β·Hit with
-// the weights w (w is authoritative; Score.Reward is not read). With
-// "sum_of_normalized" each term (Rouge-L F1, EM, Hit) is normalized within
+// the weights w (w is authoritative; Score.Reward is not read), or the guard
+// penalty of a guarded rollout. With "sum_of_normalized" each term (Rouge-L
+// F1, EM, Hit and the guard penalty, see SampleReward) is normalized within
 // its group by the estimator below and the advantage is
-// A = n(F1) + α·n(EM) + β·n(Hit). "normalize_then_sum" is TRL's
+// A = n(F1) + α·n(EM) + β·n(Hit) + n(guard). "normalize_then_sum" is TRL's
 // multi_objective_aggregation of that name (GDPO): the same sum, then
 // normalized once more over the batch, Â = A / (std_B(A) + ε), std_B over
 // the included rollouts (Std "sample": Bessel, as TRL). TRL also subtracts
@@ -108,7 +154,7 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 			if !s.Valid {
 				continue
 			}
-			for _, v := range []float64{s.Score.RougeF1, s.Score.EM, s.Score.Hit} {
+			for _, v := range []float64{s.Score.RougeF1, s.Score.EM, s.Score.Hit, s.guard()} {
 				if math.IsNaN(v) || math.IsInf(v, 0) {
 					return Advantages{}, fmt.Errorf("group %d rollout %d: reward term is %v", g, i, v)
 				}
@@ -118,12 +164,13 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 
 	var terms []term
 	if cfg.Aggregation == "sum" {
-		terms = []term{{1, func(s hser.Score) float64 { return w.Reward(s.RougeF1, s.EM, s.Hit) }}}
+		terms = []term{{1, func(s SampleReward) float64 { return s.reward(w) }}}
 	} else {
 		terms = []term{
-			{1, func(s hser.Score) float64 { return s.RougeF1 }},
-			{w.Alpha, func(s hser.Score) float64 { return s.EM }},
-			{w.Beta, func(s hser.Score) float64 { return s.Hit }},
+			{1, SampleReward.rougeF1},
+			{w.Alpha, SampleReward.em},
+			{w.Beta, SampleReward.hit},
+			{1, SampleReward.guard},
 		}
 	}
 
@@ -139,7 +186,7 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 			for _, grp := range groups {
 				for _, s := range grp {
 					if s.Valid {
-						vals = append(vals, tm.get(s.Score))
+						vals = append(vals, tm.get(s))
 					}
 				}
 			}
@@ -165,22 +212,22 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 			continue
 		}
 		st.ComparableGroups++
-		constant := func(get func(hser.Score) float64) bool {
-			first := get(grp[valid[0]].Score)
+		constant := func(get func(SampleReward) float64) bool {
+			first := get(grp[valid[0]])
 			for _, i := range valid[1:] {
-				if get(grp[i].Score) != first {
+				if get(grp[i]) != first {
 					return false
 				}
 			}
 			return true
 		}
-		if constant(func(s hser.Score) float64 { return s.RougeF1 }) {
+		if constant(SampleReward.rougeF1) {
 			st.ZeroVarRougeL++
 		}
-		if constant(func(s hser.Score) float64 { return s.EM }) {
+		if constant(SampleReward.em) {
 			st.ZeroVarEM++
 		}
-		if constant(func(s hser.Score) float64 { return s.Hit }) {
+		if constant(SampleReward.hit) {
 			st.ZeroVarHit++
 		}
 		zeroVar := true
@@ -202,7 +249,7 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 			}
 			vals = vals[:0]
 			for _, i := range valid {
-				vals = append(vals, tm.get(grp[i].Score))
+				vals = append(vals, tm.get(grp[i]))
 			}
 			m := mean(vals)
 			var scale float64

@@ -139,6 +139,31 @@ func TestAdvantageNormalizeThenSumIsTRL(t *testing.T) {
 	}
 }
 
+// TestAdvantageGuardPenaltyTerm: a guarded rollout's reward is its penalty,
+// whatever its (real) Rouge-L, EM and Hit, under every aggregation.
+// Group: F1 0.5 / 0.5 / 1 with EM 0 / 0 / 1, the third guarded with
+// penalty −1; α = 1, β = 0, estimator none (centring only).
+func TestAdvantageGuardPenaltyTerm(t *testing.T) {
+	g := [][]SampleReward{{
+		{Valid: true, Score: hser.Score{RougeF1: 0.5}},
+		{Valid: true, Score: hser.Score{RougeF1: 0.5}},
+		{Valid: true, Score: hser.Score{RougeF1: 1, EM: 1}, Guarded: true, GuardPenalty: -1},
+	}}
+	w := hser.Weights{Alpha: 1}
+	c := advCfg("none")
+	// sum: rewards 0.5, 0.5, −1 (mean 0): A = 0.5, 0.5, −1.
+	advCheck(t, "sum", mustAdv(t, c, w, g).Values[0], []float64{0.5, 0.5, -1})
+	// sum_of_normalized: terms F1 0.5, 0.5, 0 (mean 1/3), EM 0, 0, 0
+	// (constant), guard 0, 0, −1 (mean −1/3): A = 1/6 + 1/3, twice, and
+	// −1/3 − 2/3.
+	c.Aggregation = "sum_of_normalized"
+	advCheck(t, "sum_of_normalized", mustAdv(t, c, w, g).Values[0], []float64{0.5, 0.5, -1})
+	// Without the guard the third rollout is the best: rewards 0.5, 0.5, 2 (mean 1).
+	g[0][2].Guarded = false
+	c.Aggregation = "sum"
+	advCheck(t, "unguarded", mustAdv(t, c, w, g).Values[0], []float64{-0.5, -0.5, 1})
+}
+
 func advRandomGroups(r *rand.Rand, n, g int, failProb float64) [][]SampleReward {
 	out := make([][]SampleReward, n)
 	for i := range out {

@@ -33,7 +33,7 @@ func (b *stepBatch) sampleRewards() [][]SampleReward {
 	for i, g := range b.groups {
 		out[i] = make([]SampleReward, len(g.records))
 		for k, r := range g.records {
-			out[i][k] = SampleReward{Valid: !r.Failed(), Score: recordScore(r)}
+			out[i][k] = SampleReward{Valid: !r.Failed(), Score: recordScore(r), Guarded: r.Guard != "", GuardPenalty: r.GuardPenalty}
 		}
 	}
 	return out
@@ -147,6 +147,7 @@ func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd trainer.GRPO
 			m.Terms.EM += r.EM
 			m.Terms.Hit += r.Hit
 			m.Terms.SquadF1 += r.SquadF1
+			m.Terms.GuardPenalty += r.GuardPenalty
 		}
 	}
 	if n := float64(len(rewards)); n > 0 {
@@ -156,6 +157,7 @@ func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd trainer.GRPO
 		m.Terms.EM /= n
 		m.Terms.Hit /= n
 		m.Terms.SquadF1 /= n
+		m.Terms.GuardPenalty /= n
 	}
 	if m.Rollouts > 0 {
 		m.RewriteLenMean = words / float64(m.Rollouts)

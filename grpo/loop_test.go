@@ -267,6 +267,11 @@ func TestGuardsPenalizeAnswerLeak(t *testing.T) {
 		if r.SampleIndex == 0 && r.Advantage >= 0 {
 			t.Errorf("leaking rewrite got advantage %v, want negative", r.Advantage)
 		}
+		// The penalty is its own term; Rouge-L stays the answer's.
+		if r.SampleIndex == 0 && (r.Guard != "answer_leak" || r.GuardPenalty != -1 || r.RougeF1 < 0) {
+			t.Errorf("leaking rewrite logged guard %q guard_penalty %v rougeL_f1 %v, want answer_leak, -1 and its real Rouge-L",
+				r.Guard, r.GuardPenalty, r.RougeF1)
+		}
 	}
 }
 

@@ -1,12 +1,16 @@
 package grpo
 
 // Terms are the mean reward and its terms over a set of rollouts or turns.
+// RougeLF1, EM and Hit are the answers' real scores, guarded rollouts
+// included; GuardPenalty is the mean guard_penalty term (0 for a rollout no
+// guard penalized, whose reward it replaces otherwise; always 0 in evals).
 type Terms struct {
-	Reward   float64 `json:"reward"`
-	RougeLF1 float64 `json:"rougeL_f1"`
-	EM       float64 `json:"em"`
-	Hit      float64 `json:"hit"`
-	SquadF1  float64 `json:"squad_f1"`
+	Reward       float64 `json:"reward"`
+	RougeLF1     float64 `json:"rougeL_f1"`
+	EM           float64 `json:"em"`
+	Hit          float64 `json:"hit"`
+	SquadF1      float64 `json:"squad_f1"`
+	GuardPenalty float64 `json:"guard_penalty"`
 }
 
 // StepMetrics is one "step" line of metrics.jsonl.
