@@ -104,7 +104,7 @@ func hasVariance(recs []rollout.Record) bool {
 }
 
 func recordScore(r rollout.Record) hser.Score {
-	return hser.Score{RougeP: r.RougeP, RougeR: r.RougeR, RougeF1: r.RougeF1, EM: r.EM, SquadF1: r.SquadF1,
+	return hser.Score{RougeP: r.RougeP, RougeR: r.RougeR, RougeF1: r.RougeF1, EM: r.EM, SquadEM: r.SquadEM, SquadF1: r.SquadF1,
 		Hit: r.Hit, Alpha: r.Alpha, Beta: r.Beta, Reward: r.Reward}
 }
 
@@ -146,6 +146,7 @@ func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd trainer.GRPO
 			m.Terms.RougeLF1 += r.RougeF1
 			m.Terms.EM += r.EM
 			m.Terms.Hit += r.Hit
+			m.Terms.SquadEM += r.SquadEM
 			m.Terms.SquadF1 += r.SquadF1
 			m.Terms.GuardPenalty += r.GuardPenalty
 		}
@@ -156,6 +157,7 @@ func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd trainer.GRPO
 		m.Terms.RougeLF1 /= n
 		m.Terms.EM /= n
 		m.Terms.Hit /= n
+		m.Terms.SquadEM /= n
 		m.Terms.SquadF1 /= n
 		m.Terms.GuardPenalty /= n
 	}

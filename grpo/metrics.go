@@ -4,11 +4,14 @@ package grpo
 // RougeLF1, EM and Hit are the answers' real scores, guarded rollouts
 // included; GuardPenalty is the mean guard_penalty term (0 for a rollout no
 // guard penalized, whose reward it replaces otherwise; always 0 in evals).
+// EM is the reward's (normalized as reward.tokenizer says); SquadEM and
+// SquadF1 are the official SQuAD v1.1 numbers, reported only.
 type Terms struct {
 	Reward       float64 `json:"reward"`
 	RougeLF1     float64 `json:"rougeL_f1"`
 	EM           float64 `json:"em"`
 	Hit          float64 `json:"hit"`
+	SquadEM      float64 `json:"squad_em"`
 	SquadF1      float64 `json:"squad_f1"`
 	GuardPenalty float64 `json:"guard_penalty"`
 }

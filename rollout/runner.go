@@ -63,11 +63,14 @@ type Record struct {
 
 	// Reward terms (hser.Score); zero and meaningless when Error is set.
 	// They are always the answer's real scores: Reward = RougeF1 + Alpha·EM +
-	// Beta·Hit, unless a reward-hacking guard replaced it (Guard).
+	// Beta·Hit, unless a reward-hacking guard replaced it (Guard). EM is the
+	// reward's (reward.tokenizer's normalization); SquadEM and SquadF1 are
+	// the official SQuAD v1.1 numbers, not part of the reward.
 	RougeP  float64 `json:"rougeL_p"`
 	RougeR  float64 `json:"rougeL_r"`
 	RougeF1 float64 `json:"rougeL_f1"`
 	EM      float64 `json:"em"`
+	SquadEM float64 `json:"squad_em"`
 	SquadF1 float64 `json:"squad_f1"`
 	Hit     float64 `json:"hit"`
 	Alpha   float64 `json:"alpha"`
