@@ -124,7 +124,7 @@ func addStats(a, b rollout.Stats) rollout.Stats {
 func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd trainer.GRPOResponse, resampled int) StepMetrics {
 	m := StepMetrics{Kind: "step", Step: step, Epoch: epoch, PolicyVersion: upd.PolicyVersion,
 		ResampledGroups: resampled, Loss: upd.Loss, KL: upd.KL, ClipFracLow: upd.ClipFracLow,
-		ClipFracHigh: upd.ClipFracHigh, GradNorm: upd.GradNorm, Entropy: upd.Entropy,
+		ClipFracHigh: upd.ClipFracHigh, ClipFracDual: upd.ClipFracDual, GradNorm: upd.GradNorm, Entropy: upd.Entropy,
 		DedupHits: b.stats.DedupHits, CacheHits: b.stats.CacheHits,
 		AdvantageMean: adv.Stats.Mean, AdvantageStd: adv.Stats.Std, AdvantageAbsMean: adv.Stats.AbsMean,
 		DroppedGroups: adv.Stats.DroppedGroups}

@@ -43,6 +43,7 @@ type StepMetrics struct {
 	KL                float64 `json:"kl"`
 	ClipFracLow       float64 `json:"clip_frac_low"`
 	ClipFracHigh      float64 `json:"clip_frac_high"`
+	ClipFracDual      float64 `json:"clip_frac_dual"`
 	GradNorm          float64 `json:"grad_norm"`
 	Entropy           float64 `json:"entropy"`
 	RewriteLenMean    float64 `json:"rewrite_len_mean"` // words
