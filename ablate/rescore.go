@@ -170,7 +170,8 @@ type grpoAdv struct {
 
 // Rescore re-scores the logged rollouts under each setting (no model is
 // called: the answers are in the ledger) and recomputes advantages step by
-// step as the training loop does. own is the run's setting; it is always
+// step as the training loop does; a rollout a guard penalized (Record.Guard)
+// keeps its logged penalty as its reward. own is the run's setting; it is always
 // evaluated and comes first in the result. Settings run concurrently.
 func Rescore(ctx context.Context, recs []rollout.Record, lookup Lookup, own Setting, grid []Setting) ([]RescoreResult, error) {
 	steps, err := groupLedger(recs)
@@ -258,8 +259,15 @@ func rescoreOne(ctx context.Context, steps [][]ledgerGroup, refs [][][]string, c
 					continue
 				}
 				sc := scorer.Score(rec.Answer, refs[s][g][i], ctxs[s][g][i])
+				guarded := rec.Guard != ""
+				if guarded {
+					// The guard's decision depends on the rewrite and the turn,
+					// not on the reward setting: its penalty replaces the
+					// reward under every setting, as in training.
+					sc.Reward = rec.GuardPenalty
+				}
 				r.scores[s][g][i] = sc
-				in[g][i] = grpo.SampleReward{Valid: true, Score: sc}
+				in[g][i] = grpo.SampleReward{Valid: true, Score: sc, Guarded: guarded, GuardPenalty: rec.GuardPenalty}
 			}
 		}
 		adv, err := grpo.ComputeAdvantages(st.Advantage, st.Reward.Weights, in)

@@ -214,3 +214,80 @@ func TestRescoreSettingsRejectsSweepOnlyKeys(t *testing.T) {
 		t.Fatalf("got %v, want a validation error for alpha=-1", err)
 	}
 }
+
+// TestRescoreKeepsGuardPenalty: a rollout the training loop's guard
+// penalized is logged with its real terms and the penalty as its own
+// guard_penalty term; rescoring reproduces the logged reward and advantages
+// exactly and keeps the penalty under every reward setting.
+func TestRescoreKeepsGuardPenalty(t *testing.T) {
+	base := configs.Default()
+	own := SettingOf("own", nil, base)
+	turns, chunks, recs := syntheticRun(t, own)
+	// Step 2, group 0, sample 0 answered "whale" (F1 2/3, EM 0, hit 1:
+	// reward 5/3); a guard caught its rewrite. Log it as the loop does and
+	// recompute that step's logged advantages.
+	var step2 []int
+	for i, r := range recs {
+		if r.Step == 2 {
+			step2 = append(step2, i)
+		}
+	}
+	g := recs[step2[0]]
+	if g.SampleIndex != 0 || g.Answer != "whale" {
+		t.Fatalf("synthetic run changed: %+v", g)
+	}
+	realF1 := g.RougeF1
+	recs[step2[0]].Guard, recs[step2[0]].GuardPenalty, recs[step2[0]].Reward = "too_long", -1, -1
+	in := make([]grpo.SampleReward, len(step2))
+	for k, i := range step2 {
+		r := recs[i]
+		in[k] = grpo.SampleReward{Valid: true, Guarded: r.Guard != "", GuardPenalty: r.GuardPenalty,
+			Score: hser.Score{RougeF1: r.RougeF1, EM: r.EM, Hit: r.Hit, Reward: r.Reward}}
+	}
+	adv, err := grpo.ComputeAdvantages(own.Advantage, own.Reward.Weights, [][]grpo.SampleReward{in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, i := range step2 {
+		recs[i].Advantage = adv.Values[0][k]
+	}
+	// Rewards −1, 3, 0.8: the guarded rollout is pushed down.
+	if recs[step2[0]].Advantage >= 0 {
+		t.Fatalf("guarded rollout advantage %v, want < 0", recs[step2[0]].Advantage)
+	}
+	path := filepath.Join(t.TempDir(), "ledger.parquet")
+	if err := rollout.WriteLedger(path, recs); err != nil {
+		t.Fatal(err)
+	}
+	logged, err := rollout.ReadLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := logged[step2[0]]; l.Guard != "too_long" || l.GuardPenalty != -1 || l.RougeF1 != realF1 {
+		t.Fatalf("ledger round trip: guard %q penalty %v rougeL_f1 %v", l.Guard, l.GuardPenalty, l.RougeF1)
+	}
+	grid, err := ParseGrid([]byte("alpha: [0]\nbeta: [0]\n"), "grid.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings, err := RescoreSettings(grid, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Rescore(context.Background(), logged, NewMapLookup(turns, chunks), own, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; r.MaxRewardDiff != 0 || r.MaxAdvantageDiff != 0 {
+		t.Fatalf("own setting: rewards/advantages differ from the logged ones by %g / %g", r.MaxRewardDiff, r.MaxAdvantageDiff)
+	}
+	// The Rouge-L mean is the real one (the guarded answer's 2/3 included):
+	// step 1 (1, 0.8, 2/3, green 0 ×3), step 2 (2/3, 1, 0.8).
+	if want := (2*(1+0.8+2.0/3) + 0) / 9; math.Abs(res[0].RougeF1-want) > 1e-12 {
+		t.Fatalf("rescored Rouge-L mean %v, want %v", res[0].RougeF1, want)
+	}
+	// α = β = 0: rewards are F1, except the guarded −1.
+	if want := (2*(1+0.8+2.0/3) - (2.0 / 3) - 1) / 9; math.Abs(res[1].Reward-want) > 1e-12 {
+		t.Fatalf("α=β=0 mean reward %v, want %v", res[1].Reward, want)
+	}
+}

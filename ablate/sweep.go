@@ -166,7 +166,7 @@ func WriteSweepMarkdown(w io.Writer, rows []SweepRow) error {
 // WriteRescoreMarkdown writes the rescoring table and the correlations.
 func WriteRescoreMarkdown(w io.Writer, res []RescoreResult) error {
 	var b strings.Builder
-	b.WriteString("| setting | rollouts | groups | reward | Rouge-L F1 | EM | hit | zero-var groups | included | Kendall τ vs own (groups) | sign flips | max Δreward vs logged | max Δadv vs logged |\n")
+	b.WriteString("| setting | rollouts | groups | reward | Rouge-L F1 | EM (reward) | hit | zero-var groups | included | Kendall τ vs own (groups) | sign flips | max Δreward vs logged | max Δadv vs logged |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range res {
 		name := r.Name

@@ -77,6 +77,10 @@ func TestLoadErrors(t *testing.T) {
 			[]string{"grpo.advantage.epsilon", "≥ 0"}},
 		{"override without =", valid, []string{"grpo.group_size"},
 			[]string{"want key=value"}},
+		{"dual clip c ≤ 1", valid, []string{"grpo.loss.clip_ratio_c=1"},
+			[]string{"grpo.loss.clip_ratio_c", "> 1"}},
+		{"unknown KL estimator", valid, []string{"grpo.loss.kl_estimator=k2"},
+			[]string{"grpo.loss.kl_estimator", "k3 or low_var_kl"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -59,6 +59,7 @@ const (
 	MRougeF1   = "rougeL_f1"
 	MEM        = "em"
 	MHit       = "hit"
+	MSquadEM   = "squad_em"
 	MSquadF1   = "squad_f1"
 	MMRR       = "recip_rank"
 	MNDCG3     = "ndcg_cut_3"
@@ -68,7 +69,7 @@ const (
 
 // AnswerMetrics need a reference answer; IRMetrics need gold passages.
 var (
-	AnswerMetrics = []string{MReward, MRougeF1, MEM, MHit, MSquadF1}
+	AnswerMetrics = []string{MReward, MRougeF1, MEM, MHit, MSquadEM, MSquadF1}
 	IRMetrics     = []string{MMRR, MNDCG3, MRecall10, MRecall100}
 )
 
@@ -119,6 +120,8 @@ func (r *TurnResult) metric(name string) float64 {
 		return r.Score.EM
 	case MHit:
 		return r.Score.Hit
+	case MSquadEM:
+		return r.Score.SquadEM
 	case MSquadF1:
 		return r.Score.SquadF1
 	}
@@ -154,14 +157,18 @@ type SystemReport struct {
 
 // Report is a whole evaluation.
 type Report struct {
-	Turns         int            `json:"turns"`
-	Conversations int            `json:"conversations"`
-	WithAnswer    int            `json:"turns_with_reference_answer"`
-	WithGold      int            `json:"turns_with_judged_passages"`
-	Responder     string         `json:"responder"`
-	Stats         stats.Config   `json:"stats"`
-	Systems       []SystemReport `json:"systems"`
-	Seconds       float64        `json:"seconds"`
+	Turns         int    `json:"turns"`
+	Conversations int    `json:"conversations"`
+	WithAnswer    int    `json:"turns_with_reference_answer"`
+	WithGold      int    `json:"turns_with_judged_passages"`
+	Responder     string `json:"responder"`
+	// EMNormalization names the normalization of the reward's EM ("em"):
+	// "unicode" or "squad" (hser.Config.EMNormalization); "" when the scorer
+	// does not say. squad_em and squad_f1 are always SQuAD v1.1's.
+	EMNormalization string         `json:"em_normalization"`
+	Stats           stats.Config   `json:"stats"`
+	Systems         []SystemReport `json:"systems"`
+	Seconds         float64        `json:"seconds"`
 }
 
 // Evaluate runs every system over the turns and summarizes. Per-turn
@@ -236,6 +243,9 @@ func Evaluate(ctx context.Context, turns []datasets.Turn, systems []System, resp
 	}
 
 	rep := Report{Turns: len(turns), Conversations: len(convs), Responder: resp.Name(), Stats: opts.Stats}
+	if c, ok := scorer.(interface{ Config() hser.Config }); ok {
+		rep.EMNormalization = c.Config().EMNormalization()
+	}
 	for _, t := range turns {
 		if t.Answer != "" {
 			rep.WithAnswer++

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -20,13 +21,28 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/hser"
 	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/retrieval"
 )
 
 var metricLabels = map[string]string{
-	MReward: "HSER", MRougeF1: "Rouge-L F1", MEM: "EM", MHit: "Hit", MSquadF1: "SQuAD F1",
+	MReward: "HSER", MRougeF1: "Rouge-L F1", MEM: "EM (reward)", MHit: "Hit", MSquadEM: "SQuAD EM", MSquadF1: "SQuAD F1",
 	MMRR: "MRR", MNDCG3: "NDCG@3", MRecall10: "R@10", MRecall100: "R@100",
+}
+
+// metricLabel is a metric's column label; the reward's EM names its
+// normalization, so that it is never read as SQuAD EM.
+func metricLabel(m string, rep Report) string {
+	if m == MEM {
+		switch rep.EMNormalization {
+		case hser.NormUnicode:
+			return "EM (reward, unicode norm.)"
+		case hser.NormSQuAD:
+			return "EM (reward, SQuAD norm.)"
+		}
+	}
+	return metricLabels[m]
 }
 
 // WriteMarkdown writes two tables: every system's means with 95% intervals,
@@ -36,11 +52,15 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	metrics := presentMetrics(rep)
 	fmt.Fprintf(&b, "%d turns in %d conversations (%d with a reference answer, %d with judged passages); responder %s.\n",
 		rep.Turns, rep.Conversations, rep.WithAnswer, rep.WithGold, rep.Responder)
-	fmt.Fprintf(&b, "Means over turns with %.0f%% bootstrap intervals resampling conversations (%d resamples).\n\n",
+	fmt.Fprintf(&b, "Means over turns with %.0f%% bootstrap intervals resampling conversations (%d resamples).\n",
 		rep.Stats.Level*100, rep.Stats.Resamples)
+	if slices.Contains(metrics, MEM) {
+		b.WriteString("EM (reward) is the reward's exact match, normalized as reward.tokenizer says; SQuAD EM and F1 are the official SQuAD v1.1 script's.\n")
+	}
+	b.WriteString("\n")
 	b.WriteString("| system | failed |")
 	for _, m := range metrics {
-		b.WriteString(" " + metricLabels[m] + " |")
+		b.WriteString(" " + metricLabel(m, rep) + " |")
 	}
 	b.WriteString("\n|---|---:|" + strings.Repeat("---:|", len(metrics)) + "\n")
 	for _, s := range rep.Systems {
@@ -77,7 +97,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	if len(cmpRows) > 0 {
 		b.WriteString("\nPaired differences (system − baseline) over turns both completed; p from a sign-flip randomization test over conversations.\n\n| system | against |")
 		for _, m := range metrics {
-			b.WriteString(" Δ " + metricLabels[m] + " |")
+			b.WriteString(" Δ " + metricLabel(m, rep) + " |")
 		}
 		b.WriteString("\n|---|---|" + strings.Repeat("---:|", len(metrics)) + "\n")
 		b.WriteString(strings.Join(cmpRows, "\n") + "\n")
@@ -226,6 +246,7 @@ var turnsSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "rougeL_f1", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	{Name: "em", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	{Name: "hit", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "squad_em", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	{Name: "squad_f1", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	{Name: "recip_rank", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	{Name: "ndcg_cut_3", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
@@ -290,6 +311,7 @@ func WriteTurnsParquet(path string, results [][]TurnResult) (err error) {
 			num("rougeL_f1", sc.RougeF1, r.HasAnswer)
 			num("em", sc.EM, r.HasAnswer)
 			num("hit", sc.Hit, r.HasAnswer)
+			num("squad_em", sc.SquadEM, r.HasAnswer)
 			num("squad_f1", sc.SquadF1, r.HasAnswer)
 			num("recip_rank", r.RecipRank, r.HasGold)
 			num("ndcg_cut_3", r.NDCG3, r.HasGold)

@@ -15,6 +15,51 @@ type SampleReward struct {
 	// scored 0.
 	Valid bool
 	Score hser.Score // terms; only read when Valid
+	// Guarded: a reward-hacking guard replaced the reward by GuardPenalty
+	// (the guard_penalty term). The rollout's reward is then GuardPenalty
+	// whatever its Score; for the per-term aggregations its Rouge-L, EM and
+	// Hit terms count as 0 and the guard term as GuardPenalty.
+	Guarded      bool
+	GuardPenalty float64
+}
+
+// Terms of a rollout as the reward sees them: the scores, or zeros and the
+// guard penalty for a guarded rollout.
+func (s SampleReward) rougeF1() float64 {
+	if s.Guarded {
+		return 0
+	}
+	return s.Score.RougeF1
+}
+
+func (s SampleReward) em() float64 {
+	if s.Guarded {
+		return 0
+	}
+	return s.Score.EM
+}
+
+func (s SampleReward) hit() float64 {
+	if s.Guarded {
+		return 0
+	}
+	return s.Score.Hit
+}
+
+func (s SampleReward) guard() float64 {
+	if s.Guarded {
+		return s.GuardPenalty
+	}
+	return 0
+}
+
+// reward is R = F1 + α·EM + β·Hit, or the guard penalty for a guarded
+// rollout (the value the training loop logs).
+func (s SampleReward) reward(w hser.Weights) float64 {
+	if s.Guarded {
+		return s.GuardPenalty
+	}
+	return w.Reward(s.Score.RougeF1, s.Score.EM, s.Score.Hit)
 }
 
 // AdvantageStats are the step metrics of one advantage computation.
@@ -29,8 +74,8 @@ type AdvantageStats struct {
 	ComparableGroups int
 	// ZeroVarGroups counts groups (with ≥ 2 valid rollouts) whose advantages
 	// are all zero by construction: with Aggregation "sum" the total reward is
-	// the same for every valid rollout; with "normalize_then_sum" every term
-	// is. ZeroVarRougeL, ZeroVarEM and ZeroVarHit count the groups in which
+	// the same for every valid rollout; with "sum_of_normalized" and
+	// "normalize_then_sum" every term is. ZeroVarRougeL, ZeroVarEM and ZeroVarHit count the groups in which
 	// that term alone is constant.
 	ZeroVarGroups                        int
 	ZeroVarRougeL, ZeroVarEM, ZeroVarHit int
@@ -48,20 +93,29 @@ type Advantages struct {
 
 // term is one reward quantity that is normalized on its own: the total
 // reward with Aggregation "sum", or one of the three terms with
-// "normalize_then_sum".
+// "sum_of_normalized" and "normalize_then_sum".
 type term struct {
 	weight float64
-	get    func(hser.Score) float64
+	get    func(SampleReward) float64
 }
 
 // ComputeAdvantages turns the rewards of a batch of groups (one group per
 // prompt, one entry per rollout) into per-rollout advantages.
 //
 // Rewards: with Aggregation "sum" the reward is R = F1 + α·EM + β·Hit with
-// the weights w (w is authoritative; Score.Reward is not read); with
-// "normalize_then_sum" each term (Rouge-L F1, EM, Hit) is normalized within
+// the weights w (w is authoritative; Score.Reward is not read), or the guard
+// penalty of a guarded rollout. With "sum_of_normalized" each term (Rouge-L
+// F1, EM, Hit and the guard penalty, see SampleReward) is normalized within
 // its group by the estimator below and the advantage is
-// A = n(F1) + α·n(EM) + β·n(Hit).
+// A = n(F1) + α·n(EM) + β·n(Hit) + n(guard). "normalize_then_sum" is TRL's
+// multi_objective_aggregation of that name (GDPO): the same sum, then
+// normalized once more over the batch, Â = A / (std_B(A) + ε), std_B over
+// the included rollouts (Std "sample": Bessel, as TRL). TRL also subtracts
+// the batch mean of A, which is 0 up to rounding (every group's terms are
+// centred); leaving it out keeps zero-variance groups at exactly 0. TRL's
+// own normalize_then_sum always uses group, sample std and ε = 1e-4 (it
+// ignores scale_rewards): Estimator "group", Std "sample", Epsilon 1e-4
+// reproduce it.
 //
 // Estimators, for a group's valid rollouts r_1..r_n (n ≥ 2) with mean m:
 //
@@ -101,7 +155,7 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 			if !s.Valid {
 				continue
 			}
-			for _, v := range []float64{s.Score.RougeF1, s.Score.EM, s.Score.Hit} {
+			for _, v := range []float64{s.Score.RougeF1, s.Score.EM, s.Score.Hit, s.guard()} {
 				if math.IsNaN(v) || math.IsInf(v, 0) {
 					return Advantages{}, fmt.Errorf("group %d rollout %d: reward term is %v", g, i, v)
 				}
@@ -123,7 +177,7 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 			for _, grp := range groups {
 				for _, s := range grp {
 					if s.Valid {
-						vals = append(vals, tm.get(s.Score))
+						vals = append(vals, tm.get(s))
 					}
 				}
 			}
@@ -149,14 +203,14 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 			continue
 		}
 		st.ComparableGroups++
-		constant := func(get func(hser.Score) float64) bool { return constantOver(grp, valid, get) }
-		if constant(func(s hser.Score) float64 { return s.RougeF1 }) {
+		constant := func(get func(SampleReward) float64) bool { return constantOver(grp, valid, get) }
+		if constant(SampleReward.rougeF1) {
 			st.ZeroVarRougeL++
 		}
-		if constant(func(s hser.Score) float64 { return s.EM }) {
+		if constant(SampleReward.em) {
 			st.ZeroVarEM++
 		}
-		if constant(func(s hser.Score) float64 { return s.Hit }) {
+		if constant(SampleReward.hit) {
 			st.ZeroVarHit++
 		}
 		if zeroVariance(terms, grp, valid) {
@@ -172,7 +226,7 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 			}
 			vals = vals[:0]
 			for _, i := range valid {
-				vals = append(vals, tm.get(grp[i].Score))
+				vals = append(vals, tm.get(grp[i]))
 			}
 			m, std := stats.MeanStd(vals, cfg.Std == "sample")
 			var scale float64
@@ -204,6 +258,24 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 			included = append(included, out.Values[g][i])
 		}
 	}
+	if cfg.Aggregation == "normalize_then_sum" && len(included) > 0 {
+		// TRL's final batch normalization of the summed advantages.
+		_, std := stats.MeanStd(included, cfg.Std == "sample")
+		scale := 1 / (std + cfg.Epsilon)
+		if math.IsInf(scale, 0) {
+			scale = 0 // every included advantage is 0 (ε = 0): nothing to scale
+		}
+		for g := range out.Values {
+			for i, in := range out.Include[g] {
+				if in {
+					out.Values[g][i] *= scale
+				}
+			}
+		}
+		for i := range included {
+			included[i] *= scale
+		}
+	}
 	if len(included) > 0 {
 		st.Mean, st.Std = stats.MeanStd(included, false)
 		for _, a := range included {
@@ -219,12 +291,13 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 // "normalize_then_sum".
 func normalizedTerms(cfg AdvantageConfig, w hser.Weights) []term {
 	if cfg.Aggregation == "sum" {
-		return []term{{1, func(s hser.Score) float64 { return w.Reward(s.RougeF1, s.EM, s.Hit) }}}
+		return []term{{1, func(s SampleReward) float64 { return s.reward(w) }}}
 	}
 	return []term{
-		{1, func(s hser.Score) float64 { return s.RougeF1 }},
-		{w.Alpha, func(s hser.Score) float64 { return s.EM }},
-		{w.Beta, func(s hser.Score) float64 { return s.Hit }},
+		{1, SampleReward.rougeF1},
+		{w.Alpha, SampleReward.em},
+		{w.Beta, SampleReward.hit},
+		{1, SampleReward.guard},
 	}
 }
 
@@ -241,10 +314,10 @@ func zeroVariance(terms []term, grp []SampleReward, valid []int) bool {
 	return true
 }
 
-func constantOver(grp []SampleReward, valid []int, get func(hser.Score) float64) bool {
-	first := get(grp[valid[0]].Score)
+func constantOver(grp []SampleReward, valid []int, get func(SampleReward) float64) bool {
+	first := get(grp[valid[0]])
 	for _, i := range valid[1:] {
-		if get(grp[i].Score) != first {
+		if get(grp[i]) != first {
 			return false
 		}
 	}

@@ -17,8 +17,12 @@ type AdvantageConfig struct {
 	// Epsilon is added to the std before dividing (not under the square
 	// root). Default 1e-6; TRL uses 1e-4.
 	Epsilon float64 `yaml:"epsilon"`
-	// Aggregation: "sum" (weighted reward, then normalize) or
-	// "normalize_then_sum" (each term z-scored within its group, then weighted).
+	// Aggregation: "sum" (weighted reward, then normalize; TRL's
+	// sum_then_normalize), "sum_of_normalized" (each term normalized within
+	// its group by the estimator, then weighted and summed) or
+	// "normalize_then_sum" (TRL's and GDPO's: sum_of_normalized, then divided
+	// by its std over the batch's included rollouts + epsilon; with
+	// estimator group, std sample and epsilon 1e-4 it is TRL's exactly).
 	Aggregation string `yaml:"aggregation"`
 	// ZeroVariance: "keep" (advantage 0) or "drop" (excluded from the update)
 	// for groups whose rewards are all equal.
@@ -46,9 +50,9 @@ func (c AdvantageConfig) Validate() error {
 		return fielderr.New("epsilon", "must be a finite number ≥ 0, got %v", c.Epsilon)
 	}
 	switch c.Aggregation {
-	case "sum", "normalize_then_sum":
+	case "sum", "sum_of_normalized", "normalize_then_sum":
 	default:
-		return fielderr.New("aggregation", "must be sum or normalize_then_sum, got %q", c.Aggregation)
+		return fielderr.New("aggregation", "must be sum, sum_of_normalized or normalize_then_sum, got %q", c.Aggregation)
 	}
 	switch c.ZeroVariance {
 	case "keep", "drop":

@@ -75,11 +75,11 @@ func TestAdvantageBatchStd(t *testing.T) {
 	advCheck(t, "group 1", a.Values[1], []float64{-1.5 / s, 1.5 / s})
 }
 
-// TestAdvantageNormalizeThenSum: α = 2, β = 3. Rouge {0.2, 0.4} and EM {0, 1} z-score
+// TestAdvantageSumOfNormalized: α = 2, β = 3. Rouge {0.2, 0.4} and EM {0, 1} z-score
 // to ∓1 each; Hit is constant and adds nothing: A = ∓(1 + 2·1).
-func TestAdvantageNormalizeThenSum(t *testing.T) {
+func TestAdvantageSumOfNormalized(t *testing.T) {
 	c := advCfg("group")
-	c.Aggregation = "normalize_then_sum"
+	c.Aggregation = "sum_of_normalized"
 	g := [][]SampleReward{{
 		{Valid: true, Score: hser.Score{RougeF1: 0.2, EM: 0, Hit: 1}},
 		{Valid: true, Score: hser.Score{RougeF1: 0.4, EM: 1, Hit: 1}},
@@ -92,6 +92,76 @@ func TestAdvantageNormalizeThenSum(t *testing.T) {
 	// With "sum" the same group has rewards 0.2+0+3 = 3.2 and 0.4+2+3 = 5.4.
 	c.Aggregation = "sum"
 	advCheck(t, "sum", mustAdv(t, c, hser.Weights{Alpha: 2, Beta: 3}, g).Values[0], []float64{-1, 1})
+}
+
+// TestAdvantageNormalizeThenSumIsTRL: TRL's GRPOTrainer with
+// multi_objective_aggregation="normalize_then_sum" (trl f2cd577,
+// grpo_trainer.py: per-function group z-score with nanstd (Bessel) + 1e-4,
+// weighted nansum, then (A − mean) / (nanstd(A) + 1e-4) over the batch),
+// run under torch in float64 on two groups of three rollouts with terms
+// (F1, EM, Hit) and weights 1, 1, 1. The weighted sums before the batch step
+// are −1.577050326499136, −0.5772502865071343, 2.1543006130062703, …; the
+// batch step divides them by 1.3756285056701762. (TRL's nanstd computes
+// Bessel's count/(count−1) as a float32 tensor, 1.2000000476837158 for 6
+// values, which moves its batch std by 2e-8 relative; the vector was
+// computed with that factor in float64.)
+func TestAdvantageNormalizeThenSumIsTRL(t *testing.T) {
+	g := [][]SampleReward{{
+		{Valid: true, Score: hser.Score{RougeF1: 0, EM: 0}},
+		{Valid: true, Score: hser.Score{RougeF1: 0.5, EM: 0}},
+		{Valid: true, Score: hser.Score{RougeF1: 1, EM: 1}},
+	}, {
+		{Valid: true, Score: hser.Score{RougeF1: 0.2, EM: 1}},
+		{Valid: true, Score: hser.Score{RougeF1: 0.2, EM: 0}},
+		{Valid: true, Score: hser.Score{RougeF1: 0.8, EM: 0}},
+	}}
+	c := AdvantageConfig{Estimator: "group", Std: "sample", Epsilon: 1e-4, Aggregation: "normalize_then_sum", ZeroVariance: "keep"}
+	w := hser.Weights{Alpha: 1, Beta: 1}
+	a := mustAdv(t, c, w, g)
+	advCheck(t, "group 0", a.Values[0], []float64{-1.1464216683492114, -0.41962658096119526, 1.5660482493104066})
+	advCheck(t, "group 1", a.Values[1], []float64{0.41967502128157474, -0.8392047216020113, 0.41952970032043635})
+	// sum_of_normalized is the same without the batch step.
+	c.Aggregation = "sum_of_normalized"
+	b := mustAdv(t, c, w, g)
+	advCheck(t, "sum_of_normalized 0", b.Values[0], []float64{-1.577050326499136, -0.5772502865071343, 2.1543006130062703})
+	advCheck(t, "sum_of_normalized 1", b.Values[1], []float64{0.5773169223926721, -1.154433937128731, 0.5771170147360587})
+	// A zero-variance group stays at exactly 0 through the batch step.
+	flat := []SampleReward{{Valid: true, Score: hser.Score{RougeF1: 0.3}}, {Valid: true, Score: hser.Score{RougeF1: 0.3}}}
+	c.Aggregation = "normalize_then_sum"
+	z := mustAdv(t, c, w, append(g, flat))
+	if z.Values[2][0] != 0 || z.Values[2][1] != 0 || !z.Include[2][0] {
+		t.Errorf("zero-variance group: %v %v", z.Values[2], z.Include[2])
+	}
+	// Only zero-variance groups and ε = 0: no division by zero.
+	c.Epsilon = 0
+	if z := mustAdv(t, c, w, [][]SampleReward{flat}); z.Values[0][0] != 0 || z.Values[0][1] != 0 {
+		t.Errorf("all-flat batch with ε = 0: %v", z.Values)
+	}
+}
+
+// TestAdvantageGuardPenaltyTerm: a guarded rollout's reward is its penalty,
+// whatever its (real) Rouge-L, EM and Hit, under every aggregation.
+// Group: F1 0.5 / 0.5 / 1 with EM 0 / 0 / 1, the third guarded with
+// penalty −1; α = 1, β = 0, estimator none (centring only).
+func TestAdvantageGuardPenaltyTerm(t *testing.T) {
+	g := [][]SampleReward{{
+		{Valid: true, Score: hser.Score{RougeF1: 0.5}},
+		{Valid: true, Score: hser.Score{RougeF1: 0.5}},
+		{Valid: true, Score: hser.Score{RougeF1: 1, EM: 1}, Guarded: true, GuardPenalty: -1},
+	}}
+	w := hser.Weights{Alpha: 1}
+	c := advCfg("none")
+	// sum: rewards 0.5, 0.5, −1 (mean 0): A = 0.5, 0.5, −1.
+	advCheck(t, "sum", mustAdv(t, c, w, g).Values[0], []float64{0.5, 0.5, -1})
+	// sum_of_normalized: terms F1 0.5, 0.5, 0 (mean 1/3), EM 0, 0, 0
+	// (constant), guard 0, 0, −1 (mean −1/3): A = 1/6 + 1/3, twice, and
+	// −1/3 − 2/3.
+	c.Aggregation = "sum_of_normalized"
+	advCheck(t, "sum_of_normalized", mustAdv(t, c, w, g).Values[0], []float64{0.5, 0.5, -1})
+	// Without the guard the third rollout is the best: rewards 0.5, 0.5, 2 (mean 1).
+	g[0][2].Guarded = false
+	c.Aggregation = "sum"
+	advCheck(t, "unguarded", mustAdv(t, c, w, g).Values[0], []float64{-0.5, -0.5, 1})
 }
 
 func advRandomGroups(r *rand.Rand, n, g int, failProb float64) [][]SampleReward {
@@ -114,7 +184,7 @@ func TestAdvantageGroupSumsToZero(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
 	w := hser.Weights{Alpha: 1, Beta: 0.5}
 	for _, est := range advEstimators {
-		for _, agg := range []string{"sum", "normalize_then_sum"} {
+		for _, agg := range []string{"sum", "sum_of_normalized", "normalize_then_sum"} {
 			c := DefaultAdvantageConfig()
 			c.Estimator, c.Aggregation = est, agg
 			a := mustAdv(t, c, w, advRandomGroups(r, 50, 8, 0.2))
@@ -229,9 +299,9 @@ func TestAdvantageZeroVariance(t *testing.T) {
 		t.Errorf("drop: %+v", drop)
 	}
 	// Equal totals from different terms are not zero variance under
-	// normalize_then_sum: F1 0.5 + EM 0 vs F1 0 + EM 0.5·… here α = 0.5.
+	// sum_of_normalized: F1 0.5 + EM 0 vs F1 0 + EM 0.5·… here α = 0.5.
 	c = advCfg("group")
-	c.Aggregation = "normalize_then_sum"
+	c.Aggregation = "sum_of_normalized"
 	g := [][]SampleReward{{
 		{Valid: true, Score: hser.Score{RougeF1: 0.5, EM: 0}},
 		{Valid: true, Score: hser.Score{RougeF1: 0, EM: 1}},

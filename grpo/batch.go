@@ -41,7 +41,7 @@ func (b *stepBatch) sampleGroup(i int) []SampleReward {
 	recs := b.groups[i].records
 	out := make([]SampleReward, len(recs))
 	for k, r := range recs {
-		out[k] = SampleReward{Valid: !r.Failed(), Score: recordScore(r)}
+		out[k] = SampleReward{Valid: !r.Failed(), Score: recordScore(r), Guarded: r.Guard != "", GuardPenalty: r.GuardPenalty}
 	}
 	return out
 }
@@ -95,7 +95,7 @@ func (b *stepBatch) replaceWithVaried(cfg AdvantageConfig, w hser.Weights, again
 }
 
 func recordScore(r rollout.Record) hser.Score {
-	return hser.Score{RougeP: r.RougeP, RougeR: r.RougeR, RougeF1: r.RougeF1, EM: r.EM, SquadF1: r.SquadF1,
+	return hser.Score{RougeP: r.RougeP, RougeR: r.RougeR, RougeF1: r.RougeF1, EM: r.EM, SquadEM: r.SquadEM, SquadF1: r.SquadF1,
 		Hit: r.Hit, Alpha: r.Alpha, Beta: r.Beta, Reward: r.Reward}
 }
 
@@ -115,7 +115,7 @@ func addStats(a, b rollout.Stats) rollout.Stats {
 func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd trainer.GRPOResponse, resampled int) StepMetrics {
 	m := StepMetrics{Kind: "step", Step: step, Epoch: epoch, PolicyVersion: upd.PolicyVersion,
 		ResampledGroups: resampled, Loss: upd.Loss, KL: upd.KL, ClipFracLow: upd.ClipFracLow,
-		ClipFracHigh: upd.ClipFracHigh, GradNorm: upd.GradNorm, Entropy: upd.Entropy,
+		ClipFracHigh: upd.ClipFracHigh, ClipFracDual: upd.ClipFracDual, GradNorm: upd.GradNorm, Entropy: upd.Entropy,
 		DedupHits: b.stats.DedupHits, CacheHits: b.stats.CacheHits,
 		AdvantageMean: adv.Stats.Mean, AdvantageStd: adv.Stats.Std, AdvantageAbsMean: adv.Stats.AbsMean,
 		DroppedGroups: adv.Stats.DroppedGroups}
@@ -137,7 +137,9 @@ func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd trainer.GRPO
 			m.Terms.RougeLF1 += r.RougeF1
 			m.Terms.EM += r.EM
 			m.Terms.Hit += r.Hit
+			m.Terms.SquadEM += r.SquadEM
 			m.Terms.SquadF1 += r.SquadF1
+			m.Terms.GuardPenalty += r.GuardPenalty
 		}
 	}
 	if n := float64(len(rewards)); n > 0 {
@@ -146,7 +148,9 @@ func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd trainer.GRPO
 		m.Terms.RougeLF1 /= n
 		m.Terms.EM /= n
 		m.Terms.Hit /= n
+		m.Terms.SquadEM /= n
 		m.Terms.SquadF1 /= n
+		m.Terms.GuardPenalty /= n
 	}
 	if m.Rollouts > 0 {
 		m.RewriteLenMean = words / float64(m.Rollouts)

@@ -1,6 +1,10 @@
 package grpo
 
-import "github.com/himes-rl/himes/internal/fielderr"
+import (
+	"math"
+
+	"github.com/himes-rl/himes/internal/fielderr"
+)
 
 // Config is the "grpo" section: the training loop's knobs. Defaults are in
 // DefaultConfig and documented in configs/README.md.
@@ -45,8 +49,15 @@ type LossConfig struct {
 	ClipLow float64 `yaml:"clip_low"`
 	// ClipHigh is ε above ratio 1 (DAPO's clip-higher when above ClipLow).
 	ClipHigh float64 `yaml:"clip_high"`
-	// KLCoef is β of the k3 KL penalty against the reference policy.
+	// KLCoef is β of the KL penalty against the reference policy.
 	KLCoef float64 `yaml:"kl_coef"`
+	// KLEstimator: "k3" (exp(d) − d − 1 with d = π_ref − π, the default) or
+	// "low_var_kl" (verl's: d clamped to [−20, 20], the estimate to [−10, 10]).
+	KLEstimator string `yaml:"kl_estimator"`
+	// ClipRatioC is dual-clip PPO's c for negative advantages (verl's
+	// clip_ratio_c, 3 by default there): a token's loss is capped at −c·A.
+	// 0 (the default) disables it; otherwise it must be > 1.
+	ClipRatioC float64 `yaml:"clip_ratio_c"`
 	// Mu is the number of update iterations per batch.
 	Mu int `yaml:"mu"`
 	// MaxGradNorm clips the gradient's global norm (0 disables).
@@ -94,7 +105,7 @@ func DefaultConfig() Config {
 	return Config{
 		Steps: 50, PromptsPerStep: 8, GroupSize: 8, Temperature: 1.0, TopP: 1.0, MaxTokens: 64,
 		LearningRate:    1e-5,
-		Loss:            LossConfig{Type: "grpo", ClipLow: 0.2, ClipHigh: 0.2, KLCoef: 0.0, Mu: 1, MaxGradNorm: 1.0},
+		Loss:            LossConfig{Type: "grpo", ClipLow: 0.2, ClipHigh: 0.2, KLCoef: 0.0, KLEstimator: "k3", Mu: 1, MaxGradNorm: 1.0},
 		Advantage:       DefaultAdvantageConfig(),
 		DynamicSampling: DynamicSamplingConfig{MaxRounds: 0, MinZeroVarFrac: 0.5},
 		Guards: GuardConfig{AnswerLeak: "penalty", Empty: "penalty", TooLong: "penalty", CopiesHistory: "flag",
@@ -169,6 +180,10 @@ func (l LossConfig) validate() error {
 		return fielderr.New("clip_high", "must be ≥ 0, got %v", l.ClipHigh)
 	case l.KLCoef < 0:
 		return fielderr.New("kl_coef", "must be ≥ 0, got %v", l.KLCoef)
+	case l.KLEstimator != "k3" && l.KLEstimator != "low_var_kl":
+		return fielderr.New("kl_estimator", "must be k3 or low_var_kl, got %q", l.KLEstimator)
+	case math.IsNaN(l.ClipRatioC) || math.IsInf(l.ClipRatioC, 0) || l.ClipRatioC != 0 && l.ClipRatioC <= 1:
+		return fielderr.New("clip_ratio_c", "must be > 1 (dual-clip PPO) or 0 (off), got %v", l.ClipRatioC)
 	case l.Mu < 1:
 		return fielderr.New("mu", "must be ≥ 1, got %d", l.Mu)
 	case l.MaxGradNorm < 0:

@@ -105,11 +105,13 @@ func (l *Loop) evalSystem(ctx context.Context, step int, turns []datasets.Turn, 
 		s.RougeLF1 += r.RougeF1
 		s.EM += r.EM
 		s.Hit += r.Hit
+		s.SquadEM += r.SquadEM
 		s.SquadF1 += r.SquadF1
 	}
 	if valid > 0 {
 		n := float64(valid)
 		s.Reward, s.RougeLF1, s.EM, s.Hit, s.SquadF1 = s.Reward/n, s.RougeLF1/n, s.EM/n, s.Hit/n, s.SquadF1/n
+		s.SquadEM /= n
 	}
 	if l.deps.Ranker == nil {
 		return s, nil

@@ -23,9 +23,11 @@ const (
 )
 
 // applyGuards detects reward hacking in a group's rollouts and, for guards in
-// "penalty" mode, replaces the reward with the configured penalty (every
-// term is set so that both reward aggregations see it). Failed rollouts are
-// left alone: they carry no reward to hack.
+// "penalty" mode, replaces the reward with the configured penalty: the
+// record names the guards (Guard) and carries the penalty as its own term
+// (GuardPenalty); the Rouge-L, EM and Hit columns keep the answer's real
+// scores, so a rescoring sees both. Failed rollouts are left alone: they
+// carry no reward to hack.
 func applyGuards(cfg GuardConfig, turn datasets.Turn, histWords map[string]bool, recs []rollout.Record) guardCounts {
 	var c guardCounts
 	answer := words.Normalize(turn.Answer)
@@ -37,28 +39,31 @@ func applyGuards(cfg GuardConfig, turn datasets.Turn, histWords map[string]bool,
 		}
 		rw := words.Normalize(r.Rewrite)
 		hits := []struct {
+			name  string
 			mode  string
 			found bool
 			count *int
 		}{
 			// The reference answer written into the query: retrieval and the
 			// responder would be handed the label.
-			{cfg.AnswerLeak, answer != "" && containsWords(rw, answer) && !containsWords(question, answer), &c.leak},
-			{cfg.Empty, rw == "", &c.empty},
-			{cfg.TooLong, wordCount(rw) > cfg.MaxRewriteWords, &c.tooLong},
-			{cfg.CopiesHistory, copiesHistory(rw, histWords), &c.copiesHistory},
+			{"answer_leak", cfg.AnswerLeak, answer != "" && containsWords(rw, answer) && !containsWords(question, answer), &c.leak},
+			{"empty", cfg.Empty, rw == "", &c.empty},
+			{"too_long", cfg.TooLong, wordCount(rw) > cfg.MaxRewriteWords, &c.tooLong},
+			{"copies_history", cfg.CopiesHistory, copiesHistory(rw, histWords), &c.copiesHistory},
 		}
-		penalize := false
+		var caught []string
 		for _, h := range hits {
 			if !h.found || h.mode == "off" {
 				continue
 			}
 			*h.count++
-			penalize = penalize || h.mode == "penalty"
+			if h.mode == "penalty" {
+				caught = append(caught, h.name)
+			}
 		}
-		if penalize {
-			r.RougeP, r.RougeR, r.RougeF1 = 0, 0, cfg.Penalty
-			r.EM, r.Hit, r.SquadF1 = 0, 0, 0
+		if len(caught) > 0 {
+			r.Guard = strings.Join(caught, ",")
+			r.GuardPenalty = cfg.Penalty
 			r.Reward = cfg.Penalty
 		}
 	}

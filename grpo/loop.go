@@ -384,6 +384,7 @@ func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (trainer.GRPO
 			Type: l.cfg.Loss.Type, ClipLow: l.cfg.Loss.ClipLow, ClipHigh: l.cfg.Loss.ClipHigh,
 			KLCoef: l.cfg.Loss.KLCoef, Mu: l.cfg.Loss.Mu, LearningRate: l.cfg.LearningRate,
 			MaxGradNorm: l.cfg.Loss.MaxGradNorm, MaxLength: l.cfg.MaxTokens, Temperature: l.cfg.Temperature,
+			ClipRatioC: l.cfg.Loss.ClipRatioC, KLEstimator: l.cfg.Loss.KLEstimator,
 		},
 	})
 	if err != nil {

@@ -246,6 +246,26 @@ func TestStepExcludesFailedRolloutsAndWritesLedgerFirst(t *testing.T) {
 	}
 }
 
+// TestLossSettingsReachThePolicy: verl's dual clip and low_var_kl, set in
+// the grpo config, are sent with every update.
+func TestLossSettingsReachThePolicy(t *testing.T) {
+	run, _ := rundir.Open(t.TempDir(), "r", rundir.New)
+	pol := newFakePolicy(" a", " b", " c", " d")
+	cfg := testConfig()
+	cfg.Loss.ClipRatioC, cfg.Loss.KLEstimator = 3, "low_var_kl"
+	tr := newTestLoop(t, cfg, pol, run)
+	startMetrics(t, tr)
+	if _, err := tr.Step(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if len(pol.grpoCalls) != 1 {
+		t.Fatalf("%d updates, want 1", len(pol.grpoCalls))
+	}
+	if lc := pol.grpoCalls[0].Loss; lc.ClipRatioC != 3 || lc.KLEstimator != "low_var_kl" {
+		t.Fatalf("loss sent %+v, want clip_ratio_c 3 and kl_estimator low_var_kl", lc)
+	}
+}
+
 func TestGuardsPenalizeAnswerLeak(t *testing.T) {
 	run, _ := rundir.Open(t.TempDir(), "r", rundir.New)
 	// " paris france" writes the reference answer into the query.
@@ -266,6 +286,11 @@ func TestGuardsPenalizeAnswerLeak(t *testing.T) {
 		}
 		if r.SampleIndex == 0 && r.Advantage >= 0 {
 			t.Errorf("leaking rewrite got advantage %v, want negative", r.Advantage)
+		}
+		// The penalty is its own term; Rouge-L stays the answer's.
+		if r.SampleIndex == 0 && (r.Guard != "answer_leak" || r.GuardPenalty != -1 || r.RougeF1 < 0) {
+			t.Errorf("leaking rewrite logged guard %q guard_penalty %v rougeL_f1 %v, want answer_leak, -1 and its real Rouge-L",
+				r.Guard, r.GuardPenalty, r.RougeF1)
 		}
 	}
 }

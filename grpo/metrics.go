@@ -1,12 +1,19 @@
 package grpo
 
 // Terms are the mean reward and its terms over a set of rollouts or turns.
+// RougeLF1, EM and Hit are the answers' real scores, guarded rollouts
+// included; GuardPenalty is the mean guard_penalty term (0 for a rollout no
+// guard penalized, whose reward it replaces otherwise; always 0 in evals).
+// EM is the reward's (normalized as reward.tokenizer says); SquadEM and
+// SquadF1 are the official SQuAD v1.1 numbers, reported only.
 type Terms struct {
-	Reward   float64 `json:"reward"`
-	RougeLF1 float64 `json:"rougeL_f1"`
-	EM       float64 `json:"em"`
-	Hit      float64 `json:"hit"`
-	SquadF1  float64 `json:"squad_f1"`
+	Reward       float64 `json:"reward"`
+	RougeLF1     float64 `json:"rougeL_f1"`
+	EM           float64 `json:"em"`
+	Hit          float64 `json:"hit"`
+	SquadEM      float64 `json:"squad_em"`
+	SquadF1      float64 `json:"squad_f1"`
+	GuardPenalty float64 `json:"guard_penalty"`
 }
 
 // StepMetrics is one "step" line of metrics.jsonl.
@@ -36,6 +43,7 @@ type StepMetrics struct {
 	KL                float64 `json:"kl"`
 	ClipFracLow       float64 `json:"clip_frac_low"`
 	ClipFracHigh      float64 `json:"clip_frac_high"`
+	ClipFracDual      float64 `json:"clip_frac_dual"`
 	GradNorm          float64 `json:"grad_norm"`
 	Entropy           float64 `json:"entropy"`
 	RewriteLenMean    float64 `json:"rewrite_len_mean"` // words

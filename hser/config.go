@@ -18,12 +18,15 @@ type Weights struct {
 // Config is the reward's configuration (the "reward" section of a run config).
 type Config struct {
 	Weights `yaml:",inline"`
-	// Tokenizer is "unicode" (default) or "rouge-score" (bit-exact with Google's rouge-score).
+	// Tokenizer is "unicode" (default) or "rouge-score" (bit-exact with
+	// Google's rouge-score). It also sets the normalization of the reward's
+	// EM and Hit: unicode tokens without articles, or SQuAD v1.1's. The
+	// squad_em and squad_f1 metrics always use SQuAD v1.1's.
 	Tokenizer string `yaml:"tokenizer" json:"tokenizer"`
 	// Stem applies NLTK's Porter stemmer to tokens longer than 3 characters,
 	// as rouge-score's use_stemmer does; with the unicode tokenizer only to
 	// tokens made of ASCII letters and digits. It affects Rouge-L only, never
-	// EM, F1 or Hit. Default false.
+	// EM, the SQuAD metrics or Hit. Default false.
 	Stem bool `yaml:"stem" json:"stem"`
 	// Hit is "answer" (the predicted answer occurs in the retrieved content, the
 	// paper's definition) or "gold" (the reference answer occurs in it).
@@ -56,6 +59,34 @@ func (c Config) Validate() error {
 		return fielderr.New("hit", "must be \"answer\" or \"gold\", got %q", c.Hit)
 	}
 	return nil
+}
+
+// Normalizations of the reward's EM (Config.EMNormalization).
+const (
+	// NormSQuAD is SQuAD v1.1's normalize_answer (rouge-score tokenizer).
+	NormSQuAD = "squad"
+	// NormUnicode is the unicode tokens without the articles a, an, the
+	// (unicode tokenizer): words in every script, "2,000" ≠ "2000".
+	NormUnicode = "unicode"
+)
+
+// EMNormalization names the normalization of the reward's EM and Hit under
+// this config: NormSQuAD with the rouge-score tokenizer, NormUnicode with
+// the unicode one. Score.SquadEM and SquadF1 are always SQuAD's.
+func (c Config) EMNormalization() string {
+	if c.Tokenizer == TokenizerRougeScore {
+		return NormSQuAD
+	}
+	return NormUnicode
+}
+
+// EMLabel is the human label of the reward's EM under this config, naming
+// its normalization so that it is never mistaken for SQuAD EM.
+func (c Config) EMLabel() string {
+	if c.EMNormalization() == NormSQuAD {
+		return "EM (reward, SQuAD norm.)"
+	}
+	return "EM (reward, unicode norm.)"
 }
 
 // Hit modes accepted by Config.Hit.

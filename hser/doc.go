@@ -11,13 +11,18 @@
 //   - "rouge-score" reproduces Google's rouge-score RougeScorer(["rougeL"],
 //     use_stemmer=...) bit for bit, with NLTK's PorterStemmer
 //     (NLTK_EXTENSIONS mode) for stemming. It only knows [a-z0-9]: any CJK
-//     text scores 0. EM and the SQuAD token F1 are the SQuAD v1.1 script's,
-//     bit-exact (see NormalizeAnswer).
+//     text scores 0. The reward's EM is SQuAD v1.1's, bit-exact (see
+//     NormalizeAnswer).
 //   - "unicode" (the default) keeps words in every script and makes each
 //     CJK ideograph, kana and hangul syllable a token (see
-//     appendUnicodeTokens for the exact rules). EM and token F1 compare the
+//     appendUnicodeTokens for the exact rules). The reward's EM compares the
 //     unicode tokens without the articles a, an and the — SQuAD's
-//     normalization carried over to all scripts.
+//     normalization carried over to all scripts, but not SQuAD's ("2,000"
+//     and "2000" are two tokens and one).
+//
+// Whatever the tokenizer, Score.SquadEM and Score.SquadF1 are the official
+// SQuAD v1.1 script's EM and F1, bit-exact: a metric named after SQuAD is
+// SQuAD's number. Config.EMNormalization and EMLabel name the reward EM's.
 //
 // Hit is 1 when the normalized answer (the prediction; with Hit "gold", the
 // reference) is non-empty and occurs on token boundaries in one chunk of the

@@ -11,12 +11,19 @@ import (
 
 // Score carries every term, the weights and the total. JSON names are the
 // ones `himes score` prints.
+//
+// EM is the reward's exact match, under the normalization of the reward's
+// tokenizer (Config.EMNormalization): SQuAD's with "rouge-score", unicode
+// tokens without articles with "unicode". SquadEM and SquadF1 are always the
+// official SQuAD v1.1 script's numbers, whatever the tokenizer; they are
+// reported, not part of R.
 type Score struct {
 	RougeP  float64 `json:"rougeL_p"`
 	RougeR  float64 `json:"rougeL_r"`
 	RougeF1 float64 `json:"rougeL_f1"`
-	EM      float64 `json:"em"`       // 0 or 1
-	SquadF1 float64 `json:"squad_f1"` // reported, not part of R
+	EM      float64 `json:"em"`       // 0 or 1, the reward's
+	SquadEM float64 `json:"squad_em"` // 0 or 1, official SQuAD v1.1
+	SquadF1 float64 `json:"squad_f1"` // official SQuAD v1.1
 	Hit     float64 `json:"hit"`      // 0 or 1
 	Alpha   float64 `json:"alpha"`
 	Beta    float64 `json:"beta"`
@@ -69,7 +76,8 @@ type scratch struct {
 	stemTab        internTable
 	stemID         []int32
 	tmp            []byte
-	normA, normRef []byte // normalized answers (EM, F1, Hit)
+	normA, normRef []byte // normalized answers (the reward's EM, Hit)
+	sqA, sqRef     []byte // SQuAD-normalized answers (SQuAD EM and F1)
 	normC          []byte // a normalized context chunk
 	nspan          []span
 }
@@ -79,12 +87,13 @@ type scratch struct {
 //
 // Rouge-L P, R and F1 are rouge-score's: P = LCS/len(pred), R =
 // LCS/len(ref), F1 = 2·P·R/(P+R) in that order, and 0 when either side has
-// no tokens. EM and the SQuAD F1 use SQuAD v1.1's normalize_answer with the
-// rouge-score tokenizer and its unicode variant with the unicode tokenizer
-// (unicode tokens, not stemmed, without the articles a, an, the). Hit is 1
-// when the normalized answer — the prediction, or with Hit "gold" the
-// reference — is non-empty and occurs as a whole run of normalized tokens in
-// some chunk of context.
+// no tokens. SquadEM and SquadF1 use SQuAD v1.1's normalize_answer, always.
+// The reward's EM uses it too with the rouge-score tokenizer, and its
+// unicode variant with the unicode tokenizer (unicode tokens, not stemmed,
+// without the articles a, an, the: "2,000" and "2000" differ there). Hit is
+// 1 when the answer normalized like EM — the prediction, or with Hit "gold"
+// the reference — is non-empty and occurs as a whole run of normalized
+// tokens in some chunk of context.
 func (s *Scorer) Score(prediction, reference string, context []string) Score {
 	sc := s.pool.Get().(*scratch)
 	defer s.pool.Put(sc)
@@ -94,20 +103,32 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 
 	if s.unicode && !s.cfg.Stem {
 		// The unicode normalization is the Rouge tokens minus articles:
-		// reuse the ids rouge just interned.
-		out.EM, out.SquadF1 = s.unicodeEMF1(sc)
-		if len(context) > 0 {
-			sc.normA = s.normalize(sc, sc.normA[:0], prediction)
-			sc.normRef = s.normalize(sc, sc.normRef[:0], reference)
-		}
-	} else {
-		// Normalized answers: token strings joined by single spaces.
+		// reuse the ids rouge just interned (before tokenF1 reuses them).
+		out.EM = s.unicodeEM(sc)
+	}
+	// The official SQuAD numbers: normalized answers are token strings
+	// joined by single spaces.
+	sc.sqA = appendSQuADNormalized(sc.sqA[:0], prediction, &sc.tmp)
+	sc.sqRef = appendSQuADNormalized(sc.sqRef[:0], reference, &sc.tmp)
+	if bytes.Equal(sc.sqA, sc.sqRef) {
+		out.SquadEM = 1
+	}
+	out.SquadF1 = tokenF1(sc, sc.sqA, sc.sqRef)
+	switch {
+	case !s.unicode:
+		// The reward's normalization is SQuAD's.
+		out.EM = out.SquadEM
+		sc.normA = append(sc.normA[:0], sc.sqA...)
+		sc.normRef = append(sc.normRef[:0], sc.sqRef...)
+	case s.cfg.Stem:
 		sc.normA = s.normalize(sc, sc.normA[:0], prediction)
 		sc.normRef = s.normalize(sc, sc.normRef[:0], reference)
 		if bytes.Equal(sc.normA, sc.normRef) {
 			out.EM = 1
 		}
-		out.SquadF1 = tokenF1(sc, sc.normA, sc.normRef)
+	case len(context) > 0:
+		sc.normA = s.normalize(sc, sc.normA[:0], prediction)
+		sc.normRef = s.normalize(sc, sc.normRef[:0], reference)
 	}
 
 	if len(context) > 0 {
@@ -129,11 +150,11 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 	return out
 }
 
-// unicodeEMF1 computes EM and token F1 from the interned Rouge tokens of the
+// unicodeEM computes the unicode EM from the interned Rouge tokens of the
 // last rouge call, leaving out the articles.
-func (s *Scorer) unicodeEMF1(sc *scratch) (em, f1 float64) {
+func (s *Scorer) unicodeEM(sc *scratch) float64 {
 	// Either side may be empty: then EM is 1 only if the other has nothing
-	// but articles, and F1 is 0, as in SQuAD.
+	// but articles, as in SQuAD.
 	// Articles have ids 0–2 (seedArticles): nonArticle is 0 for them and 1
 	// otherwise, so the loops below need no data-dependent branches.
 	nonArticle := func(id int32) int { return int((uint32(articleIDs-1) - uint32(id)) >> 31) }
@@ -149,7 +170,7 @@ func (s *Scorer) unicodeEMF1(sc *scratch) (em, f1 float64) {
 	np, same := 0, 0
 	for _, id := range sc.predID {
 		np += nonArticle(id)
-		// F1: take one of id from the reference's multiset if there is one
+		// Take one of id from the reference's multiset if there is one
 		// left (articles have count 0).
 		c := counts[id]
 		d := int32(uint32(-c) >> 31) // c ≥ 0; d = 1 if c > 0
@@ -158,16 +179,10 @@ func (s *Scorer) unicodeEMF1(sc *scratch) (em, f1 float64) {
 	}
 	// EM: the sequences without articles are equal. They can only be if
 	// they are the same multiset, which the counts just told.
-	em = 0
 	if np == nr && same == np && equalNonArticles(sc.predID, sc.refID) {
-		em = 1
+		return 1
 	}
-	if same == 0 {
-		return em, 0
-	}
-	p := 1.0 * float64(same) / float64(np)
-	r := 1.0 * float64(same) / float64(nr)
-	return em, (2 * p * r) / (p + r)
+	return 0
 }
 
 // equalNonArticles reports whether a and b are equal once the articles
@@ -205,9 +220,10 @@ func (s *Scorer) Tokens(text string) []string {
 	return out
 }
 
-// Normalize returns the normalized answer EM, F1 and Hit compare: SQuAD's
-// normalize_answer with the rouge-score tokenizer, the unicode variant with
-// the unicode tokenizer.
+// Normalize returns the normalized answer the reward's EM and Hit compare:
+// SQuAD's normalize_answer with the rouge-score tokenizer, the unicode
+// variant with the unicode tokenizer (SquadEM and SquadF1 always use
+// NormalizeAnswer).
 func (s *Scorer) Normalize(text string) string {
 	sc := s.pool.Get().(*scratch)
 	defer s.pool.Put(sc)

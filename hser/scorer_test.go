@@ -55,8 +55,13 @@ func TestChineseScores(t *testing.T) {
 	if !same(g.RougeP, p) || !same(g.RougeR, p) || !same(g.RougeF1, 0.4000000000000001) {
 		t.Errorf("unicode rouge = %v %v %v, want 0.4 0.4 0.4000000000000001", g.RougeP, g.RougeR, g.RougeF1)
 	}
-	if g.EM != 0 || !same(g.SquadF1, 1) {
-		t.Errorf("em %v f1 %v, want 0 and 1 (same bag of characters)", g.EM, g.SquadF1)
+	// SQuAD's normalization splits on whitespace only: each side is one
+	// token, and they differ.
+	if g.EM != 0 || g.SquadEM != 0 || g.SquadF1 != 0 {
+		t.Errorf("em %v squad em %v f1 %v, want 0, 0 and 0 (one different token each under SQuAD)", g.EM, g.SquadEM, g.SquadF1)
+	}
+	if g := mustScorer(t, DefaultConfig()).Score("北京 首都", "首都 北京", nil); g.EM != 0 || g.SquadEM != 0 || !same(g.SquadF1, 1) {
+		t.Errorf("em %v squad em %v f1 %v, want 0, 0 and 1 (same bag of whitespace tokens)", g.EM, g.SquadEM, g.SquadF1)
 	}
 	if g.Hit != 0 {
 		t.Errorf("hit = 1, but 北京是首都 is not in the chunk")
@@ -82,6 +87,48 @@ func TestUnicodeEM(t *testing.T) {
 		if g := s.Score(c.pred, c.ref, nil); g.EM != c.em {
 			t.Errorf("EM(%q, %q) = %v, want %v", c.pred, c.ref, g.EM, c.em)
 		}
+	}
+}
+
+// TestSQuADMetricsIgnoreTokenizer: squad_em and squad_f1 are the official
+// SQuAD v1.1 numbers under both tokenizers; the reward's EM follows the
+// tokenizer. Official values by hand: normalize_answer deletes the comma,
+// so "2,000" and "2000" are both "2000" (EM 1, F1 1); the unicode tokens
+// are "2" "000" against "2000" (reward EM 0). "U.S. Army" against "US army":
+// SQuAD "us army" twice (EM 1); unicode "u" "s" "army" vs "us" "army".
+// "the café" / "cafe": SQuAD "café" vs "cafe" (EM 0, F1 0).
+func TestSQuADMetricsIgnoreTokenizer(t *testing.T) {
+	cases := []struct {
+		pred, ref          string
+		squadEM, squadF1   float64
+		unicodeEM, rougeEM float64
+	}{
+		{"2,000", "2000", 1, 1, 0, 1},
+		{"U.S. Army", "US army", 1, 1, 0, 1},
+		{"the café", "cafe", 0, 0, 0, 0},
+		{"Paris, France", "paris", 0, 2.0 / 3, 0, 0}, // P 1/2, R 1: F1 2/3
+		{"The Eiffel Tower", "eiffel tower", 1, 1, 1, 1},
+	}
+	uni, stemUni := DefaultConfig(), DefaultConfig()
+	stemUni.Stem = true
+	for _, c := range cases {
+		for _, cfg := range []Config{uni, stemUni, rougeCfg(false), rougeCfg(true)} {
+			g := mustScorer(t, cfg).Score(c.pred, c.ref, nil)
+			if g.SquadEM != c.squadEM || math.Abs(g.SquadF1-c.squadF1) > 1e-15 {
+				t.Errorf("%s stem=%v: SQuAD EM/F1(%q, %q) = %v %v, want %v %v", cfg.Tokenizer, cfg.Stem, c.pred, c.ref,
+					g.SquadEM, g.SquadF1, c.squadEM, c.squadF1)
+			}
+			want := c.unicodeEM
+			if cfg.Tokenizer == TokenizerRougeScore {
+				want = c.rougeEM
+			}
+			if g.EM != want {
+				t.Errorf("%s stem=%v: reward EM(%q, %q) = %v, want %v", cfg.Tokenizer, cfg.Stem, c.pred, c.ref, g.EM, want)
+			}
+		}
+	}
+	if DefaultConfig().EMNormalization() != NormUnicode || rougeCfg(false).EMNormalization() != NormSQuAD {
+		t.Error("EMNormalization does not follow the tokenizer")
 	}
 }
 

@@ -59,9 +59,11 @@ func TestSharedVectors(t *testing.T) {
 		t.Fatalf("read %d vectors, want 12", len(vecs))
 	}
 	plain, stem := mustScorer(t, rougeCfg(false)), mustScorer(t, rougeCfg(true))
+	uni := mustScorer(t, DefaultConfig())
 	for _, v := range vecs {
 		g := plain.Score(v.Prediction, v.Reference, nil)
 		gs := stem.Score(v.Prediction, v.Reference, nil)
+		gu := uni.Score(v.Prediction, v.Reference, nil)
 		em := 0.0
 		if v.SquadEM {
 			em = 1
@@ -74,6 +76,9 @@ func TestSharedVectors(t *testing.T) {
 			{"rougeL_p_stem", gs.RougeP, v.RougePStem}, {"rougeL_r_stem", gs.RougeR, v.RougeRStem},
 			{"rougeL_f1_stem", gs.RougeF1, v.RougeF1Stem},
 			{"em", g.EM, em}, {"em_stem", gs.EM, em}, {"squad_f1", g.SquadF1, v.SquadF1},
+			{"squad_em", g.SquadEM, em}, {"squad_em_stem", gs.SquadEM, em},
+			// SQuAD's numbers do not depend on the reward's tokenizer.
+			{"squad_em_unicode", gu.SquadEM, em}, {"squad_f1_unicode", gu.SquadF1, v.SquadF1},
 		} {
 			if !same(c.got, c.want) {
 				t.Errorf("%s: %s = %v (%#x), want %v (%#x)", v.Name, c.what, c.got,
@@ -118,7 +123,8 @@ func toTriple(v any) [3]float64 {
 func TestPythonOracle(t *testing.T) {
 	rows := readJSONL[oracleRow](t, "testdata/python_oracle.jsonl")
 	plain, stem := mustScorer(t, rougeCfg(false)), mustScorer(t, rougeCfg(true))
-	pairs := 0
+	uni := mustScorer(t, DefaultConfig())
+	pairs, unicodeDiffers := 0, 0
 	for i, r := range rows {
 		switch r.Kind {
 		case "text":
@@ -141,12 +147,22 @@ func TestPythonOracle(t *testing.T) {
 			if !same(gs.RougeP, wantS[0]) || !same(gs.RougeR, wantS[1]) || !same(gs.RougeF1, wantS[2]) {
 				t.Errorf("row %d: stemmed rouge = %v %v %v, want %v", i+1, gs.RougeP, gs.RougeR, gs.RougeF1, wantS)
 			}
-			if (g.EM == 1) != r.EM || !same(g.SquadF1, r.F1) {
-				t.Errorf("row %d: em %v f1 %v, want %v %v (%q vs %q)", i+1, g.EM, g.SquadF1, r.EM, r.F1, r.Prediction, r.Reference)
+			if (g.EM == 1) != r.EM || (g.SquadEM == 1) != r.EM || !same(g.SquadF1, r.F1) {
+				t.Errorf("row %d: em %v squad em %v f1 %v, want %v %v (%q vs %q)", i+1, g.EM, g.SquadEM, g.SquadF1, r.EM, r.F1, r.Prediction, r.Reference)
+			}
+			// The default unicode tokenizer changes the reward's EM, never
+			// the SQuAD numbers.
+			gu := uni.Score(r.Prediction, r.Reference, nil)
+			if (gu.SquadEM == 1) != r.EM || !same(gu.SquadF1, r.F1) {
+				t.Errorf("row %d: unicode tokenizer: squad em %v f1 %v, want %v %v (%q vs %q)", i+1, gu.SquadEM, gu.SquadF1, r.EM, r.F1, r.Prediction, r.Reference)
+			}
+			if gu.EM != g.EM {
+				unicodeDiffers++
 			}
 		}
 	}
 	if pairs < 300 {
 		t.Fatalf("only %d pairs", pairs)
 	}
+	t.Logf("%d of %d pairs: the unicode reward EM differs from SQuAD EM", unicodeDiffers, pairs)
 }

@@ -73,12 +73,14 @@ func Figures(runs []Run) ([]Figure, error) {
 	}{
 		{"reward", "Reward", "Mean HSER reward of the step's valid rollouts (faint: per step; bold: centred moving average).",
 			[]panel{{"reward (mean over rollouts)", func(m grpo.StepMetrics) float64 { return m.RewardMean }, false}}, 1},
-		{"terms", "Reward terms", "Means of each reward term over the step's valid rollouts.",
+		{"terms", "Reward terms", "Means of each reward term over the step's valid rollouts. EM (reward) is normalized as reward.tokenizer says; SQuAD EM and F1 are the official SQuAD v1.1 numbers (reported, not rewarded).",
 			[]panel{
 				{"Rouge-L F1", func(m grpo.StepMetrics) float64 { return m.Terms.RougeLF1 }, false},
-				{"exact match", func(m grpo.StepMetrics) float64 { return m.Terms.EM }, false},
+				{"EM (reward)", func(m grpo.StepMetrics) float64 { return m.Terms.EM }, false},
 				{"hit", func(m grpo.StepMetrics) float64 { return m.Terms.Hit }, false},
+				{"SQuAD EM", func(m grpo.StepMetrics) float64 { return m.Terms.SquadEM }, false},
 				{"SQuAD F1", func(m grpo.StepMetrics) float64 { return m.Terms.SquadF1 }, false},
+				{"guard penalty", func(m grpo.StepMetrics) float64 { return m.Terms.GuardPenalty }, false},
 			}, 2},
 		{"kl", "KL to the reference policy", "KL divergence reported by the trainer for the step's update.",
 			[]panel{{"KL", func(m grpo.StepMetrics) float64 { return m.KL }, false}}, 1},
@@ -86,7 +88,7 @@ func Figures(runs []Run) ([]Figure, error) {
 			[]panel{
 				{"total reward", func(m grpo.StepMetrics) float64 { return m.ZeroVarFrac }, true},
 				{"Rouge-L", func(m grpo.StepMetrics) float64 { return m.ZeroVarFracRougeL }, true},
-				{"EM", func(m grpo.StepMetrics) float64 { return m.ZeroVarFracEM }, true},
+				{"EM (reward)", func(m grpo.StepMetrics) float64 { return m.ZeroVarFracEM }, true},
 				{"hit", func(m grpo.StepMetrics) float64 { return m.ZeroVarFracHit }, true},
 			}, 2},
 		{"optimization", "Optimization", "Policy loss, gradient norm, token entropy and rewrite length per step.",

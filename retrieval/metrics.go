@@ -131,59 +131,6 @@ func WriteTRECRun(w io.Writer, qid string, run []Scored, tag string) error {
 	return nil
 }
 
-// ParseTRECRun reads a TREC run ("qid Q0 docno rank score tag" per line) into
-// qid → entries. The rank column is ignored, as trec_eval ignores it.
-func ParseTRECRun(r io.Reader, name string) (map[string][]Scored, error) {
-	out := map[string][]Scored{}
-	sc := bufio.NewScanner(r)
-	for line := 1; sc.Scan(); line++ {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 {
-			continue
-		}
-		if len(f) != 6 {
-			return nil, fmt.Errorf("%s:%d: want 6 fields (qid Q0 docno rank score tag), got %d", name, line, len(f))
-		}
-		score, err := strconv.ParseFloat(f[4], 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: field score: %w", name, line, err)
-		}
-		out[f[0]] = append(out[f[0]], Scored{ID: f[2], Score: score})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return out, nil
-}
-
-// ParseQrels reads TREC qrels ("qid iter docno relevance" per line) into
-// qid → docno → relevance.
-func ParseQrels(r io.Reader, name string) (map[string]map[string]int, error) {
-	out := map[string]map[string]int{}
-	sc := bufio.NewScanner(r)
-	for line := 1; sc.Scan(); line++ {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 {
-			continue
-		}
-		if len(f) != 4 {
-			return nil, fmt.Errorf("%s:%d: want 4 fields (qid iter docno relevance), got %d", name, line, len(f))
-		}
-		rel, err := strconv.Atoi(f[3])
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: field relevance: %w", name, line, err)
-		}
-		if out[f[0]] == nil {
-			out[f[0]] = map[string]int{}
-		}
-		out[f[0]][f[2]] = rel
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return out, nil
-}
-
 // PassageRun collapses a chunk ranking to passages (each passage scored by
 // its best chunk, MaxP), the granularity of the qrels.
 func PassageRun(chunks []Ranked) []Scored {

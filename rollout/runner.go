@@ -62,15 +62,26 @@ type Record struct {
 	Answer string `json:"answer"`
 
 	// Reward terms (hser.Score); zero and meaningless when Error is set.
+	// They are always the answer's real scores: Reward = RougeF1 + Alpha·EM +
+	// Beta·Hit, unless a reward-hacking guard replaced it (Guard). EM is the
+	// reward's (reward.tokenizer's normalization); SquadEM and SquadF1 are
+	// the official SQuAD v1.1 numbers, not part of the reward.
 	RougeP  float64 `json:"rougeL_p"`
 	RougeR  float64 `json:"rougeL_r"`
 	RougeF1 float64 `json:"rougeL_f1"`
 	EM      float64 `json:"em"`
+	SquadEM float64 `json:"squad_em"`
 	SquadF1 float64 `json:"squad_f1"`
 	Hit     float64 `json:"hit"`
 	Alpha   float64 `json:"alpha"`
 	Beta    float64 `json:"beta"`
-	Reward  float64 `json:"reward"`
+	// Guard names the guards in penalty mode that caught the rewrite
+	// (comma-separated, e.g. "answer_leak"), "" if none did; then Reward is
+	// GuardPenalty, the guard_penalty term, and the other terms are not part
+	// of it. Set by the training loop.
+	Guard        string  `json:"guard"`
+	GuardPenalty float64 `json:"guard_penalty"`
+	Reward       float64 `json:"reward"`
 
 	// Advantage and Included are filled by the training loop.
 	Advantage float64 `json:"advantage"`

@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/himes-rl/himes/internal/httpcall"
@@ -31,6 +33,9 @@ type Client struct {
 	backoff    time.Duration
 	maxBackoff time.Duration
 	log        *slog.Logger
+	// lossChecked: the endpoint's info advertised the optional loss
+	// settings (dual clip, KL estimator) a grpo_step asked for.
+	lossChecked sync.Map // string (the settings) → true
 }
 
 // ClientOption configures a Client.
@@ -114,9 +119,43 @@ func (c *Client) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse, e
 	if req.StepID == "" {
 		req.StepID = newStepID()
 	}
+	if err := c.checkLossOptions(ctx, req.Loss); err != nil {
+		return GRPOResponse{}, err
+	}
 	var out GRPOResponse
 	err := c.call(ctx, http.MethodPost, "/v1/grpo_step", "grpo_step", req, &out)
 	return out, err
+}
+
+// checkLossOptions refuses optional loss settings the endpoint does not
+// advertise: an endpoint that predates them would ignore the fields and
+// train with another loss than the one asked for.
+func (c *Client) checkLossOptions(ctx context.Context, lc LossConfig) error {
+	dual := lc.ClipRatioC != 0
+	kl := lc.KLEstimator != "" && lc.KLEstimator != KLK3
+	if !dual && !kl {
+		return nil
+	}
+	key := fmt.Sprint(dual, lc.KLEstimator)
+	if _, ok := c.lossChecked.Load(key); ok {
+		return nil
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("grpo_step: checking the endpoint's loss options: %w", err)
+	}
+	if dual && !info.Capabilities.DualClip {
+		return fmt.Errorf("grpo_step: loss.clip_ratio_c = %v, but the endpoint at %s (%s) does not advertise capabilities.dual_clip", lc.ClipRatioC, c.base, info.Implementation)
+	}
+	if kl && !slices.Contains(info.KLEstimators, lc.KLEstimator) {
+		offered := info.KLEstimators
+		if len(offered) == 0 {
+			offered = []string{KLK3} // an endpoint that predates kl_estimators
+		}
+		return fmt.Errorf("grpo_step: loss.kl_estimator = %q, but the endpoint at %s (%s) offers only %v", lc.KLEstimator, c.base, info.Implementation, offered)
+	}
+	c.lossChecked.Store(key, true)
+	return nil
 }
 
 // Save implements Policy.

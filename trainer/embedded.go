@@ -98,7 +98,8 @@ func (e *Embedded) Info(ctx context.Context) (Info, error) {
 		PolicyVersion: v,
 		Reference:     "snapshot",
 		LossTypes:     append([]string(nil), lossTypes...),
-		Capabilities:  Capabilities{Entropy: true, Logprobs: true, Delete: true},
+		KLEstimators:  append([]string(nil), klEstimators...),
+		Capabilities:  Capabilities{Entropy: true, Logprobs: true, Delete: true, DualClip: true},
 		Limits:        Limits{MaxTokens: e.cfg.MaxCandidates},
 		TokenKind:     "decisions",
 	}, nil
@@ -467,6 +468,7 @@ func (e *Embedded) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse,
 		res.KL += stats.kl
 		res.ClipFracLow += stats.clipLow
 		res.ClipFracHigh += stats.clipHigh
+		res.ClipFracDual += stats.clipDual
 		res.GradNorm += norm
 		res.Entropy += entropy
 		res.Tokens = stats.tokens
@@ -476,6 +478,7 @@ func (e *Embedded) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse,
 	res.KL /= mu
 	res.ClipFracLow /= mu
 	res.ClipFracHigh /= mu
+	res.ClipFracDual /= mu
 	res.GradNorm /= mu
 	res.Entropy /= mu
 	if err := checkFinite(st.w, res.Loss, res.KL, res.GradNorm, res.Entropy); err != nil {

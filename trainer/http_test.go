@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -299,5 +300,54 @@ func TestCheckDetectsOtherViolations(t *testing.T) {
 	ok, _ = Check(context.Background(), forgetfulLoader{newTestEmbedded(t, nil)}, &out)
 	if ok || !strings.Contains(out.String(), "FAIL  save_load_restores:") {
 		t.Errorf("a no-op load passed:\n%s", out.String())
+	}
+}
+
+// TestClientRefusesUnadvertisedLossOptions: an endpoint that predates
+// clip_ratio_c and kl_estimator would ignore them and train another loss;
+// the client asks info first and refuses, and passes them to one that
+// advertises them (the embedded policy over HTTP).
+func TestClientRefusesUnadvertisedLossOptions(t *testing.T) {
+	ctx := context.Background()
+	var steps int
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/info" {
+			fmt.Fprint(w, `{"protocol_version": 1, "implementation": "old", "loss_types": ["grpo"], "policy_version": 0}`)
+			return
+		}
+		steps++
+		fmt.Fprint(w, `{"loss": 0, "policy_version": 1}`)
+	}))
+	defer old.Close()
+	c := quietClient(old.URL, "")
+	for _, lc := range []LossConfig{
+		{Type: LossGRPO, LearningRate: 1, ClipRatioC: 3},
+		{Type: LossGRPO, LearningRate: 1, KLEstimator: KLLowVar},
+	} {
+		_, err := c.GRPOStep(ctx, GRPORequest{Loss: lc})
+		if err == nil || !strings.Contains(err.Error(), "does not advertise") && !strings.Contains(err.Error(), "offers only [k3]") {
+			t.Errorf("%+v: got %v, want a refusal", lc, err)
+		}
+	}
+	if _, err := c.GRPOStep(ctx, GRPORequest{Loss: LossConfig{Type: LossGRPO, LearningRate: 1, KLEstimator: KLK3}}); err != nil || steps != 1 {
+		t.Errorf("plain k3 step: %v (%d steps reached the server, want 1)", err, steps)
+	}
+
+	e := newTestEmbedded(t, nil)
+	srv := httptest.NewServer(NewHandler(e, ""))
+	defer srv.Close()
+	ce := quietClient(srv.URL, "")
+	samp, err := ce.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze()}, N: 2, Temperature: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gs []GRPOSample
+	for i, s := range samp.Samples {
+		gs = append(gs, GRPOSample{Prompt: bronze(), TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: float64(2*i - 1)})
+	}
+	if _, err := ce.GRPOStep(ctx, GRPORequest{Samples: gs, Loss: LossConfig{Type: LossGRPO, LearningRate: 0.1, ClipRatioC: 3,
+		KLEstimator: KLLowVar, KLCoef: 0.1}}); err != nil {
+		t.Fatalf("embedded policy over HTTP refused dual clip / low_var_kl: %v", err)
 	}
 }

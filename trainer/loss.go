@@ -15,12 +15,15 @@ type seqInput struct {
 
 // lossStats are the objective and its metrics for one forward pass.
 type lossStats struct {
-	loss, kl, clipLow, clipHigh float64
-	tokens                      int
+	loss, kl, clipLow, clipHigh, clipDual float64
+	tokens                                int
 }
 
 // lossTypes are the loss aggregations the embedded policy implements.
 var lossTypes = []string{LossGRPO, LossBNPO, LossDAPO, LossDrGRPO}
+
+// klEstimators are the KL estimators the embedded policy implements.
+var klEstimators = []string{KLK3, KLLowVar}
 
 // normalizeLoss validates lc and fills the documented defaults.
 func normalizeLoss(lc LossConfig) (LossConfig, *Error) {
@@ -39,7 +42,14 @@ func normalizeLoss(lc LossConfig) (LossConfig, *Error) {
 	if lc.Temperature == 0 {
 		lc.Temperature = 1
 	}
+	if lc.KLEstimator == "" {
+		lc.KLEstimator = KLK3
+	}
 	switch {
+	case !slices.Contains(klEstimators, lc.KLEstimator):
+		return lc, invalidf("loss.kl_estimator: must be k3 or low_var_kl, got %q", lc.KLEstimator)
+	case !finite(lc.ClipRatioC) || lc.ClipRatioC != 0 && lc.ClipRatioC <= 1:
+		return lc, invalidf("loss.clip_ratio_c: must be > 1 (dual-clip PPO) or 0 (none), got %v", lc.ClipRatioC)
 	case !finite(lc.ClipLow) || lc.ClipLow < 0 || lc.ClipLow >= 1:
 		return lc, invalidf("loss.clip_low: must be in [0, 1), got %v", lc.ClipLow)
 	case !finite(lc.ClipHigh) || lc.ClipHigh < 0:
@@ -60,9 +70,10 @@ func normalizeLoss(lc LossConfig) (LossConfig, *Error) {
 	return lc, nil
 }
 
-// grpoObjective evaluates the clipped surrogate with k3 KL, aggregated as
-// lc.Type says (PROTOCOL.md), and returns it with dL/dπ for every token.
-// lc must be normalized.
+// grpoObjective evaluates the clipped surrogate (dual-clipped for negative
+// advantages when lc.ClipRatioC > 0) with the k3 or low_var_kl KL,
+// aggregated as lc.Type says (PROTOCOL.md), and returns it with dL/dπ for
+// every token. lc must be normalized.
 func grpoObjective(seqs []seqInput, lc LossConfig) (lossStats, [][]float64) {
 	var st lossStats
 	maxLen := 0
@@ -75,7 +86,7 @@ func grpoObjective(seqs []seqInput, lc LossConfig) (lossStats, [][]float64) {
 	}
 	b := float64(len(seqs))
 	grads := make([][]float64, len(seqs))
-	var klSum, nLow, nHigh float64
+	var klSum, nLow, nHigh, nDual float64
 	for i, s := range seqs {
 		// c is the weight of each of this sample's tokens in the aggregate.
 		var c float64
@@ -100,6 +111,13 @@ func grpoObjective(seqs []seqInput, lc LossConfig) (lossStats, [][]float64) {
 				// and the token carries no gradient.
 				l = -clp
 			}
+			if c := lc.ClipRatioC; c > 0 && s.adv < 0 && l > -c*s.adv {
+				// Dual clip (verl): min(l, −c·A) caps the loss of a
+				// negative-advantage token whose ratio ran away; the cap
+				// is constant, so the token carries no gradient.
+				l, dl = -c*s.adv, 0
+				nDual++
+			}
 			if r < 1-lc.ClipLow && s.adv < 0 {
 				nLow++
 			}
@@ -107,11 +125,10 @@ func grpoObjective(seqs []seqInput, lc LossConfig) (lossStats, [][]float64) {
 				nHigh++
 			}
 			if s.ref != nil {
-				d := s.ref[t] - lp
-				kl := math.Exp(d) - d - 1
+				kl, dkl := klTerm(s.ref[t]-lp, lc.KLEstimator)
 				klSum += kl
 				l += lc.KLCoef * kl
-				dl += lc.KLCoef * (1 - math.Exp(d))
+				dl += lc.KLCoef * dkl
 			}
 			st.loss += c * l
 			g[t] = c * dl
@@ -120,9 +137,28 @@ func grpoObjective(seqs []seqInput, lc LossConfig) (lossStats, [][]float64) {
 	}
 	if st.tokens > 0 {
 		n := float64(st.tokens)
-		st.kl, st.clipLow, st.clipHigh = klSum/n, nLow/n, nHigh/n
+		st.kl, st.clipLow, st.clipHigh, st.clipDual = klSum/n, nLow/n, nHigh/n, nDual/n
 	}
 	return st, grads
+}
+
+// klTerm is one token's KL estimate for d = π_ref − π and its derivative
+// with respect to π. k3: exp(d) − d − 1. low_var_kl (verl's kl_penalty):
+// d clamped to [−20, 20] and the estimate to [−10, 10]; where a clamp bites
+// the derivative is 0, as torch.clamp's is.
+func klTerm(d float64, estimator string) (kl, dkl float64) {
+	if estimator != KLLowVar {
+		return math.Exp(d) - d - 1, 1 - math.Exp(d)
+	}
+	if d < -20 || d > 20 {
+		d = min(max(d, -20), 20)
+		return min(math.Exp(d)-d-1, 10), 0
+	}
+	kl = math.Exp(d) - d - 1
+	if kl > 10 {
+		return 10, 0
+	}
+	return kl, 1 - math.Exp(d)
 }
 
 // logSigmoid returns log σ(x) without overflow.

@@ -144,3 +144,73 @@ func TestLogSigmoid(t *testing.T) {
 		}
 	}
 }
+
+// TestGRPOObjectiveDualClip: verl's dual clip on handBatch (bnpo, weight
+// 1/5 per token). With c = 1.3 the A = −2 tokens are capped at −c·A = 2.6:
+// the r = 1.4 token's 2.8 becomes 2.6 and loses its gradient; 1.6 and 2.2
+// stay. Loss (−2.28 + 1.6 + 2.2 + 2.6)/5 = 0.824, one token of five capped.
+// With verl's default c = 3 the cap (6) is never reached.
+func TestGRPOObjectiveDualClip(t *testing.T) {
+	lc, err := normalizeLoss(LossConfig{Type: LossBNPO, ClipLow: 0.2, ClipHigh: 0.28, LearningRate: 1, ClipRatioC: 1.3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, g := grpoObjective(handBatch(), lc)
+	near(t, "loss", st.loss, 0.824)
+	near(t, "clip_frac_dual", st.clipDual, 0.2)
+	near(t, "clip_frac_low", st.clipLow, 0.2)
+	want := [][]float64{{-0.2, 0}, {0, 0.44, 0}}
+	for i := range want {
+		for j := range want[i] {
+			near(t, "grad", g[i][j], want[i][j])
+		}
+	}
+	lc.ClipRatioC = 3
+	st, _ = grpoObjective(handBatch(), lc)
+	near(t, "loss (c = 3)", st.loss, 0.864)
+	near(t, "clip_frac_dual (c = 3)", st.clipDual, 0)
+	for _, c := range []float64{1, 0.5, -3, math.Inf(1), math.NaN()} {
+		if _, err := normalizeLoss(LossConfig{Type: LossGRPO, LearningRate: 1, ClipRatioC: c}); err == nil || err.Code != CodeInvalidArgument {
+			t.Errorf("clip_ratio_c %v: got %v, want invalid_argument", c, err)
+		}
+	}
+}
+
+// TestGRPOObjectiveLowVarKL: verl's low_var_kl is k3 where k3 ≤ 10, and 10
+// without gradient beyond (d = π_ref − π): d = 2 gives k3 = e² − 3 ≈ 4.39
+// (kept, dk3/dπ = 1 − e²); d = 3 gives e³ − 4 ≈ 16.1 and d = −12 gives
+// e^−12 + 11 ≈ 11.000006, both clamped to 10; d = 25 is first clamped to 20.
+func TestGRPOObjectiveLowVarKL(t *testing.T) {
+	for _, c := range []struct {
+		d          float64
+		kl, grad   float64 // low_var_kl
+		k3, k3grad float64
+	}{
+		{-math.Ln2, 0.5 + math.Ln2 - 1, 0.5, 0.5 + math.Ln2 - 1, 0.5},
+		{2, math.Exp(2) - 3, 1 - math.Exp(2), math.Exp(2) - 3, 1 - math.Exp(2)},
+		{3, 10, 0, math.Exp(3) - 4, 1 - math.Exp(3)},
+		{-12, 10, 0, math.Exp(-12) + 11, 1 - math.Exp(-12)},
+		{25, 10, 0, math.Exp(25) - 26, 1 - math.Exp(25)},
+	} {
+		for _, est := range []string{KLLowVar, KLK3, ""} {
+			lc, err := normalizeLoss(LossConfig{Type: LossGRPO, KLCoef: 0.5, LearningRate: 1, KLEstimator: est})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A = 0: only the KL term; π = log ½, π_ref = π + d.
+			lp := math.Log(0.5)
+			s := seqInput{logp: []float64{lp}, old: []float64{lp}, ref: []float64{lp + c.d}}
+			st, g := grpoObjective([]seqInput{s}, lc)
+			kl, grad := c.k3, c.k3grad
+			if est == KLLowVar {
+				kl, grad = c.kl, c.grad
+			}
+			near(t, est+" kl", st.kl, kl)
+			near(t, est+" loss", st.loss, 0.5*kl)
+			near(t, est+" grad", g[0][0], 0.5*grad)
+		}
+	}
+	if _, err := normalizeLoss(LossConfig{Type: LossGRPO, LearningRate: 1, KLEstimator: "k2"}); err == nil || err.Code != CodeInvalidArgument {
+		t.Errorf("kl_estimator k2: got %v, want invalid_argument", err)
+	}
+}

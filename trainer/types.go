@@ -21,6 +21,15 @@ const (
 	LossDrGRPO = "dr_grpo"
 )
 
+// KL estimators of grpo_step's loss.kl_estimator.
+const (
+	// KLK3 is the k3 estimator exp(π_ref − π) − (π_ref − π) − 1 (the default).
+	KLK3 = "k3"
+	// KLLowVar is verl's low_var_kl: k3 of the log-ratio clamped to
+	// [−20, 20], then clamped to [−10, 10] (no gradient where clamped).
+	KLLowVar = "low_var_kl"
+)
+
 // Message is one chat message.
 type Message struct {
 	Role    string `json:"role"` // system, user or assistant
@@ -136,6 +145,12 @@ type LossConfig struct {
 	// Temperature is the sampling temperature of the samples, so that the new
 	// logprobs are computed like the old ones.
 	Temperature float64 `json:"temperature,omitempty"`
+	// ClipRatioC is dual-clip PPO's c (verl's clip_ratio_c, which defaults
+	// to 3 there): for A_i < 0 a token's loss is capped at −c·A_i. 0: no dual
+	// clip; otherwise > 1.
+	ClipRatioC float64 `json:"clip_ratio_c,omitempty"`
+	// KLEstimator is KLK3 (default, "" too) or KLLowVar.
+	KLEstimator string `json:"kl_estimator,omitempty"`
 }
 
 // GRPORequest is one policy-gradient update.
@@ -147,10 +162,13 @@ type GRPORequest struct {
 
 // GRPOResponse holds the step's metrics, means over the μ iterations.
 type GRPOResponse struct {
-	Loss          float64 `json:"loss"`
-	KL            float64 `json:"kl"`
-	ClipFracLow   float64 `json:"clip_frac_low"`
-	ClipFracHigh  float64 `json:"clip_frac_high"`
+	Loss         float64 `json:"loss"`
+	KL           float64 `json:"kl"`
+	ClipFracLow  float64 `json:"clip_frac_low"`
+	ClipFracHigh float64 `json:"clip_frac_high"`
+	// ClipFracDual is the fraction of tokens whose loss the dual clip capped
+	// (A_i < 0 and r > c in effect; verl's pg_clipfrac_lower); 0 without it.
+	ClipFracDual  float64 `json:"clip_frac_dual"`
 	GradNorm      float64 `json:"grad_norm"`
 	Entropy       float64 `json:"entropy"`
 	Tokens        int     `json:"tokens"`
@@ -219,6 +237,9 @@ type Capabilities struct {
 	// Delete: the endpoint serves POST /v1/delete. Endpoints that predate it
 	// omit the field (false) and answer 404 there.
 	Delete bool `json:"delete"`
+	// DualClip: the endpoint applies loss.clip_ratio_c. Endpoints that
+	// predate it omit the field, and the Go client refuses to send them one.
+	DualClip bool `json:"dual_clip"`
 }
 
 // Limits are request-size limits of an endpoint; 0 means no limit.
@@ -238,9 +259,12 @@ type Info struct {
 	PolicyVersion   int64          `json:"policy_version"`
 	Reference       string         `json:"reference"`
 	LossTypes       []string       `json:"loss_types"`
-	Capabilities    Capabilities   `json:"capabilities"`
-	Limits          Limits         `json:"limits"`
-	TokenKind       string         `json:"token_kind"`
+	// KLEstimators lists the loss.kl_estimator values the endpoint applies;
+	// an endpoint that predates the field applies only "k3".
+	KLEstimators []string     `json:"kl_estimators,omitempty"`
+	Capabilities Capabilities `json:"capabilities"`
+	Limits       Limits       `json:"limits"`
+	TokenKind    string       `json:"token_kind"`
 }
 
 // Policy is a trainer endpoint: the embedded policy, or a Client of a remote one.

@@ -36,8 +36,16 @@ func TestEvalAblateReportCLI(t *testing.T) {
 		}
 		return o
 	}
-	run(append([]string{"train", "--config", cfg, "--set", "run.name=q"}, sets...)...)
+	// A too_long guard that catches some rewrites (the quickstart's are
+	// about 40 words at the start): the rescore below must reproduce their
+	// penalties exactly too.
+	run(append([]string{"train", "--config", cfg, "--set", "run.name=q", "--set", "grpo.guards.too_long=penalty",
+		"--set", "grpo.guards.max_rewrite_words=42"}, sets...)...)
 	runDir := filepath.Join(out, "q")
+	if m, err := report.LoadRun(context.Background(), runDir); err != nil || len(m.Steps) == 0 || m.Steps[0].GuardTooLong == 0 ||
+		m.Steps[0].GuardTooLong == m.Steps[0].Rollouts {
+		t.Fatalf("the too_long guard should catch some but not all step-1 rewrites: %v %+v", err, m.Steps)
+	}
 
 	grid := filepath.Join(out, "grid.yaml")
 	if err := os.WriteFile(grid, []byte("alpha: [0, 1]\nhit: [answer, gold]\n"), 0o644); err != nil {

@@ -22,10 +22,12 @@ type scoreInput struct {
 	Context    []string `json:"context"`
 }
 
-// scoreOutput is one output line: the input's line number and every term.
+// scoreOutput is one output line: the input's line number, every term, and
+// the normalization of the reward's EM.
 type scoreOutput struct {
 	Line int `json:"line"`
 	hser.Score
+	EMNormalization string `json:"em_normalization"`
 }
 
 func newScoreCmd() *cobra.Command {
@@ -39,9 +41,15 @@ func newScoreCmd() *cobra.Command {
 		Short: "Score predictions with the HSER reward (JSONL in, JSONL out)",
 		Long: `Reads JSONL lines {"prediction": ..., "reference": ..., "context": [chunk, ...]}
 from FILE or stdin ("-" or no argument) and writes one JSON line per input:
-line, rougeL_p, rougeL_r, rougeL_f1, em, squad_f1, hit, alpha, beta, reward,
-with reward = rougeL_f1 + alpha·em + beta·hit. "context" (the retrieved chunks
-that hit looks in) is optional; blank lines are skipped.
+line, rougeL_p, rougeL_r, rougeL_f1, em, squad_em, squad_f1, hit, alpha, beta,
+reward, em_normalization, with reward = rougeL_f1 + alpha·em + beta·hit.
+"context" (the retrieved chunks that hit looks in) is optional; blank lines are
+skipped.
+
+em is the reward's exact match, normalized as --tokenizer says
+(em_normalization: "unicode" tokens without articles, or "squad" with
+rouge-score); squad_em and squad_f1 are always the official SQuAD v1.1 script's
+numbers ("2,000" and "2000" match there, not under unicode).
 
 The reward settings come from the defaults, then the reward section of
 --config if given, then the flags set explicitly. A malformed line stops the
@@ -109,6 +117,7 @@ func runScore(cmd *cobra.Command, scorer *hser.Scorer, name string, in io.Reader
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	scored, skipped := 0, 0
+	norm := scorer.Config().EMNormalization()
 	for line := 1; ; line++ {
 		if ctx != nil && ctx.Err() != nil {
 			return ctx.Err()
@@ -127,7 +136,7 @@ func runScore(cmd *cobra.Command, scorer *hser.Scorer, name string, in io.Reader
 				return fmt.Errorf("%s:%d: %w (use --skip-bad to skip malformed lines)", name, line, err)
 			default:
 				s := scorer.Score(*rec.Prediction, *rec.Reference, rec.Context)
-				if err := enc.Encode(scoreOutput{Line: line, Score: s}); err != nil {
+				if err := enc.Encode(scoreOutput{Line: line, Score: s, EMNormalization: norm}); err != nil {
 					return fmt.Errorf("write: %w", err)
 				}
 				scored++

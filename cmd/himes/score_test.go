@@ -29,11 +29,13 @@ type scoreOutLine struct {
 	RougeR  float64 `json:"rougeL_r"`
 	RougeF1 float64 `json:"rougeL_f1"`
 	EM      float64 `json:"em"`
+	SquadEM float64 `json:"squad_em"`
 	SquadF1 float64 `json:"squad_f1"`
 	Hit     float64 `json:"hit"`
 	Alpha   float64 `json:"alpha"`
 	Beta    float64 `json:"beta"`
 	Reward  float64 `json:"reward"`
+	EMNorm  string  `json:"em_normalization"`
 }
 
 func parseScoreLines(t *testing.T, out string) []scoreOutLine {
@@ -50,6 +52,28 @@ func parseScoreLines(t *testing.T, out string) []scoreOutLine {
 		res = append(res, s)
 	}
 	return res
+}
+
+// TestScoreSQuADIsOfficial: under the default unicode tokenizer "2,000" and
+// "2000" are different answers for the reward's EM (tokens "2" "000" vs
+// "2000") but the same for SQuAD v1.1 (normalize_answer deletes the comma):
+// squad_em 1, squad_f1 1; with rouge-score both agree.
+func TestScoreSQuADIsOfficial(t *testing.T) {
+	in := `{"prediction": "2,000", "reference": "2000"}` + "\n"
+	for _, c := range []struct {
+		args []string
+		em   float64
+		norm string
+	}{{nil, 0, "unicode"}, {[]string{"--tokenizer", "rouge-score"}, 1, "squad"}} {
+		out, _, err := runScoreCmd(t, in, append([]string{"score"}, c.args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := parseScoreLines(t, out)
+		if len(got) != 1 || got[0].SquadEM != 1 || got[0].SquadF1 != 1 || got[0].EM != c.em || got[0].EMNorm != c.norm {
+			t.Fatalf("%v: %+v, want squad_em 1, squad_f1 1, em %v, em_normalization %s", c.args, got, c.em, c.norm)
+		}
+	}
 }
 
 func TestScoreCommand(t *testing.T) {

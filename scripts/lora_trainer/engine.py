@@ -378,12 +378,13 @@ class Engine:
                         self.backend.train(False)
                         ref = losses.token_logprobs(self._completion_logits(b), b.targets, temperature)
                 refs.append(ref)
-            sums = {"loss": 0.0, "kl": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "grad_norm": 0.0, "entropy": 0.0}
+            sums = {"loss": 0.0, "kl": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "clip_frac_dual": 0.0,
+                    "grad_norm": 0.0, "entropy": 0.0}
             tokens = max(norm.total_tokens, 1)
             for it in range(loss["mu"]):
                 self.optimizer.zero_grad(set_to_none=True)
                 self.backend.train(True)
-                loss_value, kl_sum, low, high, ent = 0.0, 0.0, 0, 0, 0.0
+                loss_value, kl_sum, low, high, dual, ent = 0.0, 0.0, 0, 0, 0, 0.0
                 for rows, ref in zip(chunks, refs):
                     if max(lengths[k] for k in rows) == 0:
                         continue  # no tokens: contributes 0, still counts in B
@@ -391,7 +392,8 @@ class Engine:
                     logits = self._completion_logits(b)
                     logp = losses.token_logprobs(logits, b.targets, temperature)
                     terms = losses.grpo_token_terms(
-                        logp, old, adv, b.mask, loss["clip_low"], loss["clip_high"], kl_coef, ref
+                        logp, old, adv, b.mask, loss["clip_low"], loss["clip_high"], kl_coef, ref,
+                        clip_ratio_c=loss.get("clip_ratio_c", 0.0), kl_estimator=loss.get("kl_estimator", "k3"),
                     )
                     part = losses.aggregate(loss["type"], terms.loss, b.mask, norm)
                     part.backward()
@@ -399,11 +401,13 @@ class Engine:
                     kl_sum += terms.kl_sum
                     low += terms.clip_low
                     high += terms.clip_high
+                    dual += terms.clip_dual
                     with torch.no_grad():
                         ent += float((losses.entropy(logits.detach(), temperature) * b.mask).sum())
                 g = self._optimizer_step(loss["learning_rate"], loss["max_grad_norm"], loss_value, f"grpo_step iteration {it}")
                 for k, v in (("loss", loss_value), ("kl", kl_sum / tokens), ("clip_frac_low", low / tokens),
-                             ("clip_frac_high", high / tokens), ("grad_norm", g), ("entropy", ent / tokens)):
+                             ("clip_frac_high", high / tokens), ("clip_frac_dual", dual / tokens), ("grad_norm", g),
+                             ("entropy", ent / tokens)):
                     sums[k] += v
             self.policy_version += 1
             out = {k: v / loss["mu"] for k, v in sums.items()}

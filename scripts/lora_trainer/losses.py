@@ -7,8 +7,12 @@ hand-computed values. Shapes: B samples, T = the longest completion in the
 For sample i with tokens t, advantage A_i, length L_i (PROTOCOL.md):
 
     r      = exp(pi - pi_old)
-    l_it   = -min(r*A_i, clip(r, 1-eps_low, 1+eps_high)*A_i) + beta*kl_it
-    kl_it  = exp(pi_ref - pi) - (pi_ref - pi) - 1          (k3, >= 0)
+    p_it   = -min(r*A_i, clip(r, 1-eps_low, 1+eps_high)*A_i)
+    p_it   = min(p_it, -c*A_i)   if c = clip_ratio_c > 0 and A_i < 0   (dual clip, verl)
+    l_it   = p_it + beta*kl_it
+    d      = pi_ref - pi
+    kl_it  = exp(d) - d - 1                                        (k3, >= 0)
+    kl_it  = clamp(exp(d') - d' - 1, -10, 10), d' = clamp(d, -20, 20)   (low_var_kl, verl)
 
     grpo    : L = (1/B) sum_i (1/max(L_i,1)) sum_t l_it
     bnpo    : L = sum_i sum_t l_it / max(sum_i L_i, 1)      (per micro-batch)
@@ -22,6 +26,7 @@ from typing import Optional
 import torch
 
 LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
+KL_ESTIMATORS = ("k3", "low_var_kl")
 
 
 @dataclass
@@ -33,6 +38,7 @@ class TokenTerms:
     clip_low: int  # tokens with r < 1-eps_low and A < 0
     clip_high: int  # tokens with r > 1+eps_high and A > 0
     tokens: int  # real tokens
+    clip_dual: int = 0  # tokens whose loss the dual clip capped
 
 
 def grpo_token_terms(
@@ -44,8 +50,11 @@ def grpo_token_terms(
     clip_high: float,
     kl_coef: float = 0.0,
     ref_logp: Optional[torch.Tensor] = None,
+    clip_ratio_c: float = 0.0,
+    kl_estimator: str = "k3",
 ) -> TokenTerms:
-    """The per-token clipped surrogate (plus beta * k3 KL when a reference is given).
+    """The per-token clipped surrogate (dual-clipped for A < 0 when clip_ratio_c > 0),
+    plus beta * KL (k3 or low_var_kl) when a reference is given.
 
     logp carries the gradient; old_logp, advantages ([B]) and ref_logp are constants.
     """
@@ -58,10 +67,20 @@ def grpo_token_terms(
     clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     surrogate = torch.min(ratio * adv, clipped * adv)
     loss = -surrogate
+    dual = torch.zeros_like(loss, dtype=torch.bool)
+    if clip_ratio_c > 0:
+        # verl's dual clip: cap a negative-advantage token's loss at -c*A (no gradient there).
+        cap = -clip_ratio_c * adv
+        dual = (adv < 0) & (loss > cap)
+        loss = torch.where(adv < 0, torch.min(loss, cap.expand_as(loss)), loss)
     kl_sum = 0.0
     if ref_logp is not None:
         d = (ref_logp - logp) * mask
-        kl = torch.exp(d) - d - 1.0
+        if kl_estimator == "low_var_kl":
+            d = torch.clamp(d, min=-20.0, max=20.0)
+            kl = torch.clamp(torch.exp(d) - d - 1.0, min=-10.0, max=10.0)
+        else:
+            kl = torch.exp(d) - d - 1.0
         if kl_coef != 0.0:
             loss = loss + kl_coef * kl
         kl_sum = float((kl.detach() * mask).sum())
@@ -70,12 +89,14 @@ def grpo_token_terms(
         real = mask > 0
         low = ((ratio < 1.0 - clip_low) & (adv < 0) & real).sum()
         high = ((ratio > 1.0 + clip_high) & (adv > 0) & real).sum()
+        capped = (dual & real).sum()
     return TokenTerms(
         loss=loss,
         kl_sum=kl_sum,
         clip_low=int(low),
         clip_high=int(high),
         tokens=int(mask.sum()),
+        clip_dual=int(capped),
     )
 
 

@@ -10,6 +10,7 @@ import re
 from typing import Any, Dict, List, Optional
 
 LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
+KL_ESTIMATORS = ("k3", "low_var_kl")
 ROLES = ("system", "user", "assistant")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 MAX_STEP_ID_BYTES = 256
@@ -238,7 +239,15 @@ def parse_loss(v: Any) -> Dict:
     temperature = number(d, "temperature", "loss") or 1.0
     if temperature <= 0:
         raise invalid(f"loss.temperature: must be > 0, got {temperature}")
+    clip_ratio_c = number(d, "clip_ratio_c", "loss")
+    if clip_ratio_c != 0 and not clip_ratio_c > 1:
+        raise invalid(f"loss.clip_ratio_c: must be > 1 (dual-clip PPO) or 0 (none), got {clip_ratio_c}")
+    kl_estimator = string(d, "kl_estimator", "loss") or "k3"
+    if kl_estimator not in KL_ESTIMATORS:
+        raise invalid(f"loss.kl_estimator: must be k3 or low_var_kl, got {kl_estimator!r}")
     return {
+        "clip_ratio_c": clip_ratio_c,
+        "kl_estimator": kl_estimator,
         "type": t,
         "clip_low": clip_low,
         "clip_high": clip_high,

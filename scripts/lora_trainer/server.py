@@ -268,8 +268,9 @@ class TrainerService:
             "policy_version": e.policy_version,
             "reference": "adapter_disabled",
             "loss_types": list(protocol.LOSS_TYPES),
+            "kl_estimators": list(protocol.KL_ESTIMATORS),
             "capabilities": {"top_p": True, "stop": True, "entropy": True, "logprobs": True, "auth": bool(self.token),
-                             "delete": True},
+                             "delete": True, "dual_clip": True},
             "limits": e.limits.as_dict(),
             "token_kind": "tokenizer",
         }

@@ -290,7 +290,8 @@ def test_samples_without_tokens_count_in_the_batch_but_move_nothing():
     p = prompt_ids(e, "empty")
     before = [t.detach().clone() for t in e.params]
     out = e.grpo_step([{"prompt_ids": p, "token_ids": [], "old_logprobs": [], "advantage": 1.0}], LOSS)
-    assert out == {"loss": 0.0, "kl": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "grad_norm": 0.0, "entropy": 0.0, "tokens": 0}
+    assert out == {"loss": 0.0, "kl": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "clip_frac_dual": 0.0, "grad_norm": 0.0,
+                   "entropy": 0.0, "tokens": 0}
     assert e.policy_version == 1  # the call was applied, with nothing to learn from
     assert all(torch.equal(a, b) for a, b in zip(before, e.params))
     # grpo: the empty sample still counts in B, halving the other's weight: -(1.5)/2.

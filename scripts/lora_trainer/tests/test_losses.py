@@ -144,3 +144,37 @@ def test_sft_nll_masks_prompt_and_padding():
     logits = torch.tensor([[0.0, 0.0, LN(2)]]).expand(3, 3).unsqueeze(0)
     got = losses.sft_nll_sum(logits, torch.tensor([[2, 0, 1]]), torch.tensor([[1.0, 1.0, 0.0]]))
     assert float(got) == pytest.approx(3 * LN(2), abs=1e-6)
+
+
+# Dual clip (verl's clip_ratio_c): sample 1 (A = -2) with r = [0.5, 1.1, 1.6]
+# has per-token losses [1.6 (clipped low), 2.2, 3.2]; c = 1.3 caps them at
+# -c*A = 2.6, so 3.2 becomes 2.6 and loses its gradient.
+def test_dual_clip_caps_negative_advantage_losses():
+    logp = torch.tensor([[LN(1.1), LN(1.5), 50.0], [LN(0.5), LN(1.1), LN(1.6)]], requires_grad=True)
+    t = losses.grpo_token_terms(logp, OLD, ADV, MASK, 0.2, 0.2, clip_ratio_c=1.3)
+    want = torch.tensor([[-1.1, -1.2, 0.0], [1.6, 2.2, 2.6]])
+    assert torch.allclose(t.loss, want, atol=1e-6)
+    assert (t.clip_dual, t.clip_low, t.clip_high) == (1, 1, 1)
+    (t.loss * MASK).sum().backward()
+    # d(-r*A)/dlogp = -r*A: sample 1 token 1 -> 2.2; the capped token -> 0; clipped ones -> 0.
+    assert torch.allclose(logp.grad, torch.tensor([[-1.1, 0.0, 0.0], [0.0, 2.2, 0.0]]), atol=1e-6)
+    # verl's default c = 3: cap 6, nothing capped.
+    t3 = losses.grpo_token_terms(logp.detach(), OLD, ADV, MASK, 0.2, 0.2, clip_ratio_c=3.0)
+    assert t3.clip_dual == 0 and torch.allclose(t3.loss[1], torch.tensor([1.6, 2.2, 3.2]), atol=1e-6)
+
+
+# low_var_kl: k3 of d = pi_ref - pi, clamped to [-10, 10] (d itself to [-20, 20]).
+# d = 2: e^2 - 3 = 4.389 (kept; dk3/dpi = 1 - e^2); d = 3: e^3 - 4 = 16.09 -> 10;
+# d = -12: e^-12 + 11 -> 10; both clamped tokens have no gradient.
+def test_low_var_kl_clamps_like_verl():
+    logp = torch.zeros(1, 3, dtype=torch.float64, requires_grad=True)
+    ref = torch.tensor([[2.0, 3.0, -12.0]], dtype=torch.float64)
+    mask = torch.ones(1, 3, dtype=torch.float64)
+    adv = torch.zeros(1, dtype=torch.float64)
+    old = torch.zeros(1, 3, dtype=torch.float64)
+    t = losses.grpo_token_terms(logp, old, adv, mask, 0.2, 0.2, kl_coef=1.0, ref_logp=ref, kl_estimator="low_var_kl")
+    assert t.kl_sum == pytest.approx(math.exp(2) - 3 + 10 + 10, rel=1e-12)
+    t.loss.sum().backward()
+    assert logp.grad[0].tolist() == pytest.approx([1 - math.exp(2), 0.0, 0.0], rel=1e-12)
+    k3 = losses.grpo_token_terms(logp.detach(), old, adv, mask, 0.2, 0.2, kl_coef=1.0, ref_logp=ref)
+    assert k3.kl_sum == pytest.approx(math.exp(2) - 3 + math.exp(3) - 4 + math.exp(-12) + 11, rel=1e-12)
