@@ -25,6 +25,9 @@ type State struct {
 	EvalDone          bool      `json:"eval_done"` // the evaluation at Step is in metrics.jsonl
 	TrainerCheckpoint string    `json:"trainer_checkpoint"`
 	SavedAt           time.Time `json:"saved_at"`
+	// ElapsedSeconds is the training time up to this checkpoint, over all
+	// sessions (metrics' elapsed_s continues from it on resume).
+	ElapsedSeconds float64 `json:"elapsed_s"`
 }
 
 // restore starts a fresh state, or on resume loads the newest checkpoint and
@@ -92,8 +95,14 @@ func (l *Loop) checkpoint(ctx context.Context) error {
 	}
 	l.state.TrainerCheckpoint = name
 	l.state.SavedAt = time.Now().UTC()
+	l.state.ElapsedSeconds = l.elapsed()
 	if err := l.metrics.Sync(); err != nil {
 		return err
+	}
+	if t := l.deps.Tracker; t != nil {
+		if err := t.Flush(); err != nil {
+			return fmt.Errorf("tracker: %w", err)
+		}
 	}
 	pruned, err := l.deps.Run.SaveState(l.state.Step, l.state, l.cfg.KeepCheckpoints)
 	if err != nil {

@@ -39,11 +39,12 @@ func Summarize(r Run) Summary {
 	if n := len(r.Steps); n > 0 {
 		k := max(1, n/10)
 		s.LastStep = r.Steps[n-1].Step
-		s.RewardStart = meanOf(r.Steps[:k], func(m grpo.StepMetrics) float64 { return m.RewardMean })
+		reward := func(m grpo.StepMetrics) float64 { return grpo.Val(m.RewardMean) }
+		s.RewardStart = meanOf(r.Steps[:k], reward)
 		tail := r.Steps[n-k:]
-		s.RewardEnd = meanOf(tail, func(m grpo.StepMetrics) float64 { return m.RewardMean })
-		s.KLEnd = meanOf(tail, func(m grpo.StepMetrics) float64 { return m.KL })
-		s.ZeroVarEnd = meanOf(tail, func(m grpo.StepMetrics) float64 { return m.ZeroVarFrac })
+		s.RewardEnd = meanOf(tail, reward)
+		s.KLEnd = meanOf(tail, func(m grpo.StepMetrics) float64 { return grpo.Val(m.KL) })
+		s.ZeroVarEnd = meanOf(tail, func(m grpo.StepMetrics) float64 { return grpo.Val(m.ZeroVarFrac) })
 	}
 	if n := len(r.Evals); n > 0 {
 		e := r.Evals[n-1]
@@ -52,12 +53,20 @@ func Summarize(r Run) Summary {
 	return s
 }
 
+// meanOf averages the computed values (NaN: not computed); NaN when none is.
 func meanOf(ms []grpo.StepMetrics, get func(grpo.StepMetrics) float64) float64 {
 	var sum float64
+	n := 0
 	for _, m := range ms {
-		sum += get(m)
+		if v := get(m); !math.IsNaN(v) {
+			sum += v
+			n++
+		}
 	}
-	return sum / float64(len(ms))
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / float64(n)
 }
 
 // Result lists what Generate wrote.
@@ -154,8 +163,8 @@ func rows(sums []Summary) []row {
 		if e := s.Final; e != nil {
 			r.EvalStep = fmt.Sprint(e.Step)
 			r.PolReward, r.RawReward = f3(e.Policy.Reward), f3(e.Raw.Reward)
-			r.PolR10, r.RawR10 = f3(e.Policy.Recall10), f3(e.Raw.Recall10)
-			r.PolMRR, r.RawMRR = f3(e.Policy.MRR), f3(e.Raw.MRR)
+			r.PolR10, r.RawR10 = f3(grpo.Val(e.Policy.Recall10)), f3(grpo.Val(e.Raw.Recall10))
+			r.PolMRR, r.RawMRR = f3(grpo.Val(e.Policy.MRR)), f3(grpo.Val(e.Raw.MRR))
 		}
 		out[i] = r
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/himes-rl/himes/ablate"
 	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/report"
 )
 
@@ -71,10 +72,10 @@ func TestEvalAblateReportCLI(t *testing.T) {
 		got, want float64
 	}{
 		{"policy reward", full.Systems[1].Metrics[evaluate.MReward].Mean, last.Policy.Reward},
-		{"policy recall_10", full.Systems[1].Metrics[evaluate.MRecall10].Mean, last.Policy.Recall10},
-		{"policy mrr", full.Systems[1].Metrics[evaluate.MMRR].Mean, last.Policy.MRR},
+		{"policy recall_10", full.Systems[1].Metrics[evaluate.MRecall10].Mean, grpo.Val(last.Policy.Recall10)},
+		{"policy mrr", full.Systems[1].Metrics[evaluate.MMRR].Mean, grpo.Val(last.Policy.MRR)},
 		{"raw reward", full.Systems[0].Metrics[evaluate.MReward].Mean, last.Raw.Reward},
-		{"raw recall_10", full.Systems[0].Metrics[evaluate.MRecall10].Mean, last.Raw.Recall10},
+		{"raw recall_10", full.Systems[0].Metrics[evaluate.MRecall10].Mean, grpo.Val(last.Raw.Recall10)},
 	} {
 		if math.Abs(c.got-c.want) > 1e-9 {
 			t.Errorf("%s: himes eval %v, training eval %v", c.name, c.got, c.want)
