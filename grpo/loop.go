@@ -130,6 +130,14 @@ func (l *Loop) Run(ctx context.Context, resume bool) (err error) {
 		return fmt.Errorf("trainer info: %w", err)
 	}
 	l.caps = info.Capabilities
+	if err := l.writeStatus(StateRunning, nil); err != nil {
+		return err
+	}
+	defer func() {
+		if serr := l.writeStatus(endState(err), err); serr != nil && err == nil {
+			err = serr
+		}
+	}()
 	covered := l.state.Step
 	if l.state.TrainerCheckpoint == "" {
 		covered = -1 // no checkpoint: nothing in an earlier log is covered
@@ -510,16 +518,16 @@ type stamped interface{ setStamp(Stamp) }
 
 func (s *Stamp) setStamp(v Stamp) { *s = v }
 
-// elapsed is the training time so far, over all sessions of the run.
-func (l *Loop) elapsed() float64 {
-	return l.elapsedBase + l.deps.Now().Sub(l.sessionStart).Seconds()
+// elapsedAt is the training time at now, over all sessions of the run.
+func (l *Loop) elapsedAt(now time.Time) float64 {
+	return l.elapsedBase + now.Sub(l.sessionStart).Seconds()
 }
 
 // writeLine stamps a metrics line, appends it to metrics.jsonl and mirrors
 // its numbers to the tracker.
 func (l *Loop) writeLine(line stamped) error {
 	now := l.deps.Now()
-	line.setStamp(Stamp{Time: now.UTC().Truncate(time.Millisecond), ElapsedSeconds: math.Round(l.elapsed()*1e3) / 1e3})
+	line.setStamp(Stamp{Time: now.UTC().Truncate(time.Millisecond), ElapsedSeconds: math.Round(l.elapsedAt(now)*1e3) / 1e3})
 	if err := l.metrics.Write(line); err != nil {
 		return err
 	}

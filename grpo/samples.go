@@ -191,8 +191,15 @@ func ReadSamples(path string) ([]SampleRow, error) {
 		return nil, fmt.Errorf("read samples %s: %w", path, err)
 	}
 	defer tbl.Release()
-	if !tbl.Schema().Equal(samplesSchema) {
-		return nil, fmt.Errorf("read samples %s: schema %s, want %s", path, tbl.Schema(), samplesSchema)
+	// Names and kinds must match column by column (Parquet adds field ids
+	// and renames list elements, so the schemas are not Equal).
+	if got, want := tbl.Schema().NumFields(), samplesSchema.NumFields(); got != want {
+		return nil, fmt.Errorf("read samples %s: %d columns, want %d", path, got, want)
+	}
+	for i, want := range samplesSchema.Fields() {
+		if got := tbl.Schema().Field(i); got.Name != want.Name || got.Type.ID() != want.Type.ID() {
+			return nil, fmt.Errorf("read samples %s: column %d is %s %s, want %s %s", path, i, got.Name, got.Type, want.Name, want.Type)
+		}
 	}
 	rows := make([]SampleRow, tbl.NumRows())
 	for ci := range int(tbl.NumCols()) {

@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/himes-rl/himes/grpo"
 )
@@ -28,6 +30,11 @@ type Run struct {
 	Config string
 	// Skipped counts metrics lines of kinds the report does not plot.
 	Skipped int
+	// Status is the run's status.json (HasStatus false when it has none).
+	Status    grpo.Status
+	HasStatus bool
+	// Samples is the newest evaluation's samples table (nil when none).
+	Samples []grpo.SampleRow
 }
 
 // MetricsFile and ConfigFile are the names the training loop writes in a run dir.
@@ -35,6 +42,8 @@ const (
 	MetricsFile = "metrics.jsonl"
 	ConfigFile  = "config.yaml"
 )
+
+var errNoLines = errors.New("no step, eval or sft lines")
 
 // LoadRun reads dir/metrics.jsonl (required) and dir/config.yaml (optional).
 func LoadRun(ctx context.Context, dir string) (Run, error) {
@@ -51,7 +60,13 @@ func LoadRun(ctx context.Context, dir string) (Run, error) {
 	}
 	run.Steps, run.Evals, run.SFT, run.Skipped = m.Steps, m.Evals, m.SFT, m.Skipped
 	if len(run.Steps) == 0 && len(run.Evals) == 0 && len(run.SFT) == 0 {
-		return run, fmt.Errorf("%s: no step, eval or sft lines", path)
+		return run, fmt.Errorf("%s: %w", path, errNoLines)
+	}
+	if run.Status, run.HasStatus, err = grpo.ReadStatus(dir); err != nil {
+		return run, fmt.Errorf("run %s: %w", dir, err)
+	}
+	if run.Samples, err = latestSamples(dir); err != nil {
+		return run, err
 	}
 	cfg, err := os.ReadFile(filepath.Join(dir, ConfigFile))
 	switch {
@@ -138,4 +153,24 @@ func jsonErr(err error) error {
 		return fmt.Errorf("field %s: want %s, got JSON %s", te.Field, te.Type, te.Value)
 	}
 	return err
+}
+
+// latestSamples reads the newest samples/step-*.parquet: the highest step,
+// and at step 0 the later phase (sft after init).
+func latestSamples(dir string) ([]grpo.SampleRow, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "samples", "step-*.parquet"))
+	if err != nil || len(files) == 0 {
+		return nil, err
+	}
+	rank := func(f string) string {
+		// step-NNNNNN-PHASE: zero-padded steps sort as text; init < sft < grpo.
+		b := strings.TrimSuffix(filepath.Base(f), ".parquet")
+		return strings.NewReplacer("-init", "-0", "-sft", "-1", "-grpo", "-2").Replace(b)
+	}
+	sort.Slice(files, func(i, j int) bool { return rank(files[i]) < rank(files[j]) })
+	rows, err := grpo.ReadSamples(files[len(files)-1])
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", dir, err)
+	}
+	return rows, nil
 }
