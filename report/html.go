@@ -3,6 +3,7 @@ package report
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
@@ -86,7 +87,7 @@ func progress(r Run, lastStep int) (bool, string) {
 	st := r.Status
 	of := fmt.Sprintf("step %d of %d", lastStep, st.Steps)
 	switch {
-	case st.State == grpo.StateRunning && !alive(st):
+	case st.State == grpo.StateRunning && !r.Alive:
 		return false, fmt.Sprintf("stopped without a final status (process %d on %s is gone): %s%s", st.PID, st.Host, of, when)
 	case st.State == grpo.StateRunning:
 		return true, fmt.Sprintf("training: %s%s", of, when)
@@ -110,11 +111,9 @@ func alive(st grpo.Status) bool {
 	if err != nil || host != st.Host || st.PID <= 0 {
 		return true
 	}
-	p, err := os.FindProcess(st.PID)
-	if err != nil {
-		return false
-	}
-	return p.Signal(syscall.Signal(0)) == nil
+	// Signal 0 checks existence only; EPERM means it exists under another user.
+	err = syscall.Kill(st.PID, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // meanOf averages the computed values (NaN: not computed); NaN when none is.
@@ -249,7 +248,15 @@ func rows(sums []Summary) []row {
 
 var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	"deref": func(s *string) string { return *s },
-	"join":  func(ids []string) string { return strings.Join(ids, ", ") },
+	"join":  func(ids []string) string { return strings.Join(ids, " · ") },
+	// cut keeps long answers from dominating the table (the cell's title
+	// and the Parquet file hold the whole text).
+	"cut": func(s string) string {
+		if r := []rune(s); len(r) > 240 {
+			return string(r[:240]) + "…"
+		}
+		return s
+	},
 	"opt": func(v *float64) string {
 		if v == nil {
 			return "–"
@@ -268,7 +275,8 @@ th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 figure{margin:2em 0} figcaption{color:#555;font-size:14px;margin-top:.3em}
 img{max-width:100%;border:1px solid #eee}
 pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:12px}
-table.samples td{text-align:left;vertical-align:top;max-width:22em;font-size:13px}
+table.samples td,table.samples th{text-align:left;vertical-align:top;max-width:22em;font-size:13px}
+table.samples td.ids{word-break:break-all;font-family:monospace;font-size:11px;max-width:16em}
 .live{background:#eef6ee;border:1px solid #9c9;padding:.4em .8em}
 </style></head><body>
 <h1>himes run report</h1>
@@ -286,7 +294,7 @@ table.samples td{text-align:left;vertical-align:top;max-width:22em;font-size:13p
 {{range .Sums}}{{if .Samples}}<section class="samples-section"><h2 id="samples-{{.Name}}">Sample rewrites of {{.Name}} at step {{(index .Samples 0).Step}} ({{(index .Samples 0).Phase}})</h2>
 <p>The first held-out turns (<code>grpo.eval_samples</code>), the same at every evaluation; all of them are in <code>samples/*.parquet</code>.</p>
 <table class="samples"><tr><th>turn</th><th>question</th><th>policy rewrite</th><th>gold rewrite</th><th>retrieved</th><th>answer</th><th>reference</th><th>reward</th><th>raw reward</th></tr>
-{{range .Samples}}<tr><td>{{.ConvID}}#{{.Turn}}</td><td>{{.Question}}</td><td>{{.PolicyRewrite}}</td><td>{{if .GoldRewrite}}{{deref .GoldRewrite}}{{else}}–{{end}}</td><td>{{join .RetrievedIDs}}</td><td>{{if .Error}}failed: {{.Error}}{{else}}{{.Answer}}{{end}}</td><td>{{.Reference}}</td><td>{{opt .Reward}}</td><td>{{opt .RawReward}}</td></tr>
+{{range .Samples}}<tr><td>{{.ConvID}}#{{.Turn}}</td><td>{{.Question}}</td><td>{{.PolicyRewrite}}</td><td>{{if .GoldRewrite}}{{deref .GoldRewrite}}{{else}}–{{end}}</td><td class="ids">{{join .RetrievedIDs}}</td><td title="{{.Answer}}">{{if .Error}}failed: {{.Error}}{{else}}{{cut .Answer}}{{end}}</td><td title="{{.Reference}}">{{cut .Reference}}</td><td>{{opt .Reward}}</td><td>{{opt .RawReward}}</td></tr>
 {{end}}</table></section>
 {{end}}{{end}}
 {{range .Sums}}{{if .Config}}<details><summary>config.yaml of {{.Name}} ({{.Dir}})</summary><pre>{{.Config}}</pre></details>

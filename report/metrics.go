@@ -33,6 +33,9 @@ type Run struct {
 	// Status is the run's status.json (HasStatus false when it has none).
 	Status    grpo.Status
 	HasStatus bool
+	// Alive: the process a "running" status names still existed (checked
+	// before the status was last read; true on another host).
+	Alive bool
 	// Samples is the newest evaluation's samples table (nil when none).
 	Samples []grpo.SampleRow
 }
@@ -45,9 +48,17 @@ const (
 
 var errNoLines = errors.New("no step, eval or sft lines")
 
-// LoadRun reads dir/metrics.jsonl (required) and dir/config.yaml (optional).
+// LoadRun reads dir/metrics.jsonl (required), and status.json, the newest
+// samples table and config.yaml when present.
 func LoadRun(ctx context.Context, dir string) (Run, error) {
 	run := Run{Name: filepath.Base(filepath.Clean(dir)), Dir: dir}
+	// The status first: the loop writes its final status after its last
+	// metrics line, so a final status read here means the metrics read
+	// next are complete.
+	var err error
+	if run.Status, run.HasStatus, run.Alive, err = readStatus(dir); err != nil {
+		return run, fmt.Errorf("run %s: %w", dir, err)
+	}
 	path := filepath.Join(dir, MetricsFile)
 	f, err := os.Open(path)
 	if err != nil {
@@ -61,9 +72,6 @@ func LoadRun(ctx context.Context, dir string) (Run, error) {
 	run.Steps, run.Evals, run.SFT, run.Skipped = m.Steps, m.Evals, m.SFT, m.Skipped
 	if len(run.Steps) == 0 && len(run.Evals) == 0 && len(run.SFT) == 0 {
 		return run, fmt.Errorf("%s: %w", path, errNoLines)
-	}
-	if run.Status, run.HasStatus, err = grpo.ReadStatus(dir); err != nil {
-		return run, fmt.Errorf("run %s: %w", dir, err)
 	}
 	if run.Samples, err = latestSamples(dir); err != nil {
 		return run, err
@@ -173,4 +181,17 @@ func latestSamples(dir string) ([]grpo.SampleRow, error) {
 		return nil, fmt.Errorf("run %s: %w", dir, err)
 	}
 	return rows, nil
+}
+
+// readStatus reads status.json and, when it says running, whether its
+// process is alive. The process is checked before a second read: a process
+// that was gone at the check had written its final status before the
+// second read if it ever did, so "running" then really means it died.
+func readStatus(dir string) (st grpo.Status, ok, live bool, err error) {
+	if st, ok, err = grpo.ReadStatus(dir); err != nil || !ok || st.State != grpo.StateRunning {
+		return st, ok, false, err
+	}
+	live = alive(st)
+	st, ok, err = grpo.ReadStatus(dir)
+	return st, ok, live, err
 }
