@@ -118,8 +118,8 @@ func GatherSweep(ctx context.Context, runs []SweepRun, errs []error) []SweepRow 
 		if e := s.Final; e != nil {
 			row.EvalStep = e.Step
 			row.PolicyReward, row.RawReward = ptr(e.Policy.Reward), ptr(e.Raw.Reward)
-			row.PolicyR10, row.RawR10 = ptr(e.Policy.Recall10), ptr(e.Raw.Recall10)
-			row.PolicyMRR, row.RawMRR = ptr(e.Policy.MRR), ptr(e.Raw.MRR)
+			row.PolicyR10, row.RawR10 = e.Policy.Recall10, e.Raw.Recall10
+			row.PolicyMRR, row.RawMRR = e.Policy.MRR, e.Raw.MRR
 		}
 		rows[i] = row
 	}

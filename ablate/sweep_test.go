@@ -61,14 +61,14 @@ func TestSweepPlansRunsLaunchesBoundedAndGathers(t *testing.T) {
 		var b bytes.Buffer
 		enc := json.NewEncoder(&b)
 		for s := 1; s <= 10; s++ {
-			_ = enc.Encode(grpo.StepMetrics{Kind: "step", Step: s, RewardMean: float64(s) / 10})
+			_ = enc.Encode(grpo.StepMetrics{Kind: "step", Step: s, RewardMean: ptr(float64(s) / 10)})
 		}
 		pol := 0.5
 		if strings.Contains(r.Name, "alpha=1") {
 			pol = 0.75
 		}
 		_ = enc.Encode(grpo.EvalMetrics{Kind: "eval", Step: 10,
-			Policy: grpo.EvalSystem{Terms: grpo.Terms{Reward: pol}, Recall10: 0.5}, Raw: grpo.EvalSystem{Terms: grpo.Terms{Reward: 0.25}, Recall10: 0.375}})
+			Policy: grpo.EvalSystem{Terms: grpo.Terms{Reward: pol}, Recall10: ptr(0.5)}, Raw: grpo.EvalSystem{Terms: grpo.Terms{Reward: 0.25}, Recall10: ptr(0.375)}})
 		return os.WriteFile(filepath.Join(r.RunDir, "metrics.jsonl"), b.Bytes(), 0o644)
 	})
 	if peak > 2 {

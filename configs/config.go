@@ -34,6 +34,11 @@ type RunSection struct {
 	OutputDir string `yaml:"output_dir"`
 	// Seed drives every random choice of the run (data order, sampling seeds).
 	Seed int64 `yaml:"seed"`
+	// TensorBoard writes the metrics (same names as metrics.jsonl, nested
+	// keys joined with '/') and each evaluation's samples table as
+	// TensorBoard event files under <run>/tb/ (`tensorboard --logdir`;
+	// W&B imports them with `wandb sync --sync-tensorboard`).
+	TensorBoard bool `yaml:"tensorboard"`
 }
 
 // Config is a whole run configuration. Each section is owned by its package.
@@ -55,7 +60,7 @@ type Config struct {
 // Default returns every package's defaults: the one place they are composed.
 func Default() Config {
 	return Config{
-		Run:       RunSection{Name: "run", OutputDir: "checkpoints", Seed: 1},
+		Run:       RunSection{Name: "run", OutputDir: "checkpoints", Seed: 1, TensorBoard: true},
 		Data:      datasets.DefaultConfig(),
 		Retrieval: retrieval.DefaultConfig(),
 		Rollout:   rollout.DefaultConfig(),

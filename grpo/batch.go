@@ -111,16 +111,37 @@ func addStats(a, b rollout.Stats) rollout.Stats {
 	return a
 }
 
+// updateReport is what the trainer said about the step's update, and which
+// of its numbers mean something: none when no update was sent, KL only when
+// the loss has a KL term, entropy only when the endpoint computes it.
+type updateReport struct {
+	resp                    trainer.GRPOResponse
+	sent, kl, entropy, dual bool
+}
+
 // stepMetrics summarizes a step for metrics.jsonl.
-func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd trainer.GRPOResponse, resampled int) StepMetrics {
-	m := StepMetrics{Kind: "step", Step: step, Epoch: epoch, PolicyVersion: upd.PolicyVersion,
-		ResampledGroups: resampled, Loss: upd.Loss, KL: upd.KL, ClipFracLow: upd.ClipFracLow,
-		ClipFracHigh: upd.ClipFracHigh, ClipFracDual: upd.ClipFracDual, GradNorm: upd.GradNorm, Entropy: upd.Entropy,
-		DedupHits: b.stats.DedupHits, CacheHits: b.stats.CacheHits,
-		AdvantageMean: adv.Stats.Mean, AdvantageStd: adv.Stats.Std, AdvantageAbsMean: adv.Stats.AbsMean,
+func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd updateReport, resampled int) StepMetrics {
+	m := StepMetrics{Kind: "step", Step: step, Epoch: epoch, PolicyVersion: upd.resp.PolicyVersion,
+		ResampledGroups: resampled, DedupHits: b.stats.DedupHits, CacheHits: b.stats.CacheHits,
 		DroppedGroups: adv.Stats.DroppedGroups}
+	if upd.sent {
+		r := upd.resp
+		m.Loss, m.ClipFracLow, m.ClipFracHigh, m.GradNorm = ptr(r.Loss), ptr(r.ClipFracLow), ptr(r.ClipFracHigh), ptr(r.GradNorm)
+		if upd.dual {
+			m.ClipFracDual = ptr(r.ClipFracDual)
+		}
+		if upd.kl {
+			m.KL = ptr(r.KL)
+		}
+		if upd.entropy {
+			m.Entropy = ptr(r.Entropy)
+		}
+		// Advantages are included exactly when samples were sent.
+		m.AdvantageMean, m.AdvantageStd, m.AdvantageAbsMean = ptr(adv.Stats.Mean), ptr(adv.Stats.Std), ptr(adv.Stats.AbsMean)
+	}
 	var rewards []float64
 	var words float64
+	var t Terms
 	for _, g := range b.groups {
 		m.GuardLeak += g.guards.leak
 		m.GuardEmpty += g.guards.empty
@@ -134,32 +155,34 @@ func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd trainer.GRPO
 				continue
 			}
 			rewards = append(rewards, r.Reward)
-			m.Terms.RougeLF1 += r.RougeF1
-			m.Terms.EM += r.EM
-			m.Terms.Hit += r.Hit
-			m.Terms.SquadEM += r.SquadEM
-			m.Terms.SquadF1 += r.SquadF1
-			m.Terms.GuardPenalty += r.GuardPenalty
+			t.RougeLF1 += r.RougeF1
+			t.EM += r.EM
+			t.Hit += r.Hit
+			t.SquadEM += r.SquadEM
+			t.SquadF1 += r.SquadF1
+			t.GuardPenalty += r.GuardPenalty
 		}
 	}
 	if n := float64(len(rewards)); n > 0 {
-		m.RewardMean, m.RewardStd = stats.MeanStd(rewards, false)
-		m.Terms.Reward = m.RewardMean
-		m.Terms.RougeLF1 /= n
-		m.Terms.EM /= n
-		m.Terms.Hit /= n
-		m.Terms.SquadEM /= n
-		m.Terms.SquadF1 /= n
-		m.Terms.GuardPenalty /= n
+		mean, std := stats.MeanStd(rewards, false)
+		m.RewardMean, m.RewardStd = ptr(mean), ptr(std)
+		t.Reward = mean
+		t.RougeLF1 /= n
+		t.EM /= n
+		t.Hit /= n
+		t.SquadEM /= n
+		t.SquadF1 /= n
+		t.GuardPenalty /= n
+		m.Terms = &t
 	}
 	if m.Rollouts > 0 {
 		m.RewriteLenMean = words / float64(m.Rollouts)
 	}
 	if g := float64(adv.Stats.ComparableGroups); g > 0 {
-		m.ZeroVarFrac = float64(adv.Stats.ZeroVarGroups) / g
-		m.ZeroVarFracRougeL = float64(adv.Stats.ZeroVarRougeL) / g
-		m.ZeroVarFracEM = float64(adv.Stats.ZeroVarEM) / g
-		m.ZeroVarFracHit = float64(adv.Stats.ZeroVarHit) / g
+		m.ZeroVarFrac = ptr(float64(adv.Stats.ZeroVarGroups) / g)
+		m.ZeroVarFracRougeL = ptr(float64(adv.Stats.ZeroVarRougeL) / g)
+		m.ZeroVarFracEM = ptr(float64(adv.Stats.ZeroVarEM) / g)
+		m.ZeroVarFracHit = ptr(float64(adv.Stats.ZeroVarHit) / g)
 	}
 	return m
 }

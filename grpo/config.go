@@ -34,6 +34,11 @@ type Config struct {
 	EvalEvery int `yaml:"eval_every"`
 	// EvalTurns caps the held-out turns evaluated (0: all).
 	EvalTurns int `yaml:"eval_turns"`
+	// EvalSamples is how many held-out turns (the first ones, the same at
+	// every evaluation) go into each evaluation's samples table
+	// (samples/step-NNNNNN-PHASE.parquet, report.html, TensorBoard text):
+	// question, policy and gold rewrites, retrieved ids, answer, reward. 0: none.
+	EvalSamples int `yaml:"eval_samples"`
 	// CheckpointEvery steps the harness and the trainer save state (0: only at the end).
 	CheckpointEvery int `yaml:"checkpoint_every"`
 	// KeepCheckpoints is how many harness checkpoints to keep (0: all).
@@ -112,6 +117,7 @@ func DefaultConfig() Config {
 			MaxRewriteWords: 64, Penalty: -1},
 		SFT:             SFTConfig{Epochs: 0, BatchSize: 32, LearningRate: 1e-4},
 		EvalEvery:       10,
+		EvalSamples:     8,
 		CheckpointEvery: 10,
 		KeepCheckpoints: 3,
 	}
@@ -138,6 +144,8 @@ func (c Config) Validate() error {
 		return fielderr.New("eval_every", "must be ≥ 0, got %d", c.EvalEvery)
 	case c.EvalTurns < 0:
 		return fielderr.New("eval_turns", "must be ≥ 0, got %d", c.EvalTurns)
+	case c.EvalSamples < 0:
+		return fielderr.New("eval_samples", "must be ≥ 0, got %d", c.EvalSamples)
 	case c.CheckpointEvery < 0:
 		return fielderr.New("checkpoint_every", "must be ≥ 0, got %d", c.CheckpointEvery)
 	case c.KeepCheckpoints < 0:

@@ -2,11 +2,13 @@ package grpo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 
 	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/internal/stats"
 	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/rollout"
 	"github.com/himes-rl/himes/trainer"
@@ -48,17 +50,20 @@ func (l *Loop) evaluate(ctx context.Context, step int, phase string) error {
 		policyRewrites[i] = s.Text
 		rawRewrites[i] = turns[i].Question
 	}
-	pol, err := l.evalSystem(ctx, step, turns, policyRewrites, resp.PolicyVersion)
+	pol, polRecs, err := l.evalSystem(ctx, step, turns, policyRewrites, resp.PolicyVersion)
 	if err != nil {
 		return fmt.Errorf("eval at step %d (policy): %w", step, err)
 	}
-	raw, err := l.evalSystem(ctx, step, turns, rawRewrites, resp.PolicyVersion)
+	raw, rawRecs, err := l.evalSystem(ctx, step, turns, rawRewrites, resp.PolicyVersion)
 	if err != nil {
 		return fmt.Errorf("eval at step %d (raw): %w", step, err)
 	}
 	m := EvalMetrics{Kind: "eval", Step: step, Phase: phase, Policy: pol, Raw: raw}
-	if err := l.metrics.Write(m); err != nil {
+	if err := l.writeLine(&m); err != nil {
 		return err
+	}
+	if err := l.writeSamples(step, phase, turns, polRecs, rawRecs); err != nil {
+		return fmt.Errorf("eval at step %d: %w", step, err)
 	}
 	// Shown by the progress display (a line above the bar on a terminal, a
 	// log line otherwise), or logged here when there is none.
@@ -73,16 +78,26 @@ func (l *Loop) evaluate(ctx context.Context, step int, phase string) error {
 	return nil
 }
 
-// LogEval writes an evaluation as one structured log line.
+// LogEval writes an evaluation as one structured log line; metrics that were
+// not computed are left out.
 func LogEval(log *slog.Logger, m EvalMetrics) {
-	log.Info("eval", "step", m.Step, "phase", m.Phase, "policy_reward", round4(m.Policy.Reward), "raw_reward", round4(m.Raw.Reward),
-		"policy_recall@10", round4(m.Policy.Recall10), "raw_recall@10", round4(m.Raw.Recall10),
-		"policy_mrr", round4(m.Policy.MRR), "raw_mrr", round4(m.Raw.MRR), "turns", m.Policy.Turns, "failed", m.Policy.Failed+m.Raw.Failed)
+	attrs := []any{"step", m.Step, "phase", m.Phase, "policy_reward", round4(m.Policy.Reward), "raw_reward", round4(m.Raw.Reward)}
+	for _, o := range []struct {
+		key string
+		v   *float64
+	}{{"policy_recall@10", m.Policy.Recall10}, {"raw_recall@10", m.Raw.Recall10}, {"policy_mrr", m.Policy.MRR}, {"raw_mrr", m.Raw.MRR}} {
+		if o.v != nil {
+			attrs = append(attrs, o.key, round4(*o.v))
+		}
+	}
+	log.Info("eval", append(attrs, "turns", m.Policy.Turns, "failed", m.Policy.Failed+m.Raw.Failed)...)
 }
 
 // evalSystem runs one rewriter's rewrites through the rollout pipeline and,
-// where the turns have gold passages, the retrieval metrics.
-func (l *Loop) evalSystem(ctx context.Context, step int, turns []datasets.Turn, rewrites []string, version int64) (EvalSystem, error) {
+// where the turns have gold passages, the retrieval metrics. Means come with
+// 95% intervals from resampling conversations (the same bootstrap, seed and
+// conversation order as himes eval, which reproduces them).
+func (l *Loop) evalSystem(ctx context.Context, step int, turns []datasets.Turn, rewrites []string, version int64) (EvalSystem, []rollout.Record, error) {
 	groups := make([]rollout.Group, len(turns))
 	for i, turn := range turns {
 		groups[i] = rollout.Group{PromptID: "eval/" + turn.ID(), Turn: turn,
@@ -90,17 +105,21 @@ func (l *Loop) evalSystem(ctx context.Context, step int, turns []datasets.Turn, 
 	}
 	recs, _, err := l.deps.Runner.Run(ctx, step, groups)
 	if err != nil {
-		return EvalSystem{}, err
+		return EvalSystem{}, nil, err
 	}
-	var s EvalSystem
-	s.Turns = len(turns)
-	valid := 0
-	for _, r := range recs {
+	s := EvalSystem{Turns: len(turns)}
+	reward, squad := make([]float64, len(turns)), make([]float64, len(turns))
+	var firstErr string
+	for i, r := range recs {
 		if r.Failed() {
 			s.Failed++
+			reward[i], squad[i] = math.NaN(), math.NaN()
+			if firstErr == "" {
+				firstErr = r.Error
+			}
 			continue
 		}
-		valid++
+		reward[i], squad[i] = r.Reward, r.SquadF1
 		s.Reward += r.Reward
 		s.RougeLF1 += r.RougeF1
 		s.EM += r.EM
@@ -108,33 +127,96 @@ func (l *Loop) evalSystem(ctx context.Context, step int, turns []datasets.Turn, 
 		s.SquadEM += r.SquadEM
 		s.SquadF1 += r.SquadF1
 	}
-	if valid > 0 {
-		n := float64(valid)
-		s.Reward, s.RougeLF1, s.EM, s.Hit, s.SquadF1 = s.Reward/n, s.RougeLF1/n, s.EM/n, s.Hit/n, s.SquadF1/n
-		s.SquadEM /= n
+	valid := len(recs) - s.Failed
+	if valid == 0 {
+		// A row of zeros would read as a measurement.
+		return s, nil, fmt.Errorf("every one of the %d evaluation rollouts failed (first: %s)", len(recs), firstErr)
+	}
+	n := float64(valid)
+	s.Reward, s.RougeLF1, s.EM, s.Hit, s.SquadF1 = s.Reward/n, s.RougeLF1/n, s.EM/n, s.Hit/n, s.SquadF1/n
+	s.SquadEM /= n
+	convs := conversationsOf(turns)
+	if s.CI.Reward, err = l.interval(convs, reward); err != nil {
+		return s, nil, err
+	}
+	if s.CI.SquadF1, err = l.interval(convs, squad); err != nil {
+		return s, nil, err
 	}
 	if l.deps.Ranker == nil {
-		return s, nil
+		return s, recs, nil
 	}
+	recall, rr := make([]float64, len(turns)), make([]float64, len(turns))
 	judged := 0
+	var sumR, sumRR float64
 	for i, turn := range turns {
+		recall[i], rr[i] = math.NaN(), math.NaN()
 		qrels := qrelsOf(turn)
 		if len(qrels) == 0 {
 			continue
 		}
 		run, err := l.deps.Ranker(ctx, turn.User, rewrites[i], turn.Question)
 		if err != nil {
-			return s, fmt.Errorf("rank %s: %w", turn.ID(), err)
+			return s, nil, fmt.Errorf("rank %s: %w", turn.ID(), err)
 		}
 		judged++
-		s.Recall10 += retrieval.Recall(run, qrels, 10)
-		s.MRR += retrieval.RecipRank(run, qrels)
+		recall[i], rr[i] = retrieval.Recall(run, qrels, 10), retrieval.RecipRank(run, qrels)
+		sumR += recall[i]
+		sumRR += rr[i]
 	}
 	if judged > 0 {
-		s.Recall10 /= float64(judged)
-		s.MRR /= float64(judged)
+		s.Recall10, s.MRR = ptr(sumR/float64(judged)), ptr(sumRR/float64(judged))
+		if s.CI.Recall10, err = l.interval(convs, recall); err != nil {
+			return s, nil, err
+		}
+		if s.CI.MRR, err = l.interval(convs, rr); err != nil {
+			return s, nil, err
+		}
 	}
-	return s, nil
+	return s, recs, nil
+}
+
+// conversationsOf lists, per conversation in order of first appearance, the
+// indices of its turns: the clusters of the bootstrap.
+func conversationsOf(turns []datasets.Turn) [][]int {
+	pos := map[string]int{}
+	var out [][]int
+	for i, t := range turns {
+		p, ok := pos[t.ConvID]
+		if !ok {
+			p = len(out)
+			pos[t.ConvID] = p
+			out = append(out, nil)
+		}
+		out[p] = append(out[p], i)
+	}
+	return out
+}
+
+// interval is the 95% cluster-bootstrap interval of the mean of per-turn
+// values (NaN: the turn has no value), nil when no turn has one.
+func (l *Loop) interval(convs [][]int, perTurn []float64) (*Interval, error) {
+	values := make([][]float64, len(convs))
+	for c, idx := range convs {
+		for _, i := range idx {
+			values[c] = append(values[c], perTurn[i])
+		}
+	}
+	est, err := stats.Bootstrap(values, evalStats(l.deps.Seed))
+	if errors.Is(err, stats.ErrNoData) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	return &Interval{Lo: est.Lo, Hi: est.Hi}, nil
+}
+
+// evalStats is himes eval's default resampling (2000 resamples, 95%, the
+// run's seed), so its intervals reproduce the loop's.
+func evalStats(seed int64) stats.Config {
+	c := stats.DefaultConfig()
+	c.Seed = uint64(seed)
+	return c
 }
 
 // qrelsOf turns a turn's grounding passages into relevance judgments

@@ -40,6 +40,27 @@ type Deps struct {
 	// "before_update", "after_update"); crash tests use it to kill the
 	// process there and check that --resume continues exactly.
 	Fault func(point string, step int)
+	// Tracker mirrors every metrics line (and the eval samples) to an
+	// experiment tracker such as TensorBoard. Nil means none.
+	Tracker Tracker
+	// Now is the wall clock of the metrics' time stamps (nil: time.Now).
+	Now func() time.Time
+}
+
+// Tracker receives the run's metrics as they are written to metrics.jsonl.
+type Tracker interface {
+	// Begin is called once per session before anything else, with the first
+	// step the session writes: a resumed run rewrites the steps its
+	// checkpoint does not cover, and the tracker should drop what an earlier
+	// session wrote for them.
+	Begin(firstStep int) error
+	// Scalars records the numbers of one metrics line (see Flatten).
+	Scalars(step int, wall time.Time, values []Scalar) error
+	// Text records a Markdown text under tag.
+	Text(step int, wall time.Time, tag, markdown string) error
+	// Flush makes what was recorded durable (called with each checkpoint).
+	Flush() error
+	Close() error
 }
 
 // Progress receives the run's progress.
@@ -64,6 +85,12 @@ type Loop struct {
 	// histWords caches each training turn's distinct history words for the
 	// copies-history guard (histories are long; turns recur every epoch).
 	histWords map[string]map[string]bool
+	// caps are the trainer's capabilities (does it compute entropy?).
+	caps trainer.Capabilities
+	// sessionStart and elapsedBase give elapsed_s: the training time the
+	// checkpoint covered plus this session's.
+	sessionStart time.Time
+	elapsedBase  float64
 }
 
 // NewLoop checks the dependencies and returns a loop ready to Run.
@@ -83,6 +110,9 @@ func NewLoop(cfg Config, deps Deps) (*Loop, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
 	return &Loop{cfg: cfg, deps: deps, log: deps.Logger.With("component", "grpo")}, nil
 }
 
@@ -90,9 +120,24 @@ func NewLoop(cfg Config, deps Deps) (*Loop, error) {
 // set, until cfg.Steps. On cancellation (SIGINT/SIGTERM) it saves a
 // checkpoint of the last completed step and returns the context's error.
 func (l *Loop) Run(ctx context.Context, resume bool) (err error) {
+	l.sessionStart = l.deps.Now()
 	if err := l.restore(ctx, resume); err != nil {
 		return err
 	}
+	l.elapsedBase = l.state.ElapsedSeconds
+	info, err := l.deps.Policy.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("trainer info: %w", err)
+	}
+	l.caps = info.Capabilities
+	if err := l.writeStatus(StateRunning, nil); err != nil {
+		return err
+	}
+	defer func() {
+		if serr := l.writeStatus(endState(err), err); serr != nil && err == nil {
+			err = serr
+		}
+	}()
 	covered := l.state.Step
 	if l.state.TrainerCheckpoint == "" {
 		covered = -1 // no checkpoint: nothing in an earlier log is covered
@@ -101,6 +146,16 @@ func (l *Loop) Run(ctx context.Context, resume bool) (err error) {
 		return err
 	}
 	defer l.metrics.Close()
+	if t := l.deps.Tracker; t != nil {
+		if err := t.Begin(covered + 1); err != nil {
+			return fmt.Errorf("tracker: %w", err)
+		}
+		defer func() {
+			if cerr := t.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("tracker: %w", cerr)
+			}
+		}()
+	}
 	if p := l.deps.Progress; p != nil {
 		p.Start(l.state.Step, l.cfg.Steps)
 		defer p.Finish()
@@ -144,7 +199,7 @@ func (l *Loop) Run(ctx context.Context, resume bool) (err error) {
 			}
 			return fmt.Errorf("step %d: %w", step, err)
 		}
-		if err := l.metrics.Write(m); err != nil {
+		if err := l.writeLine(&m); err != nil {
 			return err
 		}
 		if p := l.deps.Progress; p != nil {
@@ -232,7 +287,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 	l.fault("after_update", step)
 	timing.update = time.Since(updateStart)
 	l.state.Step = step
-	l.state.PolicyVersion = upd.PolicyVersion
+	l.state.PolicyVersion = upd.resp.PolicyVersion
 	l.state.Epoch, l.state.Cursor = next.Epoch, next.Cursor
 
 	// 8. Metrics.
@@ -359,7 +414,7 @@ func (l *Loop) sampleAndRollOut(ctx context.Context, step, round int, turns []da
 }
 
 // update sends the included samples with their advantages to the trainer.
-func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (trainer.GRPOResponse, error) {
+func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (updateReport, error) {
 	var samples []trainer.GRPOSample
 	for _, g := range b.groups {
 		for k, r := range g.records {
@@ -375,7 +430,7 @@ func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (trainer.GRPO
 	if len(samples) == 0 {
 		// Nothing to learn from (all groups dropped): the policy is unchanged.
 		l.log.Warn("no samples to update on", "step", step)
-		return trainer.GRPOResponse{PolicyVersion: l.state.PolicyVersion}, nil
+		return updateReport{resp: trainer.GRPOResponse{PolicyVersion: l.state.PolicyVersion}}, nil
 	}
 	resp, err := l.deps.Policy.GRPOStep(ctx, trainer.GRPORequest{
 		StepID:  l.stepID(fmt.Sprintf("grpo-%06d", step)),
@@ -388,9 +443,9 @@ func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (trainer.GRPO
 		},
 	})
 	if err != nil {
-		return resp, fmt.Errorf("policy update: %w", err)
+		return updateReport{}, fmt.Errorf("policy update: %w", err)
 	}
-	return resp, nil
+	return updateReport{resp: resp, sent: true, kl: l.cfg.Loss.KLCoef > 0, entropy: l.caps.Entropy, dual: l.cfg.Loss.ClipRatioC > 0}, nil
 }
 
 // sftPhase runs the optional supervised epochs on (prompt, human rewrite).
@@ -436,7 +491,7 @@ func (l *Loop) sftPhase(ctx context.Context) error {
 		}
 		mean := lossSum / math.Max(1, float64(batches))
 		l.log.Info("sft epoch", "epoch", epoch+1, "of", l.cfg.SFT.Epochs, "examples", len(examples), "loss", mean)
-		if err := l.metrics.Write(SFTMetrics{Kind: "sft", Step: 0, Epoch: epoch + 1, Examples: len(examples), Loss: mean}); err != nil {
+		if err := l.writeLine(&SFTMetrics{Kind: "sft", Step: 0, Epoch: epoch + 1, Examples: len(examples), Loss: mean}); err != nil {
 			return err
 		}
 	}
@@ -457,4 +512,48 @@ func allIndices(n int) []int {
 		idx[i] = i
 	}
 	return idx
+}
+
+// stamped is a metrics line (its Stamp is promoted from the embedded field).
+type stamped interface{ setStamp(Stamp) }
+
+func (s *Stamp) setStamp(v Stamp) { *s = v }
+
+// elapsedAt is the training time at now, over all sessions of the run.
+func (l *Loop) elapsedAt(now time.Time) float64 {
+	return l.elapsedBase + now.Sub(l.sessionStart).Seconds()
+}
+
+// writeLine stamps a metrics line, appends it to metrics.jsonl and mirrors
+// its numbers to the tracker.
+func (l *Loop) writeLine(line stamped) error {
+	now := l.deps.Now()
+	line.setStamp(Stamp{Time: now.UTC().Truncate(time.Millisecond), ElapsedSeconds: math.Round(l.elapsedAt(now)*1e3) / 1e3})
+	if err := l.metrics.Write(line); err != nil {
+		return err
+	}
+	if l.deps.Tracker == nil {
+		return nil
+	}
+	vals, err := Flatten(line)
+	if err != nil {
+		return err
+	}
+	if err := l.deps.Tracker.Scalars(lineStep(line), now, vals); err != nil {
+		return fmt.Errorf("tracker: %w", err)
+	}
+	return nil
+}
+
+func lineStep(line stamped) int {
+	switch m := line.(type) {
+	case *StepMetrics:
+		return m.Step
+	case *EvalMetrics:
+		return m.Step
+	case *SFTMetrics:
+		// SFT epochs precede GRPO step 1; TensorBoard's x axis for them is the epoch.
+		return m.Epoch
+	}
+	return 0
 }

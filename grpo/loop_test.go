@@ -357,8 +357,8 @@ func TestDynamicSamplingReplacesZeroVarianceGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if calls != 2 || m.ResampledGroups != 2 || m.ZeroVarFrac != 0 {
-		t.Fatalf("sample calls %d, resampled %d, zero-var %v; want 2, 2, 0", calls, m.ResampledGroups, m.ZeroVarFrac)
+	if calls != 2 || m.ResampledGroups != 2 || Val(m.ZeroVarFrac) != 0 {
+		t.Fatalf("sample calls %d, resampled %d, zero-var %v; want 2, 2, 0", calls, m.ResampledGroups, Val(m.ZeroVarFrac))
 	}
 }
 

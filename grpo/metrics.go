@@ -1,5 +1,13 @@
 package grpo
 
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
 // Terms are the mean reward and its terms over a set of rollouts or turns.
 // RougeLF1, EM and Hit are the answers' real scores, guarded rollouts
 // included; GuardPenalty is the mean guard_penalty term (0 for a rollout no
@@ -16,38 +24,60 @@ type Terms struct {
 	GuardPenalty float64 `json:"guard_penalty"`
 }
 
+// Stamp says when a metrics line was written: wall-clock time (RFC 3339, UTC)
+// and the seconds of training before it, summed over resumed sessions (time
+// lost to a crash after the last checkpoint is not counted).
+type Stamp struct {
+	Time           time.Time `json:"time"`
+	ElapsedSeconds float64   `json:"elapsed_s"`
+}
+
+// A metric that was not computed is a nil pointer, absent from the JSON line
+// (omitempty): never a 0 that reads as a measurement. Fields marked
+// "absent when …" below say when.
+
 // StepMetrics is one "step" line of metrics.jsonl.
 type StepMetrics struct {
-	Kind          string  `json:"kind"` // "step"
-	Step          int     `json:"step"`
-	PolicyVersion int64   `json:"policy_version"`
-	Epoch         int     `json:"epoch"`
-	Rollouts      int     `json:"rollouts"`
-	RewardMean    float64 `json:"reward_mean"`
-	RewardStd     float64 `json:"reward_std"`
-	Terms         Terms   `json:"terms"` // means over valid rollouts
+	Kind string `json:"kind"` // "step"
+	Stamp
+	Step          int   `json:"step"`
+	PolicyVersion int64 `json:"policy_version"`
+	Epoch         int   `json:"epoch"`
+	Rollouts      int   `json:"rollouts"`
+	// RewardMean, RewardStd and Terms are over the valid rollouts; absent
+	// when every rollout of the step failed.
+	RewardMean *float64 `json:"reward_mean,omitempty"`
+	RewardStd  *float64 `json:"reward_std,omitempty"`
+	Terms      *Terms   `json:"terms,omitempty"`
 
 	// Zero-variance groups, as a fraction of the groups with ≥ 2 valid
-	// rollouts: overall (total reward) and per term.
-	ZeroVarFrac       float64 `json:"zero_var_frac"`
-	ZeroVarFracRougeL float64 `json:"zero_var_frac_rougeL"`
-	ZeroVarFracEM     float64 `json:"zero_var_frac_em"`
-	ZeroVarFracHit    float64 `json:"zero_var_frac_hit"`
-	DroppedGroups     int     `json:"dropped_groups"`
-	FailedRollouts    int     `json:"failed_rollouts"`
-	ResampledGroups   int     `json:"resampled_groups"`
-	AdvantageMean     float64 `json:"adv_mean"`
-	AdvantageStd      float64 `json:"adv_std"`
-	AdvantageAbsMean  float64 `json:"adv_abs_mean"`
-	Loss              float64 `json:"loss"`
-	KL                float64 `json:"kl"`
-	ClipFracLow       float64 `json:"clip_frac_low"`
-	ClipFracHigh      float64 `json:"clip_frac_high"`
-	ClipFracDual      float64 `json:"clip_frac_dual"`
-	GradNorm          float64 `json:"grad_norm"`
-	Entropy           float64 `json:"entropy"`
-	RewriteLenMean    float64 `json:"rewrite_len_mean"` // words
-	DedupHits         int     `json:"dedup_hits"`
+	// rollouts: overall (total reward) and per term; absent when no group
+	// has 2 valid rollouts.
+	ZeroVarFrac       *float64 `json:"zero_var_frac,omitempty"`
+	ZeroVarFracRougeL *float64 `json:"zero_var_frac_rougeL,omitempty"`
+	ZeroVarFracEM     *float64 `json:"zero_var_frac_em,omitempty"`
+	ZeroVarFracHit    *float64 `json:"zero_var_frac_hit,omitempty"`
+	DroppedGroups     int      `json:"dropped_groups"`
+	FailedRollouts    int      `json:"failed_rollouts"`
+	ResampledGroups   int      `json:"resampled_groups"`
+	// Advantages of the included samples; absent when none is included.
+	AdvantageMean    *float64 `json:"adv_mean,omitempty"`
+	AdvantageStd     *float64 `json:"adv_std,omitempty"`
+	AdvantageAbsMean *float64 `json:"adv_abs_mean,omitempty"`
+	// The trainer's report of the update; all absent when no update was sent
+	// (every group dropped). KL is absent when kl_coef is 0 (the trainer
+	// skips the reference), Entropy when the endpoint does not compute it
+	// (capabilities.entropy false).
+	Loss         *float64 `json:"loss,omitempty"`
+	KL           *float64 `json:"kl,omitempty"`
+	ClipFracLow  *float64 `json:"clip_frac_low,omitempty"`
+	ClipFracHigh *float64 `json:"clip_frac_high,omitempty"`
+	// ClipFracDual is absent unless dual clip is on (loss.clip_ratio_c > 0).
+	ClipFracDual   *float64 `json:"clip_frac_dual,omitempty"`
+	GradNorm       *float64 `json:"grad_norm,omitempty"`
+	Entropy        *float64 `json:"entropy,omitempty"`
+	RewriteLenMean float64  `json:"rewrite_len_mean"` // words
+	DedupHits      int      `json:"dedup_hits"`
 	// CacheHits counts answers reused from the answer cache: deterministic
 	// while the cache holds the run's distinct prompts; once it evicts, which
 	// entries survive depends on goroutine timing.
@@ -64,20 +94,42 @@ type StepMetrics struct {
 	StepSeconds        float64 `json:"t_step_s"`
 }
 
-// EvalSystem is the evaluation of one rewriter on the held-out split.
+// Interval is a confidence interval.
+type Interval struct {
+	Lo float64 `json:"lo"`
+	Hi float64 `json:"hi"`
+}
+
+// EvalCI holds 95% cluster-bootstrap intervals (conversations resampled,
+// internal/stats) of an EvalSystem's means; a metric's interval is absent
+// when the metric is.
+type EvalCI struct {
+	Reward   *Interval `json:"reward,omitempty"`
+	Recall10 *Interval `json:"recall_10,omitempty"`
+	MRR      *Interval `json:"mrr,omitempty"`
+	SquadF1  *Interval `json:"squad_f1,omitempty"`
+}
+
+// EvalSystem is the evaluation of one rewriter on the held-out split. The
+// reward terms are means over the turns whose rollout succeeded (an
+// evaluation in which every rollout fails is an error, not a row of zeros).
 type EvalSystem struct {
 	Terms
-	Recall10 float64 `json:"recall_10"`
-	MRR      float64 `json:"mrr"`
-	Turns    int     `json:"turns"`
-	Failed   int     `json:"failed"`
+	// Recall10 and MRR are over the turns with gold passages; absent when
+	// there is no ranker or no turn has gold passages.
+	Recall10 *float64 `json:"recall_10,omitempty"`
+	MRR      *float64 `json:"mrr,omitempty"`
+	CI       EvalCI   `json:"ci"`
+	Turns    int      `json:"turns"`
+	Failed   int      `json:"failed"`
 }
 
 // EvalMetrics is one "eval" line of metrics.jsonl: the policy (greedy) and
 // the raw question as a fixed baseline, on the same held-out turns.
 type EvalMetrics struct {
 	Kind string `json:"kind"` // "eval"
-	Step int    `json:"step"`
+	Stamp
+	Step int `json:"step"`
 	// Phase is "init" (before any training), "sft" (after the SFT phase,
 	// before GRPO) or "grpo".
 	Phase  string     `json:"phase"`
@@ -87,9 +139,70 @@ type EvalMetrics struct {
 
 // SFTMetrics is one "sft" line of metrics.jsonl: an epoch of the SFT phase.
 type SFTMetrics struct {
-	Kind     string  `json:"kind"` // "sft"
+	Kind string `json:"kind"` // "sft"
+	Stamp
 	Step     int     `json:"step"` // always 0: SFT precedes GRPO step 1
 	Epoch    int     `json:"epoch"`
 	Examples int     `json:"examples"`
 	Loss     float64 `json:"loss"`
+}
+
+// Val is the value of an optional metric, NaN when it was not computed (so
+// means and plots skip it instead of averaging a 0).
+func Val(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// Scalar is one named number of a metrics line.
+type Scalar struct {
+	Name  string
+	Value float64
+}
+
+// Flatten lists the numbers of a metrics line under their metrics.jsonl
+// names, nested keys joined with '/' and prefixed with the line's kind
+// ("step/terms/rougeL_f1", "eval/policy/recall_10"), in name order. Strings
+// (kind, phase, time) and the step itself are left out; absent metrics have
+// no entry. TensorBoard tags use these names.
+func Flatten(line any) ([]Scalar, error) {
+	b, err := json.Marshal(line)
+	if err != nil {
+		return nil, fmt.Errorf("flatten metrics: %w", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("flatten metrics: %w", err)
+	}
+	kind, _ := m["kind"].(string)
+	if kind == "" {
+		return nil, fmt.Errorf("flatten metrics: %T has no kind", line)
+	}
+	delete(m, "kind")
+	delete(m, "step")
+	var out []Scalar
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch x := v.(type) {
+		case float64:
+			out = append(out, Scalar{prefix, x})
+		case bool:
+			if x {
+				out = append(out, Scalar{prefix, 1})
+			} else {
+				out = append(out, Scalar{prefix, 0})
+			}
+		case map[string]any:
+			for k, e := range x {
+				walk(prefix+"/"+k, e)
+			}
+		}
+	}
+	walk(kind, m)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
 }

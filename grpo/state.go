@@ -4,6 +4,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -25,6 +26,9 @@ type State struct {
 	EvalDone          bool      `json:"eval_done"` // the evaluation at Step is in metrics.jsonl
 	TrainerCheckpoint string    `json:"trainer_checkpoint"`
 	SavedAt           time.Time `json:"saved_at"`
+	// ElapsedSeconds is the training time up to this checkpoint, over all
+	// sessions (metrics' elapsed_s continues from it on resume).
+	ElapsedSeconds float64 `json:"elapsed_s"`
 }
 
 // restore starts a fresh state, or on resume loads the newest checkpoint and
@@ -92,8 +96,14 @@ func (l *Loop) checkpoint(ctx context.Context) error {
 	}
 	l.state.TrainerCheckpoint = name
 	l.state.SavedAt = time.Now().UTC()
+	l.state.ElapsedSeconds = l.elapsedAt(l.deps.Now())
 	if err := l.metrics.Sync(); err != nil {
 		return err
+	}
+	if t := l.deps.Tracker; t != nil {
+		if err := t.Flush(); err != nil {
+			return fmt.Errorf("tracker: %w", err)
+		}
 	}
 	pruned, err := l.deps.Run.SaveState(l.state.Step, l.state, l.cfg.KeepCheckpoints)
 	if err != nil {
@@ -127,6 +137,9 @@ func (l *Loop) deleteTrainerCheckpoint(ctx context.Context, name string) {
 	}
 }
 
+// ErrInterrupted is returned by Run when SIGINT/SIGTERM stopped it.
+var ErrInterrupted = errors.New("interrupted")
+
 // interrupted saves a checkpoint of the last completed step after SIGINT or
 // SIGTERM, with a fresh context since the run's own is cancelled.
 func (l *Loop) interrupted(ctx context.Context) error {
@@ -148,7 +161,7 @@ func (l *Loop) interrupted(ctx context.Context) error {
 			l.log.Info("interrupted: checkpoint saved", "step", l.state.Step)
 		}
 	}
-	return fmt.Errorf("interrupted after step %d (resume with --resume): %w", l.state.Step, context.Cause(ctx))
+	return fmt.Errorf("%w after step %d (resume with --resume): %w", ErrInterrupted, l.state.Step, context.Cause(ctx))
 }
 
 // epochOrder is the seeded permutation of the data for one epoch.

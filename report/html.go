@@ -3,8 +3,8 @@ package report
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
-	"github.com/himes-rl/himes/internal/stats"
 	"html/template"
 	"io"
 	"log/slog"
@@ -12,10 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/internal/atomicfile"
+	"github.com/himes-rl/himes/internal/stats"
 )
 
 // Summary is the table row of one run.
@@ -31,6 +33,13 @@ type Summary struct {
 	Evals       int
 	Final       *grpo.EvalMetrics // the last eval line, nil when none
 	Config      string
+	// InProgress: status.json says running and the process is alive (or
+	// on another host, where that cannot be checked).
+	InProgress bool
+	// Progress is one line on where the run stands (state, step, time).
+	Progress string
+	// Samples is the newest evaluation's samples table.
+	Samples []grpo.SampleRow
 }
 
 // Summarize reduces a run to its table row. Start and end rewards average a
@@ -40,23 +49,84 @@ func Summarize(r Run) Summary {
 	if n := len(r.Steps); n > 0 {
 		k := max(1, n/10)
 		s.LastStep = r.Steps[n-1].Step
-		s.RewardStart = meanOf(r.Steps[:k], func(m grpo.StepMetrics) float64 { return m.RewardMean })
+		reward := func(m grpo.StepMetrics) float64 { return grpo.Val(m.RewardMean) }
+		s.RewardStart = meanOf(r.Steps[:k], reward)
 		tail := r.Steps[n-k:]
-		s.RewardEnd = meanOf(tail, func(m grpo.StepMetrics) float64 { return m.RewardMean })
-		s.KLEnd = meanOf(tail, func(m grpo.StepMetrics) float64 { return m.KL })
-		s.ZeroVarEnd = meanOf(tail, func(m grpo.StepMetrics) float64 { return m.ZeroVarFrac })
+		s.RewardEnd = meanOf(tail, reward)
+		s.KLEnd = meanOf(tail, func(m grpo.StepMetrics) float64 { return grpo.Val(m.KL) })
+		s.ZeroVarEnd = meanOf(tail, func(m grpo.StepMetrics) float64 { return grpo.Val(m.ZeroVarFrac) })
 	}
 	if n := len(r.Evals); n > 0 {
 		e := r.Evals[n-1]
 		s.Final = &e
 	}
+	s.Samples = r.Samples
+	s.InProgress, s.Progress = progress(r, s.LastStep)
 	return s
 }
 
+// progress describes where a run stands from its status.json and the last
+// metrics line.
+func progress(r Run, lastStep int) (bool, string) {
+	var last grpo.Stamp
+	for _, m := range r.Steps {
+		last = later(last, m.Stamp)
+	}
+	for _, m := range r.Evals {
+		last = later(last, m.Stamp)
+	}
+	for _, m := range r.SFT {
+		last = later(last, m.Stamp)
+	}
+	when := ""
+	if !last.Time.IsZero() {
+		when = fmt.Sprintf("; last metrics line %s, after %.1f s of training", last.Time.UTC().Format(time.RFC3339), last.ElapsedSeconds)
+	}
+	if !r.HasStatus {
+		return false, fmt.Sprintf("step %d (no status.json)%s", lastStep, when)
+	}
+	st := r.Status
+	of := fmt.Sprintf("step %d of %d", lastStep, st.Steps)
+	switch {
+	case st.State == grpo.StateRunning && !r.Alive:
+		return false, fmt.Sprintf("stopped without a final status (process %d on %s is gone): %s%s", st.PID, st.Host, of, when)
+	case st.State == grpo.StateRunning:
+		return true, fmt.Sprintf("training: %s%s", of, when)
+	case st.Error != "":
+		return false, fmt.Sprintf("%s: %s (%s)%s", st.State, of, st.Error, when)
+	}
+	return false, fmt.Sprintf("%s: %s%s", st.State, of, when)
+}
+
+func later(a, b grpo.Stamp) grpo.Stamp {
+	if b.Time.After(a.Time) {
+		return b
+	}
+	return a
+}
+
+// alive reports whether the process a "running" status names still exists;
+// true when it runs on another host (nothing to check there).
+func alive(st grpo.Status) bool {
+	host, err := os.Hostname()
+	if err != nil || host != st.Host || st.PID <= 0 {
+		return true
+	}
+	// Signal 0 checks existence only; EPERM means it exists under another user.
+	err = syscall.Kill(st.PID, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// meanOf averages the computed values (NaN: not computed); NaN when none is.
 func meanOf(ms []grpo.StepMetrics, get func(grpo.StepMetrics) float64) float64 {
-	xs := make([]float64, len(ms))
-	for i, m := range ms {
-		xs[i] = get(m)
+	var xs []float64
+	for _, m := range ms {
+		if v := get(m); !math.IsNaN(v) {
+			xs = append(xs, v)
+		}
+	}
+	if len(xs) == 0 {
+		return math.NaN()
 	}
 	return stats.Mean(xs)
 }
@@ -66,12 +136,22 @@ type Result struct {
 	HTML     string
 	Markdown string
 	PNGs     []string
+	// InProgress: some run is still training.
+	InProgress bool
+	// Steps is the last step of each run, in argument order.
+	Steps []int
 }
 
 // Generate loads the run directories, renders the figures, and writes
 // <name>.png for each, report.html (self-contained: images as base64 data
 // URIs) and report.md (linking the PNG files) into outDir.
 func Generate(ctx context.Context, runDirs []string, outDir string) (Result, error) {
+	return GenerateLive(ctx, runDirs, outDir, 0)
+}
+
+// GenerateLive is Generate for a report that is rewritten as runs train:
+// while a run is in progress, report.html reloads itself every refresh.
+func GenerateLive(ctx context.Context, runDirs []string, outDir string, refresh time.Duration) (Result, error) {
 	var res Result
 	if len(runDirs) == 0 {
 		return res, fmt.Errorf("report: no run directories")
@@ -109,9 +189,11 @@ func Generate(ctx context.Context, runDirs []string, outDir string) (Result, err
 	sums := make([]Summary, len(runs))
 	for i, r := range runs {
 		sums[i] = Summarize(r)
+		res.InProgress = res.InProgress || sums[i].InProgress
+		res.Steps = append(res.Steps, sums[i].LastStep)
 	}
 	res.HTML = filepath.Join(outDir, "report.html")
-	if err := atomicfile.Write(res.HTML, 0o644, func(w io.Writer) error { return WriteHTML(w, sums, figs) }); err != nil {
+	if err := atomicfile.Write(res.HTML, 0o644, func(w io.Writer) error { return WriteHTML(w, sums, figs, refresh) }); err != nil {
 		return res, err
 	}
 	res.Markdown = filepath.Join(outDir, "report.md")
@@ -155,16 +237,34 @@ func rows(sums []Summary) []row {
 		if e := s.Final; e != nil {
 			r.EvalStep = fmt.Sprint(e.Step)
 			r.PolReward, r.RawReward = f3(e.Policy.Reward), f3(e.Raw.Reward)
-			r.PolR10, r.RawR10 = f3(e.Policy.Recall10), f3(e.Raw.Recall10)
-			r.PolMRR, r.RawMRR = f3(e.Policy.MRR), f3(e.Raw.MRR)
+			r.PolR10, r.RawR10 = f3(grpo.Val(e.Policy.Recall10)), f3(grpo.Val(e.Raw.Recall10))
+			r.PolMRR, r.RawMRR = f3(grpo.Val(e.Policy.MRR)), f3(grpo.Val(e.Raw.MRR))
 		}
 		out[i] = r
 	}
 	return out
 }
 
-var htmlTmpl = template.Must(template.New("report").Parse(`<!DOCTYPE html>
+var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
+	"deref": func(s *string) string { return *s },
+	"join":  func(ids []string) string { return strings.Join(ids, " · ") },
+	// cut keeps long answers from dominating the table (the cell's title
+	// and the Parquet file hold the whole text).
+	"cut": func(s string) string {
+		if r := []rune(s); len(r) > 240 {
+			return string(r[:240]) + "…"
+		}
+		return s
+	},
+	"opt": func(v *float64) string {
+		if v == nil {
+			return "–"
+		}
+		return f3(*v)
+	},
+}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
+{{if .Refresh}}<meta http-equiv="refresh" content="{{.Refresh}}">{{end}}
 <title>himes run report</title>
 <style>
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1150px;color:#222;padding:0 1em}
@@ -174,8 +274,13 @@ th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 figure{margin:2em 0} figcaption{color:#555;font-size:14px;margin-top:.3em}
 img{max-width:100%;border:1px solid #eee}
 pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:12px}
+table.samples td,table.samples th{text-align:left;vertical-align:top;max-width:22em;font-size:13px}
+table.samples td.ids{word-break:break-all;font-family:monospace;font-size:11px;max-width:16em}
+.live{background:#eef6ee;border:1px solid #9c9;padding:.4em .8em}
 </style></head><body>
 <h1>himes run report</h1>
+{{range .Sums}}<p class="progress{{if .InProgress}} live{{end}}" data-run="{{.Name}}" data-step="{{.LastStep}}"><b>{{.Name}}</b>: {{.Progress}}{{if .InProgress}} — this page reloads every {{$.Refresh}} s while <code>himes report --watch</code> runs{{end}}</p>
+{{end}}
 <p>Generated {{.When}} from {{len .Rows}} run(s). Start/end rewards are means over the first/last tenth of the steps; KL and zero-variance share over the last tenth; eval columns are the last evaluation.</p>
 <table>
 <tr><th>run</th><th>steps</th><th>reward start</th><th>reward end</th><th>Δ</th><th>KL end</th><th>zero-var end</th><th>eval step</th><th>policy reward</th><th>raw reward</th><th>policy R@10</th><th>raw R@10</th><th>policy MRR</th><th>raw MRR</th></tr>
@@ -185,6 +290,12 @@ pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:12px}
 <img alt="{{.Title}}" src="{{.Src}}">
 <figcaption>{{.Caption}}</figcaption></figure>
 {{end}}
+{{range .Sums}}{{if .Samples}}<section class="samples-section"><h2 id="samples-{{.Name}}">Sample rewrites of {{.Name}} at step {{(index .Samples 0).Step}} ({{(index .Samples 0).Phase}})</h2>
+<p>The first held-out turns (<code>grpo.eval_samples</code>), the same at every evaluation; all of them are in <code>samples/*.parquet</code>.</p>
+<table class="samples"><tr><th>turn</th><th>question</th><th>policy rewrite</th><th>gold rewrite</th><th>retrieved</th><th>answer</th><th>reference</th><th>reward</th><th>raw reward</th></tr>
+{{range .Samples}}<tr><td>{{.ConvID}}#{{.Turn}}</td><td>{{.Question}}</td><td>{{.PolicyRewrite}}</td><td>{{if .GoldRewrite}}{{deref .GoldRewrite}}{{else}}–{{end}}</td><td class="ids">{{join .RetrievedIDs}}</td><td title="{{.Answer}}">{{if .Error}}failed: {{.Error}}{{else}}{{cut .Answer}}{{end}}</td><td title="{{.Reference}}">{{cut .Reference}}</td><td>{{opt .Reward}}</td><td>{{opt .RawReward}}</td></tr>
+{{end}}</table></section>
+{{end}}{{end}}
 {{range .Sums}}{{if .Config}}<details><summary>config.yaml of {{.Name}} ({{.Dir}})</summary><pre>{{.Config}}</pre></details>
 {{end}}{{end}}
 </body></html>
@@ -195,16 +306,25 @@ type htmlFigure struct {
 	Src                  template.URL
 }
 
-// WriteHTML writes a self-contained report: the summary table and every
-// figure embedded as a base64 PNG data URI.
-func WriteHTML(w io.Writer, sums []Summary, figs []Figure) error {
+// WriteHTML writes a self-contained report: where each run stands, the
+// summary table, every figure embedded as a base64 PNG data URI, and the
+// newest sample rewrites. With refresh > 0 and a run in progress, the page
+// reloads itself every refresh (a live view while --watch rewrites it).
+func WriteHTML(w io.Writer, sums []Summary, figs []Figure, refresh time.Duration) error {
 	hf := make([]htmlFigure, len(figs))
 	for i, f := range figs {
 		// The data URI is built from our own PNG bytes, so marking it safe is sound.
 		hf[i] = htmlFigure{Name: f.Name, Title: f.Title, Caption: f.Caption,
 			Src: template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(f.PNG))}
 	}
+	live := 0
+	for _, s := range sums {
+		if s.InProgress && refresh > 0 {
+			live = max(1, int(refresh.Round(time.Second).Seconds()))
+		}
+	}
 	return htmlTmpl.Execute(w, map[string]any{
+		"Refresh": live,
 		"When":    time.Now().UTC().Format(time.RFC3339),
 		"Rows":    rows(sums),
 		"Figures": hf,

@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/himes-rl/himes/grpo"
 )
@@ -28,6 +30,14 @@ type Run struct {
 	Config string
 	// Skipped counts metrics lines of kinds the report does not plot.
 	Skipped int
+	// Status is the run's status.json (HasStatus false when it has none).
+	Status    grpo.Status
+	HasStatus bool
+	// Alive: the process a "running" status names still existed (checked
+	// before the status was last read; true on another host).
+	Alive bool
+	// Samples is the newest evaluation's samples table (nil when none).
+	Samples []grpo.SampleRow
 }
 
 // MetricsFile and ConfigFile are the names the training loop writes in a run dir.
@@ -36,9 +46,19 @@ const (
 	ConfigFile  = "config.yaml"
 )
 
-// LoadRun reads dir/metrics.jsonl (required) and dir/config.yaml (optional).
+var errNoLines = errors.New("no step, eval or sft lines")
+
+// LoadRun reads dir/metrics.jsonl (required), and status.json, the newest
+// samples table and config.yaml when present.
 func LoadRun(ctx context.Context, dir string) (Run, error) {
 	run := Run{Name: filepath.Base(filepath.Clean(dir)), Dir: dir}
+	// The status first: the loop writes its final status after its last
+	// metrics line, so a final status read here means the metrics read
+	// next are complete.
+	var err error
+	if run.Status, run.HasStatus, run.Alive, err = readStatus(dir); err != nil {
+		return run, fmt.Errorf("run %s: %w", dir, err)
+	}
 	path := filepath.Join(dir, MetricsFile)
 	f, err := os.Open(path)
 	if err != nil {
@@ -51,7 +71,10 @@ func LoadRun(ctx context.Context, dir string) (Run, error) {
 	}
 	run.Steps, run.Evals, run.SFT, run.Skipped = m.Steps, m.Evals, m.SFT, m.Skipped
 	if len(run.Steps) == 0 && len(run.Evals) == 0 && len(run.SFT) == 0 {
-		return run, fmt.Errorf("%s: no step, eval or sft lines", path)
+		return run, fmt.Errorf("%s: %w", path, errNoLines)
+	}
+	if run.Samples, err = latestSamples(dir); err != nil {
+		return run, err
 	}
 	cfg, err := os.ReadFile(filepath.Join(dir, ConfigFile))
 	switch {
@@ -138,4 +161,37 @@ func jsonErr(err error) error {
 		return fmt.Errorf("field %s: want %s, got JSON %s", te.Field, te.Type, te.Value)
 	}
 	return err
+}
+
+// latestSamples reads the newest samples/step-*.parquet: the highest step,
+// and at step 0 the later phase (sft after init).
+func latestSamples(dir string) ([]grpo.SampleRow, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "samples", "step-*.parquet"))
+	if err != nil || len(files) == 0 {
+		return nil, err
+	}
+	rank := func(f string) string {
+		// step-NNNNNN-PHASE: zero-padded steps sort as text; init < sft < grpo.
+		b := strings.TrimSuffix(filepath.Base(f), ".parquet")
+		return strings.NewReplacer("-init", "-0", "-sft", "-1", "-grpo", "-2").Replace(b)
+	}
+	sort.Slice(files, func(i, j int) bool { return rank(files[i]) < rank(files[j]) })
+	rows, err := grpo.ReadSamples(files[len(files)-1])
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", dir, err)
+	}
+	return rows, nil
+}
+
+// readStatus reads status.json and, when it says running, whether its
+// process is alive. The process is checked before a second read: a process
+// that was gone at the check had written its final status before the
+// second read if it ever did, so "running" then really means it died.
+func readStatus(dir string) (st grpo.Status, ok, live bool, err error) {
+	if st, ok, err = grpo.ReadStatus(dir); err != nil || !ok || st.State != grpo.StateRunning {
+		return st, ok, false, err
+	}
+	live = alive(st)
+	st, ok, err = grpo.ReadStatus(dir)
+	return st, ok, live, err
 }

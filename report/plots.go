@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"reflect"
 	"sort"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -43,16 +45,31 @@ const dpi = 110
 
 // panel is one subplot: a metric of the step lines.
 type panel struct {
-	title string
-	get   func(grpo.StepMetrics) float64
-	unit  bool // a fraction: fix the y range to [0, 1]
+	title, ylabel string
+	// get returns NaN where the metric was not computed (grpo.Val).
+	get func(grpo.StepMetrics) float64
+	// share: a fraction, drawn on a y axis from 0 to 1.
+	share bool
 }
 
-// evalPanel is one subplot of the eval lines: policy solid, raw dashed.
+// evalPanel is one subplot of the eval lines: policy solid with its 95%
+// bootstrap interval shaded, raw question dashed.
 type evalPanel struct {
-	title string
-	get   func(grpo.EvalSystem) float64
+	title, ylabel string
+	get           func(grpo.EvalSystem) (float64, *grpo.Interval)
+	share         bool
 }
+
+func term(get func(grpo.Terms) float64) func(grpo.StepMetrics) float64 {
+	return func(m grpo.StepMetrics) float64 {
+		if m.Terms == nil {
+			return math.NaN()
+		}
+		return get(*m.Terms)
+	}
+}
+
+const notComputed = "absent where not computed, never drawn as 0"
 
 // Figures renders every figure the runs have data for, in a fixed order.
 func Figures(runs []Run) ([]Figure, error) {
@@ -66,37 +83,48 @@ func Figures(runs []Run) ([]Figure, error) {
 		}
 		return nil
 	}
+	smoothing := "Faint: the value at each step; bold: its centred moving average over the window the legend states."
 	steps := []struct {
 		name, title, caption string
 		panels               []panel
 		cols                 int
 	}{
-		{"reward", "Reward", "Mean HSER reward of the step's valid rollouts (faint: per step; bold: centred moving average).",
-			[]panel{{"reward (mean over rollouts)", func(m grpo.StepMetrics) float64 { return m.RewardMean }, false}}, 1},
-		{"terms", "Reward terms", "Means of each reward term over the step's valid rollouts. EM (reward) is normalized as reward.tokenizer says; SQuAD EM and F1 are the official SQuAD v1.1 numbers (reported, not rewarded).",
+		{"reward", "Reward", "Mean HSER reward (Rouge-L F1 + α·EM + β·Hit) of the step's valid rollouts. " + smoothing,
+			[]panel{{"reward", "mean reward per rollout", func(m grpo.StepMetrics) float64 { return grpo.Val(m.RewardMean) }, false}}, 1},
+		{"terms", "Reward terms", "Means of each reward term over the step's valid rollouts. EM (reward) is normalized as reward.tokenizer says; SQuAD EM and F1 are the official SQuAD v1.1 numbers (reported, not rewarded). " + smoothing,
 			[]panel{
-				{"Rouge-L F1", func(m grpo.StepMetrics) float64 { return m.Terms.RougeLF1 }, false},
-				{"EM (reward)", func(m grpo.StepMetrics) float64 { return m.Terms.EM }, false},
-				{"hit", func(m grpo.StepMetrics) float64 { return m.Terms.Hit }, false},
-				{"SQuAD EM", func(m grpo.StepMetrics) float64 { return m.Terms.SquadEM }, false},
-				{"SQuAD F1", func(m grpo.StepMetrics) float64 { return m.Terms.SquadF1 }, false},
-				{"guard penalty", func(m grpo.StepMetrics) float64 { return m.Terms.GuardPenalty }, false},
+				{"Rouge-L F1", "F1 (0–1)", term(func(t grpo.Terms) float64 { return t.RougeLF1 }), true},
+				{"EM (reward)", "share of rollouts", term(func(t grpo.Terms) float64 { return t.EM }), true},
+				{"hit", "share of rollouts", term(func(t grpo.Terms) float64 { return t.Hit }), true},
+				{"SQuAD EM", "share of rollouts", term(func(t grpo.Terms) float64 { return t.SquadEM }), true},
+				{"SQuAD F1", "F1 (0–1)", term(func(t grpo.Terms) float64 { return t.SquadF1 }), true},
+				{"guard penalty", "mean penalty per rollout", term(func(t grpo.Terms) float64 { return t.GuardPenalty }), false},
 			}, 2},
-		{"kl", "KL to the reference policy", "KL divergence reported by the trainer for the step's update.",
-			[]panel{{"KL", func(m grpo.StepMetrics) float64 { return m.KL }, false}}, 1},
-		{"zero_variance", "Zero-variance groups", "Share of groups whose rewards (or one term) are all equal: they carry no GRPO signal.",
+		{"kl", "KL to the reference policy", "Token-mean KL (k3 estimator) of the policy to its reference, as the trainer reports it; " +
+			"not computed (and not drawn) when grpo.loss.kl_coef is 0. " + smoothing,
+			[]panel{{"KL", "KL (nats per token)", func(m grpo.StepMetrics) float64 { return grpo.Val(m.KL) }, false}}, 1},
+		{"zero_variance", "Zero-variance groups", "Share of the groups with ≥ 2 valid rollouts whose rewards (or one term) are all equal: they carry no GRPO signal. " + smoothing,
 			[]panel{
-				{"total reward", func(m grpo.StepMetrics) float64 { return m.ZeroVarFrac }, true},
-				{"Rouge-L", func(m grpo.StepMetrics) float64 { return m.ZeroVarFracRougeL }, true},
-				{"EM (reward)", func(m grpo.StepMetrics) float64 { return m.ZeroVarFracEM }, true},
-				{"hit", func(m grpo.StepMetrics) float64 { return m.ZeroVarFracHit }, true},
+				{"total reward", "share of groups", func(m grpo.StepMetrics) float64 { return grpo.Val(m.ZeroVarFrac) }, true},
+				{"Rouge-L", "share of groups", func(m grpo.StepMetrics) float64 { return grpo.Val(m.ZeroVarFracRougeL) }, true},
+				{"EM (reward)", "share of groups", func(m grpo.StepMetrics) float64 { return grpo.Val(m.ZeroVarFracEM) }, true},
+				{"hit", "share of groups", func(m grpo.StepMetrics) float64 { return grpo.Val(m.ZeroVarFracHit) }, true},
 			}, 2},
-		{"optimization", "Optimization", "Policy loss, gradient norm, token entropy and rewrite length per step.",
+		{"optimization", "Optimization", "Policy loss, gradient norm (before clipping), token entropy and rewrite length per step; " + notComputed + ". " + smoothing,
 			[]panel{
-				{"loss", func(m grpo.StepMetrics) float64 { return m.Loss }, false},
-				{"grad norm", func(m grpo.StepMetrics) float64 { return m.GradNorm }, false},
-				{"entropy", func(m grpo.StepMetrics) float64 { return m.Entropy }, false},
-				{"rewrite length (words)", func(m grpo.StepMetrics) float64 { return m.RewriteLenMean }, false},
+				{"loss", "loss (token mean)", func(m grpo.StepMetrics) float64 { return grpo.Val(m.Loss) }, false},
+				{"grad norm", "global L2 norm", func(m grpo.StepMetrics) float64 { return grpo.Val(m.GradNorm) }, false},
+				{"entropy", "entropy (nats per token)", func(m grpo.StepMetrics) float64 { return grpo.Val(m.Entropy) }, false},
+				{"rewrite length", "words per rewrite", func(m grpo.StepMetrics) float64 { return m.RewriteLenMean }, false},
+			}, 2},
+		{"timing", "Time per step", "Where each step's time went. Retrieve, respond and score are summed over concurrent rollouts, so they can exceed the step's wall time. " + smoothing,
+			[]panel{
+				{"sample", "seconds", func(m grpo.StepMetrics) float64 { return m.SampleSeconds }, false},
+				{"retrieve (summed)", "seconds", func(m grpo.StepMetrics) float64 { return m.RetrieveSeconds }, false},
+				{"respond (summed)", "seconds", func(m grpo.StepMetrics) float64 { return m.RespondSeconds }, false},
+				{"score (summed)", "seconds", func(m grpo.StepMetrics) float64 { return m.ScoreSeconds }, false},
+				{"update", "seconds", func(m grpo.StepMetrics) float64 { return m.UpdateSeconds }, false},
+				{"whole step (wall)", "seconds", func(m grpo.StepMetrics) float64 { return m.StepSeconds }, false},
 			}, 2},
 	}
 	for _, s := range steps {
@@ -110,33 +138,38 @@ func Figures(runs []Run) ([]Figure, error) {
 		return nil, err
 	}
 	png, err = evalFigure(runs, []evalPanel{
-		{"eval reward", func(e grpo.EvalSystem) float64 { return e.Reward }},
-		{"eval Recall@10", func(e grpo.EvalSystem) float64 { return e.Recall10 }},
-		{"eval MRR", func(e grpo.EvalSystem) float64 { return e.MRR }},
-		{"eval SQuAD F1", func(e grpo.EvalSystem) float64 { return e.SquadF1 }},
+		{"eval reward", "mean reward per turn", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return e.Reward, e.CI.Reward }, false},
+		{"eval Recall@10", "Recall@10 (0–1)", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return grpo.Val(e.Recall10), e.CI.Recall10 }, true},
+		{"eval MRR", "MRR (0–1)", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return grpo.Val(e.MRR), e.CI.MRR }, true},
+		{"eval SQuAD F1", "F1 (0–1)", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return e.SquadF1, e.CI.SquadF1 }, true},
 	})
-	if err := add("eval", "Held-out evaluation", "Greedy policy rewrites (solid, dots) against the raw question (dashed) at each evaluation.", png, err); err != nil {
+	if err := add("eval", "Held-out evaluation", "Greedy policy rewrites (solid, dots) against the raw question (dashed) at each evaluation, "+
+		"with 95% intervals shaded (cluster bootstrap over conversations, 2000 resamples).", png, err); err != nil {
 		return nil, err
 	}
 	return figs, nil
 }
 
+// smoothHalf is the half-width of the moving average for a series of n
+// steps: about 1/50 of the series each side, none below 50 steps.
+func smoothHalf(n int) int { return n / 50 }
+
 func stepFigure(runs []Run, panels []panel, cols int) ([]byte, error) {
-	hasData := false
+	hasData, maxStep := false, 0
 	for _, r := range runs {
 		hasData = hasData || len(r.Steps) > 0
+		for _, m := range r.Steps {
+			maxStep = max(maxStep, m.Step)
+		}
 	}
 	if !hasData {
 		return nil, nil
 	}
 	plots := make([]*plot.Plot, len(panels))
 	for pi, pn := range panels {
-		p := newPlot(pn.title, "step")
-		entries := 0
+		p := newPlot(pn.title, "GRPO step", pn.ylabel)
+		entries, points := 0, 0
 		for ri, r := range runs {
-			if len(r.Steps) == 0 {
-				continue
-			}
 			xy := make(plotter.XYs, 0, len(r.Steps))
 			for _, m := range r.Steps {
 				if v := pn.get(m); !math.IsNaN(v) && !math.IsInf(v, 0) {
@@ -146,29 +179,38 @@ func stepFigure(runs []Run, panels []panel, cols int) ([]byte, error) {
 			if len(xy) == 0 {
 				continue
 			}
+			points += len(xy)
 			c := runColor(ri)
-			smooth := movingAverage(xy)
-			if smooth != nil {
-				raw, err := plotter.NewLine(xy)
-				if err != nil {
-					return nil, err
-				}
-				raw.Color, raw.Width = faded(c), vg.Points(1)
-				p.Add(raw)
-				xy = smooth
+			raw, err := plotter.NewLine(xy)
+			if err != nil {
+				return nil, err
 			}
-			l, err := plotter.NewLine(xy)
+			half := smoothHalf(len(r.Steps))
+			if half < 1 {
+				raw.Color, raw.Width = c, vg.Points(2)
+				p.Add(raw)
+				if pi == 0 {
+					p.Legend.Add(r.Name+": per step", raw)
+					entries++
+				}
+				continue
+			}
+			raw.Color, raw.Width = faded(c), vg.Points(1)
+			l, err := plotter.NewLine(movingAverage(xy, half))
 			if err != nil {
 				return nil, err
 			}
 			l.Color, l.Width = c, vg.Points(2)
-			p.Add(l)
+			p.Add(raw, l)
 			if pi == 0 {
-				p.Legend.Add(r.Name, l)
-				entries++
+				p.Legend.Add(r.Name+": per step", raw)
+				p.Legend.Add(fmt.Sprintf("%s: moving average, %d steps", r.Name, 2*half+1), l)
+				entries += 2
 			}
 		}
-		if pn.unit {
+		if points == 0 {
+			markNotComputed(p, float64(maxStep))
+		} else if pn.share {
 			p.Y.Min, p.Y.Max = 0, 1
 		}
 		if pi == 0 {
@@ -177,6 +219,48 @@ func stepFigure(runs []Run, panels []panel, cols int) ([]byte, error) {
 		plots[pi] = p
 	}
 	return render(plots, cols)
+}
+
+// markNotComputed labels an empty panel, so a metric no run computed reads
+// as absent rather than as a flat line at 0.
+func markNotComputed(p *plot.Plot, maxX float64) {
+	p.Title.Text += " (not computed)"
+	p.X.Max = math.Max(maxX, 1)
+	p.Y.Min, p.Y.Max = 0, 1
+	p.HideY()
+	lbl, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: p.X.Max / 2, Y: 0.5}}, Labels: []string{"not computed in any run"}})
+	if err == nil {
+		lbl.TextStyle[0].Font.Size = vg.Points(12)
+		lbl.TextStyle[0].XAlign, lbl.TextStyle[0].YAlign = draw.XCenter, draw.YCenter
+		p.Add(lbl)
+	}
+}
+
+// band is the shaded area between an interval's bounds along the steps.
+func band(steps []float64, ivs []*grpo.Interval, c color.NRGBA) (*plotter.Polygon, error) {
+	var upper, lower plotter.XYs
+	for i, iv := range ivs {
+		if iv == nil {
+			continue
+		}
+		upper = append(upper, plotter.XY{X: steps[i], Y: iv.Hi})
+		lower = append(lower, plotter.XY{X: steps[i], Y: iv.Lo})
+	}
+	if len(upper) == 0 {
+		return nil, nil
+	}
+	ring := append(plotter.XYs{}, upper...)
+	for i := len(lower) - 1; i >= 0; i-- {
+		ring = append(ring, lower[i])
+	}
+	poly, err := plotter.NewPolygon(ring)
+	if err != nil {
+		return nil, err
+	}
+	c.A = 45
+	poly.Color = c
+	poly.LineStyle.Width = 0
+	return poly, nil
 }
 
 func evalFigure(runs []Run, panels []evalPanel) ([]byte, error) {
@@ -189,69 +273,107 @@ func evalFigure(runs []Run, panels []evalPanel) ([]byte, error) {
 	}
 	// When the runs agree on the raw baseline wherever they share a step
 	// (the usual case: same eval set), draw it once in grey.
-	shared, sharedXY := sharedRaw(runs, panels)
+	shared, sharedRawEvals := sharedRaw(runs)
+	grey := color.NRGBA{60, 60, 60, 255}
+	dashed := []vg.Length{vg.Points(5), vg.Points(3)}
 	plots := make([]*plot.Plot, len(panels))
 	for pi, pn := range panels {
-		p := newPlot(pn.title, "step")
-		entries := 0
-		// Baselines are drawn last, dashed over the policy lines, so they
-		// stay visible where the policy still equals them.
-		var sharedLine *plotter.Line
-		var rawLines []*plotter.Line
-		if shared {
-			rl, err := plotter.NewLine(sharedXY[pi])
-			if err != nil {
-				return nil, err
+		p := newPlot(pn.title, "GRPO step", pn.ylabel)
+		entries, points := 0, 0
+		// series draws one system's line, dots and interval band.
+		series := func(steps []float64, sys []grpo.EvalSystem, c color.NRGBA, dash bool) (*plotter.Line, *plotter.Scatter, *plotter.Polygon, error) {
+			xy := plotter.XYs{}
+			var xs []float64
+			var ivs []*grpo.Interval
+			for i, e := range sys {
+				v, iv := pn.get(e)
+				if math.IsNaN(v) {
+					continue
+				}
+				xy = append(xy, plotter.XY{X: steps[i], Y: v})
+				xs, ivs = append(xs, steps[i]), append(ivs, iv)
 			}
-			rl.Width, rl.Dashes = vg.Points(1.5), []vg.Length{vg.Points(5), vg.Points(3)}
-			rl.Color = color.NRGBA{60, 60, 60, 255}
-			sharedLine = rl
+			if len(xy) == 0 {
+				return nil, nil, nil, nil
+			}
+			points += len(xy)
+			l, pts, err := plotter.NewLinePoints(xy)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			l.Color, pts.Color = c, c
+			if dash {
+				l.Width, l.Dashes = vg.Points(1.5), dashed
+				pts.Shape, pts.Radius = draw.BoxGlyph{}, vg.Points(2)
+			} else {
+				l.Width = vg.Points(2)
+				pts.Shape, pts.Radius = draw.CircleGlyph{}, vg.Points(2.5)
+			}
+			poly, err := band(xs, ivs, c)
+			return l, pts, poly, err
+		}
+		var rawParts []plot.Plotter
+		addRaw := func(name string, steps []float64, sys []grpo.EvalSystem, c color.NRGBA) error {
+			l, pts, poly, err := series(steps, sys, c, true)
+			if err != nil || l == nil {
+				return err
+			}
+			if poly != nil {
+				p.Add(poly) // bands first, under every line
+			}
+			rawParts = append(rawParts, l, pts)
 			if pi == 0 {
-				p.Legend.Add("raw question", rl)
+				p.Legend.Add(name, l, pts)
 				entries++
+			}
+			return nil
+		}
+		if shared {
+			steps := make([]float64, len(sharedRawEvals))
+			sys := make([]grpo.EvalSystem, len(sharedRawEvals))
+			for i, e := range sharedRawEvals {
+				steps[i], sys[i] = float64(e.Step), e.Raw
+			}
+			if err := addRaw("raw question (95% CI shaded)", steps, sys, grey); err != nil {
+				return nil, err
 			}
 		}
 		for ri, r := range runs {
-			if len(r.Evals) == 0 {
-				continue
-			}
-			pol := make(plotter.XYs, len(r.Evals))
-			raw := make(plotter.XYs, len(r.Evals))
+			steps := make([]float64, len(r.Evals))
+			pol := make([]grpo.EvalSystem, len(r.Evals))
+			raw := make([]grpo.EvalSystem, len(r.Evals))
 			for i, e := range r.Evals {
-				pol[i] = plotter.XY{X: float64(e.Step), Y: pn.get(e.Policy)}
-				raw[i] = plotter.XY{X: float64(e.Step), Y: pn.get(e.Raw)}
+				steps[i], pol[i], raw[i] = float64(e.Step), e.Policy, e.Raw
 			}
 			c := runColor(ri)
 			if !shared {
-				rl, err := plotter.NewLine(raw)
-				if err != nil {
+				if err := addRaw(r.Name+": raw question", steps, raw, c); err != nil {
 					return nil, err
 				}
-				rl.Width, rl.Dashes = vg.Points(1.5), []vg.Length{vg.Points(5), vg.Points(3)}
-				rl.Color = c
-				rawLines = append(rawLines, rl)
-				if pi == 0 {
-					p.Legend.Add(r.Name+" raw", rl)
-					entries++
-				}
 			}
-			l, pts, err := plotter.NewLinePoints(pol)
+			l, pts, poly, err := series(steps, pol, c, false)
 			if err != nil {
 				return nil, err
 			}
-			l.Color, l.Width = c, vg.Points(2)
-			pts.Color, pts.Shape, pts.Radius = c, draw.CircleGlyph{}, vg.Points(2.5)
+			if l == nil {
+				continue
+			}
+			if poly != nil {
+				p.Add(poly)
+			}
 			p.Add(l, pts)
 			if pi == 0 {
-				p.Legend.Add(r.Name+" policy", l, pts)
+				p.Legend.Add(r.Name+": policy (95% CI shaded)", l, pts)
 				entries++
 			}
 		}
-		if sharedLine != nil {
-			rawLines = append(rawLines, sharedLine)
-		}
-		for _, rl := range rawLines {
-			p.Add(rl)
+		// Baselines are drawn last, dashed over the policy lines, so they
+		// stay visible where the policy still equals them.
+		p.Add(rawParts...)
+		if points == 0 {
+			markNotComputed(p, 1)
+		} else if pn.share {
+			p.Y.Min, p.Y.Max = 0, 1
 		}
 		if pi == 0 {
 			legendRoom(p, entries)
@@ -263,7 +385,7 @@ func evalFigure(runs []Run, panels []evalPanel) ([]byte, error) {
 
 // sftFigure plots the SFT loss per epoch; nil when no run had an SFT phase.
 func sftFigure(runs []Run) ([]byte, error) {
-	p := newPlot("SFT loss", "epoch")
+	p := newPlot("SFT loss", "epoch", "loss (mean NLL or BCE, nats)")
 	entries := 0
 	for ri, r := range runs {
 		if len(r.SFT) == 0 {
@@ -292,28 +414,22 @@ func sftFigure(runs []Run) ([]byte, error) {
 }
 
 // sharedRaw reports whether all runs with evals agree on the raw baseline at
-// every step they share, and if so returns its merged series per panel.
-func sharedRaw(runs []Run, panels []evalPanel) (bool, []plotter.XYs) {
-	byStep := map[int]grpo.EvalSystem{}
+// every step they share, and if so returns it once per step, in step order.
+func sharedRaw(runs []Run) (bool, []grpo.EvalMetrics) {
+	byStep := map[int]grpo.EvalMetrics{}
 	for _, r := range runs {
 		for _, e := range r.Evals {
-			if prev, ok := byStep[e.Step]; ok && prev != e.Raw {
+			if prev, ok := byStep[e.Step]; ok && !reflect.DeepEqual(prev.Raw, e.Raw) {
 				return false, nil
 			}
-			byStep[e.Step] = e.Raw
+			byStep[e.Step] = e
 		}
 	}
-	steps := make([]int, 0, len(byStep))
-	for s := range byStep {
-		steps = append(steps, s)
+	out := make([]grpo.EvalMetrics, 0, len(byStep))
+	for _, e := range byStep {
+		out = append(out, e)
 	}
-	sort.Ints(steps)
-	out := make([]plotter.XYs, len(panels))
-	for pi, pn := range panels {
-		for _, s := range steps {
-			out[pi] = append(out[pi], plotter.XY{X: float64(s), Y: pn.get(byStep[s])})
-		}
-	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Step < out[j].Step })
 	return true, out
 }
 
@@ -330,13 +446,16 @@ func legendRoom(p *plot.Plot, n int) {
 	p.Y.Max += span * 0.09 * float64(n)
 }
 
-func newPlot(title, xlabel string) *plot.Plot {
+func newPlot(title, xlabel, ylabel string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
 	p.Title.TextStyle.Font.Size = vg.Points(13)
 	p.X.Label.Text = xlabel
+	p.Y.Label.Text = ylabel
 	p.X.Min = 0
 	p.X.Label.TextStyle.Font.Size = vg.Points(11)
+	p.Y.Label.TextStyle.Font.Size = vg.Points(11)
+	p.Y.Tick.Marker = shortTicks{}
 	p.X.Tick.Label.Font.Size = vg.Points(10)
 	p.Y.Tick.Label.Font.Size = vg.Points(10)
 	p.Legend.TextStyle.Font.Size = vg.Points(10)
@@ -350,14 +469,9 @@ func newPlot(title, xlabel string) *plot.Plot {
 	return p
 }
 
-// movingAverage returns a centred moving average when the series is long
-// enough for noise to hide the trend (about 1/25 of its length each side),
-// and nil otherwise.
-func movingAverage(xy plotter.XYs) plotter.XYs {
-	half := len(xy) / 50
-	if half < 1 {
-		return nil
-	}
+// movingAverage is the centred moving average of half points each side
+// (fewer at the ends).
+func movingAverage(xy plotter.XYs, half int) plotter.XYs {
 	out := make(plotter.XYs, len(xy))
 	for i := range xy {
 		lo, hi := max(0, i-half), min(len(xy)-1, i+half)
@@ -404,4 +518,18 @@ func render(plots []*plot.Plot, cols int) ([]byte, error) {
 		return nil, fmt.Errorf("encode png: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// shortTicks are gonum's default ticks with labels of at most 3 significant
+// digits ("1.2e-15", not "1.23456e-15").
+type shortTicks struct{}
+
+func (shortTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'g', 3, 64)
+		}
+	}
+	return ts
 }

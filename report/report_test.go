@@ -28,16 +28,18 @@ func writeRun(t *testing.T, dir string, steps int, slope float64, extra string) 
 	enc := json.NewEncoder(&b)
 	for s := 1; s <= steps; s++ {
 		r := slope * float64(s)
-		m := grpo.StepMetrics{Kind: "step", Step: s, RewardMean: r, RewardStd: 0.1,
-			Terms:       grpo.Terms{Reward: r, RougeLF1: r / 2, EM: r / 4, Hit: math.Min(1, r), SquadF1: r / 3},
-			ZeroVarFrac: 0.5 - 0.002*float64(s), KL: 0.001 * float64(s), Loss: -0.01, GradNorm: 1, Entropy: 2, RewriteLenMean: 8}
+		m := grpo.StepMetrics{Kind: "step", Step: s, RewardMean: fp(r), RewardStd: fp(0.1),
+			Terms:       &grpo.Terms{Reward: r, RougeLF1: r / 2, EM: r / 4, Hit: math.Min(1, r), SquadF1: r / 3},
+			ZeroVarFrac: fp(0.5 - 0.002*float64(s)), KL: fp(0.001 * float64(s)), Loss: fp(-0.01), GradNorm: fp(1), Entropy: fp(2), RewriteLenMean: 8}
 		if err := enc.Encode(m); err != nil {
 			t.Fatal(err)
 		}
 		if s%25 == 0 {
 			e := grpo.EvalMetrics{Kind: "eval", Step: s,
-				Policy: grpo.EvalSystem{Terms: grpo.Terms{Reward: 0.3 + r/2}, Recall10: 0.4 + r/4, MRR: 0.3, Turns: 40},
-				Raw:    grpo.EvalSystem{Terms: grpo.Terms{Reward: 0.3}, Recall10: 0.385, MRR: 0.25, Turns: 40}}
+				Policy: grpo.EvalSystem{Terms: grpo.Terms{Reward: 0.3 + r/2}, Recall10: fp(0.4 + r/4), MRR: fp(0.3), Turns: 40,
+					CI: grpo.EvalCI{Reward: &grpo.Interval{Lo: 0.25 + r/2, Hi: 0.35 + r/2}, Recall10: &grpo.Interval{Lo: 0.3 + r/4, Hi: 0.5 + r/4}}},
+				Raw: grpo.EvalSystem{Terms: grpo.Terms{Reward: 0.3}, Recall10: fp(0.385), MRR: fp(0.25), Turns: 40,
+					CI: grpo.EvalCI{Reward: &grpo.Interval{Lo: 0.27, Hi: 0.33}}}}
 			if err := enc.Encode(e); err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +64,7 @@ func TestGenerateFromSyntheticRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"reward", "terms", "kl", "zero_variance", "optimization", "sft", "eval"}
+	want := []string{"reward", "terms", "kl", "zero_variance", "optimization", "timing", "sft", "eval"}
 	if len(res.PNGs) != len(want) {
 		t.Fatalf("wrote %v, want %d figures", res.PNGs, len(want))
 	}
@@ -130,7 +132,7 @@ func TestGenerateFromSyntheticRuns(t *testing.T) {
 func TestSummarizeHandComputed(t *testing.T) {
 	r := Run{Name: "x"}
 	for s := 1; s <= 20; s++ {
-		r.Steps = append(r.Steps, grpo.StepMetrics{Step: s, RewardMean: float64(s), KL: 1})
+		r.Steps = append(r.Steps, grpo.StepMetrics{Step: s, RewardMean: fp(float64(s)), KL: fp(1)})
 	}
 	s := Summarize(r)
 	// Tenth of 20 = 2 steps: start (1+2)/2, end (19+20)/2.
@@ -146,7 +148,7 @@ func TestReadMetricsKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.SFT) != 1 || m.SFT[0].Loss != 0.5 || len(m.Steps) != 1 || m.Steps[0].RewardMean != 0.25 ||
+	if len(m.SFT) != 1 || m.SFT[0].Loss != 0.5 || len(m.Steps) != 1 || grpo.Val(m.Steps[0].RewardMean) != 0.25 ||
 		len(m.Evals) != 1 || m.Evals[0].Policy.Reward != 0.5 || m.Skipped != 1 {
 		t.Fatalf("got %+v", m)
 	}
@@ -174,3 +176,5 @@ func TestLoadRunMissingMetrics(t *testing.T) {
 		t.Fatalf("got %v, want an error naming %s", err, MetricsFile)
 	}
 }
+
+func fp(v float64) *float64 { return &v }

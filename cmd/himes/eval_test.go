@@ -9,10 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/himes-rl/himes/internal/stats"
 	"github.com/himes-rl/himes/internal/testdata"
 
 	"github.com/himes-rl/himes/ablate"
 	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/report"
 )
 
@@ -63,7 +65,9 @@ func TestEvalAblateReportCLI(t *testing.T) {
 
 	// The run's checkpoint through himes eval on the run's own held-out
 	// split must give what the training loop's last eval line says.
-	run("eval", "--run", runDir, "--rewriter", "raw,policy", "--resamples", "100", "--out", filepath.Join(out, "ev-full"))
+	// Default resampling (2000 at 95%, the run's seed), as the loop's own
+	// evaluation uses, so the intervals must agree too.
+	run("eval", "--run", runDir, "--rewriter", "raw,policy", "--out", filepath.Join(out, "ev-full"))
 	var full evaluate.Report
 	readEvalJSON(t, filepath.Join(out, "ev-full", "summary.json"), &full)
 	m, err := report.LoadRun(context.Background(), runDir)
@@ -79,13 +83,26 @@ func TestEvalAblateReportCLI(t *testing.T) {
 		got, want float64
 	}{
 		{"policy reward", full.Systems[1].Metrics[evaluate.MReward].Mean, last.Policy.Reward},
-		{"policy recall_10", full.Systems[1].Metrics[evaluate.MRecall10].Mean, last.Policy.Recall10},
-		{"policy mrr", full.Systems[1].Metrics[evaluate.MMRR].Mean, last.Policy.MRR},
+		{"policy recall_10", full.Systems[1].Metrics[evaluate.MRecall10].Mean, grpo.Val(last.Policy.Recall10)},
+		{"policy mrr", full.Systems[1].Metrics[evaluate.MMRR].Mean, grpo.Val(last.Policy.MRR)},
 		{"raw reward", full.Systems[0].Metrics[evaluate.MReward].Mean, last.Raw.Reward},
-		{"raw recall_10", full.Systems[0].Metrics[evaluate.MRecall10].Mean, last.Raw.Recall10},
+		{"raw recall_10", full.Systems[0].Metrics[evaluate.MRecall10].Mean, grpo.Val(last.Raw.Recall10)},
 	} {
 		if math.Abs(c.got-c.want) > 1e-9 {
 			t.Errorf("%s: himes eval %v, training eval %v", c.name, c.got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		est  stats.Estimate
+		iv   *grpo.Interval
+	}{
+		{"policy reward", full.Systems[1].Metrics[evaluate.MReward], last.Policy.CI.Reward},
+		{"policy recall_10", full.Systems[1].Metrics[evaluate.MRecall10], last.Policy.CI.Recall10},
+		{"raw mrr", full.Systems[0].Metrics[evaluate.MMRR], last.Raw.CI.MRR},
+	} {
+		if c.iv == nil || math.Abs(c.est.Lo-c.iv.Lo) > 1e-9 || math.Abs(c.est.Hi-c.iv.Hi) > 1e-9 || !(c.iv.Lo < c.iv.Hi) {
+			t.Errorf("%s interval: himes eval [%v, %v], training eval %+v", c.name, c.est.Lo, c.est.Hi, c.iv)
 		}
 	}
 

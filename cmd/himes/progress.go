@@ -41,15 +41,36 @@ func (p *barProgress) Start(done, total int) {
 }
 
 func (p *barProgress) Step(m grpo.StepMetrics) {
-	p.bar.Describe(fmt.Sprintf("step %d  reward %.3f  KL %.4f", m.Step, m.RewardMean, m.KL))
+	p.bar.Describe(barText(m))
 	_ = p.bar.Set(m.Step)
+}
+
+// barText is the bar's description; a metric that was not computed is left
+// out rather than shown as 0.
+func barText(m grpo.StepMetrics) string {
+	s := fmt.Sprintf("step %d", m.Step)
+	if m.RewardMean != nil {
+		s += fmt.Sprintf("  reward %.3f", *m.RewardMean)
+	} else {
+		s += fmt.Sprintf("  reward – (%d of %d rollouts failed)", m.FailedRollouts, m.Rollouts)
+	}
+	if m.KL != nil {
+		s += fmt.Sprintf("  KL %.4f", *m.KL)
+	}
+	return s
 }
 
 func (p *barProgress) Eval(m grpo.EvalMetrics) {
 	// Printed above the bar, so the eval history stays on screen.
 	_ = p.bar.Clear()
-	fmt.Fprintf(p.w, "eval @ step %d (%s): reward %.4f (raw question %.4f)  Recall@10 %.3f (raw %.3f)  MRR %.3f (raw %.3f)\n",
-		m.Step, m.Phase, m.Policy.Reward, m.Raw.Reward, m.Policy.Recall10, m.Raw.Recall10, m.Policy.MRR, m.Raw.MRR)
+	line := fmt.Sprintf("eval @ step %d (%s): reward %.4f (raw question %.4f)", m.Step, m.Phase, m.Policy.Reward, m.Raw.Reward)
+	if m.Policy.Recall10 != nil && m.Raw.Recall10 != nil {
+		line += fmt.Sprintf("  Recall@10 %.3f (raw %.3f)", *m.Policy.Recall10, *m.Raw.Recall10)
+	}
+	if m.Policy.MRR != nil && m.Raw.MRR != nil {
+		line += fmt.Sprintf("  MRR %.3f (raw %.3f)", *m.Policy.MRR, *m.Raw.MRR)
+	}
+	fmt.Fprintln(p.w, line)
 }
 
 func (p *barProgress) Finish() { _ = p.bar.Finish() }
@@ -63,9 +84,20 @@ type logProgress struct {
 func (p *logProgress) Start(done, total int) { p.total, p.start = total, time.Now() }
 
 func (p *logProgress) Step(m grpo.StepMetrics) {
-	slog.Info("step", "step", m.Step, "of", p.total, "reward", round(m.RewardMean), "rougeL_f1", round(m.Terms.RougeLF1),
-		"em", round(m.Terms.EM), "hit", round(m.Terms.Hit), "kl", round(m.KL), "zero_var", round(m.ZeroVarFrac),
-		"failed", m.FailedRollouts, "step_s", round(m.StepSeconds))
+	attrs := []any{"step", m.Step, "of", p.total}
+	// A metric that was not computed is left out of the line, never logged as 0.
+	opt := func(key string, v *float64) {
+		if v != nil {
+			attrs = append(attrs, key, round(*v))
+		}
+	}
+	opt("reward", m.RewardMean)
+	if t := m.Terms; t != nil {
+		attrs = append(attrs, "rougeL_f1", round(t.RougeLF1), "em", round(t.EM), "hit", round(t.Hit))
+	}
+	opt("kl", m.KL)
+	opt("zero_var", m.ZeroVarFrac)
+	slog.Info("step", append(attrs, "failed", m.FailedRollouts, "step_s", round(m.StepSeconds))...)
 }
 
 func (p *logProgress) Eval(m grpo.EvalMetrics) { grpo.LogEval(slog.Default(), m) }

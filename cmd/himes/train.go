@@ -12,6 +12,7 @@ import (
 	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/internal/buildinfo"
 	"github.com/himes-rl/himes/internal/rundir"
+	"github.com/himes-rl/himes/internal/tbevent"
 )
 
 func newTrainCmd() *cobra.Command {
@@ -26,8 +27,9 @@ func newTrainCmd() *cobra.Command {
 endpoint, then GRPO steps (sample G rewrites per prompt, roll them out through
 retrieval and the frozen responder, score with HSER, send group-normalized
 advantages to the trainer). Outputs go to <run.output_dir>/<run.name>/:
-config.yaml, version.json, metrics.jsonl, ledger/step-*.parquet, state/ and
-trainer/ checkpoints.`,
+config.yaml, version.json, status.json, metrics.jsonl, ledger/step-*.parquet,
+samples/step-*.parquet (each evaluation's sample rewrites), tb/ (TensorBoard
+events, run.tensorboard), state/ and trainer/ checkpoints.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if resume && overwrite {
@@ -61,11 +63,15 @@ trainer/ checkpoints.`,
 			if err != nil {
 				return err
 			}
+			var tracker grpo.Tracker
+			if cfg.Run.TensorBoard {
+				tracker = tbTracker{tbevent.NewRun(run.File("tb"))}
+			}
 			tr, err := grpo.NewLoop(cfg.GRPO, grpo.Deps{
 				Policy: comp.Policy, Runner: comp.Runner, Renderer: comp.Renderer, Ranker: comp.rankPassages,
 				Train: comp.Train, Eval: comp.Eval, SFT: comp.SFT, Reward: cfg.Reward.Weights,
 				Run: run, Seed: cfg.Run.Seed, Logger: slog.Default(),
-				Progress: newProgress(os.Stderr, isInteractive(os.Stderr)), Fault: fault,
+				Progress: newProgress(os.Stderr, isInteractive(os.Stderr)), Fault: fault, Tracker: tracker,
 			})
 			if err != nil {
 				return err

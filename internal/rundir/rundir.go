@@ -71,6 +71,12 @@ func (r *RunDir) LedgerPath(step int) string {
 	return filepath.Join(r.Path, "ledger", fmt.Sprintf("step-%06d.parquet", step))
 }
 
+// SamplesPath is the samples table of the evaluation at step in phase
+// (init, sft or grpo: step 0 can have two evaluations).
+func (r *RunDir) SamplesPath(step int, phase string) string {
+	return filepath.Join(r.Path, "samples", fmt.Sprintf("step-%06d-%s.parquet", step, phase))
+}
+
 // statePath is the harness checkpoint after a step.
 func (r *RunDir) statePath(step int) string {
 	return filepath.Join(r.Path, "state", fmt.Sprintf("step-%06d.json", step))
