@@ -46,6 +46,7 @@ the whole pipeline: rewrite → retrieve → long-term-memory re-rank → respon
 		newPrepCmd(),
 		newIndexCmd(),
 		newSearchCmd(),
+		newRetrievalCmd(),
 		newMemoryCmd(),
 		newTrainerCmd(),
 		newExportCmd(),
