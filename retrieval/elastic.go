@@ -93,19 +93,19 @@ func (e *Elastic) probeHost(ctx context.Context, h *httpcall.Host) error {
 			} `json:"index"`
 		} `json:"settings"`
 	}
-	if err := e.get(ctx, h, e.cfg.Index+"/_settings", &settings); err != nil {
+	if err := e.get(ctx, h, "/"+e.cfg.Index+"/_settings", &settings); err != nil {
 		return fmt.Errorf("settings: %w", err)
 	}
 	var mappings map[string]struct {
 		Mappings map[string]any `json:"mappings"`
 	}
-	if err := e.get(ctx, h, e.cfg.Index+"/_mapping", &mappings); err != nil {
+	if err := e.get(ctx, h, "/"+e.cfg.Index+"/_mapping", &mappings); err != nil {
 		return fmt.Errorf("mapping: %w", err)
 	}
 	var count struct {
 		Count *int64 `json:"count"`
 	}
-	if err := e.get(ctx, h, e.cfg.Index+"/_count", &count); err != nil {
+	if err := e.get(ctx, h, "/"+e.cfg.Index+"/_count", &count); err != nil {
 		return fmt.Errorf("count: %w", err)
 	}
 	if count.Count == nil {
@@ -253,7 +253,7 @@ func (e *Elastic) searchBatch(ctx context.Context, queries []string, k int) ([][
 	var resp msearchResponse
 	err := e.call.Call(ctx, nil, "index "+e.cfg.Index, "", func(ctx context.Context, h *httpcall.Host) (int, error) {
 		resp = msearchResponse{}
-		st, err := e.call.PostJSON(ctx, h, "_msearch", body.Bytes(), &resp, hdr)
+		st, err := e.call.PostJSON(ctx, h, "/_msearch", body.Bytes(), &resp, hdr)
 		if err == nil && len(resp.Responses) != len(queries) {
 			err = &httpcall.MalformedError{What: fmt.Sprintf("_msearch answered %d responses for %d queries", len(resp.Responses), len(queries))}
 		}

@@ -142,7 +142,7 @@ func (r *Remote) post(ctx context.Context, pin *httpcall.Host, queries []string,
 	var resp RetrieveResponse
 	err = r.call.Call(ctx, pin, "POST /retrieve", "himes retrieval serve --config X", func(ctx context.Context, h *httpcall.Host) (int, error) {
 		resp = RetrieveResponse{}
-		st, err := r.call.PostJSON(ctx, h, "retrieve", body, &resp, nil)
+		st, err := r.call.PostJSON(ctx, h, "/retrieve", body, &resp, nil)
 		if err == nil {
 			err = resp.check(len(queries))
 		}
