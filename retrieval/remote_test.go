@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/himes-rl/himes/internal/httpcall"
 )
 
@@ -342,5 +344,40 @@ func TestServeRejectsBadRequests(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(body), &bare); st != 200 || err != nil || len(bare.Result) != 1 || len(bare.Result[0]) != 3 || bare.Result[0][0].ID == "" {
 		t.Errorf("default topk 3, bare documents: %d %.200s", st, body)
+	}
+}
+
+// TestServiceConfig: url takes one string or a list, and a service method
+// without hosts or with a bad URL is refused naming the key.
+func TestServiceConfig(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		want HostList
+	}{
+		{`url: http://a:8000`, HostList{"http://a:8000"}},
+		{`url: [http://a:8000, "https://b/prefix"]`, HostList{"http://a:8000", "https://b/prefix"}},
+	} {
+		var s ServiceConfig
+		if err := yaml.Unmarshal([]byte(c.yaml), &s); err != nil || !reflect.DeepEqual(s.URL, c.want) {
+			t.Errorf("%s: got %v (%v), want %v", c.yaml, s.URL, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		set  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Method = MethodRemote }, "remote.url: required"},
+		{func(c *Config) { c.Method, c.Remote.Call.URL = MethodRemote, HostList{"ftp://x"} }, "remote.url: host 1"},
+		{func(c *Config) {
+			c.Method, c.Remote.Call.URL, c.Remote.Call.MaxBatch = MethodRemote, HostList{"http://x"}, 0
+		}, "remote.max_batch"},
+		{func(c *Config) { c.Method, c.Elasticsearch.Call.URL = MethodElastic, HostList{"http://x"} }, "elasticsearch.index"},
+		{func(c *Config) { c.Method = "solr" }, "must be bm25, dense, hybrid, remote or elasticsearch"},
+	} {
+		cfg := DefaultConfig()
+		c.set(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want %q", err, c.want)
+		}
 	}
 }
