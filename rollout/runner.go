@@ -77,6 +77,8 @@ type Record struct {
 	Included  bool    `json:"included"`
 
 	// Error is set when the rollout failed; such a rollout is not scored.
+	// ErrorKind is one of the Kind constants (errors.go): retrieval_* for a
+	// retrieval service's failures (retrieval/PROTOCOL.md).
 	Error     string `json:"error"`
 	ErrorKind string `json:"error_kind"`
 
