@@ -39,6 +39,18 @@ func (c *CausalRetriever) Retrieve(ctx context.Context, user, rewrite, query str
 	return c.Pipeline.Retrieve(ctx, user, rewrite, query)
 }
 
+// RetrieveBatch is Retrieve for many requests (see BatchRetriever).
+func (c *CausalRetriever) RetrieveBatch(ctx context.Context, reqs []Request) ([]Result, []error) {
+	rs := make([]Request, len(reqs))
+	for i, r := range reqs {
+		rs[i] = r
+		if at, ok := c.asked[r.User+"\x00"+r.Query]; ok {
+			rs[i].At = at
+		}
+	}
+	return c.Pipeline.RetrieveBatch(ctx, rs)
+}
+
 // AttachMemory gives p a long-term memory built from entries (the users'
 // earlier questions), unless p already has one (partitions loaded from
 // retrieval.memory.partitions), and returns the causal view that rollouts and

@@ -1,11 +1,26 @@
 package retrieval
 
-import "github.com/himes-rl/himes/internal/fielderr"
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/himes-rl/himes/internal/fielderr"
+)
 
 // Config is the "retrieval" section of a run config. The retrieval package owns it.
 type Config struct {
 	// Method is "bm25" (embedded default), "dense" or "hybrid" (BM25 + dense
-	// fused by reciprocal rank fusion).
+	// fused by reciprocal rank fusion) over the embedded index; "remote" (a
+	// retrieval service speaking Search-R1's /retrieve protocol, e.g. `himes
+	// retrieval serve`; see retrieval/PROTOCOL.md) or "elasticsearch" (an
+	// Elasticsearch/OpenSearch index searched by _msearch) for a KB held
+	// elsewhere. With the last two, data.kb is optional: when set, returned
+	// ids are checked against it and its statistics feed the embedded policy.
 	Method string `yaml:"method"`
 	// TopK chunks handed to the responder after re-ranking.
 	TopK int `yaml:"top_k"`
@@ -41,6 +56,151 @@ type Config struct {
 	EmbedCache string `yaml:"embed_cache"`
 	// RRFK is the k of reciprocal rank fusion for "hybrid" (default 60).
 	RRFK float64 `yaml:"rrf_k"`
+	// Remote configures method "remote": the retrieval service's hosts and how it is called.
+	Remote RemoteConfig `yaml:"remote"`
+	// Elasticsearch configures method "elasticsearch": the cluster, the index and its fields.
+	Elasticsearch ElasticConfig `yaml:"elasticsearch"`
+}
+
+// RemoteConfig configures a retrieval service speaking Search-R1's protocol:
+// POST /retrieve {"queries", "topk", "return_scores"}.
+type RemoteConfig struct {
+	Call ServiceConfig `yaml:",inline"`
+}
+
+// ElasticConfig configures an Elasticsearch or OpenSearch index. Documents
+// are ranked by the index's own similarity (BM25 with the k1 and b of the
+// index settings, not retrieval.k1/b), one match query per rewrite.
+type ElasticConfig struct {
+	Call ServiceConfig `yaml:",inline"`
+	// Index is the index (or alias) searched.
+	Index string `yaml:"index"`
+	// TextField is the document field searched and handed to the responder
+	// (default "contents", Pyserini's field). Without a title field, a value
+	// whose first line is a quoted title is split into title and text, as
+	// Search-R1 does.
+	TextField string `yaml:"text_field"`
+	// TitleField is an optional field holding the title ("": none, or the quoted first line of the text field).
+	TitleField string `yaml:"title_field"`
+	// APIKeyEnv names the environment variable holding an API key sent as
+	// "Authorization: ApiKey <key>" ("": no authentication).
+	APIKeyEnv string `yaml:"api_key_env"`
+}
+
+// ServiceConfig is how a retrieval service is called: its hosts, batching,
+// the per-call timeout and the retries (the same HTTP layer as the responder).
+type ServiceConfig struct {
+	// URL lists the service's hosts (http[s]://host:port[/prefix], one string or a list); each request goes to the least-loaded host.
+	URL HostList `yaml:"url"`
+	// MaxPerHost bounds in-flight requests per host (default 4).
+	MaxPerHost int `yaml:"max_per_host"`
+	// MaxBatch is the most queries in one request (default 64): a step's distinct rewrites go out in batches of this size.
+	MaxBatch int `yaml:"max_batch"`
+	// Timeout of one HTTP call (default 30s).
+	Timeout time.Duration `yaml:"timeout"`
+	// Retries after the first attempt on connection errors, timeouts, 429 and
+	// 5xx (default 3); other 4xx and malformed responses are not retried.
+	Retries int `yaml:"retries"`
+	// BackoffBase and BackoffMax bound the exponential backoff with jitter (defaults 200ms and 5s).
+	BackoffBase time.Duration `yaml:"backoff_base"`
+	BackoffMax  time.Duration `yaml:"backoff_max"`
+}
+
+// HostList is a list of service URLs; YAML accepts one string or a list.
+type HostList []string
+
+// UnmarshalYAML accepts a scalar (one host) or a sequence of hosts.
+func (h *HostList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		if n.Tag == "!!null" {
+			*h = nil
+			return nil
+		}
+		*h = HostList{n.Value}
+		return nil
+	}
+	var l []string
+	if err := n.Decode(&l); err != nil {
+		return err
+	}
+	*h = l
+	return nil
+}
+
+// DefaultServiceConfig is the default call policy of a retrieval service.
+func DefaultServiceConfig() ServiceConfig {
+	return ServiceConfig{MaxPerHost: 4, MaxBatch: 64, Timeout: 30 * time.Second, Retries: 3,
+		BackoffBase: 200 * time.Millisecond, BackoffMax: 5 * time.Second}
+}
+
+// UsesService reports whether the method is served outside the process (no embedded index).
+func (c Config) UsesService() bool { return c.Method == MethodRemote || c.Method == MethodElastic }
+
+// Method names of the retrieval services.
+const (
+	MethodRemote  = "remote"
+	MethodElastic = "elasticsearch"
+)
+
+// Validate checks the hosts and the call policy.
+func (s ServiceConfig) Validate() error {
+	if len(s.URL) == 0 {
+		return fielderr.New("url", "required: the service's host(s), e.g. http://127.0.0.1:8000")
+	}
+	for i, h := range s.URL {
+		if err := checkServiceURL(h); err != nil {
+			return fielderr.New("url", "host %d: %v", i+1, err)
+		}
+	}
+	if s.MaxPerHost < 1 {
+		return fielderr.New("max_per_host", "must be ≥ 1, got %d", s.MaxPerHost)
+	}
+	if s.MaxBatch < 1 {
+		return fielderr.New("max_batch", "must be ≥ 1, got %d", s.MaxBatch)
+	}
+	if s.Timeout <= 0 {
+		return fielderr.New("timeout", "must be > 0, got %v", s.Timeout)
+	}
+	if s.Retries < 0 {
+		return fielderr.New("retries", "must be ≥ 0, got %d", s.Retries)
+	}
+	if s.BackoffBase <= 0 || s.BackoffMax < s.BackoffBase {
+		return fielderr.New("backoff_max", "need 0 < backoff_base (%v) ≤ backoff_max (%v)", s.BackoffBase, s.BackoffMax)
+	}
+	return nil
+}
+
+func checkServiceURL(s string) error {
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q: want an http:// or https:// URL", s)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q: no host", s)
+	}
+	return nil
+}
+
+// Validate checks the Elasticsearch section.
+func (e ElasticConfig) Validate() error {
+	if err := e.Call.Validate(); err != nil {
+		return err
+	}
+	if strings.TrimSpace(e.Index) == "" || strings.ContainsAny(e.Index, "/?# ") {
+		return fielderr.New("index", "must name one index or alias (no '/', '?', '#' or spaces), got %q", e.Index)
+	}
+	if e.TextField == "" {
+		return fielderr.New("text_field", "is required (the field searched and handed to the responder)")
+	}
+	if e.APIKeyEnv != "" {
+		if v, ok := os.LookupEnv(e.APIKeyEnv); !ok || v == "" {
+			return fielderr.New("api_key_env", "environment variable %s is not set", e.APIKeyEnv)
+		}
+	}
+	return nil
 }
 
 // MemoryConfig configures HiMeS long-term memory (activation and re-ranking).
@@ -74,6 +234,8 @@ type MemoryConfig struct {
 func DefaultConfig() Config {
 	return Config{Method: "bm25", TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Analyzer: AnalyzerPlain, Embedder: "hash",
 		HashDim: 1024, OllamaURL: "http://localhost:11434", EmbedModel: "nomic-embed-text", EmbedBatch: 32, RRFK: 60,
+		Remote:        RemoteConfig{Call: DefaultServiceConfig()},
+		Elasticsearch: ElasticConfig{Call: DefaultServiceConfig(), TextField: "contents"},
 		Memory: MemoryConfig{Enabled: false, TopN: 5, Classifier: "embedding", MinPartition: 5,
 			ClassifierURL: "http://localhost:11434", ClassifierModel: "llama3.2"}}
 }
@@ -82,8 +244,16 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	switch c.Method {
 	case "bm25", "dense", "hybrid":
+	case MethodRemote:
+		if err := c.Remote.Call.Validate(); err != nil {
+			return fielderr.Prefix("remote", err)
+		}
+	case MethodElastic:
+		if err := c.Elasticsearch.Validate(); err != nil {
+			return fielderr.Prefix("elasticsearch", err)
+		}
 	default:
-		return fielderr.New("method", "must be bm25, dense or hybrid, got %q", c.Method)
+		return fielderr.New("method", "must be bm25, dense, hybrid, remote or elasticsearch, got %q", c.Method)
 	}
 	if c.TopK < 1 {
 		return fielderr.New("top_k", "must be ≥ 1, got %d", c.TopK)

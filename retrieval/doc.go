@@ -2,7 +2,8 @@
 // himes: what every rollout and evaluation goes through.
 //
 // Knowledge base: LoadKB reads {id, title, text} passages from JSONL or
-// Parquet (bad records are errors naming file and line); ChunkPassages cuts
+// Parquet, or a Pyserini/Anserini {id, contents} collection (bad records
+// are errors naming file and line); ChunkPassages cuts
 // overlapping word windows ("<passage id>#<i>").
 //
 // BM25: Index is Lucene's BM25 (idf = ln(1 + (N − df + 0.5)/(df + 0.5)),
@@ -32,6 +33,15 @@
 // small, top-n by cosine, never the query itself. Rerank scores candidate c
 // by mean over h ∈ H_n of cos(E(c), E(h)) (optionally fused with the
 // retrieval score). SaveMemory/LoadMemory persist partitions as Parquet.
+//
+// Services (PROTOCOL.md): method "remote" calls a retrieval service over
+// Search-R1's POST /retrieve protocol (Remote), "elasticsearch" an
+// Elasticsearch/OpenSearch index by _msearch (Elastic), both through
+// internal/httpcall; the documents they return become chunks, checked
+// (ResultError) and, with a knowledge base, matched against its ids.
+// NewHandler serves a pipeline's first stage over the same protocol
+// (`himes retrieval serve`). RetrieveBatch retrieves a step's rewrites in
+// one call per batch.
 //
 // Pipeline ties it together: Open(ctx, cfg, kbPath) then Retrieve(ctx, user,
 // rewrite, query) → ranked chunks and a trace (candidates, activated

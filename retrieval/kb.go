@@ -38,7 +38,8 @@ type KB struct {
 }
 
 // LoadKB reads a knowledge base from JSONL (one {id, title, text} object per
-// line) or Parquet (columns id, title, text), chosen by the file extension.
+// line, or a Pyserini/Anserini collection's {id, contents}) or Parquet
+// (columns id, title, text), chosen by the file extension.
 // Duplicate ids, empty texts and invalid UTF-8 are errors naming file and
 // line (or row).
 func LoadKB(ctx context.Context, path string) (*KB, error) {
@@ -67,7 +68,12 @@ type passageChecker struct {
 	seen map[string]string // id → where it was first seen
 }
 
-func (c *passageChecker) check(where string, p Passage) error {
+func (c *passageChecker) check(where string, p Passage) error { return c.checkField(where, p, "text") }
+
+// checkField checks a passage whose text came from textField ("text", or
+// "contents" for a Pyserini collection), so that errors name the field the
+// file has.
+func (c *passageChecker) checkField(where string, p Passage, textField string) error {
 	for _, f := range []struct{ name, v string }{{"id", p.ID}, {"title", p.Title}, {"text", p.Text}} {
 		if !utf8.ValidString(f.v) {
 			return fmt.Errorf("%s:%s: field %q: invalid UTF-8", c.path, where, f.name)
@@ -77,7 +83,7 @@ func (c *passageChecker) check(where string, p Passage) error {
 		return fmt.Errorf("%s:%s: field \"id\": missing or empty", c.path, where)
 	}
 	if strings.TrimSpace(p.Text) == "" {
-		return fmt.Errorf("%s:%s: field \"text\": empty text for passage %q", c.path, where, p.ID)
+		return fmt.Errorf("%s:%s: field %q: empty text for passage %q", c.path, where, textField, p.ID)
 	}
 	if first, dup := c.seen[p.ID]; dup {
 		return fmt.Errorf("%s:%s: field \"id\": duplicate passage id %q (first at %s)", c.path, where, p.ID, first)
@@ -104,11 +110,11 @@ func parsePassagesJSONL(ctx context.Context, path string, r io.Reader) ([]Passag
 			if !utf8.Valid(line) {
 				return nil, fmt.Errorf("%s:%s: invalid UTF-8", path, where)
 			}
-			var p Passage
-			if jerr := json.Unmarshal(line, &p); jerr != nil {
+			p, textField, jerr := decodePassageLine(line)
+			if jerr != nil {
 				return nil, fmt.Errorf("%s:%s: %w", path, where, jerr)
 			}
-			if cerr := chk.check(where, p); cerr != nil {
+			if cerr := chk.checkField(where, p, textField); cerr != nil {
 				return nil, cerr
 			}
 			out = append(out, p)
@@ -120,6 +126,48 @@ func parsePassagesJSONL(ctx context.Context, path string, r io.Reader) ([]Passag
 			return nil, fmt.Errorf("%s:%d: read: %w", path, lineNo, err)
 		}
 	}
+}
+
+// decodePassageLine reads one JSONL record: himes's {id, title, text} or a
+// Pyserini/Anserini JsonCollection record {id, contents} (whose contents may
+// be Search-R1's `"Title"\ntext`; a separate title keeps contents whole).
+// Ids may be strings or numbers, as Anserini accepts both. It returns the
+// field the text came from.
+func decodePassageLine(line []byte) (Passage, string, error) {
+	var rec struct {
+		ID       json.RawMessage `json:"id"`
+		Title    *string         `json:"title"`
+		Text     *string         `json:"text"`
+		Contents *string         `json:"contents"`
+	}
+	if err := json.Unmarshal(line, &rec); err != nil {
+		return Passage{}, "", err
+	}
+	var p Passage
+	if len(rec.ID) > 0 && string(rec.ID) != "null" {
+		var id DocID
+		if err := id.UnmarshalJSON(rec.ID); err != nil {
+			return Passage{}, "", fmt.Errorf("field \"id\": want a string or a number, got %s", rec.ID)
+		}
+		p.ID = string(id)
+	}
+	if rec.Title != nil {
+		p.Title = *rec.Title
+	}
+	switch {
+	case rec.Text != nil && rec.Contents != nil:
+		return Passage{}, "", errors.New(`fields "text" and "contents": a record has one or the other`)
+	case rec.Contents != nil:
+		if rec.Title != nil {
+			p.Text = *rec.Contents
+		} else {
+			p.Title, p.Text = ParseContents(*rec.Contents)
+		}
+		return p, "contents", nil
+	case rec.Text != nil:
+		p.Text = *rec.Text
+	}
+	return p, "text", nil
 }
 
 func parsePassagesParquet(ctx context.Context, path string, raw []byte) ([]Passage, error) {

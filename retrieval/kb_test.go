@@ -27,7 +27,12 @@ func TestLoadKBErrorsNameFileAndLine(t *testing.T) {
 		{"empty", "{\"id\":\"a\",\"text\":\"x\"}\n{\"id\":\"b\",\"text\":\"  \"}\n", `:2: field "text": empty text`},
 		{"utf8", "{\"id\":\"a\",\"text\":\"x\"}\n{\"id\":\"b\",\"text\":\"bad \xff byte\"}\n", ":2: invalid UTF-8"},
 		{"noid", "{\"title\":\"t\",\"text\":\"x\"}\n", `:1: field "id": missing`},
-		{"json", "{\"id\":\"a\",\"text\":\"x\"}\n{\"id\": 3}\n", ":2: json: cannot unmarshal"},
+		{"json", "{\"id\":\"a\",\"text\":\"x\"}\n{\"id\": \"b\", \"text\": 3}\n", ":2: json: cannot unmarshal number"},
+		{"idtype", "{\"id\": true, \"text\": \"x\"}\n", `:1: field "id": want a string or a number, got true`},
+		// Pyserini/Anserini JsonCollection records.
+		{"both", "{\"id\":\"a\",\"text\":\"x\",\"contents\":\"y\"}\n", `:1: fields "text" and "contents"`},
+		{"nocontents", "{\"id\":\"a\",\"contents\":\"x\"}\n{\"id\":\"b\",\"contents\":\"\"}\n", `:2: field "contents": empty text for passage "b"`},
+		{"pyserinidup", "{\"id\":7,\"contents\":\"x\"}\n{\"id\":\"7\",\"contents\":\"y\"}\n", `:2: field "id": duplicate passage id "7"`},
 	}
 	for _, c := range cases {
 		path := writeFile(t, c.name+".jsonl", c.content)
@@ -35,6 +40,31 @@ func TestLoadKBErrorsNameFileAndLine(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), path+c.want) {
 			t.Errorf("%s: got error %v, want it to contain %q", c.name, err, path+c.want)
 		}
+	}
+}
+
+// TestLoadKBPyserini reads a Pyserini/Anserini JsonCollection: {id,
+// contents}, numeric ids as Anserini reads them, Search-R1's
+// `"Title"\ntext` contents split into title and text, a separate title
+// keeping contents whole.
+func TestLoadKBPyserini(t *testing.T) {
+	path := writeFile(t, "collection.jsonl", `{"id": "0", "contents": "\"Aaron\"\nAaron is a prophet, high priest."}
+{"id": 12, "contents": "The Manhattan Project was a research effort."}
+{"id": "x", "title": "T", "contents": "\"Q\"\nkept whole"}
+{"id": "y", "contents": "\"only a quoted line\""}
+`)
+	kb, err := LoadKB(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Passage{
+		{ID: "0", Title: "Aaron", Text: "Aaron is a prophet, high priest."},
+		{ID: "12", Text: "The Manhattan Project was a research effort."},
+		{ID: "x", Title: "T", Text: "\"Q\"\nkept whole"},
+		{ID: "y", Text: `"only a quoted line"`},
+	}
+	if !reflect.DeepEqual(kb.Passages, want) {
+		t.Errorf("passages:\n got %+v\nwant %+v", kb.Passages, want)
 	}
 }
 

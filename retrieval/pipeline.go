@@ -6,83 +6,79 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
-// Pipeline is the retrieval pipeline of a run: knowledge-base chunks, the
-// BM25 index, optionally an embedder and dense index, and optionally
-// long-term memory. It implements Retriever and is safe for concurrent use.
+// Pipeline is the retrieval pipeline of a run: the first stage (the
+// embedded BM25/dense index over knowledge-base chunks, or a retrieval
+// service), optionally an embedder and dense index, and optionally
+// long-term memory. It implements Retriever and BatchRetriever and is safe
+// for concurrent use.
 type Pipeline struct {
 	cfg      Config
-	kb       *KB
+	kb       *KB     // nil for a service without data.kb
 	chunks   []Chunk // sorted by id: position = document number
 	chunkPos map[string]int
-	bm25     *Index
+	passages map[string]bool // passage ids, to check a service's ids
+	bm25     *Index          // nil for a service without data.kb
 	analyzer Analyzer
 	emb      Embedder    // nil when neither dense search nor memory needs one
 	dense    *DenseIndex // nil unless method is dense or hybrid
+	service  Service     // the first stage when method is remote or elasticsearch
 	mem      atomic.Pointer[MemoryStore]
 	// chunkVecs caches E(c) per chunk for memory re-ranking when there is no
 	// dense index: rollouts retrieve the same chunks over and over.
 	chunkVecs []atomic.Pointer[[]float32]
+	// textVecs does the same for chunks a service returns, keyed by text.
+	textVecs vecCache
 }
 
 // Open builds the retrieval pipeline from config: loads the KB (JSONL or
-// Parquet {id,title,text}), chunks it, loads cfg.Index if set (verifying it
-// matches the KB, the chunking, k1/b and the format version) or builds BM25
-// in memory, sets up the embedder and dense index when cfg.Method needs
-// them, and long-term memory when cfg.Memory.Enabled (from
-// cfg.Memory.Partitions if set, else empty until SetMemory).
+// Parquet {id,title,text}, or Pyserini's {id,contents}), chunks it, loads
+// cfg.Index if set (verifying it matches the KB, the chunking, k1/b and the
+// format version) or builds BM25 in memory, sets up the embedder and dense
+// index when cfg.Method needs them, and long-term memory when
+// cfg.Memory.Enabled (from cfg.Memory.Partitions if set, else empty until
+// SetMemory). For method remote or elasticsearch the service is probed
+// instead, and kbPath is optional: when given, the KB's ids check what the
+// service returns and its BM25 statistics answer IDF.
 func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("retrieval config: %w", err)
 	}
-	start := time.Now()
-	kb, err := LoadKB(ctx, kbPath)
-	if err != nil {
-		return nil, err
-	}
-	chunks, err := sortedChunks(kb, cfg)
-	if err != nil {
-		return nil, err
-	}
-	p := &Pipeline{cfg: cfg, kb: kb, chunks: chunks, chunkPos: make(map[string]int, len(chunks)),
-		chunkVecs: make([]atomic.Pointer[[]float32], len(chunks))}
-	for i, c := range chunks {
-		p.chunkPos[c.ID] = i
-	}
-	if cfg.Index != "" {
-		ix, meta, err := LoadIndex(ctx, cfg.Index)
-		if err != nil {
+	p := &Pipeline{cfg: cfg, textVecs: vecCache{max: 1 << 16}}
+	var err error
+	switch {
+	case kbPath != "":
+		if err := p.openKB(ctx, kbPath); err != nil {
 			return nil, err
 		}
-		if err := checkIndexMatches(meta, ix, kb, chunks, cfg); err != nil {
-			return nil, fmt.Errorf("index %s: %w", cfg.Index, err)
-		}
-		p.bm25 = ix
-	} else {
-		an, err := NewAnalyzer(cfg.Analyzer)
-		if err != nil {
-			return nil, err
-		}
-		ids, texts := chunkTexts(chunks)
-		if p.bm25, err = BuildIndexWith(ids, texts, BM25Params{K1: cfg.K1, B: cfg.B}, an); err != nil {
+	case !cfg.UsesService():
+		return nil, fmt.Errorf("retrieval method %s needs a knowledge base (data.kb)", cfg.Method)
+	default:
+		if p.analyzer, err = NewAnalyzer(cfg.Analyzer); err != nil {
 			return nil, err
 		}
 	}
-	p.analyzer = p.bm25.Analyzer()
-	slog.Info("retrieval: BM25 ready", "kb", kbPath, "passages", len(kb.Passages), "chunks", len(chunks),
-		"terms", p.bm25.NumTerms(), "persisted", cfg.Index != "", "elapsed_s", time.Since(start).Round(time.Millisecond).Seconds())
-	if cfg.Method != "bm25" || cfg.Memory.Enabled {
+	if cfg.UsesService() {
+		if p.service, err = openService(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Method == "dense" || cfg.Method == "hybrid" || cfg.Memory.Enabled {
 		if p.emb, err = NewEmbedder(cfg); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.Method != "bm25" {
-		_, texts := chunkTexts(chunks)
+	if cfg.Method == "dense" || cfg.Method == "hybrid" {
+		_, texts := chunkTexts(p.chunks)
 		if p.dense, err = EmbedDocs(ctx, p.emb, texts, max(cfg.EmbedBatch, 256)); err != nil {
 			return nil, err
 		}
@@ -97,6 +93,116 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 		slog.Info("retrieval: long-term memory loaded", "file", cfg.Memory.Partitions, "memories", m.Len())
 	}
 	return p, nil
+}
+
+// openKB loads and chunks the knowledge base and builds (or loads) its BM25 index.
+func (p *Pipeline) openKB(ctx context.Context, kbPath string) error {
+	cfg := p.cfg
+	start := time.Now()
+	kb, err := LoadKB(ctx, kbPath)
+	if err != nil {
+		return err
+	}
+	chunks, err := sortedChunks(kb, cfg)
+	if err != nil {
+		return err
+	}
+	p.kb, p.chunks = kb, chunks
+	p.chunkPos = make(map[string]int, len(chunks))
+	p.chunkVecs = make([]atomic.Pointer[[]float32], len(chunks))
+	for i, c := range chunks {
+		p.chunkPos[c.ID] = i
+	}
+	if cfg.Index != "" {
+		ix, meta, err := LoadIndex(ctx, cfg.Index)
+		if err != nil {
+			return err
+		}
+		if err := checkIndexMatches(meta, ix, kb, chunks, cfg); err != nil {
+			return fmt.Errorf("index %s: %w", cfg.Index, err)
+		}
+		p.bm25 = ix
+	} else {
+		an, err := NewAnalyzer(cfg.Analyzer)
+		if err != nil {
+			return err
+		}
+		ids, texts := chunkTexts(chunks)
+		if p.bm25, err = BuildIndexWith(ids, texts, BM25Params{K1: cfg.K1, B: cfg.B}, an); err != nil {
+			return err
+		}
+	}
+	p.analyzer = p.bm25.Analyzer()
+	what := "retrieval: BM25 ready"
+	if cfg.UsesService() {
+		// The first stage is the service; the local index only checks its
+		// ids and gives the embedded policy its term statistics.
+		what = "retrieval: knowledge base loaded (ids and term statistics for the service's results)"
+		p.passages = make(map[string]bool, len(kb.Passages))
+		for _, ps := range kb.Passages {
+			p.passages[ps.ID] = true
+		}
+	}
+	slog.Info(what, "kb", kbPath, "passages", len(kb.Passages), "chunks", len(chunks),
+		"terms", p.bm25.NumTerms(), "persisted", cfg.Index != "", "elapsed_s", time.Since(start).Round(time.Millisecond).Seconds())
+	return nil
+}
+
+// openService connects to the configured retrieval service and probes it.
+func openService(ctx context.Context, cfg Config) (Service, error) {
+	switch cfg.Method {
+	case MethodRemote:
+		r, err := NewRemote(cfg.Remote.Call, 1)
+		if err != nil {
+			return nil, fmt.Errorf("retrieval.remote: %w", err)
+		}
+		if err := r.Probe(ctx); err != nil {
+			return nil, err
+		}
+		slog.Info("retrieval: service ready", "backend", r.Name(), "max_batch", r.MaxBatch())
+		return r, nil
+	case MethodElastic:
+		e, err := NewElastic(cfg.Elasticsearch, 1)
+		if err != nil {
+			return nil, fmt.Errorf("retrieval.elasticsearch: %w", err)
+		}
+		if err := e.Probe(ctx); err != nil {
+			return nil, err
+		}
+		s := e.Similarity
+		slog.Info("retrieval: elasticsearch index ready", "index", s.Index, "docs", s.Docs, "similarity", s.Name,
+			"type", s.Type, "k1", s.K1, "b", s.B)
+		if s.Type != "BM25" {
+			slog.Warn("retrieval: the index does not rank the text field with BM25", "index", s.Index, "type", s.Type)
+		} else if s.K1 != cfg.K1 || s.B != cfg.B {
+			slog.Info("retrieval: the index's BM25 parameters apply, not retrieval.k1/b", "index_k1", s.K1, "index_b", s.B,
+				"config_k1", cfg.K1, "config_b", cfg.B)
+		}
+		return e, nil
+	}
+	return nil, fmt.Errorf("retrieval method %q is not a service", cfg.Method)
+}
+
+// knownID reports whether a service's document id is a chunk or a passage
+// of the configured knowledge base; nil without one (nothing to check).
+func (p *Pipeline) knownID() func(string) bool {
+	if p.kb == nil {
+		return nil
+	}
+	return func(id string) bool {
+		_, ok := p.chunkPos[id]
+		return ok || p.passages[id]
+	}
+}
+
+// Service returns the retrieval service of method remote or elasticsearch (nil otherwise).
+func (p *Pipeline) Service() Service { return p.service }
+
+// Close releases a service's connections.
+func (p *Pipeline) Close() {
+	if p.service != nil {
+		p.service.Close()
+	}
 }
 
 // sortedChunks chunks the KB and orders chunks by id, the document order of
@@ -232,8 +338,17 @@ func (p *Pipeline) PassageOf(chunkID string) string {
 }
 
 // IDF is the BM25 (Lucene) idf of a term in the KB after the index's
-// analysis, 0 for unknown terms.
-func (p *Pipeline) IDF(term string) float64 { return p.bm25.IDF(term) }
+// analysis, 0 for unknown terms (and for every term with a service but no
+// data.kb).
+func (p *Pipeline) IDF(term string) float64 {
+	if p.bm25 == nil {
+		return 0
+	}
+	return p.bm25.IDF(term)
+}
+
+// HasTermStats reports whether IDF knows the knowledge base.
+func (p *Pipeline) HasTermStats() bool { return p.bm25 != nil }
 
 // Tokenize is the index's analyzer.
 func (p *Pipeline) Tokenize(text string) []string { return p.analyzer.Tokenize(text) }
@@ -268,8 +383,38 @@ func (p *Pipeline) SetMemory(m *MemoryStore) error {
 func (p *Pipeline) Memory() *MemoryStore { return p.mem.Load() }
 
 // Search is the first stage alone: the top k chunks for text by the
-// configured method (bm25, dense, or hybrid by RRF of the two).
+// configured method (bm25, dense, hybrid by RRF of the two, or the service).
 func (p *Pipeline) Search(ctx context.Context, text string, k int) ([]Ranked, error) {
+	if p.service != nil {
+		lists, errs := serviceSearch(ctx, p.service, []string{text}, k, p.knownID())
+		return lists[0], errs[0]
+	}
+	return p.searchLocal(ctx, text, k)
+}
+
+// SearchBatch is Search for many texts: one service call per batch of
+// retrieval.<service>.max_batch distinct texts, or the embedded index on
+// every core. errs[i] is text i's failure.
+func (p *Pipeline) SearchBatch(ctx context.Context, texts []string, k int) ([][]Ranked, []error) {
+	if p.service != nil {
+		return serviceSearch(ctx, p.service, texts, k, p.knownID())
+	}
+	lists := make([][]Ranked, len(texts))
+	errs := make([]error, len(texts))
+	var eg errgroup.Group
+	eg.SetLimit(runtime.GOMAXPROCS(0))
+	for i, t := range texts {
+		eg.Go(func() error {
+			lists[i], errs[i] = p.searchLocal(ctx, t, k)
+			return nil
+		})
+	}
+	_ = eg.Wait()
+	return lists, errs
+}
+
+// searchLocal is the embedded first stage.
+func (p *Pipeline) searchLocal(ctx context.Context, text string, k int) ([]Ranked, error) {
 	var hits []Hit
 	switch p.cfg.Method {
 	case "bm25":
@@ -288,6 +433,8 @@ func (p *Pipeline) Search(ctx context.Context, text string, k int) ([]Ranked, er
 			hits = RRF(p.cfg.RRFK, p.bm25.SearchText(text, k), dh)
 			hits = hits[:min(k, len(hits))]
 		}
+	default:
+		return nil, fmt.Errorf("search: method %s: %w", p.cfg.Method, errNoService)
 	}
 	out := make([]Ranked, len(hits))
 	for i, h := range hits {
@@ -309,41 +456,67 @@ func (p *Pipeline) Retrieve(ctx context.Context, user, rewrite, query string) (R
 // strictly older than at (zero: all), so that evaluation over a user's own
 // conversations does not activate queries the user asks later.
 func (p *Pipeline) RetrieveAt(ctx context.Context, user, rewrite, query string, at time.Time) (Result, error) {
-	text := rewrite
-	if strings.TrimSpace(text) == "" {
-		text = query
+	res, errs := p.RetrieveBatch(ctx, []Request{{User: user, Rewrite: rewrite, Query: query, At: at}})
+	return res[0], errs[0]
+}
+
+// RetrieveBatch is Retrieve for many requests: the first stage for all of
+// them at once (one service call per batch), then memory re-ranking of each.
+// errs[i] is request i's failure (callers name the stage: "retrieve").
+func (p *Pipeline) RetrieveBatch(ctx context.Context, reqs []Request) ([]Result, []error) {
+	texts := make([]string, len(reqs))
+	for i, r := range reqs {
+		texts[i] = r.Rewrite
+		if strings.TrimSpace(texts[i]) == "" {
+			texts[i] = r.Query
+		}
 	}
-	cands, err := p.Search(ctx, text, p.cfg.Candidates)
-	if err != nil {
-		return Result{}, fmt.Errorf("retrieve: %w", err)
+	cands, errs := p.SearchBatch(ctx, texts, p.cfg.Candidates)
+	out := make([]Result, len(reqs))
+	var eg errgroup.Group
+	eg.SetLimit(runtime.GOMAXPROCS(0))
+	for i, r := range reqs {
+		if errs[i] != nil {
+			continue
+		}
+		eg.Go(func() error {
+			out[i], errs[i] = p.rerank(ctx, r, cands[i])
+			return nil
+		})
 	}
+	_ = eg.Wait()
+	return out, errs
+}
+
+// rerank activates the user's memories and re-ranks the candidates.
+func (p *Pipeline) rerank(ctx context.Context, r Request, cands []Ranked) (Result, error) {
 	var res Result
 	res.Trace.Candidates = make([]Scored, len(cands))
 	for i, c := range cands {
 		res.Trace.Candidates[i] = Scored{ID: c.ID, Score: c.Score}
 	}
 	final := cands
-	if m := p.mem.Load(); m != nil && p.cfg.Memory.Enabled && len(cands) > 0 && strings.TrimSpace(query) != "" {
-		qv, err := m.emb.Embed(ctx, []string{query})
+	if m := p.mem.Load(); m != nil && p.cfg.Memory.Enabled && len(cands) > 0 && strings.TrimSpace(r.Query) != "" {
+		qv, err := m.emb.Embed(ctx, []string{r.Query})
 		if err != nil {
-			return Result{}, fmt.Errorf("retrieve: embed query for memory: %w", err)
+			return Result{}, fmt.Errorf("embed query for memory: %w", err)
 		}
-		mems, memVecs, err := m.ActivateBefore(ctx, user, query, qv[0], at)
+		mems, memVecs, err := m.ActivateBefore(ctx, r.User, r.Query, qv[0], r.At)
 		if err != nil {
-			return Result{}, fmt.Errorf("retrieve: %w", err)
+			return Result{}, err
 		}
 		res.Trace.Memories = mems
 		if len(mems) > 0 {
 			candVecs, err := p.candidateVectors(ctx, m.emb, cands)
 			if err != nil {
-				return Result{}, fmt.Errorf("retrieve: %w", err)
+				return Result{}, err
 			}
 			if final, err = Rerank(cands, candVecs, memVecs, p.cfg.Memory.RetrievalWeight); err != nil {
-				return Result{}, fmt.Errorf("retrieve: %w", err)
+				return Result{}, err
 			}
 		}
 	}
-	res.Chunks = final[:min(p.cfg.TopK, len(final))]
+	res.Chunks = final[:min(p.cfg.TopK, len(final)):min(p.cfg.TopK, len(final))]
 	res.Trace.Final = make([]Scored, len(res.Chunks))
 	for i, c := range res.Chunks {
 		res.Trace.Final[i] = Scored{ID: c.ID, Score: c.Score}
@@ -354,6 +527,9 @@ func (p *Pipeline) RetrieveAt(ctx context.Context, user, rewrite, query string, 
 // candidateVectors returns E(c) for candidates: from the dense index when
 // there is one in the same space, else embedded now.
 func (p *Pipeline) candidateVectors(ctx context.Context, emb Embedder, cands []Ranked) ([][]float32, error) {
+	if p.service != nil {
+		return p.serviceVectors(ctx, emb, cands)
+	}
 	out := make([][]float32, len(cands))
 	if p.dense != nil && p.dense.name == emb.Name() {
 		for i, c := range cands {
@@ -387,4 +563,60 @@ func (p *Pipeline) candidateVectors(ctx context.Context, emb Embedder, cands []R
 	return out, nil
 }
 
-var _ Retriever = (*Pipeline)(nil)
+// serviceVectors embeds a service's chunks, cached by text: the service
+// may return any document of a corpus the process never loaded.
+func (p *Pipeline) serviceVectors(ctx context.Context, emb Embedder, cands []Ranked) ([][]float32, error) {
+	out := make([][]float32, len(cands))
+	var missing []int
+	var texts []string
+	for i, c := range cands {
+		t := indexText(c.Chunk)
+		if v, ok := p.textVecs.get(t); ok {
+			out[i] = v
+		} else {
+			missing = append(missing, i)
+			texts = append(texts, t)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	vs, err := emb.Embed(ctx, texts)
+	if err != nil {
+		return nil, fmt.Errorf("embed candidates: %w", err)
+	}
+	for j, i := range missing {
+		out[i] = vs[j]
+		p.textVecs.put(texts[j], vs[j])
+	}
+	return out, nil
+}
+
+// vecCache is a bounded map from text to embedding; when full it starts
+// over (re-embedding is only a cost, never a different result).
+type vecCache struct {
+	mu  sync.Mutex
+	m   map[string][]float32
+	max int
+}
+
+func (c *vecCache) get(k string) ([]float32, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *vecCache) put(k string, v []float32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= c.max {
+		c.m = make(map[string][]float32)
+	}
+	c.m[k] = v
+}
+
+var (
+	_ Retriever      = (*Pipeline)(nil)
+	_ BatchRetriever = (*Pipeline)(nil)
+)

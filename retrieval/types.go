@@ -1,6 +1,9 @@
 package retrieval
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Chunk is a retrievable unit: a word window of a knowledge-base passage.
 type Chunk struct {
@@ -47,4 +50,19 @@ type Result struct {
 // activate long-term memory with the user's original query, re-rank.
 type Retriever interface {
 	Retrieve(ctx context.Context, user, rewrite, query string) (Result, error)
+}
+
+// Request is one retrieval of a batch: Retrieve's arguments, and At (zero:
+// none) restricting long-term memory to memories strictly older than it.
+type Request struct {
+	User, Rewrite, Query string
+	At                   time.Time
+}
+
+// BatchRetriever retrieves many requests at once, so that a retrieval
+// service gets one call per batch of a step's rewrites instead of one per
+// rollout. errs[i] is request i's failure (nil on success).
+type BatchRetriever interface {
+	Retriever
+	RetrieveBatch(ctx context.Context, reqs []Request) (results []Result, errs []error)
 }

@@ -5,13 +5,14 @@ import (
 	"errors"
 
 	"github.com/himes-rl/himes/internal/httpcall"
+	"github.com/himes-rl/himes/retrieval"
 )
 
 // Error kinds recorded in Record.ErrorKind. A rollout that fails is recorded
 // with its kind and excluded from scoring and from advantages. The kinds of a
 // failed HTTP call come from internal/httpcall.
 const (
-	KindRetrieval   = "retrieval" // the retriever failed
+	KindRetrieval   = "retrieval" // the retriever failed (the embedded index, the embedder)
 	KindResponder   = "responder" // anything else the responder returned
 	KindTimeout     = httpcall.KindTimeout
 	KindUnavailable = httpcall.KindUnavailable
@@ -26,6 +27,32 @@ type (
 	ModelNotFoundError = httpcall.ModelNotFoundError
 	CallError          = httpcall.CallError
 )
+
+// Kinds of a failed call to a retrieval service (retrieval.method remote or
+// elasticsearch): the HTTP layer's kinds, and answers that break the
+// protocol, prefixed with "retrieval_".
+const (
+	KindRetrievalTimeout     = "retrieval_" + httpcall.KindTimeout     // every attempt timed out
+	KindRetrievalUnavailable = "retrieval_" + httpcall.KindUnavailable // connection errors, 429, 5xx
+	KindRetrievalRejected    = "retrieval_" + httpcall.KindRejected    // 4xx other than 404
+	KindRetrievalMalformed   = "retrieval_" + httpcall.KindMalformed   // undecodable JSON, wrong counts, missing ids, texts or scores
+	KindRetrievalUnknownID   = "retrieval_" + retrieval.ResultUnknownID
+)
+
+// retrievalKind classifies a retrieval failure.
+func retrievalKind(err error) string {
+	var ce *CallError
+	var re *retrieval.ResultError
+	switch {
+	case errors.As(err, &re):
+		return "retrieval_" + re.Kind
+	case errors.As(err, &ce):
+		return "retrieval_" + ce.Kind
+	case errors.Is(err, context.DeadlineExceeded):
+		return KindRetrievalTimeout
+	}
+	return KindRetrieval
+}
 
 // errorKind classifies a rollout error for the ledger.
 func errorKind(err error) string {

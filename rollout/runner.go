@@ -88,6 +88,8 @@ type Record struct {
 	Included  bool    `json:"included"`
 
 	// Error is set when the rollout failed; such a rollout is not scored.
+	// ErrorKind is one of the Kind constants (errors.go): retrieval_* for a
+	// retrieval service's failures (retrieval/PROTOCOL.md).
 	Error     string `json:"error"`
 	ErrorKind string `json:"error_kind"`
 
@@ -185,6 +187,7 @@ type job struct {
 	user, question, rewrite string
 	samples                 []int // flat sample indexes, the first one is the leader
 
+	retrieved               bool // by the step's batch
 	chunks                  []retrieval.Ranked
 	trace                   retrieval.Trace
 	answer                  string
@@ -227,6 +230,14 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 		}
 		j.samples = append(j.samples, i)
 		jobOf[i] = j
+	}
+
+	// A retriever that batches gets the step's distinct rewrites at once
+	// (one call per batch to a retrieval service), before any responder call.
+	if br, ok := r.ret.(retrieval.BatchRetriever); ok && len(jobs) > 0 {
+		if err := r.retrieveBatch(ctx, br, jobs); err != nil {
+			return nil, stats, fmt.Errorf("rollout step %d: %w", step, err)
+		}
 	}
 
 	// A fixed set of workers takes the jobs in order: a goroutine per job
@@ -327,7 +338,7 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 func (j *job) errKind() string {
 	var re *retrieveError
 	if errors.As(j.err, &re) {
-		return KindRetrieval
+		return retrievalKind(re.err)
 	}
 	return errorKind(j.err)
 }
@@ -338,16 +349,50 @@ type retrieveError struct{ err error }
 func (e *retrieveError) Error() string { return "retrieve: " + e.err.Error() }
 func (e *retrieveError) Unwrap() error { return e.err }
 
-// runJob retrieves and answers one deduplicated rewrite.
-func (r *Runner) runJob(ctx context.Context, j *job) {
+// retrieveBatch retrieves every job in one batch. Each job's retrieve time
+// is its share of the batch's wall time, so the step's sum is the time
+// spent. It returns an error only when the run must stop: ctx ended, or a
+// failure no later step can fix (a missing endpoint or index).
+func (r *Runner) retrieveBatch(ctx context.Context, br retrieval.BatchRetriever, jobs []*job) error {
+	reqs := make([]retrieval.Request, len(jobs))
+	for i, j := range jobs {
+		reqs[i] = retrieval.Request{User: j.user, Rewrite: j.rewrite, Query: j.question}
+	}
 	t0 := time.Now()
-	res, err := r.ret.Retrieve(ctx, j.user, j.rewrite, j.question)
-	j.retrieveSec = time.Since(t0).Seconds()
-	if err != nil {
-		j.err = &retrieveError{err}
+	res, errs := br.RetrieveBatch(ctx, reqs)
+	share := time.Since(t0).Seconds() / float64(len(jobs))
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i, j := range jobs {
+		j.retrieved, j.retrieveSec = true, share
+		if errs[i] != nil {
+			if isFatal(errs[i]) {
+				return errs[i]
+			}
+			j.err = &retrieveError{errs[i]}
+			continue
+		}
+		j.chunks, j.trace = res[i].Chunks, res[i].Trace
+	}
+	return nil
+}
+
+// runJob retrieves (unless a batch did) and answers one deduplicated rewrite.
+func (r *Runner) runJob(ctx context.Context, j *job) {
+	if !j.retrieved {
+		t0 := time.Now()
+		res, err := r.ret.Retrieve(ctx, j.user, j.rewrite, j.question)
+		j.retrieveSec = time.Since(t0).Seconds()
+		if err != nil {
+			j.err = &retrieveError{err}
+			return
+		}
+		j.chunks, j.trace = res.Chunks, res.Trace
+	} else if j.err != nil {
 		return
 	}
-	j.chunks, j.trace = res.Chunks, res.Trace
+	res := retrieval.Result{Chunks: j.chunks, Trace: j.trace}
 
 	key, err := r.cacheKey(j.question, res.Chunks)
 	if err != nil {

@@ -47,6 +47,7 @@ the whole pipeline: rewrite → retrieve → long-term-memory re-rank → respon
 		newIndexCmd(),
 		newSearchCmd(),
 		newTRECEvalCmd(),
+		newRetrievalCmd(),
 		newMemoryCmd(),
 		newTrainerCmd(),
 		newExportCmd(),

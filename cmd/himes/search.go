@@ -60,7 +60,7 @@ rewrite or question).`,
 	f := cmd.Flags()
 	f.StringVar(&sf.kb, "kb", "", "knowledge base (overrides data.kb of --config)")
 	f.StringVar(&sf.index, "index", "", "persisted index directory (overrides retrieval.index)")
-	f.StringVar(&sf.method, "method", "", "bm25, dense or hybrid (overrides retrieval.method)")
+	f.StringVar(&sf.method, "method", "", "bm25, dense, hybrid, remote or elasticsearch (overrides retrieval.method)")
 	f.StringVar(&sf.memory, "memory", "", "memory partitions (Parquet from `himes memory build`); enables memory")
 	f.StringVar(&sf.user, "user", "", "user whose long-term memory is activated")
 	f.StringVar(&sf.query, "query", "", "the user's original query for memory activation (default: the searched text)")
@@ -86,14 +86,14 @@ func (sf *searchFlags) config() (retrieval.Config, string, error) {
 	if sf.kb != "" {
 		kb = sf.kb
 	}
-	if kb == "" {
-		return cfg, "", fmt.Errorf("search: need --kb or a --config with data.kb")
-	}
 	if sf.index != "" {
 		cfg.Index = sf.index
 	}
 	if sf.method != "" {
 		cfg.Method = sf.method
+	}
+	if kb == "" && !cfg.UsesService() {
+		return cfg, "", fmt.Errorf("search: need --kb or a --config with data.kb")
 	}
 	if sf.memory != "" {
 		cfg.Memory.Enabled, cfg.Memory.Partitions = true, sf.memory

@@ -94,14 +94,22 @@ BM25 statistics, as in an in-process run of that config; otherwise it is 0.`,
 // serveTrainer serves policy on ln until the command's context ends, then
 // shuts down gracefully (in-flight updates complete).
 func serveTrainer(cmd *cobra.Command, ln net.Listener, policy trainer.Policy, token, ckptDir string) error {
+	return serveHTTP(cmd, ln, logRequests(trainer.NewHandler(policy, token)), "trainer endpoint",
+		"policy", "embedded", "auth", token != "", "checkpoint_dir", ckptDir)
+}
+
+// serveHTTP prints "serving on URL" as the first line on stdout, serves h
+// on ln until the command's context ends, then shuts down gracefully
+// (requests in flight complete).
+func serveHTTP(cmd *cobra.Command, ln net.Listener, h http.Handler, what string, attrs ...any) error {
 	ctx := cmd.Context()
 	url := "http://" + ln.Addr().String()
-	srv := &http.Server{Handler: logRequests(trainer.NewHandler(policy, token)), ReadHeaderTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
 	if _, err := fmt.Fprintf(cmd.OutOrStdout(), "serving on %s\n", url); err != nil {
 		ln.Close()
 		return err
 	}
-	slog.Info("trainer endpoint up", "url", url, "policy", "embedded", "auth", token != "", "checkpoint_dir", ckptDir)
+	slog.Info(what+" up", append([]any{"url", url}, attrs...)...)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -109,7 +117,7 @@ func serveTrainer(cmd *cobra.Command, ln net.Listener, policy trainer.Policy, to
 		return fmt.Errorf("serve %s: %w", url, err)
 	case <-ctx.Done():
 	}
-	slog.Info("trainer endpoint shutting down", "url", url)
+	slog.Info(what+" shutting down", "url", url)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

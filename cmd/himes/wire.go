@@ -74,8 +74,8 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 		}
 	}
 
-	if cfg.Data.KB == "" {
-		return nil, fmt.Errorf("data.kb is required: retrieval needs a knowledge base")
+	if cfg.Data.KB == "" && !cfg.Retrieval.UsesService() {
+		return nil, fmt.Errorf("data.kb is required: retrieval method %s needs a knowledge base", cfg.Retrieval.Method)
 	}
 	if c.Retriever, err = retrieval.Open(ctx, cfg.Retrieval, cfg.Data.KB); err != nil {
 		return nil, fmt.Errorf("retrieval: %w", err)
@@ -102,14 +102,21 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	if opts.trainerDir != "" {
 		tcfg.Embedded.CheckpointDir = opts.trainerDir
 	}
+	if tcfg.Endpoint == "embedded" && !c.Retriever.HasTermStats() {
+		slog.Warn("the embedded policy's idf feature is 0: no knowledge base to take term statistics from (set data.kb to the service's corpus)",
+			"method", cfg.Retrieval.Method)
+	}
 	if c.Policy, err = trainer.Open(ctx, tcfg, c.Retriever); err != nil {
 		return nil, fmt.Errorf("trainer: %w", err)
 	}
 	return c, nil
 }
 
-// Close releases network responders' connections.
+// Close releases network responders' and retrieval services' connections.
 func (c *components) Close() {
+	if c.Retriever != nil {
+		c.Retriever.Close()
+	}
 	if cl, ok := c.Responder.(interface{ Close() }); ok {
 		cl.Close()
 	}

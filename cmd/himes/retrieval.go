@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/spf13/cobra"
+
+	"github.com/himes-rl/himes/retrieval"
+)
+
+func newRetrievalCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "retrieval", Short: "Serve the embedded index to other processes and hosts"}
+	cmd.AddCommand(newRetrievalServeCmd())
+	return cmd
+}
+
+func newRetrievalServeCmd() *cobra.Command {
+	var (
+		cf   configFlags
+		addr string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve --config X [--addr 127.0.0.1:8000]",
+		Short: "Serve a config's BM25/dense/hybrid index over Search-R1's /retrieve protocol",
+		Long: `Opens the retrieval pipeline of --config (data.kb, retrieval.method bm25,
+dense or hybrid, retrieval.index when set) and serves its first stage on
+--addr until interrupted: POST /retrieve {"queries", "topk", "return_scores"}
+answers {"result": [[{"document": {"id", "contents", ...}, "score"}]]}
+(retrieval/PROTOCOL.md), GET /health what is served. Many rollout workers
+and hosts then share one index: point their configs at it with
+retrieval.method: remote and retrieval.remote.url. Long-term memory stays
+with the clients (it re-ranks what the server returns), so the config's
+retrieval.memory is ignored here. The first line on stdout is
+"serving on http://HOST:PORT" (useful with --addr 127.0.0.1:0).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := cf.load()
+			if err != nil {
+				return err
+			}
+			rc := cfg.Retrieval
+			if rc.UsesService() {
+				return fmt.Errorf("retrieval serve: retrieval.method is %s; serve an embedded index (bm25, dense or hybrid)", rc.Method)
+			}
+			rc.Memory.Enabled = false
+			p, err := retrieval.Open(cmd.Context(), rc, cfg.Data.KB)
+			if err != nil {
+				return fmt.Errorf("retrieval serve: %w", err)
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w", addr, err)
+			}
+			return serveHTTP(cmd, ln, retrieval.NewHandler(p, rc.Candidates), "retrieval service",
+				"method", rc.Method, "documents", len(p.Chunks()))
+		},
+	}
+	cf.register(cmd, true)
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8000", "listen address (host:port; port 0 picks a free one)")
+	return cmd
+}
