@@ -28,6 +28,7 @@ type restartingTrainer struct {
 	t               *testing.T
 	dir             string
 	afterGRPO       int
+	afterSFT        int // restart after this many sft_steps instead (0: never)
 	loseCheckpoints bool
 	// strip removes expected_policy_version from requests: an endpoint that
 	// predates the field.
@@ -37,6 +38,7 @@ type restartingTrainer struct {
 	policy   *trainer.Embedded
 	h        http.Handler
 	grpo     int
+	sft      int
 	restarts int
 }
 
@@ -76,9 +78,14 @@ func (rt *restartingTrainer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, r)
 	rt.mu.Lock()
+	if r.URL.Path == "/v1/sft_step" && rec.Code == http.StatusOK {
+		rt.sft++
+	}
 	if r.URL.Path == "/v1/grpo_step" && rec.Code == http.StatusOK {
 		rt.grpo++
-		if rt.grpo == rt.afterGRPO {
+	}
+	if (r.URL.Path == "/v1/grpo_step" || r.URL.Path == "/v1/sft_step") && rec.Code == http.StatusOK {
+		if rt.grpo == rt.afterGRPO || (rt.afterSFT > 0 && rt.sft == rt.afterSFT && rt.restarts == 0) {
 			if rt.loseCheckpoints {
 				rt.dir = rt.t.TempDir()
 			}
@@ -112,15 +119,26 @@ func restartConfig() Config {
 }
 
 // runOver trains restartConfig against the endpoint at url.
-func runOver(t *testing.T, url string) (*rundir.RunDir, error) {
+func runOver(t *testing.T, url string, sft ...bool) (*rundir.RunDir, error) {
 	t.Helper()
 	run, err := rundir.Open(t.TempDir(), "r", rundir.New)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := trainer.NewClient(url, "", trainer.WithBackoff(time.Millisecond, time.Millisecond), trainer.WithLogger(discard()))
-	tr := newTestLoop(t, restartConfig(), nil, run)
+	cfg := restartConfig()
+	if len(sft) > 0 && sft[0] {
+		cfg.SFT = SFTConfig{Epochs: 2, BatchSize: 2, LearningRate: 0.3}
+	}
+	tr := newTestLoop(t, cfg, nil, run)
 	tr.deps.Policy = c
+	if len(sft) > 0 && sft[0] {
+		rewrite := "where is paris"
+		for _, turn := range testTurns(4) {
+			turn.Rewrite = &rewrite
+			tr.deps.SFT = append(tr.deps.SFT, turn)
+		}
+	}
 	tr.log = discard()
 	return run, tr.Run(context.Background(), false)
 }
@@ -310,4 +328,34 @@ func (c *countingSampler) Sample(ctx context.Context, req trainer.SampleRequest)
 		c.evalSizes = append(c.evalSizes, len(req.Prompts))
 	}
 	return c.fakePolicy.Sample(ctx, req)
+}
+
+// TestTrainerRestartDuringSFT: a restart in the SFT phase, before the first
+// checkpoint, leaves nothing to reload: the run starts over on the restarted
+// (fresh) trainer and ends as an uninterrupted run does.
+func TestTrainerRestartDuringSFT(t *testing.T) {
+	ref := newRestartingTrainer(t, -1)
+	refSrv := httptest.NewServer(ref)
+	defer refSrv.Close()
+	refRun, err := runOver(t, refSrv.URL, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := newRestartingTrainer(t, -1)
+	rt.afterSFT = 3 // of 4: two epochs of two batches
+	srv := httptest.NewServer(rt)
+	defer srv.Close()
+	run, err := runOver(t, srv.URL, true)
+	if err != nil {
+		t.Fatalf("run with a restart during SFT: %v", err)
+	}
+	if rt.restarts != 1 || rt.sft != 3+4 {
+		t.Fatalf("%d restarts, %d sft_steps; want 1 and 3 + 4 (SFT redone)", rt.restarts, rt.sft)
+	}
+	if got, want := metricsLines(t, run), metricsLines(t, refRun); !reflect.DeepEqual(got, want) {
+		t.Errorf("metrics differ from the uninterrupted run:\n got %v\nwant %v", got, want)
+	}
+	if g, w := rt.weights(), ref.weights(); !reflect.DeepEqual(g, w) {
+		t.Errorf("final weights %v, uninterrupted run %v", g, w)
+	}
 }
