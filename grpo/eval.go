@@ -35,11 +35,25 @@ func (l *Loop) evaluate(ctx context.Context, step int, phase string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := l.deps.Policy.Sample(ctx, trainer.SampleRequest{
-		Prompts: prompts, N: 1, Temperature: 0, TopP: 1, MaxTokens: l.cfg.MaxTokens, Seed: evalSeed,
-	})
-	if err != nil {
-		return fmt.Errorf("eval at step %d: sample: %w", step, err)
+	// Greedy samples do not depend on the batch, so calls of at most the
+	// trainer's max_prompts give the same rewrites as one call.
+	chunk := len(prompts)
+	if l.limits.MaxPrompts > 0 {
+		chunk = l.limits.MaxPrompts
+	}
+	resp := trainer.SampleResponse{PolicyVersion: l.state.PolicyVersion}
+	for lo := 0; lo < len(prompts); lo += chunk {
+		part, err := l.deps.Policy.Sample(ctx, trainer.SampleRequest{
+			Prompts: prompts[lo:min(lo+chunk, len(prompts))], N: 1, Temperature: 0, TopP: 1, MaxTokens: l.cfg.MaxTokens, Seed: evalSeed,
+			ExpectedPolicyVersion: l.expected(),
+		})
+		if err != nil {
+			return fmt.Errorf("eval at step %d: sample: %w", step, err)
+		}
+		if err := l.checkSampled(part); err != nil {
+			return fmt.Errorf("eval at step %d: %w", step, err)
+		}
+		resp.Samples = append(resp.Samples, part.Samples...)
 	}
 	if len(resp.Samples) != len(turns) {
 		return fmt.Errorf("eval at step %d: trainer returned %d samples for %d prompts", step, len(resp.Samples), len(turns))

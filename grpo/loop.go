@@ -82,6 +82,8 @@ type Loop struct {
 	// cannot (asked once, on the first pruned checkpoint).
 	deleter       trainer.Deleter
 	deleteChecked bool
+	// limits are the trainer's request limits (info.limits), checked at start.
+	limits trainer.Limits
 	// histWords caches each training turn's distinct history words for the
 	// copies-history guard (histories are long; turns recur every epoch).
 	histWords map[string]map[string]bool
@@ -116,10 +118,41 @@ func NewLoop(cfg Config, deps Deps) (*Loop, error) {
 	return &Loop{cfg: cfg, deps: deps, log: deps.Logger.With("component", "grpo")}, nil
 }
 
+// maxTrainerReloads bounds the reloads of the last checkpoint after the
+// trainer's policy changed under the run, counted since the last step that
+// completed: a trainer that keeps restarting stops the run.
+const maxTrainerReloads = 3
+
 // Run trains from the start, or from the newest checkpoint when resume is
 // set, until cfg.Steps. On cancellation (SIGINT/SIGTERM) it saves a
 // checkpoint of the last completed step and returns the context's error.
-func (l *Loop) Run(ctx context.Context, resume bool) (err error) {
+//
+// When the trainer's policy turns out not to be the run's (every call
+// carries the expected policy version, and every answer's version is
+// compared with it), the run reloads its last checkpoint into the trainer
+// and continues from there, exactly as --resume would; without a checkpoint
+// it starts over on a fresh policy, or stops.
+func (l *Loop) Run(ctx context.Context, resume bool) error {
+	reloads, lastStep := 0, -1
+	for {
+		err := l.run(ctx, resume)
+		if err == nil || ctx.Err() != nil || !isPolicyChanged(err) {
+			return err
+		}
+		if l.state.Step > lastStep {
+			reloads, lastStep = 0, l.state.Step
+		}
+		if reloads++; reloads > maxTrainerReloads {
+			return fmt.Errorf("%w (reloaded the last checkpoint %d times without progress; giving up)", err, maxTrainerReloads)
+		}
+		l.log.Warn("the trainer's policy is not the run's: reloading the last checkpoint", "step", l.state.Step, "error", err)
+		resume = true
+	}
+}
+
+func (l *Loop) run(ctx context.Context, resume bool) (err error) {
+	// A reload restores the checkpoint's elapsed time; the steps redone since
+	// count once, from here.
 	l.sessionStart = l.deps.Now()
 	if err := l.restore(ctx, resume); err != nil {
 		return err
@@ -366,18 +399,22 @@ func (l *Loop) sampleAndRollOut(ctx context.Context, step, round int, turns []da
 	}
 	sampleStart := time.Now()
 	resp, err := l.deps.Policy.Sample(ctx, trainer.SampleRequest{
-		Prompts:     sel,
-		N:           l.cfg.GroupSize,
-		Temperature: l.cfg.Temperature,
-		TopP:        l.cfg.TopP,
-		MaxTokens:   l.cfg.MaxTokens,
-		Seed:        deriveSeed(l.deps.Seed, int64(step), int64(round)),
+		Prompts:               sel,
+		N:                     l.cfg.GroupSize,
+		Temperature:           l.cfg.Temperature,
+		TopP:                  l.cfg.TopP,
+		MaxTokens:             l.cfg.MaxTokens,
+		Seed:                  deriveSeed(l.deps.Seed, int64(step), int64(round)),
+		ExpectedPolicyVersion: l.expected(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sample: %w", err)
 	}
 	if want := len(sel) * l.cfg.GroupSize; len(resp.Samples) != want {
 		return nil, fmt.Errorf("sample: trainer returned %d samples, want %d", len(resp.Samples), want)
+	}
+	if err := l.checkSampled(resp); err != nil {
+		return nil, err
 	}
 	timing.sample += time.Since(sampleStart)
 
@@ -433,8 +470,9 @@ func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (updateReport
 		return updateReport{resp: trainer.GRPOResponse{PolicyVersion: l.state.PolicyVersion}}, nil
 	}
 	resp, err := l.deps.Policy.GRPOStep(ctx, trainer.GRPORequest{
-		StepID:  l.stepID(fmt.Sprintf("grpo-%06d", step)),
-		Samples: samples,
+		StepID:                l.stepID(fmt.Sprintf("grpo-%06d", step)),
+		Samples:               samples,
+		ExpectedPolicyVersion: l.expected(),
 		Loss: trainer.LossConfig{
 			Type: l.cfg.Loss.Type, ClipLow: l.cfg.Loss.ClipLow, ClipHigh: l.cfg.Loss.ClipHigh,
 			KLCoef: l.cfg.Loss.KLCoef, Mu: l.cfg.Loss.Mu, LearningRate: l.cfg.LearningRate,
@@ -445,7 +483,24 @@ func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (updateReport
 	if err != nil {
 		return updateReport{}, fmt.Errorf("policy update: %w", err)
 	}
+	if resp.PolicyVersion != l.state.PolicyVersion+1 {
+		return updateReport{}, policyChanged("policy update", resp.PolicyVersion, l.state.PolicyVersion+1)
+	}
 	return updateReport{resp: resp, sent: true, kl: l.cfg.Loss.KLCoef > 0, entropy: l.caps.Entropy, dual: l.cfg.Loss.ClipRatioC > 0}, nil
+}
+
+// checkSampled compares the versions a sample call reports with the run's.
+func (l *Loop) checkSampled(resp trainer.SampleResponse) error {
+	want := l.state.PolicyVersion
+	if resp.PolicyVersion != want {
+		return policyChanged("sample", resp.PolicyVersion, want)
+	}
+	for k, s := range resp.Samples {
+		if s.PolicyVersion != want {
+			return policyChanged(fmt.Sprintf("sample (samples[%d])", k), s.PolicyVersion, want)
+		}
+	}
+	return nil
 }
 
 // sftPhase runs the optional supervised epochs on (prompt, human rewrite).
@@ -477,13 +532,17 @@ func (l *Loop) sftPhase(ctx context.Context) error {
 				batch = append(batch, examples[i])
 			}
 			resp, err := l.deps.Policy.SFTStep(ctx, trainer.SFTRequest{
-				StepID:       l.stepID(fmt.Sprintf("sft-%03d-%05d", epoch, lo/bs)),
-				Examples:     batch,
-				LearningRate: l.cfg.SFT.LearningRate,
-				MaxGradNorm:  l.cfg.Loss.MaxGradNorm,
+				StepID:                l.stepID(fmt.Sprintf("sft-%03d-%05d", epoch, lo/bs)),
+				Examples:              batch,
+				LearningRate:          l.cfg.SFT.LearningRate,
+				MaxGradNorm:           l.cfg.Loss.MaxGradNorm,
+				ExpectedPolicyVersion: l.expected(),
 			})
 			if err != nil {
 				return fmt.Errorf("SFT epoch %d: %w", epoch+1, err)
+			}
+			if resp.PolicyVersion != l.state.PolicyVersion+1 {
+				return fmt.Errorf("SFT epoch %d: %w", epoch+1, policyChanged("sft_step", resp.PolicyVersion, l.state.PolicyVersion+1))
 			}
 			lossSum += resp.Loss
 			batches++

@@ -25,6 +25,7 @@ type fakePolicy struct {
 	suffixes    []string
 	version     int64
 	saved       map[string]int64
+	savedRun    map[string]string
 	grpoCalls   []trainer.GRPORequest
 	loads       []string
 	deleted     []string
@@ -33,7 +34,7 @@ type fakePolicy struct {
 }
 
 func newFakePolicy(suffixes ...string) *fakePolicy {
-	return &fakePolicy{suffixes: suffixes, saved: map[string]int64{}, appliedStep: map[string]bool{}}
+	return &fakePolicy{suffixes: suffixes, saved: map[string]int64{}, savedRun: map[string]string{}, appliedStep: map[string]bool{}}
 }
 
 func (f *fakePolicy) Info(context.Context) (trainer.Info, error) {
@@ -93,6 +94,7 @@ func (f *fakePolicy) Save(_ context.Context, req trainer.SaveRequest) (trainer.S
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.saved[req.Name] = f.version
+	f.savedRun[req.Name] = req.RunID
 	return trainer.SaveResponse{Name: req.Name, PolicyVersion: f.version}, nil
 }
 
@@ -105,7 +107,7 @@ func (f *fakePolicy) Load(_ context.Context, req trainer.LoadRequest) (trainer.L
 	}
 	f.loads = append(f.loads, req.Name)
 	f.version = v
-	return trainer.LoadResponse{Name: req.Name, PolicyVersion: v}, nil
+	return trainer.LoadResponse{Name: req.Name, PolicyVersion: v, RunID: f.savedRun[req.Name]}, nil
 }
 
 func (f *fakePolicy) Checkpoints(context.Context) ([]trainer.CheckpointInfo, error) { return nil, nil }
@@ -295,7 +297,10 @@ func TestGuardsPenalizeAnswerLeak(t *testing.T) {
 	}
 }
 
-func TestResumeComparesPolicyVersions(t *testing.T) {
+// TestResumeAlwaysLoadsItsCheckpoint: resume loads the run's own trainer
+// checkpoint whatever version the trainer reports: an equal version may be
+// another run's policy, a higher one has updates the checkpoint does not cover.
+func TestResumeAlwaysLoadsItsCheckpoint(t *testing.T) {
 	base := t.TempDir()
 	run, _ := rundir.Open(base, "r", rundir.New)
 	pol := newFakePolicy(" paris", "")
@@ -305,16 +310,24 @@ func TestResumeComparesPolicyVersions(t *testing.T) {
 	if pol.version != 2 || len(pol.loads) != 0 {
 		t.Fatalf("version %d loads %v after 2 steps", pol.version, pol.loads)
 	}
+	var st State
+	if _, err := run.LoadLatestState(&st); err != nil || len(st.RunID) != 12 {
+		t.Fatalf("state %+v %v", st, err)
+	}
+	ckpt := func(step int) string { return fmt.Sprintf("run-%s-step-%06d", st.RunID, step) }
+	if pol.savedRun[ckpt(2)] != st.RunID {
+		t.Fatalf("trainer checkpoints %v (run ids %v), want %s saved with the run id", pol.saved, pol.savedRun, ckpt(2))
+	}
 
-	// Same version as recorded: nothing to roll back.
+	// Same version as recorded: loaded all the same.
 	cfg := testConfig()
 	cfg.Steps = 3
 	run, _ = rundir.Open(base, "r", rundir.Resume)
 	if err := newTestLoop(t, cfg, pol, run).Run(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
-	if len(pol.loads) != 0 || pol.version != 3 {
-		t.Fatalf("equal versions must not load: loads %v version %d", pol.loads, pol.version)
+	if fmt.Sprint(pol.loads) != fmt.Sprint([]string{ckpt(2)}) || pol.version != 3 {
+		t.Fatalf("loads %v version %d, want %s loaded and one more update", pol.loads, pol.version, ckpt(2))
 	}
 
 	// An update applied after the last checkpoint (the trainer is ahead):
@@ -325,8 +338,8 @@ func TestResumeComparesPolicyVersions(t *testing.T) {
 	if err := newTestLoop(t, cfg, pol, run).Run(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
-	if len(pol.loads) != 1 || pol.loads[0] != "step-000003" || pol.version != 4 {
-		t.Fatalf("loads %v version %d; want step-000003 loaded and one more update", pol.loads, pol.version)
+	if len(pol.loads) != 2 || pol.loads[1] != ckpt(3) || pol.version != 4 {
+		t.Fatalf("loads %v version %d; want %s loaded and one more update", pol.loads, pol.version, ckpt(3))
 	}
 	// Step ids of the replayed step are new (generation 2), so the trainer applies it.
 	last := pol.grpoCalls[len(pol.grpoCalls)-1].StepID
@@ -405,10 +418,15 @@ func TestRetentionDeletesTrainerCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Checkpoints after steps 0..4; the last two are kept, on both sides.
-	if want := []string{"step-000000", "step-000001", "step-000002"}; fmt.Sprint(pol.deleted) != fmt.Sprint(want) {
+	var st State
+	if _, err := run.LoadLatestState(&st); err != nil {
+		t.Fatal(err)
+	}
+	name := func(step int) string { return fmt.Sprintf("run-%s-step-%06d", st.RunID, step) }
+	if want := []string{name(0), name(1), name(2)}; fmt.Sprint(pol.deleted) != fmt.Sprint(want) {
 		t.Fatalf("deleted %v, want %v", pol.deleted, want)
 	}
-	if len(pol.saved) != 2 || pol.saved["step-000003"] != 3 || pol.saved["step-000004"] != 4 {
+	if len(pol.saved) != 2 || pol.saved[name(3)] != 3 || pol.saved[name(4)] != 4 {
 		t.Fatalf("trainer keeps %v", pol.saved)
 	}
 	if steps, _ := run.StateSteps(); fmt.Sprint(steps) != "[3 4]" {

@@ -32,7 +32,9 @@ type State struct {
 }
 
 // restore starts a fresh state, or on resume loads the newest checkpoint and
-// brings the trainer to exactly the policy version it recorded.
+// brings the trainer to exactly the policy it recorded. The trainer's own
+// state is never trusted: a run starts only from a fresh policy (version 0)
+// or from its own checkpoint, loaded and verified.
 func (l *Loop) restore(ctx context.Context, resume bool) error {
 	var st State
 	step := -1
@@ -42,7 +44,26 @@ func (l *Loop) restore(ctx context.Context, resume bool) error {
 			return fmt.Errorf("resume: %w", err)
 		}
 	}
+	info, err := l.deps.Policy.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("trainer info: %w", err)
+	}
+	if err := l.checkLimits(info.Limits); err != nil {
+		return err
+	}
 	if step < 0 {
+		// A trained policy here belongs to another run, or to this run's
+		// first attempt killed before its first checkpoint (during SFT):
+		// training on it would silently start from the wrong policy.
+		if info.PolicyVersion != 0 {
+			what := "a fresh run"
+			if resume {
+				what = "resume: the run has no checkpoint yet, so it starts over, and"
+			}
+			return fmt.Errorf("%s needs a fresh policy (policy_version 0), but the trainer's policy is at version %d: "+
+				"it was trained by another run or by this run's interrupted first attempt; restart the trainer (or point "+
+				"trainer.endpoint at a fresh one) and run again", what, info.PolicyVersion)
+		}
 		if resume {
 			l.log.Warn("resume: no checkpoint yet, starting from the beginning")
 		}
@@ -57,42 +78,96 @@ func (l *Loop) restore(ctx context.Context, resume bool) error {
 	st.Generation++
 	l.state = st
 
-	// Compare the trainer's policy version with our record. Equal: nothing
-	// was applied after the checkpoint, continue as is. Different (updates
-	// applied after the checkpoint, or a trainer that restarted): load the
-	// trainer checkpoint, so no update is lost or applied twice.
-	info, err := l.deps.Policy.Info(ctx)
+	// Always load the checkpoint, even when the trainer reports the recorded
+	// version: an equal version does not make it this run's policy (another
+	// run may share the trainer), and updates applied after the checkpoint
+	// must be rolled back so none is lost or applied twice.
+	resp, err := l.deps.Policy.Load(ctx, trainer.LoadRequest{
+		StepID: l.stepID("load-" + st.TrainerCheckpoint), Name: st.TrainerCheckpoint, ExpectedRunID: st.RunID})
 	if err != nil {
-		return fmt.Errorf("resume: trainer info: %w", err)
+		return fmt.Errorf("resume: load trainer checkpoint %q: %w", st.TrainerCheckpoint, err)
 	}
-	if info.PolicyVersion != st.PolicyVersion {
-		resp, err := l.deps.Policy.Load(ctx, trainer.LoadRequest{
-			StepID: l.stepID("load-" + st.TrainerCheckpoint), Name: st.TrainerCheckpoint})
-		if err != nil {
-			return fmt.Errorf("resume: load trainer checkpoint %q: %w", st.TrainerCheckpoint, err)
-		}
-		if resp.PolicyVersion != st.PolicyVersion {
-			return fmt.Errorf("resume: trainer checkpoint %q has policy version %d, the harness recorded %d",
-				st.TrainerCheckpoint, resp.PolicyVersion, st.PolicyVersion)
-		}
+	switch {
+	case resp.PolicyVersion != st.PolicyVersion:
+		return fmt.Errorf("resume: trainer checkpoint %q has policy version %d, the harness recorded %d",
+			st.TrainerCheckpoint, resp.PolicyVersion, st.PolicyVersion)
+	case resp.RunID != "" && resp.RunID != st.RunID:
+		// An endpoint that ignored expected_run_id has now loaded another
+		// run's weights: stop before training on them.
+		return fmt.Errorf("resume: trainer checkpoint %q belongs to run %q, not this run (%q): the trainer now holds another run's policy",
+			st.TrainerCheckpoint, resp.RunID, st.RunID)
+	case resp.RunID == "":
+		l.log.Warn("resume: the trainer does not report the run id of its checkpoints; cannot verify that it is this run's",
+			"checkpoint", st.TrainerCheckpoint)
 	}
 	l.log.Info("resumed", "step", st.Step, "policy_version", st.PolicyVersion,
 		"trainer_version_before", info.PolicyVersion, "generation", st.Generation)
 	return nil
 }
 
+// checkLimits refuses a config whose requests the trainer would refuse
+// (info.limits; 0 = no limit), before anything is trained. Evaluations are
+// split into calls of at most max_prompts prompts instead.
+func (l *Loop) checkLimits(lim trainer.Limits) error {
+	over := func(limit, v int) bool { return limit > 0 && v > limit }
+	switch {
+	case over(lim.MaxPrompts, l.cfg.PromptsPerStep):
+		return fmt.Errorf("grpo.prompts_per_step %d exceeds the trainer's info.limits.max_prompts %d", l.cfg.PromptsPerStep, lim.MaxPrompts)
+	case over(lim.MaxN, l.cfg.GroupSize):
+		return fmt.Errorf("grpo.group_size %d exceeds the trainer's info.limits.max_n %d", l.cfg.GroupSize, lim.MaxN)
+	case over(lim.MaxTokens, l.cfg.MaxTokens):
+		return fmt.Errorf("grpo.max_tokens %d exceeds the trainer's info.limits.max_tokens %d", l.cfg.MaxTokens, lim.MaxTokens)
+	case over(lim.MaxBatch, l.cfg.PromptsPerStep*l.cfg.GroupSize):
+		return fmt.Errorf("a grpo_step of grpo.prompts_per_step × group_size = %d samples exceeds the trainer's info.limits.max_batch %d",
+			l.cfg.PromptsPerStep*l.cfg.GroupSize, lim.MaxBatch)
+	case l.cfg.SFT.Epochs > 0 && over(lim.MaxBatch, l.cfg.SFT.BatchSize):
+		return fmt.Errorf("grpo.sft.batch_size %d exceeds the trainer's info.limits.max_batch %d", l.cfg.SFT.BatchSize, lim.MaxBatch)
+	}
+	l.limits = lim
+	return nil
+}
+
+// trainerCheckpointName names the trainer checkpoint of a step. The run id
+// makes it the run's own: one trainer (or checkpoint directory) may serve
+// several runs, whose step numbers coincide.
+func (l *Loop) trainerCheckpointName(step int) string {
+	return fmt.Sprintf("run-%s-step-%06d", l.state.RunID, step)
+}
+
+// policyChangedError says that the trainer's policy is not the one this run
+// trained: the trainer restarted, or another client updated or loaded it.
+type policyChangedError struct{ msg string }
+
+func (e *policyChangedError) Error() string { return e.msg }
+
+// policyChanged reports a response whose policy_version is not the one the
+// run expects (endpoints that ignore expected_policy_version are caught here).
+func policyChanged(call string, got, want int64) error {
+	return &policyChangedError{fmt.Sprintf("%s: the trainer answered policy_version %d, the run expected %d: "+
+		"the trainer restarted or another client changed its policy", call, got, want)}
+}
+
+// isPolicyChanged says whether err means the trainer's policy is not the run's.
+func isPolicyChanged(err error) bool {
+	var pc *policyChangedError
+	return errors.As(err, &pc) || trainer.ErrorCode(err) == trainer.CodeVersionMismatch
+}
+
+// expected is the run's policy version, as the precondition of a trainer call.
+func (l *Loop) expected() *int64 { return trainer.Version(l.state.PolicyVersion) }
+
 // checkpoint asks the trainer to save the policy and optimizer, then saves
 // the harness state that names that trainer checkpoint (in that order: a
 // harness state never points at a checkpoint that does not exist).
 func (l *Loop) checkpoint(ctx context.Context) error {
-	name := fmt.Sprintf("step-%06d", l.state.Step)
-	resp, err := l.deps.Policy.Save(ctx, trainer.SaveRequest{StepID: l.stepID("save-" + name), Name: name})
+	name := l.trainerCheckpointName(l.state.Step)
+	resp, err := l.deps.Policy.Save(ctx, trainer.SaveRequest{StepID: l.stepID("save-" + name), Name: name,
+		RunID: l.state.RunID, ExpectedPolicyVersion: l.expected()})
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: trainer save: %w", name, err)
 	}
 	if resp.PolicyVersion != l.state.PolicyVersion {
-		return fmt.Errorf("checkpoint %s: trainer saved policy version %d, the harness expected %d",
-			name, resp.PolicyVersion, l.state.PolicyVersion)
+		return policyChanged("checkpoint "+name+": trainer save", resp.PolicyVersion, l.state.PolicyVersion)
 	}
 	l.state.TrainerCheckpoint = name
 	l.state.SavedAt = time.Now().UTC()
@@ -111,7 +186,9 @@ func (l *Loop) checkpoint(ctx context.Context) error {
 	}
 	l.log.Debug("checkpoint saved", "step", l.state.Step, "policy_version", l.state.PolicyVersion)
 	for _, step := range pruned {
-		l.deleteTrainerCheckpoint(ctx, fmt.Sprintf("step-%06d", step))
+		// Only this run's names: a checkpoint of a run that predates per-run
+		// names ("step-NNNNNN") may as well be another run's, and is kept.
+		l.deleteTrainerCheckpoint(ctx, l.trainerCheckpointName(step))
 	}
 	return nil
 }

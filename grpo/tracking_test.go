@@ -52,7 +52,7 @@ func (r *recTracker) Text(step int, _ time.Time, tag, md string) error {
 func (r *recTracker) Flush() error { r.flushes++; return nil }
 func (r *recTracker) Close() error { r.closed = true; return nil }
 
-func metricsLines(t *testing.T, path string) []map[string]any {
+func metricsFileLines(t *testing.T, path string) []map[string]any {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -90,7 +90,7 @@ func TestMetricsStampsAndNotComputedTerms(t *testing.T) {
 		if err := tr.Run(context.Background(), false); err != nil {
 			t.Fatal(err)
 		}
-		lines := metricsLines(t, run.File("metrics.jsonl"))
+		lines := metricsFileLines(t, run.File("metrics.jsonl"))
 		if len(lines) != 4 { // eval@0, step 1, step 2, eval@2
 			t.Fatalf("%d lines, want 4", len(lines))
 		}

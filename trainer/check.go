@@ -95,9 +95,14 @@ func (c *checker) skip(name, reason string) {
 
 // save saves the current policy under name and remembers it for the cleanup.
 func (c *checker) save(ctx context.Context, what, name string) (SaveResponse, error) {
-	r, err := c.p.Save(ctx, SaveRequest{StepID: c.stepID(what), Name: name})
-	if err == nil && !slices.Contains(c.created, name) {
-		c.created = append(c.created, name)
+	return c.saveReq(ctx, SaveRequest{StepID: c.stepID(what), Name: name})
+}
+
+func (c *checker) saveReq(ctx context.Context, req SaveRequest) (SaveResponse, error) {
+	r, err := c.p.Save(ctx, req)
+	if !slices.Contains(c.created, req.Name) {
+		// Also after an error: a save refused late may have written something.
+		c.created = append(c.created, req.Name)
 	}
 	return r, err
 }
@@ -158,7 +163,8 @@ func checkCompletions() []string {
 
 func (c *checker) runAll(ctx context.Context) (bool, error) {
 	names := []string{"info", "sample_shape", "sample_deterministic", "grpo_positive_raises_logprob",
-		"grpo_negative_lowers_logprob", "sft_lowers_loss", "step_id_replay", "save_load_restores", "checkpoints_list", "delete"}
+		"grpo_negative_lowers_logprob", "sft_lowers_loss", "step_id_replay", "save_load_restores", "checkpoints_list", "delete",
+		"version_precondition", "checkpoint_run_id", "limits"}
 	info, err := c.p.Info(ctx)
 	if err == nil {
 		err = checkInfo(info)
@@ -197,6 +203,9 @@ func (c *checker) runAll(ctx context.Context) (bool, error) {
 	c.checkReplay(ctx, sample)
 	c.checkSaveLoad(ctx, sample)
 	c.checkDelete(ctx, info.Capabilities.Delete)
+	c.checkVersionPrecondition(ctx, sample)
+	c.checkRunID(ctx, sample)
+	c.checkLimits(ctx)
 	return c.finish(ctx)
 }
 
@@ -667,4 +676,244 @@ func (c *checker) listed(ctx context.Context, name string) (bool, error) {
 		return false, err
 	}
 	return slices.ContainsFunc(list, func(ck CheckpointInfo) bool { return ck.Name == name }), nil
+}
+
+// checkVersionPrecondition runs version_precondition: sample, grpo_step,
+// sft_step and save with a wrong expected_policy_version are refused with
+// version_mismatch and change nothing; with the right one they go through,
+// and a retry of an applied call (same step_id, same body) replays although
+// the version has moved since.
+func (c *checker) checkVersionPrecondition(ctx context.Context, s *GRPOSample) {
+	const name = "version_precondition"
+	if s == nil {
+		c.report(name, fmt.Errorf("skipped: no sample with tokens"), "")
+		return
+	}
+	err := func() error {
+		if err := c.restore(ctx); err != nil {
+			return err
+		}
+		info, err := c.p.Info(ctx)
+		if err != nil {
+			return err
+		}
+		v, stale := info.PolicyVersion, info.PolicyVersion+7
+		mismatch := func(what string, err error) error {
+			if ErrorCode(err) != CodeVersionMismatch {
+				return fmt.Errorf("%s with expected_policy_version %d (the policy is at %d): got %v, want a %s error",
+					what, stale, v, err, CodeVersionMismatch)
+			}
+			return nil
+		}
+		req := SampleRequest{Prompts: []Prompt{s.Prompt}, N: 1, Temperature: 0, MaxTokens: c.opts.MaxTokens, Seed: c.opts.Seed,
+			ExpectedPolicyVersion: Version(v)}
+		if _, err := c.p.Sample(ctx, req); err != nil {
+			return fmt.Errorf("sample with the current expected_policy_version %d: %w", v, err)
+		}
+		req.ExpectedPolicyVersion = Version(stale)
+		if err := mismatch("sample", second(c.p.Sample(ctx, req))); err != nil {
+			return err
+		}
+		before, err := c.score(ctx, s)
+		if err != nil {
+			return err
+		}
+		if err := mismatch("grpo_step", second(c.grpoAt(ctx, c.stepID("stale-grpo"), s, 1, Version(stale)))); err != nil {
+			return err
+		}
+		sft := SFTRequest{StepID: c.stepID("stale-sft"), Examples: []SFTExample{{Prompt: s.Prompt, Completion: checkCompletions()[0]}},
+			LearningRate: c.opts.LearningRate, ExpectedPolicyVersion: Version(stale)}
+		if err := mismatch("sft_step", second(c.p.SFTStep(ctx, sft))); err != nil {
+			return err
+		}
+		save := SaveRequest{StepID: c.stepID("stale-save"), Name: c.run + "-stale", ExpectedPolicyVersion: Version(stale)}
+		if err := mismatch("save", second(c.saveReq(ctx, save))); err != nil {
+			return err
+		}
+		after, err := c.score(ctx, s)
+		if err != nil {
+			return err
+		}
+		if info, err = c.p.Info(ctx); err != nil {
+			return err
+		}
+		if info.PolicyVersion != v || !within(before, after, logprobTol) {
+			return fmt.Errorf("refused calls changed the policy: policy_version %d → %d, logprob %.6g → %.6g", v, info.PolicyVersion, sum(before), sum(after))
+		}
+		id := c.stepID("expected-grpo")
+		r1, err := c.grpoAt(ctx, id, s, 1, Version(v))
+		if err != nil {
+			return fmt.Errorf("grpo_step with the current expected_policy_version %d: %w", v, err)
+		}
+		if r1.PolicyVersion != v+1 {
+			return fmt.Errorf("grpo_step at expected_policy_version %d answered policy_version %d, want %d", v, r1.PolicyVersion, v+1)
+		}
+		r2, err := c.grpoAt(ctx, id, s, 1, Version(v))
+		if err != nil || !r2.Replayed || r2.PolicyVersion != v+1 {
+			return fmt.Errorf("a retry of the applied grpo_step (expected_policy_version %d, now %d): %+v, %v; want a replay with policy_version %d",
+				v, v+1, r2, err, v+1)
+		}
+		c.report(name, nil, fmt.Sprintf("expected_policy_version %d (policy at %d): sample, grpo_step, sft_step and save refused with %s, nothing changed; at %d applied, its retry replayed",
+			stale, v, CodeVersionMismatch, v))
+		return nil
+	}()
+	if err != nil {
+		c.report(name, err, "")
+	}
+}
+
+// checkRunID runs checkpoint_run_id: a save's run_id is listed with the
+// checkpoint and reported by load; a load with another expected_run_id is
+// refused with run_mismatch and leaves the policy as it was.
+func (c *checker) checkRunID(ctx context.Context, s *GRPOSample) {
+	const name = "checkpoint_run_id"
+	if s == nil {
+		c.report(name, fmt.Errorf("skipped: no sample with tokens"), "")
+		return
+	}
+	ck, owner, other := c.run+"-runid", c.run+"-owner", c.run+"-other"
+	err := func() error {
+		if err := c.restore(ctx); err != nil {
+			return err
+		}
+		saved, err := c.saveReq(ctx, SaveRequest{StepID: c.stepID("save-runid"), Name: ck, RunID: owner})
+		if err != nil {
+			return err
+		}
+		list, err := c.p.Checkpoints(ctx)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(list, func(x CheckpointInfo) bool { return x.Name == ck })
+		if i < 0 || list[i].RunID != owner {
+			return fmt.Errorf("checkpoint %q saved with run_id %q: listed %v, want it with run_id %q", ck, owner, list, owner)
+		}
+		moved, err := c.grpo(ctx, c.stepID("runid-move"), s, 1)
+		if err != nil {
+			return err
+		}
+		_, err = c.p.Load(ctx, LoadRequest{StepID: c.stepID("load-other"), Name: ck, ExpectedRunID: other})
+		if ErrorCode(err) != CodeRunMismatch {
+			return fmt.Errorf("load of run %q's checkpoint with expected_run_id %q: got %v, want a %s error", owner, other, err, CodeRunMismatch)
+		}
+		info, err := c.p.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.PolicyVersion != moved.PolicyVersion {
+			return fmt.Errorf("the refused load changed policy_version from %d to %d", moved.PolicyVersion, info.PolicyVersion)
+		}
+		ld, err := c.p.Load(ctx, LoadRequest{StepID: c.stepID("load-owner"), Name: ck, ExpectedRunID: owner})
+		if err != nil {
+			return fmt.Errorf("load with the matching expected_run_id: %w", err)
+		}
+		if ld.RunID != owner || ld.PolicyVersion != saved.PolicyVersion {
+			return fmt.Errorf("load answered run_id %q, policy_version %d; want %q, %d", ld.RunID, ld.PolicyVersion, owner, saved.PolicyVersion)
+		}
+		c.report(name, nil, fmt.Sprintf("run_id %q listed and reported by load; expected_run_id %q refused with %s, policy unchanged", owner, other, CodeRunMismatch))
+		return nil
+	}()
+	if err != nil {
+		c.report(name, err, "")
+	}
+}
+
+// checkLimits runs limits: every info.limits value is set (0, no limit,
+// lets one request exhaust the endpoint), and a request one beyond each is
+// refused with invalid_argument without changing the policy.
+func (c *checker) checkLimits(ctx context.Context) {
+	const name = "limits"
+	err := func() error {
+		info, err := c.p.Info(ctx)
+		if err != nil {
+			return err
+		}
+		l := info.Limits
+		for _, f := range []struct {
+			key string
+			v   int
+		}{{"max_prompts", l.MaxPrompts}, {"max_n", l.MaxN}, {"max_tokens", l.MaxTokens}, {"max_batch", l.MaxBatch}} {
+			if f.v <= 0 {
+				return fmt.Errorf("info.limits.%s is %d (no limit): one request can exhaust the endpoint's memory", f.key, f.v)
+			}
+		}
+		refused := func(what string, err error) error {
+			if ErrorCode(err) != CodeInvalidArgument {
+				return fmt.Errorf("%s beyond info.limits: got %v, want an %s error", what, err, CodeInvalidArgument)
+			}
+			return nil
+		}
+		p := Prompt{Text: "How is espresso brewed?", Dialogue: &Dialogue{Question: "How is espresso brewed?"}}
+		one := SampleRequest{Prompts: []Prompt{p}, N: 1, Temperature: 1, MaxTokens: 1, Seed: c.opts.Seed}
+		req := one
+		req.N = l.MaxN + 1
+		if err := refused(fmt.Sprintf("sample with n = %d", req.N), second(c.p.Sample(ctx, req))); err != nil {
+			return err
+		}
+		req = one
+		req.MaxTokens = l.MaxTokens + 1
+		if err := refused(fmt.Sprintf("sample with max_tokens = %d", req.MaxTokens), second(c.p.Sample(ctx, req))); err != nil {
+			return err
+		}
+		// Requests of more than probeMax items are not sent: they would be
+		// large, and the body limit could refuse them for another reason.
+		const probeMax = 1 << 16
+		probed := []string{"max_n", "max_tokens"}
+		if l.MaxPrompts < probeMax {
+			req = one
+			req.Prompts = slices.Repeat([]Prompt{p}, l.MaxPrompts+1)
+			if err := refused(fmt.Sprintf("sample with %d prompts", len(req.Prompts)), second(c.p.Sample(ctx, req))); err != nil {
+				return err
+			}
+			probed = append(probed, "max_prompts")
+		}
+		if l.MaxBatch < probeMax {
+			gs := GRPOSample{Prompt: p, TokenIDs: []int{}, OldLogprobs: []float64{}, Advantage: 1}
+			g := GRPORequest{StepID: c.stepID("limit-grpo"), Samples: slices.Repeat([]GRPOSample{gs}, l.MaxBatch+1),
+				Loss: LossConfig{Type: c.opts.LossType, LearningRate: c.opts.LearningRate}}
+			if err := refused(fmt.Sprintf("grpo_step with %d samples", len(g.Samples)), second(c.p.GRPOStep(ctx, g))); err != nil {
+				return err
+			}
+			ex := SFTExample{Prompt: p, Completion: "espresso"}
+			sft := SFTRequest{StepID: c.stepID("limit-sft"), Examples: slices.Repeat([]SFTExample{ex}, l.MaxBatch+1), LearningRate: c.opts.LearningRate}
+			if err := refused(fmt.Sprintf("sft_step with %d examples", len(sft.Examples)), second(c.p.SFTStep(ctx, sft))); err != nil {
+				return err
+			}
+			probed = append(probed, "max_batch")
+		}
+		after, err := c.p.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if after.PolicyVersion != info.PolicyVersion {
+			return fmt.Errorf("refused requests moved policy_version from %d to %d", info.PolicyVersion, after.PolicyVersion)
+		}
+		c.report(name, nil, fmt.Sprintf("limits %+v; one beyond %s refused with %s", l, strings.Join(probed, ", "), CodeInvalidArgument))
+		return nil
+	}()
+	if err != nil {
+		c.report(name, err, "")
+	}
+}
+
+func (c *checker) grpoAt(ctx context.Context, stepID string, s *GRPOSample, adv float64, expected *int64) (GRPOResponse, error) {
+	gs := *s
+	gs.Advantage = adv
+	return c.p.GRPOStep(ctx, GRPORequest{StepID: stepID, Samples: []GRPOSample{gs}, ExpectedPolicyVersion: expected,
+		Loss: LossConfig{Type: c.opts.LossType, LearningRate: c.opts.LearningRate, Temperature: 1}})
+}
+
+// second returns a call's error, for checks that expect one.
+func second[T any](_ T, err error) error { return err }
+
+func within(a, b []float64, tol float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > tol {
+			return false
+		}
+	}
+	return true
 }

@@ -2,6 +2,8 @@ package trainer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,14 +16,19 @@ import (
 	"time"
 )
 
-// checkpointFormat identifies embedded-policy checkpoint files.
-const checkpointFormat = "himes-embedded-policy/1"
+// checkpointFormat identifies embedded-policy checkpoint files. Format /2
+// adds the run id and a checksum; /1 files (no checksum) still load.
+const (
+	checkpointFormat   = "himes-embedded-policy/2"
+	checkpointFormatV1 = "himes-embedded-policy/1"
+)
 
 // checkpointFile is the on-disk form of policyState. encoding/json writes
 // float64s in their shortest round-trip form, so a load restores them bit
 // for bit.
 type checkpointFile struct {
 	Format        string    `json:"format"`
+	RunID         string    `json:"run_id,omitempty"`
 	Features      []string  `json:"features"`
 	CreatedAt     time.Time `json:"created_at"`
 	PolicyVersion int64     `json:"policy_version"`
@@ -30,6 +37,21 @@ type checkpointFile struct {
 	AdamV         []float64 `json:"adam_v"`
 	AdamT         int64     `json:"adam_t"`
 	Reference     []float64 `json:"reference"` // null before the first grpo_step
+	// Checksum is "sha256:HEX" of the compact JSON encoding of every other
+	// field (re-encoding the decoded values reproduces it exactly), so an
+	// edited weight or version is caught even in a well-formed file.
+	Checksum string `json:"checksum,omitempty"`
+}
+
+// checksum computes cf's Checksum field.
+func (cf checkpointFile) checksum() (string, error) {
+	cf.Checksum = ""
+	b, err := json.Marshal(cf)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 var checkpointNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -57,7 +79,13 @@ func (e *Embedded) Save(ctx context.Context, req SaveRequest) (SaveResponse, err
 	if err := checkName(req.Name); err != nil {
 		return SaveResponse{}, err
 	}
-	hash, err := requestHash(SaveRequest{Name: req.Name})
+	if err := checkExpectedArg(req.ExpectedPolicyVersion); err != nil {
+		return SaveResponse{}, err
+	}
+	if len(req.RunID) > 256 {
+		return SaveResponse{}, invalidf("run_id: %d bytes, at most 256", len(req.RunID))
+	}
+	hash, err := requestHash(SaveRequest{Name: req.Name, RunID: req.RunID, ExpectedPolicyVersion: req.ExpectedPolicyVersion})
 	if err != nil {
 		return SaveResponse{}, err
 	}
@@ -71,10 +99,17 @@ func (e *Embedded) Save(ctx context.Context, req SaveRequest) (SaveResponse, err
 		return r, nil
 	}
 	st := e.st
-	raw, err := json.MarshalIndent(checkpointFile{
-		Format: checkpointFormat, Features: featureNames[:], CreatedAt: time.Now().UTC(),
+	if err := checkExpected(req.ExpectedPolicyVersion, st.version); err != nil {
+		return SaveResponse{}, err
+	}
+	cf := checkpointFile{
+		Format: checkpointFormat, RunID: req.RunID, Features: featureNames[:], CreatedAt: time.Now().UTC(),
 		PolicyVersion: st.version, Weights: st.w, AdamM: st.m, AdamV: st.v, AdamT: st.t, Reference: st.ref,
-	}, "", " ")
+	}
+	if cf.Checksum, err = cf.checksum(); err != nil {
+		return SaveResponse{}, fmt.Errorf("checksum checkpoint %s: %w", req.Name, err)
+	}
+	raw, err := json.MarshalIndent(cf, "", " ")
 	if err != nil {
 		return SaveResponse{}, fmt.Errorf("encode checkpoint %s: %w", req.Name, err)
 	}
@@ -98,7 +133,7 @@ func (e *Embedded) Load(ctx context.Context, req LoadRequest) (LoadResponse, err
 	if err := checkName(req.Name); err != nil {
 		return LoadResponse{}, err
 	}
-	hash, err := requestHash(LoadRequest{Name: req.Name})
+	hash, err := requestHash(LoadRequest{Name: req.Name, ExpectedRunID: req.ExpectedRunID})
 	if err != nil {
 		return LoadResponse{}, err
 	}
@@ -115,8 +150,14 @@ func (e *Embedded) Load(ctx context.Context, req LoadRequest) (LoadResponse, err
 	if perr != nil {
 		return LoadResponse{}, perr
 	}
+	// A checkpoint saved without a run id (format /1, or a save without
+	// run_id) cannot be verified; the caller sees run_id "" in the response.
+	if req.ExpectedRunID != "" && cf.RunID != "" && cf.RunID != req.ExpectedRunID {
+		return LoadResponse{}, newErr(CodeRunMismatch, "checkpoint %q was saved by run %q, not %q (expected_run_id); the policy is unchanged",
+			req.Name, cf.RunID, req.ExpectedRunID)
+	}
 	e.st = policyState{w: cf.Weights, m: cf.AdamM, v: cf.AdamV, t: cf.AdamT, version: cf.PolicyVersion, ref: cf.Reference}
-	res := LoadResponse{Name: req.Name, PolicyVersion: cf.PolicyVersion}
+	res := LoadResponse{Name: req.Name, PolicyVersion: cf.PolicyVersion, RunID: cf.RunID}
 	e.steps.store(req.StepID, "load", hash, res)
 	return res, nil
 }
@@ -184,13 +225,23 @@ func readCheckpoint(path string) (checkpointFile, *Error) {
 		return cf, newErr(CodeInternal, "read checkpoint: %v", err)
 	}
 	if err := json.Unmarshal(raw, &cf); err != nil {
-		return cf, newErr(CodeInternal, "checkpoint %s: %v", path, err)
+		return cf, newErr(CodeCheckpointCorrupt, "checkpoint %s: %v", path, err)
 	}
 	bad := func(field, format string, args ...any) *Error {
-		return newErr(CodeInternal, "checkpoint %s: field %s: %s", path, field, fmt.Sprintf(format, args...))
+		return newErr(CodeCheckpointCorrupt, "checkpoint %s: field %s: %s", path, field, fmt.Sprintf(format, args...))
+	}
+	if cf.Format == checkpointFormat || cf.Checksum != "" {
+		want, err := cf.checksum()
+		if err != nil {
+			return cf, bad("checksum", "%v", err)
+		}
+		if cf.Checksum != want {
+			return cf, bad("checksum", "%q does not match the content (%s): the file was modified or damaged; refusing to load it",
+				cf.Checksum, want)
+		}
 	}
 	switch {
-	case cf.Format != checkpointFormat:
+	case cf.Format != checkpointFormat && cf.Format != checkpointFormatV1:
 		return cf, bad("format", "%q, want %q", cf.Format, checkpointFormat)
 	case len(cf.Features) != numFeatures || strings.Join(cf.Features, ",") != strings.Join(featureNames[:], ","):
 		return cf, bad("features", "%v do not match this build's %v", cf.Features, featureNames)
@@ -237,7 +288,7 @@ func (e *Embedded) Checkpoints(ctx context.Context) ([]CheckpointInfo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list checkpoints: %w", err)
 		}
-		out = append(out, CheckpointInfo{Name: name, PolicyVersion: cf.PolicyVersion, CreatedAt: cf.CreatedAt, SizeBytes: fi.Size()})
+		out = append(out, CheckpointInfo{Name: name, PolicyVersion: cf.PolicyVersion, CreatedAt: cf.CreatedAt, SizeBytes: fi.Size(), RunID: cf.RunID})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

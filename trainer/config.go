@@ -45,6 +45,17 @@ type EmbeddedConfig struct {
 	CheckpointDir string `yaml:"checkpoint_dir"`
 	// StepCache is how many step_id results are remembered for replay (default 1024).
 	StepCache int `yaml:"step_cache"`
+	// MaxPrompts is the most prompts one sample call may carry (default
+	// 1024); larger requests are refused, so that one request cannot exhaust
+	// the server's memory. Reported as info.limits.max_prompts.
+	MaxPrompts int `yaml:"max_prompts"`
+	// MaxN is the most samples per prompt of one sample call (default 128;
+	// info.limits.max_n).
+	MaxN int `yaml:"max_n"`
+	// MaxBatch is the most samples of one grpo_step, examples of one
+	// sft_step and items of one logprobs call (default 8192;
+	// info.limits.max_batch). info.limits.max_tokens is MaxCandidates.
+	MaxBatch int `yaml:"max_batch"`
 }
 
 // DefaultConfig uses the embedded policy.
@@ -58,6 +69,7 @@ func DefaultEmbeddedConfig() EmbeddedConfig {
 		MaxCandidates: 64, InitSeed: 1,
 		AdamBeta1: 0.9, AdamBeta2: 0.999, AdamEps: 1e-8,
 		CheckpointDir: "checkpoints/trainer", StepCache: 1024,
+		MaxPrompts: 1024, MaxN: 128, MaxBatch: 8192,
 	}
 }
 
@@ -109,7 +121,18 @@ func (c EmbeddedConfig) Validate() error {
 	if c.StepCache < 1 {
 		return fielderr.New("step_cache", "must be ≥ 1, got %d", c.StepCache)
 	}
+	for _, l := range []struct {
+		key string
+		v   int
+	}{{"max_prompts", c.MaxPrompts}, {"max_n", c.MaxN}, {"max_batch", c.MaxBatch}} {
+		if l.v < 1 || l.v > maxLimit {
+			return fielderr.New(l.key, "must be in [1, %d], got %d", maxLimit, l.v)
+		}
+	}
 	return nil
 }
+
+// maxLimit bounds the request limits: the embedded policy has no "no limit".
+const maxLimit = 1 << 20
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

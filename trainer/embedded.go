@@ -100,7 +100,7 @@ func (e *Embedded) Info(ctx context.Context) (Info, error) {
 		LossTypes:     append([]string(nil), lossTypes...),
 		KLEstimators:  append([]string(nil), klEstimators...),
 		Capabilities:  Capabilities{Entropy: true, Logprobs: true, Delete: true, DualClip: true},
-		Limits:        Limits{MaxTokens: e.cfg.MaxCandidates},
+		Limits:        Limits{MaxPrompts: e.cfg.MaxPrompts, MaxN: e.cfg.MaxN, MaxTokens: e.cfg.MaxCandidates, MaxBatch: e.cfg.MaxBatch},
 		TokenKind:     "decisions",
 	}, nil
 }
@@ -170,6 +170,16 @@ func (e *Embedded) Sample(ctx context.Context, req SampleRequest) (SampleRespons
 	case req.MaxTokens < 0:
 		return SampleResponse{}, invalidf("max_tokens: must be ≥ 0, got %d", req.MaxTokens)
 	}
+	// The limits are checked before anything is allocated for the samples.
+	if err := checkLimit("prompts", len(req.Prompts), "prompts", e.cfg.MaxPrompts); err != nil {
+		return SampleResponse{}, err
+	}
+	if err := checkLimit("n", n, "samples per prompt", e.cfg.MaxN); err != nil {
+		return SampleResponse{}, err
+	}
+	if err := checkLimit("max_tokens", req.MaxTokens, "tokens", e.cfg.MaxCandidates); err != nil {
+		return SampleResponse{}, err
+	}
 	limit := e.cfg.MaxCandidates
 	if req.MaxTokens > 0 {
 		limit = min(limit, req.MaxTokens)
@@ -177,6 +187,9 @@ func (e *Embedded) Sample(ctx context.Context, req SampleRequest) (SampleRespons
 	e.mu.RLock()
 	w, version := clone(e.st.w), e.st.version
 	e.mu.RUnlock()
+	if err := checkExpected(req.ExpectedPolicyVersion, version); err != nil {
+		return SampleResponse{}, err
+	}
 
 	out := SampleResponse{Samples: make([]Sample, 0, len(req.Prompts)*n), PolicyVersion: version}
 	for i, p := range req.Prompts {
@@ -262,6 +275,9 @@ func (e *Embedded) Logprobs(ctx context.Context, req LogprobsRequest) (LogprobsR
 	if !finite(temp) || temp < 0 {
 		return LogprobsResponse{}, invalidf("temperature: must be > 0, got %v", req.Temperature)
 	}
+	if err := checkLimit("items", len(req.Items), "items", e.cfg.MaxBatch); err != nil {
+		return LogprobsResponse{}, err
+	}
 	items := make([]scored, len(req.Items))
 	for k, it := range req.Items {
 		s, err := e.prepare(fmt.Sprintf("items[%d]", k), it.Prompt, it.TokenIDs)
@@ -341,6 +357,12 @@ func (e *Embedded) SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, er
 	case !finite(req.MaxGradNorm) || req.MaxGradNorm < 0:
 		return SFTResponse{}, invalidf("max_grad_norm: must be ≥ 0, got %v", req.MaxGradNorm)
 	}
+	if err := checkLimit("examples", len(req.Examples), "examples", e.cfg.MaxBatch); err != nil {
+		return SFTResponse{}, err
+	}
+	if err := checkExpectedArg(req.ExpectedPolicyVersion); err != nil {
+		return SFTResponse{}, err
+	}
 	type example struct {
 		phi *mat.Dense
 		y   []float64
@@ -360,7 +382,8 @@ func (e *Embedded) SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, er
 		exs[k] = example{phi: design(cands), y: y}
 		tokens += len(cands)
 	}
-	hash, herr := requestHash(SFTRequest{Examples: req.Examples, LearningRate: req.LearningRate, Epochs: req.Epochs, MaxGradNorm: req.MaxGradNorm})
+	hash, herr := requestHash(SFTRequest{Examples: req.Examples, LearningRate: req.LearningRate, Epochs: req.Epochs,
+		MaxGradNorm: req.MaxGradNorm, ExpectedPolicyVersion: req.ExpectedPolicyVersion})
 	if herr != nil {
 		return SFTResponse{}, herr
 	}
@@ -373,6 +396,11 @@ func (e *Embedded) SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, er
 		r := prev.(SFTResponse)
 		r.Replayed = true
 		return r, nil
+	}
+	// After the replay lookup: a retry of an applied call finds the version
+	// moved by its own first attempt, and must replay, not fail.
+	if err := checkExpected(req.ExpectedPolicyVersion, e.st.version); err != nil {
+		return SFTResponse{}, err
 	}
 	st := e.st.clone()
 	var lossSum, norm float64
@@ -419,6 +447,12 @@ func (e *Embedded) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse,
 	if len(req.Samples) == 0 {
 		return GRPOResponse{}, invalidf("samples: at least one sample is required")
 	}
+	if err := checkLimit("samples", len(req.Samples), "samples", e.cfg.MaxBatch); err != nil {
+		return GRPOResponse{}, err
+	}
+	if err := checkExpectedArg(req.ExpectedPolicyVersion); err != nil {
+		return GRPOResponse{}, err
+	}
 	items := make([]scored, len(req.Samples))
 	for i, s := range req.Samples {
 		field := fmt.Sprintf("samples[%d]", i)
@@ -439,7 +473,7 @@ func (e *Embedded) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse,
 		}
 		items[i] = sc
 	}
-	hash, herr := requestHash(GRPORequest{Samples: req.Samples, Loss: req.Loss})
+	hash, herr := requestHash(GRPORequest{Samples: req.Samples, Loss: req.Loss, ExpectedPolicyVersion: req.ExpectedPolicyVersion})
 	if herr != nil {
 		return GRPOResponse{}, herr
 	}
@@ -452,6 +486,9 @@ func (e *Embedded) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse,
 		r := prev.(GRPOResponse)
 		r.Replayed = true
 		return r, nil
+	}
+	if err := checkExpected(req.ExpectedPolicyVersion, e.st.version); err != nil {
+		return GRPOResponse{}, err
 	}
 	st := e.st.clone()
 	if st.ref == nil {
@@ -543,4 +580,32 @@ func checkFinite(w []float64, xs ...float64) *Error {
 		}
 	}
 	return nil
+}
+
+// checkLimit refuses a request whose count exceeds an advertised limit
+// (info.limits).
+func checkLimit(field string, count int, what string, limit int) *Error {
+	if count > limit {
+		return invalidf("%s: %d %s, the limit is %d (info.limits)", field, count, what, limit)
+	}
+	return nil
+}
+
+func checkExpectedArg(expected *int64) *Error {
+	if expected != nil && *expected < 0 {
+		return invalidf("expected_policy_version: must be ≥ 0, got %d", *expected)
+	}
+	return nil
+}
+
+// checkExpected enforces the expected_policy_version precondition.
+func checkExpected(expected *int64, version int64) *Error {
+	if err := checkExpectedArg(expected); err != nil {
+		return err
+	}
+	if expected == nil || *expected == version {
+		return nil
+	}
+	return newErr(CodeVersionMismatch, "expected_policy_version %d, but the policy is at version %d "+
+		"(the trainer restarted, or another client changed the policy); nothing was applied", *expected, version)
 }

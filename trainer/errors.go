@@ -12,9 +12,19 @@ const (
 	CodeUnauthorized    = "unauthorized"
 	CodeNotFound        = "not_found"
 	CodeConflict        = "conflict"
-	CodeOOM             = "oom"
-	CodeInternal        = "internal"
-	CodeUnavailable     = "unavailable"
+	// CodeVersionMismatch: the policy is not at the request's
+	// expected_policy_version (the trainer restarted, or another client
+	// changed it); nothing was applied.
+	CodeVersionMismatch = "version_mismatch"
+	// CodeRunMismatch: load's checkpoint was saved by another run
+	// (expected_run_id); the policy is unchanged.
+	CodeRunMismatch = "run_mismatch"
+	// CodeCheckpointCorrupt: a checkpoint fails its checksum or validation;
+	// the policy is unchanged.
+	CodeCheckpointCorrupt = "checkpoint_corrupt"
+	CodeOOM               = "oom"
+	CodeInternal          = "internal"
+	CodeUnavailable       = "unavailable"
 )
 
 // Error is a protocol error: what an endpoint answers, and what the client
@@ -43,6 +53,8 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusNotFound
 	case CodeConflict:
 		return http.StatusConflict
+	case CodeVersionMismatch, CodeRunMismatch:
+		return http.StatusPreconditionFailed
 	case CodeOOM:
 		return http.StatusInsufficientStorage
 	case CodeUnavailable:

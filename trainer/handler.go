@@ -11,8 +11,15 @@ import (
 	"strings"
 )
 
-// maxBodyBytes bounds request bodies (PROTOCOL.md, "Conventions").
-const maxBodyBytes = 64 << 20
+// DefaultMaxBodyBytes bounds request bodies (PROTOCOL.md, "Conventions").
+const DefaultMaxBodyBytes = 64 << 20
+
+// HandlerOption configures NewHandler.
+type HandlerOption func(*handler)
+
+// WithMaxBodyBytes refuses request bodies larger than n bytes with 413
+// (default DefaultMaxBodyBytes).
+func WithMaxBodyBytes(n int64) HandlerOption { return func(h *handler) { h.maxBody = n } }
 
 // NewHandler serves the protocol for p. When token is non-empty every
 // request must carry "Authorization: Bearer <token>". /v1/logprobs is served
@@ -20,13 +27,18 @@ const maxBodyBytes = 64 << 20
 // info.capabilities.delete is true only then, and only if p's own Info says
 // so: a Client proxying an older endpoint implements Deleter but cannot delete). Idempotency of step_ids is p's job (Embedded and
 // Client both provide it), so the handler adds no state of its own.
-func NewHandler(p Policy, token string) http.Handler {
-	return &handler{p: p, token: token}
+func NewHandler(p Policy, token string, opts ...HandlerOption) http.Handler {
+	h := &handler{p: p, token: token, maxBody: DefaultMaxBodyBytes}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 type handler struct {
-	p     Policy
-	token string
+	p       Policy
+	token   string
+	maxBody int64
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -66,47 +78,54 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			PolicyVersion int64            `json:"policy_version"`
 		}{list, info.PolicyVersion}, err)
 	case "/v1/sample":
-		serve(w, r, ctx, h.p.Sample)
+		serve(w, r, h.maxBody, ctx, h.p.Sample)
 	case "/v1/logprobs":
 		sc, ok := h.p.(Scorer)
 		if !ok {
 			writeError(w, newErr(CodeNotFound, "this endpoint does not implement /v1/logprobs"))
 			return
 		}
-		serve(w, r, ctx, sc.Logprobs)
+		serve(w, r, h.maxBody, ctx, sc.Logprobs)
 	// A mutating call runs to completion even if the client goes away: its
 	// result is then stored for the client's retry with the same step_id.
 	case "/v1/sft_step":
-		serve(w, r, context.WithoutCancel(ctx), h.p.SFTStep)
+		serve(w, r, h.maxBody, context.WithoutCancel(ctx), h.p.SFTStep)
 	case "/v1/grpo_step":
-		serve(w, r, context.WithoutCancel(ctx), h.p.GRPOStep)
+		serve(w, r, h.maxBody, context.WithoutCancel(ctx), h.p.GRPOStep)
 	case "/v1/save":
-		serve(w, r, context.WithoutCancel(ctx), h.p.Save)
+		serve(w, r, h.maxBody, context.WithoutCancel(ctx), h.p.Save)
 	case "/v1/load":
-		serve(w, r, context.WithoutCancel(ctx), h.p.Load)
+		serve(w, r, h.maxBody, context.WithoutCancel(ctx), h.p.Load)
 	case "/v1/delete":
 		d, ok := h.p.(Deleter)
 		if !ok {
 			writeError(w, newErr(CodeNotFound, "this endpoint does not implement /v1/delete"))
 			return
 		}
-		serve(w, r, context.WithoutCancel(ctx), d.Delete)
+		serve(w, r, h.maxBody, context.WithoutCancel(ctx), d.Delete)
 	default:
 		writeError(w, newErr(CodeNotFound, "no such endpoint %s %s", r.Method, r.URL.Path))
 	}
 }
 
 // serve decodes a POST body into Req, calls f, and writes its result.
-func serve[Req, Resp any](w http.ResponseWriter, r *http.Request, ctx context.Context, f func(context.Context, Req) (Resp, error)) {
+func serve[Req, Resp any](w http.ResponseWriter, r *http.Request, maxBody int64, ctx context.Context, f func(context.Context, Req) (Resp, error)) {
 	if !method(w, r, http.MethodPost) {
 		return
 	}
+	if r.ContentLength > maxBody {
+		// Refused from the header alone, before a byte of the body is read.
+		e := invalidf("request body of %d bytes, at most %d", r.ContentLength, maxBody)
+		e.Status = http.StatusRequestEntityTooLarge
+		writeError(w, e)
+		return
+	}
 	var req Req
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	if err := dec.Decode(&req); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			e := invalidf("request body larger than %d bytes", maxBodyBytes)
+			e := invalidf("request body larger than %d bytes", maxBody)
 			e.Status = http.StatusRequestEntityTooLarge
 			writeError(w, e)
 			return

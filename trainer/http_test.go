@@ -40,7 +40,8 @@ func TestCheckPassesInProcessAndOverHTTP(t *testing.T) {
 		t.Fatalf("HTTP check failed (%v):\n%s", err, out.String())
 	}
 	for _, prop := range []string{"info", "sample_shape", "sample_deterministic", "grpo_positive_raises_logprob",
-		"grpo_negative_lowers_logprob", "sft_lowers_loss", "step_id_replay", "save_load_restores", "checkpoints_list", "delete"} {
+		"grpo_negative_lowers_logprob", "sft_lowers_loss", "step_id_replay", "save_load_restores", "checkpoints_list", "delete",
+		"version_precondition", "checkpoint_run_id", "limits"} {
 		if !strings.Contains(out.String(), "PASS  "+prop+":") {
 			t.Errorf("no PASS line for %s:\n%s", prop, out.String())
 		}

@@ -60,6 +60,10 @@ type SampleRequest struct {
 	MaxTokens   int      `json:"max_tokens,omitempty"`
 	Stop        []string `json:"stop,omitempty"`
 	Seed        int64    `json:"seed"`
+	// ExpectedPolicyVersion, when set, is a precondition: the endpoint
+	// refuses the call with version_mismatch unless its policy is at this
+	// version (PROTOCOL.md, "Policy version").
+	ExpectedPolicyVersion *int64 `json:"expected_policy_version,omitempty"`
 }
 
 // Sample is one sampled completion with its tokens and their logprobs.
@@ -111,6 +115,8 @@ type SFTRequest struct {
 	LearningRate float64      `json:"learning_rate"`
 	Epochs       int          `json:"epochs,omitempty"`        // 0 → 1
 	MaxGradNorm  float64      `json:"max_grad_norm,omitempty"` // 0 → no clipping
+	// ExpectedPolicyVersion: see SampleRequest.
+	ExpectedPolicyVersion *int64 `json:"expected_policy_version,omitempty"`
 }
 
 // SFTResponse reports the loss of the forward pass that drove the update.
@@ -158,6 +164,8 @@ type GRPORequest struct {
 	StepID  string       `json:"step_id"`
 	Samples []GRPOSample `json:"samples"`
 	Loss    LossConfig   `json:"loss"`
+	// ExpectedPolicyVersion: see SampleRequest.
+	ExpectedPolicyVersion *int64 `json:"expected_policy_version,omitempty"`
 }
 
 // GRPOResponse holds the step's metrics, means over the μ iterations.
@@ -180,6 +188,11 @@ type GRPOResponse struct {
 type SaveRequest struct {
 	StepID string `json:"step_id"`
 	Name   string `json:"name"`
+	// RunID is stored in the checkpoint's metadata, so that a load can
+	// verify whose checkpoint it restores.
+	RunID string `json:"run_id,omitempty"`
+	// ExpectedPolicyVersion: see SampleRequest.
+	ExpectedPolicyVersion *int64 `json:"expected_policy_version,omitempty"`
 }
 
 // SaveResponse confirms a save.
@@ -194,12 +207,17 @@ type SaveResponse struct {
 type LoadRequest struct {
 	StepID string `json:"step_id"`
 	Name   string `json:"name"`
+	// ExpectedRunID, when set, makes the endpoint refuse (run_mismatch) a
+	// checkpoint saved with another run_id, leaving the policy unchanged.
+	ExpectedRunID string `json:"expected_run_id,omitempty"`
 }
 
-// LoadResponse reports the restored policy version.
+// LoadResponse reports the restored policy version and the run_id the
+// checkpoint was saved with ("" if none).
 type LoadResponse struct {
 	Name          string `json:"name"`
 	PolicyVersion int64  `json:"policy_version"`
+	RunID         string `json:"run_id,omitempty"`
 	Replayed      bool   `json:"replayed"`
 }
 
@@ -225,6 +243,7 @@ type CheckpointInfo struct {
 	PolicyVersion int64     `json:"policy_version"`
 	CreatedAt     time.Time `json:"created_at"`
 	SizeBytes     int64     `json:"size_bytes"`
+	RunID         string    `json:"run_id,omitempty"`
 }
 
 // Capabilities are the optional features of an endpoint.
@@ -242,7 +261,8 @@ type Capabilities struct {
 	DualClip bool `json:"dual_clip"`
 }
 
-// Limits are request-size limits of an endpoint; 0 means no limit.
+// Limits are request-size limits of an endpoint, refused beyond with
+// invalid_argument; 0 means no limit.
 type Limits struct {
 	MaxPrompts int `json:"max_prompts"`
 	MaxN       int `json:"max_n"`
@@ -315,3 +335,6 @@ func AsDeleter(ctx context.Context, p Policy) (d Deleter, ok bool, err error) {
 type TermStats interface {
 	IDF(term string) float64
 }
+
+// Version returns a pointer to v, for the ExpectedPolicyVersion fields.
+func Version(v int64) *int64 { return &v }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/trainer"
 )
 
 func newRetrievalCmd() *cobra.Command {
@@ -52,7 +53,9 @@ retrieval.memory is ignored here. The first line on stdout is
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w", addr, err)
 			}
-			return serveHTTP(cmd, ln, retrieval.NewHandler(p, rc.Candidates), "retrieval service",
+			// The same slow-client bounds as the trainer endpoint's server.
+			srv := trainer.NewServer(retrieval.NewHandler(p, rc.Candidates), trainer.ServerOptions{})
+			return serveHTTP(cmd, ln, srv, "retrieval service",
 				"method", rc.Method, "documents", len(p.Chunks()))
 		},
 	}

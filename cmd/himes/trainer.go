@@ -38,6 +38,7 @@ func newTrainerServeCmd() *cobra.Command {
 		addr    string
 		token   string
 		ckptDir string
+		sopts   trainer.ServerOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -81,30 +82,35 @@ BM25 statistics, as in an in-process run of that config; otherwise it is 0.`,
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w", addr, err)
 			}
-			return serveTrainer(cmd, ln, policy, token, ecfg.CheckpointDir)
+			return serveTrainer(cmd, ln, policy, token, ecfg.CheckpointDir, sopts)
 		},
 	}
 	cf.register(cmd, false)
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8765", "listen address (host:port; port 0 picks a free one)")
 	cmd.Flags().StringVar(&token, "token", "", "require this bearer token (default $"+trainerTokenEnv+"; empty = no auth)")
 	cmd.Flags().StringVar(&ckptDir, "checkpoint-dir", "", "where save/load keep checkpoints (default trainer.embedded.checkpoint_dir)")
+	cmd.Flags().DurationVar(&sopts.ReadTimeout, "read-timeout", trainer.DefaultReadTimeout,
+		"the longest a client may take to send one request, body included (a slow client is disconnected)")
 	return cmd
 }
 
 // serveTrainer serves policy on ln until the command's context ends, then
 // shuts down gracefully (in-flight updates complete).
-func serveTrainer(cmd *cobra.Command, ln net.Listener, policy trainer.Policy, token, ckptDir string) error {
-	return serveHTTP(cmd, ln, logRequests(trainer.NewHandler(policy, token)), "trainer endpoint",
-		"policy", "embedded", "auth", token != "", "checkpoint_dir", ckptDir)
+func serveTrainer(cmd *cobra.Command, ln net.Listener, policy trainer.Policy, token, ckptDir string, opts trainer.ServerOptions) error {
+	if trainer.ExposedWithoutToken(ln.Addr(), token) {
+		slog.Warn("the trainer endpoint listens beyond loopback without a token: anyone who can reach it can read and change the policy; set --token or $"+trainerTokenEnv,
+			"addr", ln.Addr().String())
+	}
+	srv := trainer.NewServer(logRequests(trainer.NewHandler(policy, token)), opts)
+	return serveHTTP(cmd, ln, srv, "trainer endpoint", "policy", "embedded", "auth", token != "", "checkpoint_dir", ckptDir)
 }
 
-// serveHTTP prints "serving on URL" as the first line on stdout, serves h
+// serveHTTP prints "serving on URL" as the first line on stdout, serves srv
 // on ln until the command's context ends, then shuts down gracefully
 // (requests in flight complete).
-func serveHTTP(cmd *cobra.Command, ln net.Listener, h http.Handler, what string, attrs ...any) error {
+func serveHTTP(cmd *cobra.Command, ln net.Listener, srv *http.Server, what string, attrs ...any) error {
 	ctx := cmd.Context()
 	url := "http://" + ln.Addr().String()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
 	if _, err := fmt.Fprintf(cmd.OutOrStdout(), "serving on %s\n", url); err != nil {
 		ln.Close()
 		return err

@@ -40,9 +40,9 @@ func TestTrainerServeThenCheck(t *testing.T) {
 	if err := check.ExecuteContext(ctx); err != nil {
 		t.Fatalf("check failed: %v\n%s", err, out.String())
 	}
-	// 10 properties, delete included: the embedded endpoint supports it.
-	if strings.Contains(out.String(), "FAIL") || strings.Count(out.String(), "PASS") != 10 || !strings.Contains(out.String(), "PASS  delete:") {
-		t.Errorf("want 10 PASS lines (delete included) and no FAIL:\n%s", out.String())
+	// 13 properties, delete included: the embedded endpoint supports it.
+	if strings.Contains(out.String(), "FAIL") || strings.Count(out.String(), "PASS") != 13 || !strings.Contains(out.String(), "PASS  delete:") {
+		t.Errorf("want 13 PASS lines (delete included) and no FAIL:\n%s", out.String())
 	}
 
 	// A wrong token fails every property and the command exits non-zero.

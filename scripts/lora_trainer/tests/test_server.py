@@ -3,7 +3,9 @@
 import http.client
 import json
 import os
+import socket
 import threading
+import time
 
 import pytest
 
@@ -43,7 +45,7 @@ def test_info(tmp_path):
     assert info["capabilities"] == {"top_p": True, "stop": True, "entropy": True, "logprobs": True, "auth": False, "delete": True,
                                     "dual_clip": True}
     assert info["kl_estimators"] == ["k3", "low_var_kl"]
-    assert info["limits"] == {"max_prompts": 4, "max_n": 0, "max_tokens": 0, "max_batch": 0}
+    assert info["limits"] == {"max_prompts": 4, "max_n": 128, "max_tokens": 1024, "max_batch": 8192}
     assert info["policy_version"] == 0
 
 
@@ -198,7 +200,7 @@ def test_save_list_load(tmp_path):
     call(svc2, "/v1/save", {"step_id": "s1", "name": "v1"})
     call(svc2, "/v1/grpo_step", grpo_body("g2"))
     status, loaded = call(svc2, "/v1/load", {"step_id": "l1", "name": "v1"})
-    assert status == 200 and loaded == {"name": "v1", "policy_version": 1, "replayed": False}
+    assert status == 200 and loaded == {"name": "v1", "policy_version": 1, "run_id": "", "replayed": False}
     assert call(svc2, "/v1/logprobs", {"items": [{"prompt": PROMPT, "token_ids": [65, 66]}]})[1]["logprobs"] == lp_saved
 
 
@@ -298,6 +300,187 @@ def test_http_server(tmp_path):
         r = conn.getresponse()
         assert r.status == 413 and json.loads(r.read())["error"]["code"] == "invalid_argument"
         conn.close()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+# --- #14: version precondition, run ids, checksums, limits, timeouts
+
+
+def test_version_precondition(tmp_path):
+    svc = service(tmp_path)
+    mismatch = "expected_policy_version 72, but the policy is at version 1"
+    assert call(svc, "/v1/grpo_step", dict(grpo_body("g1"), expected_policy_version=0))[1]["policy_version"] == 1
+    # A retry of the applied call replays, although the version has moved.
+    status, again = call(svc, "/v1/grpo_step", dict(grpo_body("g1"), expected_policy_version=0))
+    assert status == 200 and again["replayed"] is True and again["policy_version"] == 1
+    params = [p.detach().clone() for p in svc.engine.params]
+    for path, body in [
+        ("/v1/sample", {"prompts": [PROMPT], "max_tokens": 2, "expected_policy_version": 72}),
+        ("/v1/grpo_step", dict(grpo_body("g2"), expected_policy_version=72)),
+        ("/v1/sft_step", {"step_id": "s", "examples": [{"prompt": PROMPT, "completion": "a"}], "learning_rate": 0.1,
+                          "expected_policy_version": 72}),
+        ("/v1/save", {"step_id": "v", "name": "stale", "expected_policy_version": 72}),
+    ]:
+        status, resp = call(svc, path, body)
+        assert (status, resp["error"]["code"], resp["error"]["retryable"]) == (412, "version_mismatch", False), (path, resp)
+        assert mismatch in resp["error"]["message"]
+    assert svc.engine.policy_version == 1
+    assert all((a == b).all() for a, b in zip(params, svc.engine.params))
+    assert call(svc, "/v1/checkpoints")[1]["checkpoints"] == []
+    # The refused call was not remembered: at the right version it applies.
+    status, out = call(svc, "/v1/grpo_step", dict(grpo_body("g2"), expected_policy_version=1))
+    assert status == 200 and out["replayed"] is False and out["policy_version"] == 2
+    status, resp = call(svc, "/v1/sample", {"prompts": [PROMPT], "expected_policy_version": -1})
+    assert (status, resp["error"]["code"]) == (400, "invalid_argument")
+
+
+def test_run_id_and_shared_checkpoint_dir(tmp_path):
+    # Two servers (two runs' trainers) share one checkpoint directory.
+    a = TrainerService(tiny_engine(), CheckpointStore(str(tmp_path / "ck")))
+    b = TrainerService(tiny_engine(), CheckpointStore(str(tmp_path / "ck")))
+    call(a, "/v1/grpo_step", grpo_body("g1"))
+    assert call(a, "/v1/save", {"step_id": "s", "name": "run-a-step-000001", "run_id": "aaaa"})[0] == 200
+    assert [(c["name"], c["run_id"]) for c in call(b, "/v1/checkpoints")[1]["checkpoints"]] == [("run-a-step-000001", "aaaa")]
+    lp = lp_of(b)
+    status, resp = call(b, "/v1/load", {"step_id": "l", "name": "run-a-step-000001", "expected_run_id": "bbbb"})
+    assert (status, resp["error"]["code"]) == (412, "run_mismatch")
+    assert "saved by run 'aaaa', not 'bbbb'" in resp["error"]["message"]
+    assert b.engine.policy_version == 0 and lp_of(b) == lp
+    status, loaded = call(b, "/v1/load", {"step_id": "l2", "name": "run-a-step-000001", "expected_run_id": "aaaa"})
+    assert status == 200 and loaded == {"name": "run-a-step-000001", "policy_version": 1, "run_id": "aaaa", "replayed": False}
+    assert lp_of(b) == lp_of(a)
+
+
+def _edit_json(path, edit):
+    with open(path, encoding="utf-8") as f:
+        meta = json.load(f)
+    edit(meta)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(meta, f)
+
+
+def test_corrupt_checkpoint_is_refused(tmp_path):
+    svc = service(tmp_path)
+    call(svc, "/v1/grpo_step", grpo_body("g1"))
+    call(svc, "/v1/save", {"step_id": "s", "name": "ck", "run_id": "r"})
+    root = svc.checkpoints.path("ck")
+    meta = json.load(open(os.path.join(root, "state.json"), encoding="utf-8"))
+    assert meta["checksum"].startswith("sha256:") and meta["run_id"] == "r"
+    assert "optimizer.pt" in meta["files"] and any(k.startswith("adapter/") for k in meta["files"])
+    call(svc, "/v1/grpo_step", grpo_body("g2"))
+    lp = lp_of(svc)
+    # An edited version in otherwise valid metadata.
+    _edit_json(os.path.join(root, "state.json"), lambda m: m.update(policy_version=40))
+    status, resp = call(svc, "/v1/load", {"step_id": "l1", "name": "ck"})
+    assert (status, resp["error"]["code"]) == (500, "checkpoint_corrupt") and "state.json does not match its checksum" in resp["error"]["message"]
+    _edit_json(os.path.join(root, "state.json"), lambda m: m.update(policy_version=1))
+    # A flipped byte in the adapter weights.
+    adapter = sorted(k for k in meta["files"] if k.startswith("adapter/"))[0]
+    with open(os.path.join(root, adapter), "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 1]))
+    status, resp = call(svc, "/v1/load", {"step_id": "l2", "name": "ck"})
+    assert (status, resp["error"]["code"]) == (500, "checkpoint_corrupt") and f"{adapter} does not match its checksum" in resp["error"]["message"]
+    assert svc.engine.policy_version == 2 and lp_of(svc) == lp
+
+
+def test_limits_refuse_huge_requests(tmp_path):
+    svc = service(tmp_path)
+    t0 = time.process_time()
+    status, resp = call(svc, "/v1/sample", {"prompts": [PROMPT], "n": 10_000_000, "temperature": 1})
+    assert (status, resp["error"]["code"]) == (400, "invalid_argument")
+    assert resp["error"]["message"] == "n: 10000000 samples per prompt, the limit is 128 (info.limits)"
+    assert time.process_time() - t0 < 5  # refused from the field, nothing generated
+    cases = [
+        ("/v1/sample", {"prompts": [PROMPT] * 1025}, "prompts: 1025 prompts, the limit is 1024"),
+        ("/v1/sample", {"prompts": [PROMPT], "max_tokens": 1025}, "max_tokens: 1025 tokens, the limit is 1024"),
+        ("/v1/logprobs", {"items": [{"prompt": PROMPT, "token_ids": []}] * 8193}, "items: 8193 items, the limit is 8192"),
+        ("/v1/grpo_step", dict(grpo_body("g"), samples=grpo_body("g")["samples"] * 8193), "samples: 8193 samples, the limit is 8192"),
+    ]
+    for path, body, message in cases:
+        status, resp = call(svc, path, body)
+        assert (status, resp["error"]["code"]) == (400, "invalid_argument") and message in resp["error"]["message"], (path, resp)
+    assert svc.engine.policy_version == 0
+
+
+def test_cpu_allocation_failure_is_oom(tmp_path, monkeypatch):
+    svc = service(tmp_path)
+
+    def cpu_oom(*a, **k):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: not enough memory: "
+                           "you tried to allocate 40000000000 bytes.")
+
+    monkeypatch.setattr(svc.engine, "sample", cpu_oom)
+    status, resp = call(svc, "/v1/sample", {"prompts": [PROMPT]})
+    assert (status, resp["error"]["code"], resp["error"]["retryable"]) == (507, "oom", False)
+    monkeypatch.setattr(svc.engine, "sample", lambda *a, **k: (_ for _ in ()).throw(MemoryError()))
+    assert call(svc, "/v1/sample", {"prompts": [PROMPT]})[1]["error"]["code"] == "oom"
+
+
+def _serve(svc, read_timeout):
+    srv = make_http_server(svc, "127.0.0.1", 0, read_timeout=read_timeout)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def _read_all(sock):
+    out = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return out
+        out += chunk
+
+
+def test_http_unauthenticated_body_refused_before_reading(tmp_path):
+    srv = _serve(service(tmp_path, token="tok"), read_timeout=60)
+    try:
+        # 32 MiB announced, not a byte sent: a server that read the body
+        # first would wait for it (the client's 30 s timeout then fails the test).
+        with socket.create_connection(("127.0.0.1", srv.server_address[1]), timeout=30) as s:
+            s.sendall(b"POST /v1/sample HTTP/1.1\r\nHost: x\r\nContent-Length: 33554432\r\n\r\n")
+            got = _read_all(s)
+        assert got.startswith(b"HTTP/1.1 401") and b'"unauthorized"' in got
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_http_slow_clients_are_disconnected(tmp_path):
+    srv = _serve(service(tmp_path), read_timeout=0.2)
+    port = srv.server_address[1]
+    try:
+        # Headers trickled a byte at a time, each within the socket timeout:
+        # the headers' own deadline closes the connection.
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            head = b"GET /v1/info HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 400
+            closed = False
+            for i in range(len(head)):
+                try:
+                    s.sendall(head[i:i + 1])
+                except OSError:
+                    closed = True
+                    break
+                time.sleep(0.05)
+                s.setblocking(False)
+                try:
+                    if s.recv(1) == b"":
+                        closed = True
+                        break
+                except BlockingIOError:
+                    pass
+                finally:
+                    s.setblocking(True)
+            assert closed, "the server kept a connection whose headers never completed"
+        # A body that stops half way: 408, then the connection is closed.
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(b"POST /v1/sample HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"prompts\"")
+            got = _read_all(s)
+        assert got.startswith(b"HTTP/1.1 408"), got
     finally:
         srv.shutdown()
         srv.server_close()
