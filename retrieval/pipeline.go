@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,9 @@ type Pipeline struct {
 	emb      Embedder    // nil when neither dense search nor memory needs one
 	dense    *DenseIndex // nil unless method is dense or hybrid
 	mem      atomic.Pointer[MemoryStore]
+	// memBase are the memories loaded from cfg.Memory.Partitions, which
+	// AttachMemory extends with the data's own.
+	memBase []MemoryEntry
 	// chunkVecs caches E(c) per chunk for memory re-ranking when there is no
 	// dense index: rollouts retrieve the same chunks over and over.
 	chunkVecs []atomic.Pointer[[]float32]
@@ -94,6 +98,7 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 			return nil, err
 		}
 		p.mem.Store(m)
+		p.memBase = m.Entries()
 		slog.Info("retrieval: long-term memory loaded", "file", cfg.Memory.Partitions, "memories", m.Len())
 	}
 	return p, nil
@@ -298,17 +303,21 @@ func (p *Pipeline) Search(ctx context.Context, text string, k int) ([]Ranked, er
 
 // Retrieve retrieves cfg.Candidates chunks for the rewrite (the query when
 // the rewrite is empty), activates long-term memory with the user's original
-// query, re-ranks by mean cosine with the activated memories, and returns
+// query, re-ranks with the activated memories (see RetrieveAt), and returns
 // the top cfg.TopK with a trace. With memory off, or nothing activated, the
 // final ranking is the retrieval order.
 func (p *Pipeline) Retrieve(ctx context.Context, user, rewrite, query string) (Result, error) {
-	return p.RetrieveAt(ctx, user, rewrite, query, time.Time{})
+	return p.RetrieveAt(ctx, user, rewrite, query, 0)
 }
 
-// RetrieveAt is Retrieve with long-term memory restricted to memories
-// strictly older than at (zero: all), so that evaluation over a user's own
-// conversations does not activate queries the user asks later.
-func (p *Pipeline) RetrieveAt(ctx context.Context, user, rewrite, query string, at time.Time) (Result, error) {
+// RetrieveAt is Retrieve with long-term memory seen from position seq of the
+// user's question history (see MemoryStore.ActivateAt; 0: every memory), so
+// that a turn never activates its own or a later question. The activated
+// memories re-rank the candidates only when the most similar of them has a
+// cosine with the query of at least cfg.Memory.RerankFloor; the re-rank
+// fuses the mean memory similarity with the retrieval score by
+// cfg.Memory.RetrievalWeight (see Rerank).
+func (p *Pipeline) RetrieveAt(ctx context.Context, user, rewrite, query string, seq int64) (Result, error) {
 	text := rewrite
 	if strings.TrimSpace(text) == "" {
 		text = query
@@ -323,17 +332,21 @@ func (p *Pipeline) RetrieveAt(ctx context.Context, user, rewrite, query string, 
 		res.Trace.Candidates[i] = Scored{ID: c.ID, Score: c.Score}
 	}
 	final := cands
-	if m := p.mem.Load(); m != nil && p.cfg.Memory.Enabled && len(cands) > 0 && strings.TrimSpace(query) != "" {
+	if m := p.mem.Load(); m != nil && p.cfg.Memory.Enabled && len(cands) > 0 && strings.TrimSpace(query) != "" && m.HasUser(user) {
 		qv, err := m.emb.Embed(ctx, []string{query})
 		if err != nil {
 			return Result{}, fmt.Errorf("retrieve: embed query for memory: %w", err)
 		}
-		mems, memVecs, err := m.ActivateBefore(ctx, user, query, qv[0], at)
+		mems, memVecs, err := m.ActivateAt(ctx, user, query, qv[0], seq)
 		if err != nil {
 			return Result{}, fmt.Errorf("retrieve: %w", err)
 		}
 		res.Trace.Memories = mems
-		if len(mems) > 0 {
+		best := math.Inf(-1)
+		for _, mm := range mems {
+			best = max(best, mm.Sim)
+		}
+		if len(mems) > 0 && best >= p.cfg.Memory.RerankFloor {
 			candVecs, err := p.candidateVectors(ctx, m.emb, cands)
 			if err != nil {
 				return Result{}, fmt.Errorf("retrieve: %w", err)
@@ -341,6 +354,7 @@ func (p *Pipeline) RetrieveAt(ctx context.Context, user, rewrite, query string, 
 			if final, err = Rerank(cands, candVecs, memVecs, p.cfg.Memory.RetrievalWeight); err != nil {
 				return Result{}, fmt.Errorf("retrieve: %w", err)
 			}
+			res.Trace.Reranked = true
 		}
 	}
 	res.Chunks = final[:min(p.cfg.TopK, len(final))]

@@ -30,6 +30,7 @@ func newMemoryBuildCmd() *cobra.Command {
 		from, out string
 		userField string
 		format    string
+		load      datasets.LoadOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "build --from FILE --out partitions.parquet",
@@ -40,9 +41,12 @@ taxonomy (retrieval.memory.classifier: embedding-nearest label, or an Ollama
 LLM constrained to the labels), and written as Parquet partitions.
 
 --from is either conversations (the normalized turn schema; each turn's
-question is a historical query of its user, in conversation and turn order)
-or a JSONL of past queries {"user", "query", "time"} (time: RFC 3339 or Unix
-seconds). --format auto tells them apart by the first record.
+question is a memory of its user, in conversation and turn order, and with
+data.memory_field set so are the user's statements the turns carry) or a
+JSONL of memories {"user", "id", "text", "time", "topic", "subtopic",
+"importance", "entities"} (only user and text are required; "query" is
+accepted for text; time: RFC 3339 or Unix seconds). --format auto tells them
+apart by the first record.
 
 Use the same --config (embedder, taxonomy) for search and training: memories
 from another embedder or taxonomy are refused when loaded.`,
@@ -55,11 +59,13 @@ from another embedder or taxonomy are refused when loaded.`,
 					return err
 				}
 				cfg = full.Retrieval
+				load = full.Data.LoadOptions()
 				if !cmd.Flags().Changed("user-field") && full.Data.UserField != "" {
 					userField = full.Data.UserField
 				}
 			}
-			entries, err := readMemoryEntries(cmd, from, format, userField)
+			load.UserField = userField
+			entries, err := readMemoryEntries(cmd, from, format, load)
 			if err != nil {
 				return err
 			}
@@ -107,7 +113,7 @@ from another embedder or taxonomy are refused when loaded.`,
 	f.StringVar(&from, "from", "", "conversations (JSONL/Parquet) or JSONL of {user, query, time} (required)")
 	f.StringVar(&out, "out", "", "output Parquet file (required)")
 	f.StringVar(&userField, "user-field", "conv_id", "for conversations: what identifies a user (conv_id, topic, meta.<key>)")
-	f.StringVar(&format, "format", "auto", "auto, conversations or queries")
+	f.StringVar(&format, "format", "auto", "auto, conversations or memories")
 	_ = cmd.MarkFlagRequired("from")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
@@ -132,9 +138,9 @@ func topCounts(m map[string]int, n int) []labelCount {
 	return out[:min(n, len(out))]
 }
 
-// readMemoryEntries loads historical queries from conversations or from a
-// JSONL of past queries.
-func readMemoryEntries(cmd *cobra.Command, path, format, userField string) ([]retrieval.MemoryEntry, error) {
+// readMemoryEntries loads memories from conversations (their users' facts
+// and questions) or from a JSONL of memories.
+func readMemoryEntries(cmd *cobra.Command, path, format string, load datasets.LoadOptions) ([]retrieval.MemoryEntry, error) {
 	if format == "auto" {
 		var err error
 		if format, err = sniffMemoryFormat(path); err != nil {
@@ -143,22 +149,19 @@ func readMemoryEntries(cmd *cobra.Command, path, format, userField string) ([]re
 	}
 	switch format {
 	case "conversations":
-		turns, _, err := datasets.LoadContext(cmd.Context(), path, datasets.LoadOptions{UserField: userField})
+		turns, _, err := datasets.LoadContext(cmd.Context(), path, load)
 		if err != nil {
 			return nil, err
 		}
-		hq := datasets.HistoricalQueries(turns)
-		out := make([]retrieval.MemoryEntry, len(hq))
-		for i, q := range hq {
-			// Time is the query's ordinal within its user's history; stored
-			// as that many seconds after the Unix epoch, it keeps the order.
-			out[i] = retrieval.MemoryEntry{User: q.User, Query: q.Query, Time: time.Unix(q.Time, 0).UTC()}
+		entries, err := memoryEntries(turns)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		return out, nil
-	case "queries":
-		return retrieval.ReadMemoryQueries(path)
+		return entries, nil
+	case "memories", "queries":
+		return retrieval.ReadMemories(path)
 	default:
-		return nil, fmt.Errorf("memory build: --format %q: want auto, conversations or queries", format)
+		return nil, fmt.Errorf("memory build: --format %q: want auto, conversations or memories", format)
 	}
 }
 
@@ -184,7 +187,7 @@ func sniffMemoryFormat(path string) (string, error) {
 		if _, ok := keys["conv_id"]; ok {
 			return "conversations", nil
 		}
-		return "queries", nil
+		return "memories", nil
 	}
 	return "", fmt.Errorf("memory build: %s is empty", path)
 }
@@ -232,7 +235,7 @@ func newMemoryShowCmd() *cobra.Command {
 			for _, u := range users {
 				fmt.Fprintf(w, "user %s\n", u)
 				for _, e := range byUser[u] {
-					fmt.Fprintf(w, "  %-26s %s\n", e.Topic+"/"+e.Subtopic, e.Query)
+					fmt.Fprintf(w, "  %-26s %-12s %s\n", e.Topic+"/"+e.Subtopic, e.ID, e.Text)
 				}
 			}
 			return nil
