@@ -30,12 +30,20 @@ type Config struct {
 	ChunkStride int `yaml:"chunk_stride"`
 	// Index is an optional path to a persisted index built by `himes index build`.
 	Index string `yaml:"index"`
-	// Embedder is "hash" (embedded default) or "ollama".
+	// Embedder is "hash" (embedded default: feature hashing, lexical),
+	// "lsa" (latent semantic analysis fitted on the knowledge base in Go:
+	// semantic, no service; persisted with the index by `himes index build`)
+	// or "ollama".
 	Embedder string       `yaml:"embedder"`
 	Memory   MemoryConfig `yaml:"memory"`
 
 	// HashDim is the hashing embedder's dimension (default 1024).
 	HashDim int `yaml:"hash_dim"`
+	// LSADim is the LSA embedder's dimension: singular vectors kept (default 64; on the iKAT dev labels 64 recalled more than 128 or 256).
+	LSADim int `yaml:"lsa_dim"`
+	// LSAMinDF drops terms in fewer knowledge-base chunks from the LSA
+	// vocabulary (default 2).
+	LSAMinDF int `yaml:"lsa_min_df"`
 	// OllamaURL is the Ollama server for the "ollama" embedder.
 	OllamaURL string `yaml:"ollama_url"`
 	// EmbedModel is the Ollama embedding model (default nomic-embed-text).
@@ -132,7 +140,7 @@ const (
 // DefaultConfig returns the embedded defaults (Pyserini's BM25 parameters).
 func DefaultConfig() Config {
 	return Config{Method: "bm25", TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Analyzer: AnalyzerPlain, Embedder: "hash",
-		HashDim: 1024, OllamaURL: "http://localhost:11434", EmbedModel: "nomic-embed-text", EmbedBatch: 32, RRFK: 60,
+		HashDim: 1024, LSADim: 64, LSAMinDF: 2, OllamaURL: "http://localhost:11434", EmbedModel: "nomic-embed-text", EmbedBatch: 32, RRFK: 60,
 		Memory: MemoryConfig{Enabled: false, TopN: 5, Classifier: "embedding", MinPartition: 5,
 			ClassifierURL: "http://localhost:11434", ClassifierModel: "llama3.2",
 			RetrievalWeight: DefaultRetrievalWeight, RerankFloor: DefaultRerankFloor, RecencyHalfLife: 3,
@@ -172,6 +180,13 @@ func (c Config) Validate() error {
 		if c.HashDim < 2 {
 			return fielderr.New("hash_dim", "must be ≥ 2, got %d", c.HashDim)
 		}
+	case "lsa":
+		if c.LSADim < 1 {
+			return fielderr.New("lsa_dim", "must be ≥ 1, got %d", c.LSADim)
+		}
+		if c.LSAMinDF < 1 {
+			return fielderr.New("lsa_min_df", "must be ≥ 1, got %d", c.LSAMinDF)
+		}
 	case "ollama":
 		if c.OllamaURL == "" {
 			return fielderr.New("ollama_url", "required for embedder ollama")
@@ -180,7 +195,7 @@ func (c Config) Validate() error {
 			return fielderr.New("embed_model", "required for embedder ollama")
 		}
 	default:
-		return fielderr.New("embedder", "must be hash or ollama, got %q", c.Embedder)
+		return fielderr.New("embedder", "must be hash, lsa or ollama, got %q", c.Embedder)
 	}
 	if c.EmbedBatch < 1 {
 		return fielderr.New("embed_batch", "must be ≥ 1, got %d", c.EmbedBatch)

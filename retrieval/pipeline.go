@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -24,6 +25,9 @@ type Pipeline struct {
 	bm25     *Index
 	analyzer Analyzer
 	emb      Embedder    // nil when neither dense search nor memory needs one
+	lsaOnce  sync.Once   // fits or loads the LSA embedder once, on first need
+	lsa      *LSAEmbedder
+	lsaErr   error
 	dense    *DenseIndex // nil unless method is dense or hybrid
 	mem      atomic.Pointer[MemoryStore]
 	// memBase are the memories loaded from cfg.Memory.Partitions, which
@@ -81,7 +85,7 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 	slog.Info("retrieval: BM25 ready", "kb", kbPath, "passages", len(kb.Passages), "chunks", len(chunks),
 		"terms", p.bm25.NumTerms(), "persisted", cfg.Index != "", "elapsed_s", time.Since(start).Round(time.Millisecond).Seconds())
 	if cfg.Method != "bm25" || cfg.Memory.Enabled {
-		if p.emb, err = NewEmbedder(cfg); err != nil {
+		if p.emb, err = p.Embedder(); err != nil {
 			return nil, err
 		}
 	}
@@ -144,6 +148,16 @@ func BuildIndexDir(ctx context.Context, cfg Config, kbPath, dir string) (IndexMe
 	if err := SaveIndex(ctx, dir, ix, meta); err != nil {
 		return IndexMeta{}, err
 	}
+	if cfg.Embedder == "lsa" {
+		lsa, err := FitLSA(ctx, texts, LSAConfig{Dim: cfg.LSADim, MinDF: cfg.LSAMinDF},
+			LSAMeta{KBFingerprint: kb.Fingerprint, ChunkWords: cfg.ChunkWords, ChunkStride: cfg.ChunkStride})
+		if err != nil {
+			return IndexMeta{}, err
+		}
+		if err := SaveLSA(dir, lsa); err != nil {
+			return IndexMeta{}, err
+		}
+	}
 	return ReadIndexMeta(dir)
 }
 
@@ -202,8 +216,10 @@ func NewEmbedder(cfg Config) (Embedder, error) {
 			cache = filepath.Join(dir, "himes", "embed")
 		}
 		return NewOllamaEmbedder(cfg.OllamaURL, cfg.EmbedModel, cfg.EmbedBatch, cache)
+	case "lsa":
+		return nil, fmt.Errorf("embedder lsa is fitted on the knowledge base: get it from the retrieval pipeline (retrieval.Open, then Embedder)")
 	default:
-		return nil, fmt.Errorf("embedder %q: want hash or ollama", cfg.Embedder)
+		return nil, fmt.Errorf("embedder %q: want hash, lsa or ollama", cfg.Embedder)
 	}
 }
 
@@ -244,12 +260,35 @@ func (p *Pipeline) IDF(term string) float64 { return p.bm25.IDF(term) }
 func (p *Pipeline) Tokenize(text string) []string { return p.analyzer.Tokenize(text) }
 
 // Embedder returns the pipeline's embedder, creating it from the config if
-// no stage needed one yet (so memories can be built in the same space).
+// no stage needed one yet (so memories can be built in the same space). The
+// LSA embedder is loaded from the persisted index (refused when stale) or,
+// without one, fitted on the knowledge base's chunks.
 func (p *Pipeline) Embedder() (Embedder, error) {
 	if p.emb != nil {
 		return p.emb, nil
 	}
-	return NewEmbedder(p.cfg)
+	if p.cfg.Embedder != "lsa" {
+		return NewEmbedder(p.cfg)
+	}
+	p.lsaOnce.Do(func() {
+		meta := LSAMeta{KBFingerprint: p.kb.Fingerprint, ChunkWords: p.cfg.ChunkWords, ChunkStride: p.cfg.ChunkStride}
+		lcfg := LSAConfig{Dim: p.cfg.LSADim, MinDF: p.cfg.LSAMinDF}
+		start := time.Now()
+		if p.cfg.Index != "" {
+			p.lsa, p.lsaErr = LoadLSA(p.cfg.Index, meta, lcfg)
+		} else {
+			_, texts := chunkTexts(p.chunks)
+			p.lsa, p.lsaErr = FitLSA(context.Background(), texts, lcfg, meta)
+		}
+		if p.lsaErr == nil {
+			slog.Info("retrieval: LSA embedder ready", "name", p.lsa.Name(), "persisted", p.cfg.Index != "",
+				"elapsed_s", time.Since(start).Round(time.Millisecond).Seconds())
+		}
+	})
+	if p.lsaErr != nil {
+		return nil, p.lsaErr
+	}
+	return p.lsa, nil
 }
 
 // SetMemory attaches a long-term memory store (built by `himes memory

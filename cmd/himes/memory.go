@@ -52,13 +52,13 @@ Use the same --config (embedder, taxonomy) for search and training: memories
 from another embedder or taxonomy are refused when loaded.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := retrieval.DefaultConfig()
+			cfg, kb := retrieval.DefaultConfig(), ""
 			if cf.path != "" {
 				full, err := cf.load()
 				if err != nil {
 					return err
 				}
-				cfg = full.Retrieval
+				cfg, kb = full.Retrieval, full.Data.KB
 				load = full.Data.LoadOptions()
 				if !cmd.Flags().Changed("user-field") && full.Data.UserField != "" {
 					userField = full.Data.UserField
@@ -69,7 +69,7 @@ from another embedder or taxonomy are refused when loaded.`,
 			if err != nil {
 				return err
 			}
-			emb, err := retrieval.NewEmbedder(cfg)
+			emb, err := memoryEmbedder(cmd, cfg, kb)
 			if err != nil {
 				return err
 			}
@@ -117,6 +117,23 @@ from another embedder or taxonomy are refused when loaded.`,
 	_ = cmd.MarkFlagRequired("from")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
+}
+
+// memoryEmbedder is the configured embedder; the LSA embedder comes from the
+// knowledge base's pipeline (fitted, or loaded from retrieval.index).
+func memoryEmbedder(cmd *cobra.Command, cfg retrieval.Config, kb string) (retrieval.Embedder, error) {
+	if cfg.Embedder != "lsa" {
+		return retrieval.NewEmbedder(cfg)
+	}
+	if kb == "" {
+		return nil, fmt.Errorf("embedder lsa is fitted on the knowledge base: give a --config with data.kb")
+	}
+	cfg.Memory.Enabled, cfg.Memory.Partitions = false, ""
+	p, err := retrieval.Open(cmd.Context(), cfg, kb)
+	if err != nil {
+		return nil, err
+	}
+	return p.Embedder()
 }
 
 type labelCount struct {
@@ -202,15 +219,15 @@ func newMemoryShowCmd() *cobra.Command {
 		Short: "Print a memory file's partitions (per user, or for --user)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := retrieval.DefaultConfig()
+			cfg, kb := retrieval.DefaultConfig(), ""
 			if cf.path != "" {
 				full, err := cf.load()
 				if err != nil {
 					return err
 				}
-				cfg = full.Retrieval
+				cfg, kb = full.Retrieval, full.Data.KB
 			}
-			emb, err := retrieval.NewEmbedder(cfg)
+			emb, err := memoryEmbedder(cmd, cfg, kb)
 			if err != nil {
 				return err
 			}
