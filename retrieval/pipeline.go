@@ -24,8 +24,8 @@ type Pipeline struct {
 	chunkPos map[string]int
 	bm25     *Index
 	analyzer Analyzer
-	emb      Embedder    // nil when neither dense search nor memory needs one
-	lsaOnce  sync.Once   // fits or loads the LSA embedder once, on first need
+	emb      Embedder  // nil when neither dense search nor memory needs one
+	lsaOnce  sync.Once // fits or loads the LSA embedder once, on first need
 	lsa      *LSAEmbedder
 	lsaErr   error
 	dense    *DenseIndex // nil unless method is dense or hybrid
