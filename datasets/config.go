@@ -22,6 +22,16 @@ type Config struct {
 	KB string `yaml:"kb"`
 	// UserField names what identifies a long-term-memory user: conv_id, topic, or meta.<column>.
 	UserField string `yaml:"user_field"`
+	// MemoryField names a per-turn field holding the user's statements, a
+	// map id → text or a list of texts (meta.<key>, e.g. meta.ptkb for TREC
+	// iKAT): long-term memories the user has from the start, next to the
+	// questions they asked earlier. "" = none.
+	MemoryField string `yaml:"memory_field"`
+	// MemoryLabelsField names a per-turn list of the ids of the memories
+	// judged relevant at that turn (meta.<key>, e.g. meta.ptkb_provenance):
+	// `himes eval` then measures activation (memory precision, recall, MRR).
+	// "" = no labels.
+	MemoryLabelsField string `yaml:"memory_labels_field"`
 	// Format of the input files: "" (by extension and content), jsonl,
 	// parquet, qrecc or topiocqa.
 	Format string `yaml:"format"`
@@ -102,6 +112,12 @@ func (c Config) Validate() error {
 	if err := validKeyName(c.UserField, false); err != nil {
 		return fielderr.New("user_field", "%v", err)
 	}
+	if _, err := memoryFieldKey(c.MemoryField); c.MemoryField != "" && err != nil {
+		return fielderr.New("memory_field", "%v", err)
+	}
+	if _, err := memoryFieldKey(c.MemoryLabelsField); c.MemoryLabelsField != "" && err != nil {
+		return fielderr.New("memory_labels_field", "%v", err)
+	}
 	switch c.Format {
 	case "", FormatJSONL, FormatParquet, FormatQReCC, FormatTopiOCQA:
 	default:
@@ -114,6 +130,12 @@ func (c Config) Validate() error {
 		return fielderr.Prefix("prep", err)
 	}
 	return nil
+}
+
+// LoadOptions are the options every loader of this config's turns uses:
+// the user key and the memory fields.
+func (c Config) LoadOptions() LoadOptions {
+	return LoadOptions{UserField: c.UserField, MemoryField: c.MemoryField, MemoryLabelsField: c.MemoryLabelsField}
 }
 
 // validKeyName checks a user_field / split_by value.

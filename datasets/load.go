@@ -36,6 +36,12 @@ type LoadOptions struct {
 	// UserField fills Turn.User: "conv_id" (default when ""), "topic"
 	// (meta.topic) or "meta.<key>". A record without the field is invalid.
 	UserField string
+	// MemoryField ("meta.<key>") holds the user's statements, a map id →
+	// text or a list; MemoryLabelsField ("meta.<key>") the ids of the
+	// memories judged relevant to the turn. They fill Turn.Facts and
+	// Turn.MemoryLabels; a bad shape or a label naming no fact is invalid.
+	MemoryField       string
+	MemoryLabelsField string
 }
 
 // LoadStats counts what Load read.
@@ -67,6 +73,11 @@ func LoadContext(ctx context.Context, path string, opts LoadOptions) ([]Turn, Lo
 	if err != nil {
 		return nil, stats, err
 	}
+	for _, f := range []string{opts.MemoryField, opts.MemoryLabelsField} {
+		if _, err := memoryFieldKey(f); f != "" && err != nil {
+			return nil, stats, fmt.Errorf("load %s: memory field: %w", path, err)
+		}
+	}
 	format := opts.Format
 	if format == "" {
 		if format, err = detectFormat(path); err != nil {
@@ -92,6 +103,9 @@ func LoadContext(ctx context.Context, path string, opts LoadOptions) ([]Turn, Lo
 	for _, r := range recs {
 		if r.err == nil {
 			r.turn.User, r.err = userOf(r.turn)
+		}
+		if r.err == nil {
+			r.err = attachMemoryFields(&r.turn, opts.MemoryField, opts.MemoryLabelsField)
 		}
 		if r.err == nil {
 			if first, dup := seen[r.turn.ID()]; dup {

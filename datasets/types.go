@@ -50,6 +50,12 @@ type Turn struct {
 	// 1-based position of the turn in its conversation (user messages in
 	// History + 1), so Turn stays a usable ordinal. JSON round-trips the label.
 	TurnLabel string `json:"-"`
+
+	// Facts are the user's statements carried by the turn (data.memory_field)
+	// and MemoryLabels the ids of the memories judged relevant to it
+	// (data.memory_labels_field); filled by loaders when configured.
+	Facts        []Fact   `json:"-"`
+	MemoryLabels []string `json:"-"`
 }
 
 // ID is a stable identifier of the turn within its dataset.

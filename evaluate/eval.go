@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -34,9 +35,12 @@ type Scorer interface {
 // or off. Each system needs its own Retriever when memory is on, since the
 // memory of a user grows with the queries it sees.
 type System struct {
-	Name      string
-	Rewriter  Rewriter
-	Memory    bool
+	Name     string
+	Rewriter Rewriter
+	Memory   bool
+	// Variant names the memory variant (retrieval.MemoryConfig.Variant)
+	// when Memory is on; "" is the config's own setting.
+	Variant   string
 	Retriever retrieval.Retriever
 }
 
@@ -65,13 +69,27 @@ const (
 	MNDCG3     = "ndcg_cut_3"
 	MRecall10  = "recall_10"
 	MRecall100 = "recall_100"
+	// Activation against labelled relevant memories, over the turns with
+	// labels, memory-on systems only: |A∩R|/|A|, |A∩R|/|R| and 1/rank of the
+	// first relevant memory, A the activated memories (at most
+	// retrieval.memory.top_n), R the labelled ones. A turn that activates
+	// nothing has precision 0.
+	MMemPrecision = "memory_precision"
+	MMemRecall    = "memory_recall"
+	MMemMRR       = "memory_mrr"
 )
 
 // AnswerMetrics need a reference answer; IRMetrics need gold passages.
 var (
 	AnswerMetrics = []string{MReward, MRougeF1, MEM, MHit, MSquadEM, MSquadF1}
 	IRMetrics     = []string{MMRR, MNDCG3, MRecall10, MRecall100}
+	MemoryMetrics = []string{MMemPrecision, MMemRecall, MMemMRR}
 )
+
+// allMetrics are the metrics of the report, in table order.
+func allMetrics() []string {
+	return slices.Concat(AnswerMetrics, IRMetrics, MemoryMetrics)
+}
 
 // TurnResult is one system on one turn: a row of the per-turn Parquet.
 type TurnResult struct {
@@ -96,12 +114,23 @@ type TurnResult struct {
 	// Run is the passage ranking the IR metrics were computed on.
 	Run      []retrieval.Scored
 	Memories []string
-	Seconds  float64
+	// MemoryIDs are the activated memories' ids, in activation order.
+	MemoryIDs []string
+	// HasMemoryLabels: memory was on, the turn has labelled relevant
+	// memories, and retrieval succeeded.
+	HasMemoryLabels                 bool
+	MemPrecision, MemRecall, MemMRR float64
+	Seconds                         float64
 }
 
 // metric returns the value of a metric, NaN when it does not apply.
 func (r *TurnResult) metric(name string) float64 {
 	switch name {
+	case MMemPrecision, MMemRecall, MMemMRR:
+		if !r.HasMemoryLabels {
+			return math.NaN()
+		}
+		return map[string]float64{MMemPrecision: r.MemPrecision, MMemRecall: r.MemRecall, MMemMRR: r.MemMRR}[name]
 	case MMRR, MNDCG3, MRecall10, MRecall100:
 		if !r.HasGold {
 			return math.NaN()
@@ -260,7 +289,7 @@ func Evaluate(ctx context.Context, turns []datasets.Turn, systems []System, resp
 	// Paired comparisons with the baseline of the same memory setting, and
 	// memory on against off for the same rewriter.
 	for si, s := range systems {
-		if base := findSystem(systems, opts.Baseline, s.Memory); base >= 0 && base != si {
+		if base := findSystem(systems, opts.Baseline, s.Memory, s.Variant); base >= 0 && base != si {
 			cmp, err := compare(results[si], results[base], convs, index, opts.Stats)
 			if err != nil {
 				return Report{}, nil, err
@@ -268,7 +297,7 @@ func Evaluate(ctx context.Context, turns []datasets.Turn, systems []System, resp
 			rep.Systems[si].Baseline, rep.Systems[si].VsBaseline = systems[base].Name, cmp
 		}
 		if s.Memory {
-			if off := findSystem(systems, s.Rewriter.Name(), false); off >= 0 {
+			if off := findSystem(systems, s.Rewriter.Name(), false, ""); off >= 0 {
 				cmp, err := compare(results[si], results[off], convs, index, opts.Stats)
 				if err != nil {
 					return Report{}, nil, err
@@ -281,9 +310,9 @@ func Evaluate(ctx context.Context, turns []datasets.Turn, systems []System, resp
 	return rep, results, nil
 }
 
-func findSystem(systems []System, rewriter string, memory bool) int {
+func findSystem(systems []System, rewriter string, memory bool, variant string) int {
 	for i, s := range systems {
-		if s.Rewriter.Name() == rewriter && s.Memory == memory {
+		if s.Rewriter.Name() == rewriter && s.Memory == memory && s.Variant == variant {
 			return i
 		}
 	}
@@ -349,7 +378,12 @@ func runTurn(ctx context.Context, s System, t datasets.Turn, resp Responder, sco
 		return fail("retrieve", err)
 	}
 	for _, m := range res.Trace.Memories {
-		r.Memories = append(r.Memories, m.Query)
+		r.Memories = append(r.Memories, m.Text)
+		r.MemoryIDs = append(r.MemoryIDs, m.ID)
+	}
+	if s.Memory && len(t.MemoryLabels) > 0 {
+		r.HasMemoryLabels = true
+		r.MemPrecision, r.MemRecall, r.MemMRR = MemoryActivation(r.MemoryIDs, t.MemoryLabels)
 	}
 	r.Run = PipelineRun(res)
 	// Like trec_eval, a judged turn counts even when no passage is relevant
@@ -378,6 +412,28 @@ func runTurn(ctx context.Context, s System, t datasets.Turn, resp Responder, sco
 	return r
 }
 
+// MemoryActivation scores activated memory ids against the relevant ones:
+// precision |A∩R|/|A| (0 when nothing was activated), recall |A∩R|/|R| and
+// the reciprocal rank of the first relevant activated memory.
+func MemoryActivation(activated, relevant []string) (precision, recall, rr float64) {
+	if len(relevant) == 0 {
+		return math.NaN(), math.NaN(), math.NaN()
+	}
+	hits := 0
+	for i, id := range activated {
+		if slices.Contains(relevant, id) {
+			hits++
+			if rr == 0 {
+				rr = 1 / float64(i+1)
+			}
+		}
+	}
+	if len(activated) > 0 {
+		precision = float64(hits) / float64(len(activated))
+	}
+	return precision, float64(hits) / float64(len(relevant)), rr
+}
+
 // byConversation lays a metric out as conversation → turn values (NaN where
 // the turn failed or the metric does not apply), for the cluster statistics.
 func byConversation(res []TurnResult, convs [][]*datasets.Turn, index map[*datasets.Turn]int, metric string) [][]float64 {
@@ -404,7 +460,7 @@ func summarizeSystem(s System, res []TurnResult, turns []datasets.Turn, convs []
 			sr.MemoryTurns++
 		}
 	}
-	for _, m := range append(append([]string(nil), AnswerMetrics...), IRMetrics...) {
+	for _, m := range allMetrics() {
 		est, err := stats.Bootstrap(byConversation(res, convs, index, m), cfg)
 		if err != nil {
 			continue // no turn has this metric (no answers or no gold passages)
@@ -416,7 +472,7 @@ func summarizeSystem(s System, res []TurnResult, turns []datasets.Turn, convs []
 
 func compare(sys, base []TurnResult, convs [][]*datasets.Turn, index map[*datasets.Turn]int, cfg stats.Config) (map[string]stats.Comparison, error) {
 	out := map[string]stats.Comparison{}
-	for _, m := range append(append([]string(nil), AnswerMetrics...), IRMetrics...) {
+	for _, m := range allMetrics() {
 		c, err := stats.Paired(byConversation(sys, convs, index, m), byConversation(base, convs, index, m), cfg)
 		if errors.Is(err, stats.ErrNoData) {
 			continue

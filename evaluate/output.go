@@ -29,6 +29,7 @@ import (
 var metricLabels = map[string]string{
 	MReward: "HSER", MRougeF1: "Rouge-L F1", MEM: "EM (reward)", MHit: "Hit", MSquadEM: "SQuAD EM", MSquadF1: "SQuAD F1",
 	MMRR: "MRR", MNDCG3: "NDCG@3", MRecall10: "R@10", MRecall100: "R@100",
+	MMemPrecision: "mem P", MMemRecall: "mem R", MMemMRR: "mem MRR",
 }
 
 // metricLabel is a metric's column label; the reward's EM names its
@@ -144,7 +145,7 @@ func pString(p float64, resamples int) string {
 
 func presentMetrics(rep Report) []string {
 	var out []string
-	for _, m := range append(append([]string(nil), AnswerMetrics...), IRMetrics...) {
+	for _, m := range allMetrics() {
 		for _, s := range rep.Systems {
 			if _, ok := s.Metrics[m]; ok {
 				out = append(out, m)
@@ -254,6 +255,10 @@ var turnsSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "recall_100", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	{Name: "top_passages", Type: arrow.ListOf(arrow.BinaryTypes.String)},
 	{Name: "memories", Type: arrow.ListOf(arrow.BinaryTypes.String)},
+	{Name: "memory_ids", Type: arrow.ListOf(arrow.BinaryTypes.String)},
+	{Name: "memory_precision", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "memory_recall", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "memory_mrr", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	{Name: "seconds", Type: arrow.PrimitiveTypes.Float64},
 }, nil)
 
@@ -326,6 +331,10 @@ func WriteTurnsParquet(path string, results [][]TurnResult) (err error) {
 			}
 			list("top_passages", top)
 			list("memories", r.Memories)
+			list("memory_ids", r.MemoryIDs)
+			num("memory_precision", r.MemPrecision, r.HasMemoryLabels)
+			num("memory_recall", r.MemRecall, r.HasMemoryLabels)
+			num("memory_mrr", r.MemMRR, r.HasMemoryLabels)
 			field("seconds").(*array.Float64Builder).Append(r.Seconds)
 		}
 	}

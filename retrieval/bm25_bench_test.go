@@ -70,7 +70,7 @@ func BenchmarkRetrieve(b *testing.B) {
 			var es []MemoryEntry
 			for _, q := range []string{"garage door opener going bad", "why did it stop working", "cost to fix a garage door",
 				"replace the opener", "garage door safety", "choose a new opener"} {
-				es = append(es, MemoryEntry{User: "u", Query: q})
+				es = append(es, MemoryEntry{User: "u", Text: q})
 			}
 			m, err := BuildMemory(b.Context(), cfg.Memory, emb, es)
 			if err != nil {

@@ -4,39 +4,44 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 )
 
-// CausalRetriever keeps long-term memory causal: when the memory holds the
-// users' own conversations (as when it is built from the training data), a
-// turn may activate only the queries its user asked before it, never the
-// turn's own or a later one. Queries the memory does not know (other users,
-// new data) see all of the user's memories.
+// CausalRetriever keeps long-term memory online and causal: a user's memory
+// at a turn is what the user had before it — their facts and imported
+// memories (Seq 0) and the questions they asked earlier — never the turn's
+// own or a later question. A query the view knows (a question of the
+// conversations the memory was built from) is retrieved at its position in
+// its user's history; any other query (an ad-hoc search) sees all of the
+// user's memories.
 type CausalRetriever struct {
 	*Pipeline
-	asked map[string]time.Time // user + "\x00" + query → when the user first asked it
+	asked map[string]int64 // user + "\x00" + text → Seq when the user first asked it
 }
 
 // NewCausalRetriever returns the causal view of p for the given entries
-// (the queries the memory was, or will be, built from).
+// (the memories it was, or will be, built from).
 func NewCausalRetriever(p *Pipeline, entries []MemoryEntry) *CausalRetriever {
-	c := &CausalRetriever{Pipeline: p, asked: make(map[string]time.Time, len(entries))}
+	c := &CausalRetriever{Pipeline: p, asked: make(map[string]int64, len(entries))}
 	for _, e := range entries {
-		key := e.User + "\x00" + e.Query
-		if _, ok := c.asked[key]; !ok {
-			c.asked[key] = e.Time
+		if e.Seq <= 0 {
+			continue
+		}
+		key := e.User + "\x00" + e.Text
+		if old, ok := c.asked[key]; !ok || e.Seq < old {
+			c.asked[key] = e.Seq
 		}
 	}
 	return c
 }
 
+// Position returns the Seq of query in user's question history (0 when the
+// view does not know it).
+func (c *CausalRetriever) Position(user, query string) int64 { return c.asked[user+"\x00"+query] }
+
 // Retrieve runs the pipeline with the memory restricted to what the user had
-// asked before this query, when the memory knows when that was.
+// before this query, when the view knows when that was.
 func (c *CausalRetriever) Retrieve(ctx context.Context, user, rewrite, query string) (Result, error) {
-	if at, ok := c.asked[user+"\x00"+query]; ok {
-		return c.Pipeline.RetrieveAt(ctx, user, rewrite, query, at)
-	}
-	return c.Pipeline.Retrieve(ctx, user, rewrite, query)
+	return c.Pipeline.RetrieveAt(ctx, user, rewrite, query, c.Position(user, query))
 }
 
 // RetrieveBatch is Retrieve for many requests (see BatchRetriever).
@@ -44,33 +49,44 @@ func (c *CausalRetriever) RetrieveBatch(ctx context.Context, reqs []Request) ([]
 	rs := make([]Request, len(reqs))
 	for i, r := range reqs {
 		rs[i] = r
-		if at, ok := c.asked[r.User+"\x00"+r.Query]; ok {
-			rs[i].At = at
-		}
+		rs[i].Seq = c.Position(r.User, r.Query)
 	}
 	return c.Pipeline.RetrieveBatch(ctx, rs)
 }
 
-// AttachMemory gives p a long-term memory built from entries (the users'
-// earlier questions), unless p already has one (partitions loaded from
-// retrieval.memory.partitions), and returns the causal view that rollouts and
-// evaluations must use.
+// AttachMemory gives p the long-term memory of the data: the memories
+// loaded from retrieval.memory.partitions (if any) together with entries
+// (the users' facts and questions from the conversations the run sees, see
+// datasets.UserMemories), and returns the causal view that rollouts and
+// evaluations must use. An entry whose (user, id) the loaded memories
+// already hold is that memory and is skipped; with another text it is an
+// error.
 func AttachMemory(ctx context.Context, cfg MemoryConfig, p *Pipeline, entries []MemoryEntry) (*CausalRetriever, error) {
-	causal := NewCausalRetriever(p, entries)
-	if p.Memory() != nil {
-		return causal, nil
-	}
 	emb, err := p.Embedder()
 	if err != nil {
 		return nil, fmt.Errorf("long-term memory: %w", err)
 	}
-	mem, err := BuildMemory(ctx, cfg, emb, entries)
+	all := append([]MemoryEntry(nil), p.memBase...)
+	have := make(map[[2]string]string, len(all))
+	for _, e := range all {
+		have[[2]string{e.User, e.ID}] = e.Text
+	}
+	for _, e := range entries {
+		if text, ok := have[[2]string{e.User, e.ID}]; ok {
+			if text != e.Text {
+				return nil, fmt.Errorf("long-term memory: user %q memory %q is %q in %s but %q in the data", e.User, e.ID, text, cfg.Partitions, e.Text)
+			}
+			continue
+		}
+		all = append(all, e)
+	}
+	mem, err := BuildMemory(ctx, cfg, emb, all)
 	if err != nil {
 		return nil, fmt.Errorf("long-term memory: %w", err)
 	}
 	if err := p.SetMemory(mem); err != nil {
 		return nil, fmt.Errorf("long-term memory: %w", err)
 	}
-	slog.Info("long-term memory built from the training conversations", "memories", mem.Len())
-	return causal, nil
+	slog.Info("long-term memory built", "memories", mem.Len(), "loaded", len(p.memBase), "from_data", mem.Len()-len(p.memBase))
+	return NewCausalRetriever(p, mem.Entries()), nil
 }

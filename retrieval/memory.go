@@ -1,23 +1,40 @@
 package retrieval
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/himes-rl/himes/internal/words"
 )
 
-// MemoryEntry is one historical query of a user, with its ATM label and
-// embedding. Topic/Subtopic and Embedding may be left empty when building:
-// BuildMemory fills them.
+// MemoryEntry is one long-term memory of a user: a statement about
+// themselves (a fact) or a question they asked. Topic/Subtopic, Entities and
+// Embedding may be left empty when building: BuildMemory fills them.
 type MemoryEntry struct {
-	User      string
-	Query     string
-	Time      time.Time
-	Topic     string
-	Subtopic  string
+	User string
+	// ID names the memory within its user (labels of relevant memories use
+	// it); "" is filled with "m<position>" when building.
+	ID   string
+	Text string
+	Time time.Time
+	// Seq is the memory's position in its user's question history when it
+	// is a question from the conversations (1, 2, …): a turn may activate
+	// only memories with a smaller Seq. 0: not a question of the
+	// conversations (a fact, an imported memory), visible at every turn.
+	Seq      int64
+	Topic    string
+	Subtopic string
+	// Importance in [0, 1] (0 when the source gives none).
+	Importance float64
+	// Entities are the memory's salient terms, lowercase; when none are
+	// given, its content words (function words removed).
+	Entities  []string
 	Embedding []float32
 }
 
@@ -92,9 +109,24 @@ func NewMemoryStore(ctx context.Context, cfg MemoryConfig, emb Embedder, tax *Ta
 		neighbours: labelNeighbours(tax.Labels(), labelVecs),
 		entries:    slices.Clone(entries), parts: map[string]map[Label][]int{}}
 	var toEmbed, toClassify []int
-	for i, e := range m.entries {
-		if strings.TrimSpace(e.Query) == "" {
-			return nil, fmt.Errorf("memory entry %d (user %q): empty query", i, e.User)
+	ids := map[[2]string]int{}
+	for i := range m.entries {
+		e := &m.entries[i]
+		if strings.TrimSpace(e.Text) == "" {
+			return nil, fmt.Errorf("memory entry %d (user %q): empty text", i, e.User)
+		}
+		if e.ID == "" {
+			e.ID = fmt.Sprintf("m%d", i+1)
+		}
+		if first, dup := ids[[2]string{e.User, e.ID}]; dup {
+			return nil, fmt.Errorf("memory entry %d (user %q): id %q already names entry %d", i, e.User, e.ID, first)
+		}
+		ids[[2]string{e.User, e.ID}] = i
+		if e.Importance < 0 || e.Importance > 1 || math.IsNaN(e.Importance) {
+			return nil, fmt.Errorf("memory entry %d (user %q, id %q): importance %v not in [0, 1]", i, e.User, e.ID, e.Importance)
+		}
+		if e.Entities == nil {
+			e.Entities = contentWords(e.Text)
 		}
 		if len(e.Embedding) == 0 {
 			toEmbed = append(toEmbed, i)
@@ -108,7 +140,7 @@ func NewMemoryStore(ctx context.Context, cfg MemoryConfig, emb Embedder, tax *Ta
 		idx := toEmbed[start:min(start+batch, len(toEmbed))]
 		texts := make([]string, len(idx))
 		for j, i := range idx {
-			texts[j] = m.entries[i].Query
+			texts[j] = m.entries[i].Text
 		}
 		vecs, err := emb.Embed(ctx, texts)
 		if err != nil {
@@ -126,7 +158,7 @@ func NewMemoryStore(ctx context.Context, cfg MemoryConfig, emb Embedder, tax *Ta
 		texts := make([]string, len(idx))
 		vecs := make([][]float32, len(idx))
 		for j, i := range idx {
-			texts[j], vecs[j] = m.entries[i].Query, m.entries[i].Embedding
+			texts[j], vecs[j] = m.entries[i].Text, m.entries[i].Embedding
 		}
 		labels, err := cls.Classify(ctx, texts, vecs)
 		if err != nil {
@@ -141,7 +173,7 @@ func NewMemoryStore(ctx context.Context, cfg MemoryConfig, emb Embedder, tax *Ta
 	for i, e := range m.entries {
 		l := Label{Topic: e.Topic, Subtopic: e.Subtopic}
 		if !tax.Has(l) {
-			return nil, fmt.Errorf("memory entry %d (user %q, query %q): label %s is not in the taxonomy", i, e.User, e.Query, l)
+			return nil, fmt.Errorf("memory entry %d (user %q, id %q): label %s is not in the taxonomy", i, e.User, e.ID, l)
 		}
 		if dim == 0 {
 			dim = len(e.Embedding)
@@ -184,20 +216,44 @@ func sameQuery(a, b string) bool {
 	return strings.EqualFold(strings.Join(strings.Fields(a), " "), strings.Join(strings.Fields(b), " "))
 }
 
-// Activate selects H_n for a user's current query: classify it, take its
-// partition, widen to neighbouring partitions (nearest first) while fewer
-// than cfg.MinPartition memories are available, drop memories equal to the
-// query itself, and keep the top cfg.TopN by cosine with the query (ties:
-// more recent first, then query text). qvec is the query's embedding. It
-// returns the activated memories and their embeddings.
-func (m *MemoryStore) Activate(ctx context.Context, user, query string, qvec []float32) ([]Memory, [][]float32, error) {
-	return m.ActivateBefore(ctx, user, query, qvec, time.Time{})
+// HasUser reports whether the store holds memories of user.
+func (m *MemoryStore) HasUser(user string) bool { return len(m.parts[user]) > 0 }
+
+// Lookup returns the memory of user with id.
+func (m *MemoryStore) Lookup(user, id string) (MemoryEntry, bool) {
+	for _, idx := range m.parts[user] {
+		for _, i := range idx {
+			if m.entries[i].ID == id {
+				return m.entries[i], true
+			}
+		}
+	}
+	return MemoryEntry{}, false
 }
 
-// ActivateBefore is Activate restricted to memories strictly older than
-// before (the zero time means no restriction): evaluating turn k of a
-// conversation must not activate what the user asks later.
-func (m *MemoryStore) ActivateBefore(ctx context.Context, user, query string, qvec []float32, before time.Time) ([]Memory, [][]float32, error) {
+// Activate selects H_n for a user's current query with every memory of the
+// user visible (see ActivateAt).
+func (m *MemoryStore) Activate(ctx context.Context, user, query string, qvec []float32) ([]Memory, [][]float32, error) {
+	return m.ActivateAt(ctx, user, query, qvec, 0)
+}
+
+// ActivateAt selects H_n for a user's current query: classify it, take its
+// partition, widen to neighbouring partitions (nearest first) while fewer
+// than cfg.MinPartition memories are available, drop memories equal to the
+// query itself, score each by cfg.Signals (see MemoryScore) and keep the
+// top cfg.TopN (ties: more recent first, then id). qvec is the query's
+// embedding. seq is the query's position in its user's question history:
+// question memories with Seq ≥ seq are not visible (the turn's own and
+// later questions); 0 means no restriction and no recency. It returns the
+// activated memories and their embeddings.
+func (m *MemoryStore) ActivateAt(ctx context.Context, user, query string, qvec []float32, seq int64) ([]Memory, [][]float32, error) {
+	return m.activate(ctx, user, query, qvec, seq, m.cfg.Signals)
+}
+
+func (m *MemoryStore) activate(ctx context.Context, user, query string, qvec []float32, seq int64, sig MemorySignals) ([]Memory, [][]float32, error) {
+	if sig == (MemorySignals{}) {
+		sig.Semantic = 1
+	}
 	userParts := m.parts[user]
 	if len(userParts) == 0 || m.cfg.TopN <= 0 {
 		return nil, nil, nil
@@ -210,10 +266,11 @@ func (m *MemoryStore) ActivateBefore(ctx context.Context, user, query string, qv
 	var pool []int
 	take := func(lb Label) {
 		for _, i := range userParts[lb] {
-			if !before.IsZero() && !m.entries[i].Time.Before(before) {
+			e := &m.entries[i]
+			if seq > 0 && e.Seq >= seq {
 				continue
 			}
-			if !sameQuery(m.entries[i].Query, query) {
+			if !sameQuery(e.Text, query) {
 				pool = append(pool, i)
 			}
 		}
@@ -225,36 +282,97 @@ func (m *MemoryStore) ActivateBefore(ctx context.Context, user, query string, qv
 		}
 		take(nb)
 	}
+	qwords := map[string]bool{}
+	if sig.Entities != 0 {
+		for _, w := range words.LowerFields(query) {
+			qwords[w] = true
+		}
+	}
 	type cand struct {
-		i   int
-		sim float64
+		i          int
+		sim, score float64
 	}
 	cs := make([]cand, len(pool))
 	for j, i := range pool {
-		cs[j] = cand{i, Cosine(qvec, m.entries[i].Embedding)}
+		sim := Cosine(qvec, m.entries[i].Embedding)
+		cs[j] = cand{i, sim, MemoryScore(sig, m.cfg.RecencyHalfLife, sim, l, seq, qwords, m.entries[i])}
 	}
 	slices.SortFunc(cs, func(a, b cand) int {
 		switch {
-		case a.sim > b.sim:
+		case a.score > b.score:
 			return -1
-		case a.sim < b.sim:
+		case a.score < b.score:
 			return 1
 		}
 		ea, eb := m.entries[a.i], m.entries[b.i]
+		if c := cmp.Compare(eb.Seq, ea.Seq); c != 0 {
+			return c
+		}
 		if c := eb.Time.Compare(ea.Time); c != 0 {
 			return c
 		}
-		return strings.Compare(ea.Query, eb.Query)
+		return strings.Compare(ea.ID, eb.ID)
 	})
 	cs = cs[:min(len(cs), m.cfg.TopN)]
 	mems := make([]Memory, len(cs))
 	vecs := make([][]float32, len(cs))
 	for j, c := range cs {
 		e := m.entries[c.i]
-		mems[j] = Memory{Query: e.Query, Topic: e.Topic, Subtopic: e.Subtopic, Sim: c.sim}
+		mems[j] = Memory{ID: e.ID, Text: e.Text, Topic: e.Topic, Subtopic: e.Subtopic, Sim: c.sim, Score: c.score}
 		vecs[j] = e.Embedding
 	}
 	return mems, vecs, nil
+}
+
+// MemoryScore is the activation score of memory e for a query classified as
+// ql at position seq of its user's history, with query words qwords:
+//
+//	semantic·cos + topic·match + recency·0.5^(age/halfLife) + importance·e.Importance + entities·overlap
+//
+// match is 1 for the query's (topic, subtopic), 0.5 for its topic alone, 0
+// otherwise; age is seq − e.Seq in questions, and the recency term is 0 for
+// memories without a Seq (facts, imported memories) or without a query
+// position; overlap is the share of e's entities among the query's words.
+// A weight of 0 turns its signal off.
+func MemoryScore(sig MemorySignals, halfLife float64, cos float64, ql Label, seq int64, qwords map[string]bool, e MemoryEntry) float64 {
+	score := sig.Semantic * cos
+	if sig.Topic != 0 {
+		switch {
+		case e.Topic == ql.Topic && e.Subtopic == ql.Subtopic:
+			score += sig.Topic
+		case e.Topic == ql.Topic:
+			score += sig.Topic / 2
+		}
+	}
+	if sig.Recency != 0 && seq > 0 && e.Seq > 0 && e.Seq < seq && halfLife > 0 {
+		score += sig.Recency * math.Exp2(-float64(seq-e.Seq)/halfLife)
+	}
+	score += sig.Importance * e.Importance
+	if sig.Entities != 0 && len(e.Entities) > 0 {
+		n := 0
+		for _, w := range e.Entities {
+			if qwords[w] {
+				n++
+			}
+		}
+		score += sig.Entities * float64(n) / float64(len(e.Entities))
+	}
+	return score
+}
+
+// contentWords are the distinct lowercase words of text without function
+// words, in order: a memory's entities when the source names none.
+func contentWords(text string) []string {
+	stop := words.FunctionWords()
+	out := []string{}
+	seen := map[string]bool{}
+	for _, w := range words.LowerFields(text) {
+		if !stop[w] && !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // Rerank is HiMeS's memory-aware re-ranking: score(c) = mean over h in H_n

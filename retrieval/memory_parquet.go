@@ -21,7 +21,7 @@ import (
 )
 
 // MemoryFormat tags persisted memory files.
-const MemoryFormat = "himes-memory-v1"
+const MemoryFormat = "himes-memory-v2"
 
 // Schema-level metadata keys of a memory Parquet file.
 const (
@@ -33,10 +33,14 @@ const (
 func memorySchema(md arrow.Metadata) *arrow.Schema {
 	return arrow.NewSchema([]arrow.Field{
 		{Name: "user", Type: arrow.BinaryTypes.String},
-		{Name: "query", Type: arrow.BinaryTypes.String},
+		{Name: "id", Type: arrow.BinaryTypes.String},
+		{Name: "text", Type: arrow.BinaryTypes.String},
 		{Name: "time", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
+		{Name: "seq", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "topic", Type: arrow.BinaryTypes.String},
 		{Name: "subtopic", Type: arrow.BinaryTypes.String},
+		{Name: "importance", Type: arrow.PrimitiveTypes.Float64},
+		{Name: "entities", Type: arrow.ListOf(arrow.BinaryTypes.String)},
 		{Name: "embedding", Type: arrow.ListOf(arrow.PrimitiveTypes.Float32)},
 	}, &md)
 }
@@ -66,19 +70,29 @@ func SaveMemory(ctx context.Context, path string, m *MemoryStore) error {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
 	defer b.Release()
 	users := b.Field(0).(*array.StringBuilder)
-	queries := b.Field(1).(*array.StringBuilder)
-	times := b.Field(2).(*array.TimestampBuilder)
-	topics := b.Field(3).(*array.StringBuilder)
-	subs := b.Field(4).(*array.StringBuilder)
-	embs := b.Field(5).(*array.ListBuilder)
+	ids := b.Field(1).(*array.StringBuilder)
+	texts := b.Field(2).(*array.StringBuilder)
+	times := b.Field(3).(*array.TimestampBuilder)
+	seqs := b.Field(4).(*array.Int64Builder)
+	topics := b.Field(5).(*array.StringBuilder)
+	subs := b.Field(6).(*array.StringBuilder)
+	imps := b.Field(7).(*array.Float64Builder)
+	ents := b.Field(8).(*array.ListBuilder)
+	entVals := ents.ValueBuilder().(*array.StringBuilder)
+	embs := b.Field(9).(*array.ListBuilder)
 	vals := embs.ValueBuilder().(*array.Float32Builder)
 	for _, i := range idx {
 		e := m.entries[i]
 		users.Append(e.User)
-		queries.Append(e.Query)
+		ids.Append(e.ID)
+		texts.Append(e.Text)
 		times.Append(arrow.Timestamp(e.Time.UTC().UnixMicro()))
+		seqs.Append(e.Seq)
 		topics.Append(e.Topic)
 		subs.Append(e.Subtopic)
+		imps.Append(e.Importance)
+		ents.Append(true)
+		entVals.AppendValues(e.Entities, nil)
 		embs.Append(true)
 		vals.AppendValues(e.Embedding, nil)
 	}
@@ -158,7 +172,9 @@ func LoadMemory(ctx context.Context, path string, cfg MemoryConfig, emb Embedder
 		return nil, fmt.Errorf("%s: read parquet: %w", path, err)
 	}
 	defer tbl.Release()
-	if f := get(metaFormat); f != MemoryFormat {
+	if f := get(metaFormat); f == "himes-memory-v1" {
+		return nil, fmt.Errorf("%s: a memory file of an older himes (%s, without ids): rebuild with `himes memory build`", path, f)
+	} else if f != MemoryFormat {
 		return nil, fmt.Errorf("%s: not a himes memory file (format %q, want %q)", path, f, MemoryFormat)
 	}
 	if e := get(metaEmbedder); e != emb.Name() {
@@ -183,19 +199,29 @@ func LoadMemory(ctx context.Context, path string, cfg MemoryConfig, emb Embedder
 	for tr.Next() {
 		rec := tr.RecordBatch()
 		users := rec.Column(0).(*array.String)
-		queries := rec.Column(1).(*array.String)
-		times := rec.Column(2).(*array.Timestamp)
-		topics := rec.Column(3).(*array.String)
-		subs := rec.Column(4).(*array.String)
-		embs := rec.Column(5).(*array.List)
+		ids := rec.Column(1).(*array.String)
+		texts := rec.Column(2).(*array.String)
+		times := rec.Column(3).(*array.Timestamp)
+		seqs := rec.Column(4).(*array.Int64)
+		topics := rec.Column(5).(*array.String)
+		subs := rec.Column(6).(*array.String)
+		imps := rec.Column(7).(*array.Float64)
+		ents := rec.Column(8).(*array.List)
+		entVals := ents.ListValues().(*array.String)
+		embs := rec.Column(9).(*array.List)
 		vals := embs.ListValues().(*array.Float32)
 		for r := 0; r < int(rec.NumRows()); r++ {
 			lo, hi := embs.ValueOffsets(r)
+			elo, ehi := ents.ValueOffsets(r)
+			entities := make([]string, 0, ehi-elo)
+			for j := elo; j < ehi; j++ {
+				entities = append(entities, entVals.Value(int(j)))
+			}
 			entries = append(entries, MemoryEntry{
-				User: users.Value(r), Query: queries.Value(r),
-				Time:  time.UnixMicro(int64(times.Value(r))).UTC(),
-				Topic: topics.Value(r), Subtopic: subs.Value(r),
-				Embedding: slices.Clone(vals.Float32Values()[lo:hi]),
+				User: users.Value(r), ID: ids.Value(r), Text: texts.Value(r),
+				Time: time.UnixMicro(int64(times.Value(r))).UTC(), Seq: seqs.Value(r),
+				Topic: topics.Value(r), Subtopic: subs.Value(r), Importance: imps.Value(r),
+				Entities: entities, Embedding: slices.Clone(vals.Float32Values()[lo:hi]),
 			})
 		}
 	}

@@ -97,7 +97,7 @@ func TestActivatePartitionFallbackAndExclusion(t *testing.T) {
 	}
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	e := func(user, q, topic, sub string, day int, v ...float32) MemoryEntry {
-		return MemoryEntry{User: user, Query: q, Topic: topic, Subtopic: sub, Time: t0.AddDate(0, 0, day), Embedding: v}
+		return MemoryEntry{User: user, Text: q, Topic: topic, Subtopic: sub, Time: t0.AddDate(0, 0, day), Embedding: v}
 	}
 	entries := []MemoryEntry{
 		e("u", "q1", "A", "a1", 1, 1, 0, 0),
@@ -127,7 +127,7 @@ func TestActivatePartitionFallbackAndExclusion(t *testing.T) {
 	names := func(ms []Memory) string {
 		var s []string
 		for _, m := range ms {
-			s = append(s, fmt.Sprintf("%s:%.1f", m.Query, m.Sim))
+			s = append(s, fmt.Sprintf("%s:%.1f", m.Text, m.Sim))
 		}
 		return strings.Join(s, " ")
 	}
@@ -185,7 +185,7 @@ func TestMemoryParquetRoundTrip(t *testing.T) {
 	t0 := time.Date(2025, 3, 4, 5, 6, 7, 123456000, time.UTC)
 	var entries []MemoryEntry
 	for i, q := range []string{"garage door opener repair", "diabetes symptoms", "best red wine", "fix a leaking faucet", "how tall is everest"} {
-		entries = append(entries, MemoryEntry{User: []string{"alice", "bob"}[i%2], Query: q, Time: t0.Add(time.Duration(i) * time.Hour)})
+		entries = append(entries, MemoryEntry{User: []string{"alice", "bob"}[i%2], Text: q, Time: t0.Add(time.Duration(i) * time.Hour)})
 	}
 	cfg := DefaultConfig().Memory
 	m, err := BuildMemory(t.Context(), cfg, emb, entries)
@@ -205,19 +205,19 @@ func TestMemoryParquetRoundTrip(t *testing.T) {
 	}
 	byQuery := map[string]MemoryEntry{}
 	for _, e := range m.Entries() {
-		byQuery[e.Query] = e
+		byQuery[e.Text] = e
 	}
 	for _, got := range back.Entries() {
-		want := byQuery[got.Query]
+		want := byQuery[got.Text]
 		if got.User != want.User || !got.Time.Equal(want.Time) || got.Topic != want.Topic || got.Subtopic != want.Subtopic {
-			t.Errorf("entry %q: got %+v, want %+v", got.Query, got, want)
+			t.Errorf("entry %q: got %+v, want %+v", got.Text, got, want)
 		}
 		if len(got.Embedding) != 64 {
 			t.Fatalf("embedding dim %d", len(got.Embedding))
 		}
 		for i := range got.Embedding {
 			if got.Embedding[i] != want.Embedding[i] {
-				t.Fatalf("entry %q: embedding differs at %d", got.Query, i)
+				t.Fatalf("entry %q: embedding differs at %d", got.Text, i)
 			}
 		}
 	}
@@ -232,25 +232,32 @@ func TestMemoryParquetRoundTrip(t *testing.T) {
 	}
 }
 
-func TestActivateBeforeExcludesLaterMemories(t *testing.T) {
+// A turn sees the questions its user asked before it and the facts (Seq 0),
+// never its own or a later question.
+func TestActivateAtExcludesOwnAndLaterQuestions(t *testing.T) {
 	tax, _ := ParseTaxonomy([]byte("topics:\n  - {name: A, description: a, subtopics: [{name: a1, description: x}]}\n"), "test")
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	entries := []MemoryEntry{
-		{User: "u", Query: "first", Topic: "A", Subtopic: "a1", Time: t0, Embedding: []float32{1, 0}},
-		{User: "u", Query: "second", Topic: "A", Subtopic: "a1", Time: t0.Add(time.Hour), Embedding: []float32{1, 0}},
-		{User: "u", Query: "third", Topic: "A", Subtopic: "a1", Time: t0.Add(2 * time.Hour), Embedding: []float32{1, 0}},
+		{User: "u", ID: "f", Text: "a fact", Topic: "A", Subtopic: "a1", Embedding: []float32{1, 0}},
+		{User: "u", Text: "first", Seq: 1, Topic: "A", Subtopic: "a1", Time: t0, Embedding: []float32{1, 0}},
+		{User: "u", Text: "second", Seq: 2, Topic: "A", Subtopic: "a1", Time: t0.Add(time.Hour), Embedding: []float32{1, 0}},
+		{User: "u", Text: "third", Seq: 3, Topic: "A", Subtopic: "a1", Time: t0.Add(2 * time.Hour), Embedding: []float32{1, 0}},
 	}
 	m, err := NewMemoryStore(t.Context(), MemoryConfig{TopN: 5}, mapEmbedder{dim: 2}, tax, mapClassifier{"q": {"A", "a1"}}, entries)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mems, _, _ := m.ActivateBefore(t.Context(), "u", "q", []float32{1, 0}, t0.Add(time.Hour))
-	if len(mems) != 1 || mems[0].Query != "first" {
-		t.Fatalf("before second: got %+v, want only first", mems)
+	var got []string
+	mems, _, _ := m.ActivateAt(t.Context(), "u", "q", []float32{1, 0}, 2)
+	for _, mm := range mems {
+		got = append(got, mm.ID+"="+mm.Text)
+	}
+	// equal similarity: the later question first, the fact (Seq 0) last
+	if fmt.Sprint(got) != "[m2=first f=a fact]" {
+		t.Fatalf("at the second question: got %v, want [m2=first f=a fact]", got)
 	}
 	all, _, _ := m.Activate(t.Context(), "u", "q", []float32{1, 0})
-	// equal similarity: most recent first
-	if len(all) != 3 || all[0].Query != "third" || all[2].Query != "first" {
+	if len(all) != 4 || all[0].Text != "third" || all[2].Text != "first" || all[3].ID != "f" {
 		t.Fatalf("no cutoff: got %+v", all)
 	}
 }

@@ -2,8 +2,10 @@ package retrieval
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -29,10 +31,16 @@ type Pipeline struct {
 	passages map[string]bool // passage ids, to check a service's ids
 	bm25     *Index          // nil for a service without data.kb
 	analyzer Analyzer
-	emb      Embedder    // nil when neither dense search nor memory needs one
+	emb      Embedder  // nil when neither dense search nor memory needs one
+	lsaOnce  sync.Once // fits or loads the LSA embedder once, on first need
+	lsa      *LSAEmbedder
+	lsaErr   error
 	dense    *DenseIndex // nil unless method is dense or hybrid
 	service  Service     // the first stage when method is remote or elasticsearch
 	mem      atomic.Pointer[MemoryStore]
+	// memBase are the memories loaded from cfg.Memory.Partitions, which
+	// AttachMemory extends with the data's own.
+	memBase []MemoryEntry
 	// chunkVecs caches E(c) per chunk for memory re-ranking when there is no
 	// dense index: rollouts retrieve the same chunks over and over.
 	chunkVecs []atomic.Pointer[[]float32]
@@ -73,7 +81,7 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 		}
 	}
 	if cfg.Method == "dense" || cfg.Method == "hybrid" || cfg.Memory.Enabled {
-		if p.emb, err = NewEmbedder(cfg); err != nil {
+		if p.emb, err = p.Embedder(); err != nil {
 			return nil, err
 		}
 	}
@@ -90,6 +98,7 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 			return nil, err
 		}
 		p.mem.Store(m)
+		p.memBase = m.Entries()
 		slog.Info("retrieval: long-term memory loaded", "file", cfg.Memory.Partitions, "memories", m.Len())
 	}
 	return p, nil
@@ -245,6 +254,16 @@ func BuildIndexDir(ctx context.Context, cfg Config, kbPath, dir string) (IndexMe
 	if err := SaveIndex(ctx, dir, ix, meta); err != nil {
 		return IndexMeta{}, err
 	}
+	if cfg.Embedder == "lsa" {
+		lsa, err := FitLSA(ctx, texts, LSAConfig{Dim: cfg.LSADim, MinDF: cfg.LSAMinDF},
+			LSAMeta{KBFingerprint: kb.Fingerprint, ChunkWords: cfg.ChunkWords, ChunkStride: cfg.ChunkStride})
+		if err != nil {
+			return IndexMeta{}, err
+		}
+		if err := SaveLSA(dir, lsa); err != nil {
+			return IndexMeta{}, err
+		}
+	}
 	return ReadIndexMeta(dir)
 }
 
@@ -303,8 +322,10 @@ func NewEmbedder(cfg Config) (Embedder, error) {
 			cache = filepath.Join(dir, "himes", "embed")
 		}
 		return NewOllamaEmbedder(cfg.OllamaURL, cfg.EmbedModel, cfg.EmbedBatch, cache)
+	case "lsa":
+		return nil, fmt.Errorf("embedder lsa is fitted on the knowledge base: get it from the retrieval pipeline (retrieval.Open, then Embedder)")
 	default:
-		return nil, fmt.Errorf("embedder %q: want hash or ollama", cfg.Embedder)
+		return nil, fmt.Errorf("embedder %q: want hash, lsa or ollama", cfg.Embedder)
 	}
 }
 
@@ -354,12 +375,38 @@ func (p *Pipeline) HasTermStats() bool { return p.bm25 != nil }
 func (p *Pipeline) Tokenize(text string) []string { return p.analyzer.Tokenize(text) }
 
 // Embedder returns the pipeline's embedder, creating it from the config if
-// no stage needed one yet (so memories can be built in the same space).
+// no stage needed one yet (so memories can be built in the same space). The
+// LSA embedder is loaded from the persisted index (refused when stale) or,
+// without one, fitted on the knowledge base's chunks.
 func (p *Pipeline) Embedder() (Embedder, error) {
 	if p.emb != nil {
 		return p.emb, nil
 	}
-	return NewEmbedder(p.cfg)
+	if p.cfg.Embedder != "lsa" {
+		return NewEmbedder(p.cfg)
+	}
+	if p.kb == nil {
+		return nil, errors.New("the lsa embedder is fit on the knowledge base: set data.kb (a retrieval service alone has no corpus to fit it on)")
+	}
+	p.lsaOnce.Do(func() {
+		meta := LSAMeta{KBFingerprint: p.kb.Fingerprint, ChunkWords: p.cfg.ChunkWords, ChunkStride: p.cfg.ChunkStride}
+		lcfg := LSAConfig{Dim: p.cfg.LSADim, MinDF: p.cfg.LSAMinDF}
+		start := time.Now()
+		if p.cfg.Index != "" {
+			p.lsa, p.lsaErr = LoadLSA(p.cfg.Index, meta, lcfg)
+		} else {
+			_, texts := chunkTexts(p.chunks)
+			p.lsa, p.lsaErr = FitLSA(context.Background(), texts, lcfg, meta)
+		}
+		if p.lsaErr == nil {
+			slog.Info("retrieval: LSA embedder ready", "name", p.lsa.Name(), "persisted", p.cfg.Index != "",
+				"elapsed_s", time.Since(start).Round(time.Millisecond).Seconds())
+		}
+	})
+	if p.lsaErr != nil {
+		return nil, p.lsaErr
+	}
+	return p.lsa, nil
 }
 
 // SetMemory attaches a long-term memory store (built by `himes memory
@@ -445,18 +492,22 @@ func (p *Pipeline) searchLocal(ctx context.Context, text string, k int) ([]Ranke
 
 // Retrieve retrieves cfg.Candidates chunks for the rewrite (the query when
 // the rewrite is empty), activates long-term memory with the user's original
-// query, re-ranks by mean cosine with the activated memories, and returns
+// query, re-ranks with the activated memories (see RetrieveAt), and returns
 // the top cfg.TopK with a trace. With memory off, or nothing activated, the
 // final ranking is the retrieval order.
 func (p *Pipeline) Retrieve(ctx context.Context, user, rewrite, query string) (Result, error) {
-	return p.RetrieveAt(ctx, user, rewrite, query, time.Time{})
+	return p.RetrieveAt(ctx, user, rewrite, query, 0)
 }
 
-// RetrieveAt is Retrieve with long-term memory restricted to memories
-// strictly older than at (zero: all), so that evaluation over a user's own
-// conversations does not activate queries the user asks later.
-func (p *Pipeline) RetrieveAt(ctx context.Context, user, rewrite, query string, at time.Time) (Result, error) {
-	res, errs := p.RetrieveBatch(ctx, []Request{{User: user, Rewrite: rewrite, Query: query, At: at}})
+// RetrieveAt is Retrieve with long-term memory seen from position seq of the
+// user's question history (see MemoryStore.ActivateAt; 0: every memory), so
+// that a turn never activates its own or a later question. The activated
+// memories re-rank the candidates only when the most similar of them has a
+// cosine with the query of at least cfg.Memory.RerankFloor; the re-rank
+// fuses the mean memory similarity with the retrieval score by
+// cfg.Memory.RetrievalWeight (see Rerank).
+func (p *Pipeline) RetrieveAt(ctx context.Context, user, rewrite, query string, seq int64) (Result, error) {
+	res, errs := p.RetrieveBatch(ctx, []Request{{User: user, Rewrite: rewrite, Query: query, Seq: seq}})
 	return res[0], errs[0]
 }
 
@@ -496,17 +547,21 @@ func (p *Pipeline) rerank(ctx context.Context, r Request, cands []Ranked) (Resul
 		res.Trace.Candidates[i] = Scored{ID: c.ID, Score: c.Score}
 	}
 	final := cands
-	if m := p.mem.Load(); m != nil && p.cfg.Memory.Enabled && len(cands) > 0 && strings.TrimSpace(r.Query) != "" {
+	if m := p.mem.Load(); m != nil && p.cfg.Memory.Enabled && len(cands) > 0 && strings.TrimSpace(r.Query) != "" && m.HasUser(r.User) {
 		qv, err := m.emb.Embed(ctx, []string{r.Query})
 		if err != nil {
 			return Result{}, fmt.Errorf("embed query for memory: %w", err)
 		}
-		mems, memVecs, err := m.ActivateBefore(ctx, r.User, r.Query, qv[0], r.At)
+		mems, memVecs, err := m.ActivateAt(ctx, r.User, r.Query, qv[0], r.Seq)
 		if err != nil {
 			return Result{}, err
 		}
 		res.Trace.Memories = mems
-		if len(mems) > 0 {
+		best := math.Inf(-1)
+		for _, mm := range mems {
+			best = max(best, mm.Sim)
+		}
+		if len(mems) > 0 && best >= p.cfg.Memory.RerankFloor {
 			candVecs, err := p.candidateVectors(ctx, m.emb, cands)
 			if err != nil {
 				return Result{}, err
@@ -514,6 +569,7 @@ func (p *Pipeline) rerank(ctx context.Context, r Request, cands []Ranked) (Resul
 			if final, err = Rerank(cands, candVecs, memVecs, p.cfg.Memory.RetrievalWeight); err != nil {
 				return Result{}, err
 			}
+			res.Trace.Reranked = true
 		}
 	}
 	res.Chunks = final[:min(p.cfg.TopK, len(final)):min(p.cfg.TopK, len(final))]

@@ -45,8 +45,10 @@ func TestPipelineRetrieveWithAndWithoutMemory(t *testing.T) {
 		t.Fatalf("empty rewrite: top %s", res2.Chunks[0].ID)
 	}
 
-	// memory on: the user's history is about springs and lubrication
+	// memory on: the user's history is about springs and lubrication; the
+	// paper's setting, pure mean-similarity re-rank, always applied
 	cfg.Memory.Enabled, cfg.Memory.TopN = true, 2
+	cfg.Memory.RetrievalWeight, cfg.Memory.RerankFloor = 0, 0
 	pm, err := Open(t.Context(), cfg, kb)
 	if err != nil {
 		t.Fatal(err)
@@ -54,9 +56,9 @@ func TestPipelineRetrieveWithAndWithoutMemory(t *testing.T) {
 	emb, _ := pm.Embedder()
 	t0 := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
 	mem, err := BuildMemory(t.Context(), cfg.Memory, emb, []MemoryEntry{
-		{User: "u", Query: "garage door springs lubrication", Time: t0},
-		{User: "u", Query: "sliding doors need lubrication", Time: t0.Add(time.Hour)},
-		{User: "other", Query: "garage door opener remote battery", Time: t0},
+		{User: "u", Text: "garage door springs lubrication", Time: t0},
+		{User: "u", Text: "sliding doors need lubrication", Time: t0.Add(time.Hour)},
+		{User: "other", Text: "garage door opener remote battery", Time: t0},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +74,7 @@ func TestPipelineRetrieveWithAndWithoutMemory(t *testing.T) {
 		t.Fatal("no memories activated")
 	}
 	for _, m := range res.Trace.Memories {
-		if strings.Contains(m.Query, "battery") {
+		if strings.Contains(m.Text, "battery") {
 			t.Fatal("another user's memory activated")
 		}
 	}
@@ -80,7 +82,7 @@ func TestPipelineRetrieveWithAndWithoutMemory(t *testing.T) {
 	// activated memories' embeddings
 	var memVecs [][]float32
 	for _, m := range res.Trace.Memories {
-		v, _ := emb.Embed(t.Context(), []string{m.Query})
+		v, _ := emb.Embed(t.Context(), []string{m.Text})
 		memVecs = append(memVecs, v[0])
 	}
 	type sc struct {

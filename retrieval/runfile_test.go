@@ -65,12 +65,12 @@ func TestPassageRanking(t *testing.T) {
 	}
 }
 
-func TestReadMemoryQueries(t *testing.T) {
+func TestReadMemories(t *testing.T) {
 	path := writeFile(t, "m.jsonl", `{"user":"u","query":"a","time":"2024-01-02T03:04:05Z"}
 {"user":"u","query":"b","time":1700000000}
 {"user":"v","query":"c"}
 `)
-	got, err := ReadMemoryQueries(path)
+	got, err := ReadMemories(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestReadMemoryQueries(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 	bad := writeFile(t, "b.jsonl", "{\"user\":\"u\",\"query\":\"a\",\"time\":\"yesterday\"}\n")
-	if _, err := ReadMemoryQueries(bad); err == nil || !strings.Contains(err.Error(), bad+`:1: field "time"`) {
+	if _, err := ReadMemories(bad); err == nil || !strings.Contains(err.Error(), bad+`:1: field "time"`) {
 		t.Fatalf("bad time: %v", err)
 	}
 }

@@ -2,7 +2,6 @@ package retrieval
 
 import (
 	"context"
-	"time"
 )
 
 // Chunk is a retrievable unit: a word window of a knowledge-base passage.
@@ -25,12 +24,16 @@ type Scored struct {
 	Score float64 `json:"score"`
 }
 
-// Memory is one activated historical query (an element of H_n).
+// Memory is one activated long-term memory (an element of H_n): its id
+// within the user, its text, label, cosine with the query (Sim) and
+// activation score (Score, see MemoryScore).
 type Memory struct {
-	Query    string  `json:"query"`
+	ID       string  `json:"id"`
+	Text     string  `json:"text"`
 	Topic    string  `json:"topic"`
 	Subtopic string  `json:"subtopic"`
 	Sim      float64 `json:"sim"`
+	Score    float64 `json:"score"`
 }
 
 // Trace records how a ranking came about; it goes into the rollout ledger.
@@ -38,6 +41,9 @@ type Trace struct {
 	Candidates []Scored `json:"candidates"` // first-stage retrieval, in retrieval order
 	Memories   []Memory `json:"memories"`   // H_n; empty when memory is off or nothing activated
 	Final      []Scored `json:"final"`      // the final top-k with final scores
+	// Reranked: the memories re-ranked the candidates (activated, and the
+	// most similar at least memory.rerank_floor).
+	Reranked bool `json:"reranked,omitempty"`
 }
 
 // Result is the output of one retrieval call.
@@ -56,7 +62,9 @@ type Retriever interface {
 // none) restricting long-term memory to memories strictly older than it.
 type Request struct {
 	User, Rewrite, Query string
-	At                   time.Time
+	// Seq is the query's position in its user's question history: the
+	// memory holds only what the user had before it (0: all of it).
+	Seq int64
 }
 
 // BatchRetriever retrieves many requests at once, so that a retrieval

@@ -288,7 +288,7 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 			rec.ChunkScores = append(rec.ChunkScores, c.Score)
 		}
 		for _, m := range j.trace.Memories {
-			rec.Memories = append(rec.Memories, m.Query)
+			rec.Memories = append(rec.Memories, m.Text)
 			rec.MemorySims = append(rec.MemorySims, m.Sim)
 		}
 		if rec.Dedup {

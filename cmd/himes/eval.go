@@ -68,7 +68,7 @@ Failed turns are counted per stage and left out of means and pairs.`,
 	f.cf.register(cmd, false)
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.rewriters, "rewriter", []string{"raw", "concat", "gold"}, "rewriters to compare: raw, concat, gold, policy, ollama:<model>")
-	fl.StringSliceVar(&f.memory, "memory", []string{"config"}, "long-term memory: off, on, or both (off,on); config = as retrieval.memory.enabled says")
+	fl.StringSliceVar(&f.memory, "memory", []string{"config"}, "long-term memory: off, on, on:<variant> (paper, semantic, +topic, no-recency, …: an ablation row each), several comma-separated; config = as retrieval.memory.enabled says")
 	fl.StringVar(&f.runDir, "run", "", "a training run directory: its config.yaml when --config is absent, its newest policy checkpoint for the policy rewriter")
 	fl.StringVar(&f.checkpoint, "checkpoint", "", "policy checkpoint to load into the trainer before evaluating (default with --run: the newest)")
 	fl.StringSliceVar(&f.data, "data", nil, "evaluate on these dataset files (comma-separated or repeated) instead of the config's held-out split")
@@ -111,32 +111,58 @@ func savedRunConfig(runDir string, sets []string) (configs.Config, error) {
 	return cfg, nil
 }
 
-// memoryModes resolves --memory into the settings to evaluate, off first.
-func (f *evalFlags) memoryModes(cfg configs.Config) ([]bool, error) {
-	var modes []bool
+// memoryMode is one long-term-memory setting to evaluate: off, on as the
+// config says, or on with a named variant (retrieval.MemoryConfig.Variant).
+type memoryMode struct {
+	on      bool
+	variant string
+}
+
+func (m memoryMode) suffix() string {
+	switch {
+	case !m.on:
+		return ""
+	case m.variant == "":
+		return "+memory"
+	}
+	return "+memory:" + m.variant
+}
+
+// memoryModes resolves --memory into the settings to evaluate, off first,
+// then on, then the variants in the order given.
+func (f *evalFlags) memoryModes(cfg configs.Config) ([]memoryMode, error) {
+	var modes []memoryMode
 	for _, m := range f.memory {
-		var on bool
-		switch strings.TrimSpace(m) {
-		case "off":
-		case "on":
-			on = true
-		case "config":
-			on = cfg.Retrieval.Memory.Enabled
+		var mode memoryMode
+		switch m = strings.TrimSpace(m); {
+		case m == "off":
+		case m == "on":
+			mode.on = true
+		case m == "config":
+			mode.on = cfg.Retrieval.Memory.Enabled
+		case strings.HasPrefix(m, "on:"):
+			mode = memoryMode{on: true, variant: strings.TrimPrefix(m, "on:")}
+			if _, err := cfg.Retrieval.Memory.Variant(mode.variant); err != nil {
+				return nil, fmt.Errorf("--memory %q: %w", m, err)
+			}
 		default:
-			return nil, fmt.Errorf("--memory %q: want off, on or config", m)
+			return nil, fmt.Errorf("--memory %q: want off, on, on:<variant> or config", m)
 		}
-		if !slices.Contains(modes, on) {
-			modes = append(modes, on)
+		if !slices.Contains(modes, mode) {
+			modes = append(modes, mode)
 		}
 	}
-	slices.SortFunc(modes, func(a, b bool) int {
-		switch {
-		case a == b:
-			return 0
-		case !a:
-			return -1
+	slices.SortStableFunc(modes, func(a, b memoryMode) int {
+		rank := func(m memoryMode) int {
+			switch {
+			case !m.on:
+				return 0
+			case m.variant == "":
+				return 1
+			}
+			return 2
 		}
-		return 1
+		return rank(a) - rank(b)
 	})
 	return modes, nil
 }
@@ -160,19 +186,25 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 
 	// One set of components per memory mode: the memory is part of the
 	// retrieval pipeline. The policy and the data come from the first.
-	comps := map[bool]*components{}
+	comps := map[memoryMode]*components{}
+	cfgs := map[memoryMode]configs.Config{}
 	var opts buildOptions
 	if f.runDir != "" {
 		opts.trainerDir = filepath.Join(f.runDir, "trainer")
 	}
-	for _, on := range modes {
+	for _, mode := range modes {
 		c := cfg
-		c.Retrieval.Memory.Enabled = on
+		c.Retrieval.Memory.Enabled = mode.on
+		if mode.variant != "" {
+			if c.Retrieval.Memory, err = c.Retrieval.Memory.Variant(mode.variant); err != nil {
+				return err
+			}
+		}
 		comp, err := buildComponents(ctx, c, opts)
 		if err != nil {
-			return fmt.Errorf("memory %s: %w", memoryLabel(on), err)
+			return fmt.Errorf("memory %s: %w", memoryLabel(mode), err)
 		}
-		comps[on] = comp
+		comps[mode], cfgs[mode] = comp, c
 	}
 	first := comps[modes[0]]
 
@@ -180,7 +212,7 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 	if len(f.data) > 0 {
 		turns = nil
 		for _, path := range f.data {
-			ts, _, err := datasets.LoadContext(ctx, path, datasets.LoadOptions{UserField: cfg.Data.UserField})
+			ts, _, err := datasets.LoadContext(ctx, path, cfg.Data.LoadOptions())
 			if err != nil {
 				return fmt.Errorf("--data: %w", err)
 			}
@@ -190,6 +222,16 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 	turns = limitConversations(turns, f.limit)
 	if len(turns) == 0 {
 		return errors.New("no evaluation turns (set data.eval or data.eval_fraction, or pass --data)")
+	}
+	if len(f.data) > 0 {
+		// the evaluated users' memory: what the training data and these
+		// turns carry, seen causally
+		for _, mode := range modes {
+			c := comps[mode]
+			if err := c.attachMemory(ctx, cfgs[mode], dedupTurns(c.known, turns)); err != nil {
+				return fmt.Errorf("memory %s: %w", memoryLabel(mode), err)
+			}
+		}
 	}
 
 	render := func(t datasets.Turn) (trainer.Prompt, error) {
@@ -208,13 +250,10 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 		rewriters = append(rewriters, rw)
 	}
 	var systems []evaluate.System
-	for _, on := range modes {
+	for _, mode := range modes {
 		for _, rw := range rewriters {
-			name := rw.Name()
-			if on {
-				name += "+memory"
-			}
-			systems = append(systems, evaluate.System{Name: name, Rewriter: rw, Memory: on, Retriever: comps[on].Retrieve})
+			systems = append(systems, evaluate.System{Name: rw.Name() + mode.suffix(), Rewriter: rw, Memory: mode.on,
+				Variant: mode.variant, Retriever: comps[mode].Retrieve})
 		}
 	}
 
@@ -260,11 +299,14 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 	return nil
 }
 
-func memoryLabel(b bool) string {
-	if b {
+func memoryLabel(m memoryMode) string {
+	switch {
+	case !m.on:
+		return "off"
+	case m.variant == "":
 		return "on"
 	}
-	return "off"
+	return "on:" + m.variant
 }
 
 // rewriter builds one named rewriter.

@@ -30,6 +30,7 @@ func newMemoryBuildCmd() *cobra.Command {
 		from, out string
 		userField string
 		format    string
+		load      datasets.LoadOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "build --from FILE --out partitions.parquet",
@@ -40,30 +41,35 @@ taxonomy (retrieval.memory.classifier: embedding-nearest label, or an Ollama
 LLM constrained to the labels), and written as Parquet partitions.
 
 --from is either conversations (the normalized turn schema; each turn's
-question is a historical query of its user, in conversation and turn order)
-or a JSONL of past queries {"user", "query", "time"} (time: RFC 3339 or Unix
-seconds). --format auto tells them apart by the first record.
+question is a memory of its user, in conversation and turn order, and with
+data.memory_field set so are the user's statements the turns carry) or a
+JSONL of memories {"user", "id", "text", "time", "topic", "subtopic",
+"importance", "entities"} (only user and text are required; "query" is
+accepted for text; time: RFC 3339 or Unix seconds). --format auto tells them
+apart by the first record.
 
 Use the same --config (embedder, taxonomy) for search and training: memories
 from another embedder or taxonomy are refused when loaded.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := retrieval.DefaultConfig()
+			cfg, kb := retrieval.DefaultConfig(), ""
 			if cf.path != "" {
 				full, err := cf.load()
 				if err != nil {
 					return err
 				}
-				cfg = full.Retrieval
+				cfg, kb = full.Retrieval, full.Data.KB
+				load = full.Data.LoadOptions()
 				if !cmd.Flags().Changed("user-field") && full.Data.UserField != "" {
 					userField = full.Data.UserField
 				}
 			}
-			entries, err := readMemoryEntries(cmd, from, format, userField)
+			load.UserField = userField
+			entries, err := readMemoryEntries(cmd, from, format, load)
 			if err != nil {
 				return err
 			}
-			emb, err := retrieval.NewEmbedder(cfg)
+			emb, err := memoryEmbedder(cmd, cfg, kb)
 			if err != nil {
 				return err
 			}
@@ -107,10 +113,27 @@ from another embedder or taxonomy are refused when loaded.`,
 	f.StringVar(&from, "from", "", "conversations (JSONL/Parquet) or JSONL of {user, query, time} (required)")
 	f.StringVar(&out, "out", "", "output Parquet file (required)")
 	f.StringVar(&userField, "user-field", "conv_id", "for conversations: what identifies a user (conv_id, topic, meta.<key>)")
-	f.StringVar(&format, "format", "auto", "auto, conversations or queries")
+	f.StringVar(&format, "format", "auto", "auto, conversations or memories")
 	_ = cmd.MarkFlagRequired("from")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
+}
+
+// memoryEmbedder is the configured embedder; the LSA embedder comes from the
+// knowledge base's pipeline (fitted, or loaded from retrieval.index).
+func memoryEmbedder(cmd *cobra.Command, cfg retrieval.Config, kb string) (retrieval.Embedder, error) {
+	if cfg.Embedder != "lsa" {
+		return retrieval.NewEmbedder(cfg)
+	}
+	if kb == "" {
+		return nil, fmt.Errorf("embedder lsa is fitted on the knowledge base: give a --config with data.kb")
+	}
+	cfg.Memory.Enabled, cfg.Memory.Partitions = false, ""
+	p, err := retrieval.Open(cmd.Context(), cfg, kb)
+	if err != nil {
+		return nil, err
+	}
+	return p.Embedder()
 }
 
 type labelCount struct {
@@ -132,9 +155,9 @@ func topCounts(m map[string]int, n int) []labelCount {
 	return out[:min(n, len(out))]
 }
 
-// readMemoryEntries loads historical queries from conversations or from a
-// JSONL of past queries.
-func readMemoryEntries(cmd *cobra.Command, path, format, userField string) ([]retrieval.MemoryEntry, error) {
+// readMemoryEntries loads memories from conversations (their users' facts
+// and questions) or from a JSONL of memories.
+func readMemoryEntries(cmd *cobra.Command, path, format string, load datasets.LoadOptions) ([]retrieval.MemoryEntry, error) {
 	if format == "auto" {
 		var err error
 		if format, err = sniffMemoryFormat(path); err != nil {
@@ -143,22 +166,19 @@ func readMemoryEntries(cmd *cobra.Command, path, format, userField string) ([]re
 	}
 	switch format {
 	case "conversations":
-		turns, _, err := datasets.LoadContext(cmd.Context(), path, datasets.LoadOptions{UserField: userField})
+		turns, _, err := datasets.LoadContext(cmd.Context(), path, load)
 		if err != nil {
 			return nil, err
 		}
-		hq := datasets.HistoricalQueries(turns)
-		out := make([]retrieval.MemoryEntry, len(hq))
-		for i, q := range hq {
-			// Time is the query's ordinal within its user's history; stored
-			// as that many seconds after the Unix epoch, it keeps the order.
-			out[i] = retrieval.MemoryEntry{User: q.User, Query: q.Query, Time: time.Unix(q.Time, 0).UTC()}
+		entries, err := memoryEntries(turns)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		return out, nil
-	case "queries":
-		return retrieval.ReadMemoryQueries(path)
+		return entries, nil
+	case "memories", "queries":
+		return retrieval.ReadMemories(path)
 	default:
-		return nil, fmt.Errorf("memory build: --format %q: want auto, conversations or queries", format)
+		return nil, fmt.Errorf("memory build: --format %q: want auto, conversations or memories", format)
 	}
 }
 
@@ -184,7 +204,7 @@ func sniffMemoryFormat(path string) (string, error) {
 		if _, ok := keys["conv_id"]; ok {
 			return "conversations", nil
 		}
-		return "queries", nil
+		return "memories", nil
 	}
 	return "", fmt.Errorf("memory build: %s is empty", path)
 }
@@ -199,15 +219,15 @@ func newMemoryShowCmd() *cobra.Command {
 		Short: "Print a memory file's partitions (per user, or for --user)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := retrieval.DefaultConfig()
+			cfg, kb := retrieval.DefaultConfig(), ""
 			if cf.path != "" {
 				full, err := cf.load()
 				if err != nil {
 					return err
 				}
-				cfg = full.Retrieval
+				cfg, kb = full.Retrieval, full.Data.KB
 			}
-			emb, err := retrieval.NewEmbedder(cfg)
+			emb, err := memoryEmbedder(cmd, cfg, kb)
 			if err != nil {
 				return err
 			}
@@ -232,7 +252,7 @@ func newMemoryShowCmd() *cobra.Command {
 			for _, u := range users {
 				fmt.Fprintf(w, "user %s\n", u)
 				for _, e := range byUser[u] {
-					fmt.Fprintf(w, "  %-26s %s\n", e.Topic+"/"+e.Subtopic, e.Query)
+					fmt.Fprintf(w, "  %-26s %-12s %s\n", e.Topic+"/"+e.Subtopic, e.ID, e.Text)
 				}
 			}
 			return nil

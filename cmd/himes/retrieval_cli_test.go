@@ -180,10 +180,10 @@ func TestMemoryBuildThenSearchActivatesTheUsersQueries(t *testing.T) {
 		t.Fatalf("activated %d memories, want 1..5 (top_n)", len(r.Trace.Memories))
 	}
 	for _, m := range r.Trace.Memories {
-		if !asked[m.Query] {
-			t.Errorf("activated %q, which user %s never asked", m.Query, user)
+		if !asked[m.Text] {
+			t.Errorf("activated %q, which user %s never asked", m.Text, user)
 		}
-		if m.Query == query {
+		if m.Text == query {
 			t.Errorf("the current query was activated as its own memory")
 		}
 	}

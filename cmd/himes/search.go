@@ -7,12 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/evaluate"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -32,6 +35,8 @@ type searchFlags struct {
 	queries    string
 	field      string
 	tag        string
+	relevant   []string
+	turn       string
 }
 
 func newSearchCmd() *cobra.Command {
@@ -50,7 +55,14 @@ writes a standard TREC run (passage level: the final top-k, then the other
 candidates; each passage at its best position). A line is either
 {"qid", "text"[, "query", "user"]} or a conversation turn
 {"conv_id", "turn", "question", "rewrite"} (qid = conv_id_turn; --field picks
-rewrite or question).`,
+rewrite or question).
+
+--turn CONV#N searches a turn of the config's data (data.train, data.eval)
+as the pipeline sees it: the user's memory is built from the data (their
+facts and the questions they asked before the turn; see data.memory_field),
+the text is the positional argument or else the turn's question, and the
+turn's labelled relevant memories (data.memory_labels_field) are marked in
+the list of activated memories. --relevant names relevant memory ids by hand.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSearch(cmd, &sf, args)
@@ -71,6 +83,8 @@ rewrite or question).`,
 	f.StringVar(&sf.queries, "queries", "", "JSONL of queries for --trec-run")
 	f.StringVar(&sf.field, "field", "rewrite", "for conversation turns: rewrite (falls back to question) or question")
 	f.StringVar(&sf.tag, "tag", "himes", "run tag written in the TREC run")
+	f.StringSliceVar(&sf.relevant, "relevant", nil, "ids of the memories labelled relevant (marked in the output)")
+	f.StringVar(&sf.turn, "turn", "", "search this turn (conv_id#turn) of the config's data with its user's causal memory and labels")
 	return cmd
 }
 
@@ -117,8 +131,8 @@ func runSearch(cmd *cobra.Command, sf *searchFlags, args []string) error {
 	if (sf.trecRun == "") != (sf.queries == "") {
 		return fmt.Errorf("search: --trec-run and --queries go together")
 	}
-	if sf.trecRun == "" && len(args) != 1 {
-		return fmt.Errorf("search: give one query (or --trec-run with --queries)")
+	if sf.trecRun == "" && len(args) != 1 && sf.turn == "" {
+		return fmt.Errorf("search: give one query (or --turn, or --trec-run with --queries)")
 	}
 	if sf.field != "rewrite" && sf.field != "question" {
 		return fmt.Errorf("search: --field %q: want rewrite or question", sf.field)
@@ -134,11 +148,27 @@ func runSearch(cmd *cobra.Command, sf *searchFlags, args []string) error {
 	if sf.trecRun != "" {
 		return writeTRECRun(cmd, p, sf)
 	}
-	original := sf.query
-	if original == "" {
-		original = args[0]
+	var ret retrieval.Retriever = p
+	relevant := sf.relevant
+	text, user, original := "", sf.user, sf.query
+	if len(args) == 1 {
+		text = args[0]
 	}
-	res, err := p.Retrieve(cmd.Context(), sf.user, args[0], original)
+	if sf.turn != "" {
+		t, causal, err := searchTurn(cmd, sf, p)
+		if err != nil {
+			return err
+		}
+		ret, user, original = causal, t.User, t.Question
+		relevant = append(relevant, t.MemoryLabels...)
+		if text == "" {
+			text = t.Question
+		}
+	}
+	if original == "" {
+		original = text
+	}
+	res, err := ret.Retrieve(cmd.Context(), user, text, original)
 	if err != nil {
 		return err
 	}
@@ -148,11 +178,51 @@ func runSearch(cmd *cobra.Command, sf *searchFlags, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	printSearch(w, p, cfg, sf.user, res)
+	printSearch(w, p, cfg, user, res, relevant)
 	return nil
 }
 
-func printSearch(w io.Writer, p *retrieval.Pipeline, cfg retrieval.Config, user string, res retrieval.Result) {
+// searchTurn finds --turn in the config's data and attaches the data's
+// memory to p, returning the turn and the causal view.
+func searchTurn(cmd *cobra.Command, sf *searchFlags, p *retrieval.Pipeline) (datasets.Turn, *retrieval.CausalRetriever, error) {
+	if sf.cf.path == "" {
+		return datasets.Turn{}, nil, fmt.Errorf("search: --turn needs --config (its data)")
+	}
+	full, err := sf.cf.load()
+	if err != nil {
+		return datasets.Turn{}, nil, err
+	}
+	if !p.Config().Memory.Enabled {
+		return datasets.Turn{}, nil, fmt.Errorf("search: --turn shows long-term memory: set retrieval.memory.enabled or --memory")
+	}
+	var turns []datasets.Turn
+	for _, path := range []string{full.Data.Train, full.Data.Eval} {
+		if path == "" {
+			continue
+		}
+		ts, _, err := datasets.LoadContext(cmd.Context(), path, full.Data.LoadOptions())
+		if err != nil {
+			return datasets.Turn{}, nil, err
+		}
+		turns = append(turns, ts...)
+	}
+	turns = dedupTurns(turns)
+	i := slices.IndexFunc(turns, func(t datasets.Turn) bool { return t.ID() == sf.turn })
+	if i < 0 {
+		return datasets.Turn{}, nil, fmt.Errorf("search: --turn %q: no such turn in data.train or data.eval (ids are conv_id#turn)", sf.turn)
+	}
+	entries, err := memoryEntries(turns)
+	if err != nil {
+		return datasets.Turn{}, nil, err
+	}
+	causal, err := retrieval.AttachMemory(cmd.Context(), p.Config().Memory, p, entries)
+	if err != nil {
+		return datasets.Turn{}, nil, err
+	}
+	return turns[i], causal, nil
+}
+
+func printSearch(w io.Writer, p *retrieval.Pipeline, cfg retrieval.Config, user string, res retrieval.Result, relevant []string) {
 	fmt.Fprintf(w, "retrieved (%s, %d candidates):\n", cfg.Method, len(res.Trace.Candidates))
 	for i, c := range res.Trace.Candidates {
 		ch, _ := p.Chunk(c.ID)
@@ -164,22 +234,43 @@ func printSearch(w io.Writer, p *retrieval.Pipeline, cfg retrieval.Config, user 
 	case p.Memory() == nil:
 		fmt.Fprintln(w, "long-term memory: on, but no memory store loaded (--memory FILE)")
 	default:
-		fmt.Fprintf(w, "activated memories (user %q, %d):\n", user, len(res.Trace.Memories))
+		fmt.Fprintf(w, "activated memories (user %q, %d; score, cosine):\n", user, len(res.Trace.Memories))
 		for i, m := range res.Trace.Memories {
-			fmt.Fprintf(w, "  %2d. %.4f  %-26s %s\n", i+1, m.Sim, m.Topic+"/"+m.Subtopic, m.Query)
+			mark := ""
+			if len(relevant) > 0 {
+				mark = "   "
+				if slices.Contains(relevant, m.ID) {
+					mark = "R  "
+				}
+			}
+			fmt.Fprintf(w, "  %2d. %s%.4f %.4f  %-26s %-10s %s\n", i+1, mark, m.Score, m.Sim, m.Topic+"/"+m.Subtopic, m.ID, m.Text)
+		}
+		if len(relevant) > 0 {
+			p, r, rr := evaluate.MemoryActivation(memoryIDs(res.Trace.Memories), relevant)
+			fmt.Fprintf(w, "  R = labelled relevant (%s): precision %.3f, recall %.3f, reciprocal rank %.3f\n", strings.Join(relevant, ", "), p, r, rr)
 		}
 	}
 	how := "retrieval order"
-	if len(res.Trace.Memories) > 0 {
+	switch {
+	case res.Trace.Reranked && cfg.Memory.RetrievalWeight > 0:
+		how = fmt.Sprintf("memory re-rank: mean cosine with H_n, fused with retrieval (w=%v)", cfg.Memory.RetrievalWeight)
+	case res.Trace.Reranked:
 		how = "memory re-rank: mean cosine with H_n"
-		if cfg.Memory.RetrievalWeight > 0 {
-			how += fmt.Sprintf(", fused with retrieval (w=%v)", cfg.Memory.RetrievalWeight)
-		}
+	case len(res.Trace.Memories) > 0:
+		how = fmt.Sprintf("retrieval order: no activated memory reaches cosine %v with the query", cfg.Memory.RerankFloor)
 	}
 	fmt.Fprintf(w, "final ranking (%s):\n", how)
 	for i, c := range res.Chunks {
 		fmt.Fprintf(w, "  %2d. %-24s %9.4f  %s\n", i+1, c.ID, c.Score, snippet(c.Chunk, 90))
 	}
+}
+
+func memoryIDs(ms []retrieval.Memory) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.ID
+	}
+	return out
 }
 
 func snippet(c retrieval.Chunk, n int) string {

@@ -30,6 +30,9 @@ type components struct {
 	// Train is the GRPO prompt set (turns with a reference answer), Eval the
 	// held-out turns, SFT the turns with a human rewrite.
 	Train, Eval, SFT []datasets.Turn
+	// known are all training and held-out turns: their users' facts and
+	// questions are the long-term memory.
+	known []datasets.Turn
 }
 
 // buildOptions adjust wiring for a command.
@@ -43,7 +46,7 @@ type buildOptions struct {
 // policy from the config.
 func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions) (*components, error) {
 	c := &components{}
-	load := datasets.LoadOptions{UserField: cfg.Data.UserField}
+	load := cfg.Data.LoadOptions()
 	all, st, err := datasets.LoadContext(ctx, cfg.Data.Train, load)
 	if err != nil {
 		return nil, fmt.Errorf("load training data: %w", err)
@@ -81,10 +84,9 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 		return nil, fmt.Errorf("retrieval: %w", err)
 	}
 	c.Retrieve = c.Retriever
-	if cfg.Retrieval.Memory.Enabled {
-		if c.Retrieve, err = retrieval.AttachMemory(ctx, cfg.Retrieval.Memory, c.Retriever, memoryEntries(train)); err != nil {
-			return nil, err
-		}
+	c.known = dedupTurns(train, eval)
+	if err := c.attachMemory(ctx, cfg, c.known); err != nil {
+		return nil, err
 	}
 	if c.Renderer, err = datasets.NewRenderer(cfg.Data.Prompt); err != nil {
 		return nil, fmt.Errorf("prompt template: %w", err)
@@ -132,13 +134,67 @@ func (c *components) rankPassages(ctx context.Context, user, rewrite, query stri
 	return retrieval.PassageRanking(res), nil
 }
 
-// memoryEntries are the training conversations' user questions, with when
-// each was asked, as long-term memory entries.
-func memoryEntries(turns []datasets.Turn) []retrieval.MemoryEntry {
-	hist := datasets.HistoricalQueries(turns)
-	entries := make([]retrieval.MemoryEntry, 0, len(hist))
-	for _, q := range hist {
-		entries = append(entries, retrieval.MemoryEntry{User: q.User, Query: q.Query, Time: time.Unix(q.Time, 0).UTC()})
+// attachMemory gives the pipeline the long-term memory of the turns (their
+// users' facts and questions, next to retrieval.memory.partitions) when
+// memory is on, and makes Retrieve its causal view: each turn sees what its
+// user had before it, so a held-out user has memory from their second turn
+// on. Labels of relevant memories must name memories the user has.
+func (c *components) attachMemory(ctx context.Context, cfg configs.Config, turns []datasets.Turn) error {
+	if !cfg.Retrieval.Memory.Enabled {
+		return nil
 	}
-	return entries
+	entries, err := memoryEntries(turns)
+	if err != nil {
+		return fmt.Errorf("long-term memory: %w", err)
+	}
+	causal, err := retrieval.AttachMemory(ctx, cfg.Retrieval.Memory, c.Retriever, entries)
+	if err != nil {
+		return err
+	}
+	mem := c.Retriever.Memory()
+	for _, t := range turns {
+		for _, id := range t.MemoryLabels {
+			if _, ok := mem.Lookup(t.User, id); !ok {
+				return fmt.Errorf("turn %s: %s names memory %q, which user %q does not have", t.ID(), cfg.Data.MemoryLabelsField, id, t.User)
+			}
+		}
+	}
+	c.Retrieve = causal
+	return nil
+}
+
+// dedupTurns concatenates turn lists, keeping the first of turns with the
+// same id (evaluating on training data must not remember a question twice).
+func dedupTurns(lists ...[]datasets.Turn) []datasets.Turn {
+	seen := map[string]bool{}
+	var out []datasets.Turn
+	for _, l := range lists {
+		for _, t := range l {
+			if !seen[t.ID()] {
+				seen[t.ID()] = true
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// memoryEntries are the long-term memories the turns carry (see
+// datasets.UserMemories): each user's facts, and their questions with their
+// position in the user's history (as Seq, and as that many seconds after
+// the Unix epoch, which keeps the order).
+func memoryEntries(turns []datasets.Turn) ([]retrieval.MemoryEntry, error) {
+	recs, err := datasets.UserMemories(turns)
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]retrieval.MemoryEntry, 0, len(recs))
+	for _, r := range recs {
+		e := retrieval.MemoryEntry{User: r.User, ID: r.ID, Text: r.Text, Seq: r.Seq}
+		if r.Seq > 0 {
+			e.Time = time.Unix(r.Seq, 0).UTC()
+		}
+		entries = append(entries, e)
+	}
+	return entries, nil
 }
