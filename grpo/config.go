@@ -34,6 +34,15 @@ type Config struct {
 	CheckpointEvery int `yaml:"checkpoint_every"`
 	// KeepCheckpoints is how many harness checkpoints to keep (0: all).
 	KeepCheckpoints int `yaml:"keep_checkpoints"`
+	// BestMetric keeps the checkpoint with the best value of this evaluation
+	// metric outside the keep_checkpoints rotation (state/best.json and its
+	// trainer checkpoint; `himes eval --checkpoint best` loads it):
+	// eval.policy.<reward|rougeL_f1|em|hit|squad_f1|recall_10|mrr|failed>,
+	// or "" to keep none. An evaluation that sets a new best is checkpointed
+	// even between checkpoint_every steps.
+	BestMetric string `yaml:"best_metric"`
+	// BestMode is max, min, or auto (min for failed, max for the others).
+	BestMode string `yaml:"best_mode"`
 }
 
 // LossConfig is the policy loss the trainer applies.
@@ -103,6 +112,8 @@ func DefaultConfig() Config {
 		EvalEvery:       10,
 		CheckpointEvery: 10,
 		KeepCheckpoints: 3,
+		BestMetric:      "eval.policy.reward",
+		BestMode:        "auto",
 	}
 }
 
@@ -131,6 +142,16 @@ func (c Config) Validate() error {
 		return fielderr.New("checkpoint_every", "must be ≥ 0, got %d", c.CheckpointEvery)
 	case c.KeepCheckpoints < 0:
 		return fielderr.New("keep_checkpoints", "must be ≥ 0, got %d", c.KeepCheckpoints)
+	}
+	switch c.BestMode {
+	case "auto", "max", "min":
+	default:
+		return fielderr.New("best_mode", "must be auto, max or min, got %q", c.BestMode)
+	}
+	if c.BestMetric != "" {
+		if _, _, err := bestMetric(c.BestMetric, c.BestMode); err != nil {
+			return err
+		}
 	}
 	if err := c.Loss.validate(); err != nil {
 		return fielderr.Prefix("loss", err)

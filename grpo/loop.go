@@ -83,6 +83,9 @@ func NewLoop(cfg Config, deps Deps) (*Loop, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
+	if err := checkBestMetric(cfg, deps); err != nil {
+		return nil, err
+	}
 	return &Loop{cfg: cfg, deps: deps, log: deps.Logger.With("component", "grpo")}, nil
 }
 
@@ -109,8 +112,9 @@ func (l *Loop) Run(ctx context.Context, resume bool) (err error) {
 	sft := l.cfg.SFT.Epochs > 0 && len(l.deps.SFT) > 0
 	if !l.state.SFTDone {
 		if sft {
-			// Evaluate the untrained policy first, so SFT's effect is visible.
-			if err := l.evaluate(ctx, 0, "init"); err != nil {
+			// Evaluate the untrained policy first, so SFT's effect is visible
+			// (not a best-checkpoint candidate: no checkpoint holds that policy).
+			if _, err := l.evaluate(ctx, 0, "init"); err != nil {
 				return err
 			}
 		}
@@ -118,7 +122,7 @@ func (l *Loop) Run(ctx context.Context, resume bool) (err error) {
 			return err
 		}
 		l.state.SFTDone = true
-		if err := l.checkpoint(ctx); err != nil {
+		if err := l.checkpoint(ctx, nil); err != nil {
 			return err
 		}
 	}
@@ -129,8 +133,14 @@ func (l *Loop) Run(ctx context.Context, resume bool) (err error) {
 		if sft {
 			phase = "sft"
 		}
-		if err := l.evaluate(ctx, 0, phase); err != nil {
+		m, err := l.evaluate(ctx, 0, phase)
+		if err != nil {
 			return err
+		}
+		if best := l.newBest(m); best != nil {
+			if err := l.checkpoint(ctx, best); err != nil {
+				return err
+			}
 		}
 	}
 	for step := l.state.Step + 1; step <= l.cfg.Steps; step++ {
@@ -152,16 +162,19 @@ func (l *Loop) Run(ctx context.Context, resume bool) (err error) {
 		}
 		l.state.EvalDone = false
 		last := step == l.cfg.Steps
+		var best *BestCheckpoint
 		if last || (l.cfg.EvalEvery > 0 && step%l.cfg.EvalEvery == 0) {
-			if err := l.evaluate(ctx, step, "grpo"); err != nil {
+			m, err := l.evaluate(ctx, step, "grpo")
+			if err != nil {
 				if ctx.Err() != nil {
 					return l.interrupted(ctx)
 				}
 				return err
 			}
+			best = l.newBest(m)
 		}
-		if last || (l.cfg.CheckpointEvery > 0 && step%l.cfg.CheckpointEvery == 0) {
-			if err := l.checkpoint(ctx); err != nil {
+		if last || best != nil || (l.cfg.CheckpointEvery > 0 && step%l.cfg.CheckpointEvery == 0) {
+			if err := l.checkpoint(ctx, best); err != nil {
 				return err
 			}
 		}

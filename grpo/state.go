@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/himes-rl/himes/trainer"
@@ -25,6 +26,9 @@ type State struct {
 	EvalDone          bool      `json:"eval_done"` // the evaluation at Step is in metrics.jsonl
 	TrainerCheckpoint string    `json:"trainer_checkpoint"`
 	SavedAt           time.Time `json:"saved_at"`
+	// Best is the best checkpoint so far (grpo.best_metric); nil before the
+	// first evaluation or without a best metric.
+	Best *BestCheckpoint `json:"best,omitempty"`
 }
 
 // restore starts a fresh state, or on resume loads the newest checkpoint and
@@ -79,29 +83,59 @@ func (l *Loop) restore(ctx context.Context, resume bool) error {
 
 // checkpoint asks the trainer to save the policy and optimizer, then saves
 // the harness state that names that trainer checkpoint (in that order: a
-// harness state never points at a checkpoint that does not exist).
-func (l *Loop) checkpoint(ctx context.Context) error {
+// harness state never points at a checkpoint that does not exist). A non-nil
+// best makes it the best checkpoint: state/best.json is written before the
+// step's state, and its trainer checkpoint survives the rotation.
+func (l *Loop) checkpoint(ctx context.Context, best *BestCheckpoint) error {
 	name := fmt.Sprintf("step-%06d", l.state.Step)
-	resp, err := l.deps.Policy.Save(ctx, trainer.SaveRequest{StepID: l.stepID("save-" + name), Name: name})
-	if err != nil {
-		return fmt.Errorf("checkpoint %s: trainer save: %w", name, err)
+	// Already saved at this step (the step-0 checkpoint before its
+	// evaluation): the policy has not changed since.
+	if l.state.TrainerCheckpoint != name {
+		resp, err := l.deps.Policy.Save(ctx, trainer.SaveRequest{StepID: l.stepID("save-" + name), Name: name})
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: trainer save: %w", name, err)
+		}
+		if resp.PolicyVersion != l.state.PolicyVersion {
+			return fmt.Errorf("checkpoint %s: trainer saved policy version %d, the harness expected %d",
+				name, resp.PolicyVersion, l.state.PolicyVersion)
+		}
+		l.state.TrainerCheckpoint = name
 	}
-	if resp.PolicyVersion != l.state.PolicyVersion {
-		return fmt.Errorf("checkpoint %s: trainer saved policy version %d, the harness expected %d",
-			name, resp.PolicyVersion, l.state.PolicyVersion)
-	}
-	l.state.TrainerCheckpoint = name
 	l.state.SavedAt = time.Now().UTC()
 	if err := l.metrics.Sync(); err != nil {
 		return err
+	}
+	prev := l.state.Best
+	if best != nil {
+		best.TrainerCheckpoint = name
+		l.state.Best = best
+		if err := l.deps.Run.SaveBest(l.state); err != nil {
+			return err
+		}
+		l.log.Info("best checkpoint", "step", best.Step, "metric", best.Metric, "value", round4(best.Value))
 	}
 	pruned, err := l.deps.Run.SaveState(l.state.Step, l.state, l.cfg.KeepCheckpoints)
 	if err != nil {
 		return err
 	}
 	l.log.Debug("checkpoint saved", "step", l.state.Step, "policy_version", l.state.PolicyVersion)
+	gone := map[int]bool{}
 	for _, step := range pruned {
-		l.deleteTrainerCheckpoint(ctx, fmt.Sprintf("step-%06d", step))
+		gone[step] = true
+		if l.state.Best == nil || step != l.state.Best.Step {
+			l.deleteTrainerCheckpoint(ctx, fmt.Sprintf("step-%06d", step))
+		}
+	}
+	// A superseded best whose harness state the rotation already removed
+	// (in an earlier call) is released now.
+	if best != nil && prev != nil && prev.Step != best.Step && !gone[prev.Step] && l.cfg.KeepCheckpoints > 0 {
+		kept, err := l.deps.Run.StateSteps()
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(kept, prev.Step) {
+			l.deleteTrainerCheckpoint(ctx, prev.TrainerCheckpoint)
+		}
 	}
 	return nil
 }
@@ -142,7 +176,7 @@ func (l *Loop) interrupted(ctx context.Context) error {
 		l.log.Warn("interrupted during an update: keeping the last checkpoint",
 			"trainer_version", info.PolicyVersion, "recorded", l.state.PolicyVersion)
 	default:
-		if err := l.checkpoint(save); err != nil {
+		if err := l.checkpoint(save, nil); err != nil {
 			l.log.Error("interrupted: checkpoint failed", "error", err)
 		} else {
 			l.log.Info("interrupted: checkpoint saved", "step", l.state.Step)
