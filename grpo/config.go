@@ -17,10 +17,13 @@ type Config struct {
 	TopP float64 `yaml:"top_p"`
 	// MaxTokens caps a rewrite's length in tokens (also dr_grpo's L_max).
 	MaxTokens int `yaml:"max_tokens"`
-	// LearningRate of the policy update (sent to the trainer).
-	LearningRate float64         `yaml:"learning_rate"`
-	Loss         LossConfig      `yaml:"loss"`
-	Advantage    AdvantageConfig `yaml:"advantage"`
+	// LearningRate of the policy update (sent to the trainer); the peak of
+	// grpo.optimizer.schedule.
+	LearningRate float64 `yaml:"learning_rate"`
+	// Optimizer is the learning-rate schedule and weight decay.
+	Optimizer OptimizerConfig `yaml:"optimizer"`
+	Loss      LossConfig      `yaml:"loss"`
+	Advantage AdvantageConfig `yaml:"advantage"`
 	// DynamicSampling re-samples groups whose rewards are all equal (DAPO).
 	DynamicSampling DynamicSamplingConfig `yaml:"dynamic_sampling"`
 	Guards          GuardConfig           `yaml:"guards"`
@@ -103,6 +106,7 @@ func DefaultConfig() Config {
 	return Config{
 		Steps: 50, PromptsPerStep: 8, GroupSize: 8, Temperature: 1.0, TopP: 1.0, MaxTokens: 64,
 		LearningRate:    1e-5,
+		Optimizer:       DefaultOptimizerConfig(),
 		Loss:            LossConfig{Type: "grpo", ClipLow: 0.2, ClipHigh: 0.2, KLCoef: 0.0, Mu: 1, MaxGradNorm: 1.0},
 		Advantage:       DefaultAdvantageConfig(),
 		DynamicSampling: DynamicSamplingConfig{MaxRounds: 0, MinZeroVarFrac: 0.5},
@@ -152,6 +156,9 @@ func (c Config) Validate() error {
 		if _, _, err := bestMetric(c.BestMetric, c.BestMode); err != nil {
 			return err
 		}
+	}
+	if err := c.Optimizer.validate(c.Steps); err != nil {
+		return fielderr.Prefix("optimizer", err)
 	}
 	if err := c.Loss.validate(); err != nil {
 		return fielderr.Prefix("loss", err)

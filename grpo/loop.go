@@ -93,6 +93,9 @@ func NewLoop(cfg Config, deps Deps) (*Loop, error) {
 // set, until cfg.Steps. On cancellation (SIGINT/SIGTERM) it saves a
 // checkpoint of the last completed step and returns the context's error.
 func (l *Loop) Run(ctx context.Context, resume bool) (err error) {
+	if err := l.checkWeightDecay(ctx); err != nil {
+		return err
+	}
 	if err := l.restore(ctx, resume); err != nil {
 		return err
 	}
@@ -250,6 +253,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 
 	// 8. Metrics.
 	m := stepMetrics(step, l.state.Epoch, batch, adv, upd, resampled)
+	m.LR = l.learningRate(step)
 	timing.total = time.Since(start)
 	timing.fill(&m)
 	return m, nil
@@ -395,7 +399,8 @@ func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (trainer.GRPO
 		Samples: samples,
 		Loss: trainer.LossConfig{
 			Type: l.cfg.Loss.Type, ClipLow: l.cfg.Loss.ClipLow, ClipHigh: l.cfg.Loss.ClipHigh,
-			KLCoef: l.cfg.Loss.KLCoef, Mu: l.cfg.Loss.Mu, LearningRate: l.cfg.LearningRate,
+			KLCoef: l.cfg.Loss.KLCoef, Mu: l.cfg.Loss.Mu, LearningRate: l.learningRate(step),
+			WeightDecay: l.cfg.Optimizer.WeightDecay,
 			MaxGradNorm: l.cfg.Loss.MaxGradNorm, MaxLength: l.cfg.MaxTokens, Temperature: l.cfg.Temperature,
 		},
 	})
@@ -438,6 +443,7 @@ func (l *Loop) sftPhase(ctx context.Context) error {
 				Examples:     batch,
 				LearningRate: l.cfg.SFT.LearningRate,
 				MaxGradNorm:  l.cfg.Loss.MaxGradNorm,
+				WeightDecay:  l.cfg.Optimizer.WeightDecay,
 			})
 			if err != nil {
 				return fmt.Errorf("SFT epoch %d: %w", epoch+1, err)
@@ -448,9 +454,33 @@ func (l *Loop) sftPhase(ctx context.Context) error {
 		}
 		mean := lossSum / math.Max(1, float64(batches))
 		l.log.Info("sft epoch", "epoch", epoch+1, "of", l.cfg.SFT.Epochs, "examples", len(examples), "loss", mean)
-		if err := l.metrics.Write(SFTMetrics{Kind: "sft", Step: 0, Epoch: epoch + 1, Examples: len(examples), Loss: mean}); err != nil {
+		if err := l.metrics.Write(SFTMetrics{Kind: "sft", Step: 0, Epoch: epoch + 1, Examples: len(examples), Loss: mean,
+			LR: l.cfg.SFT.LearningRate}); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// learningRate is the scheduled learning rate of GRPO step.
+func (l *Loop) learningRate(step int) float64 {
+	return l.cfg.Optimizer.LearningRate(l.cfg.LearningRate, step, l.cfg.Steps)
+}
+
+// checkWeightDecay refuses weight decay with an endpoint that would ignore
+// it (one without capabilities.weight_decay): the run would silently train
+// without it.
+func (l *Loop) checkWeightDecay(ctx context.Context) error {
+	if l.cfg.Optimizer.WeightDecay == 0 {
+		return nil
+	}
+	info, err := l.deps.Policy.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("trainer info: %w", err)
+	}
+	if !info.Capabilities.WeightDecay {
+		return fmt.Errorf("grpo.optimizer.weight_decay %v: the trainer endpoint (%s) does not support weight_decay (info.capabilities.weight_decay is false)",
+			l.cfg.Optimizer.WeightDecay, info.Implementation)
 	}
 	return nil
 }

@@ -30,6 +30,8 @@ type fakePolicy struct {
 	deleted     []string
 	onGRPO      func(trainer.GRPORequest) error
 	appliedStep map[string]bool
+	// noWeightDecay: an endpoint without capabilities.weight_decay.
+	noWeightDecay bool
 }
 
 func newFakePolicy(suffixes ...string) *fakePolicy {
@@ -39,7 +41,7 @@ func newFakePolicy(suffixes ...string) *fakePolicy {
 func (f *fakePolicy) Info(context.Context) (trainer.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return trainer.Info{PolicyVersion: f.version, Capabilities: trainer.Capabilities{Delete: true}}, nil
+	return trainer.Info{PolicyVersion: f.version, Capabilities: trainer.Capabilities{Delete: true, WeightDecay: !f.noWeightDecay}}, nil
 }
 
 func (f *fakePolicy) Delete(_ context.Context, req trainer.DeleteRequest) (trainer.DeleteResponse, error) {

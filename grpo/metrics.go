@@ -11,14 +11,16 @@ type Terms struct {
 
 // StepMetrics is one "step" line of metrics.jsonl.
 type StepMetrics struct {
-	Kind          string  `json:"kind"` // "step"
-	Step          int     `json:"step"`
-	PolicyVersion int64   `json:"policy_version"`
-	Epoch         int     `json:"epoch"`
-	Rollouts      int     `json:"rollouts"`
-	RewardMean    float64 `json:"reward_mean"`
-	RewardStd     float64 `json:"reward_std"`
-	Terms         Terms   `json:"terms"` // means over valid rollouts
+	Kind          string `json:"kind"` // "step"
+	Step          int    `json:"step"`
+	PolicyVersion int64  `json:"policy_version"`
+	Epoch         int    `json:"epoch"`
+	Rollouts      int    `json:"rollouts"`
+	// LR is the learning rate sent with the step's update (the schedule's).
+	LR         float64 `json:"lr"`
+	RewardMean float64 `json:"reward_mean"`
+	RewardStd  float64 `json:"reward_std"`
+	Terms      Terms   `json:"terms"` // means over valid rollouts
 
 	// Zero-variance groups, as a fraction of the groups with ≥ 2 valid
 	// rollouts: overall (total reward) and per term.
@@ -84,4 +86,5 @@ type SFTMetrics struct {
 	Epoch    int     `json:"epoch"`
 	Examples int     `json:"examples"`
 	Loss     float64 `json:"loss"`
+	LR       float64 `json:"lr"`
 }

@@ -102,6 +102,9 @@ type SFTRequest struct {
 	LearningRate float64      `json:"learning_rate"`
 	Epochs       int          `json:"epochs,omitempty"`        // 0 → 1
 	MaxGradNorm  float64      `json:"max_grad_norm,omitempty"` // 0 → no clipping
+	// WeightDecay is AdamW's decoupled λ (0 → the endpoint's default, 0 for
+	// the embedded policy); honoured only with capabilities.weight_decay.
+	WeightDecay float64 `json:"weight_decay,omitempty"`
 }
 
 // SFTResponse reports the loss of the forward pass that drove the update.
@@ -132,7 +135,9 @@ type LossConfig struct {
 	Mu           int     `json:"mu,omitempty"`
 	LearningRate float64 `json:"learning_rate"`
 	MaxGradNorm  float64 `json:"max_grad_norm,omitempty"`
-	MaxLength    int     `json:"max_length,omitempty"` // dr_grpo's L_max
+	// WeightDecay is AdamW's decoupled λ, as in SFTRequest.
+	WeightDecay float64 `json:"weight_decay,omitempty"`
+	MaxLength   int     `json:"max_length,omitempty"` // dr_grpo's L_max
 	// Temperature is the sampling temperature of the samples, so that the new
 	// logprobs are computed like the old ones.
 	Temperature float64 `json:"temperature,omitempty"`
@@ -219,6 +224,9 @@ type Capabilities struct {
 	// Delete: the endpoint serves POST /v1/delete. Endpoints that predate it
 	// omit the field (false) and answer 404 there.
 	Delete bool `json:"delete"`
+	// WeightDecay: the endpoint applies the requests' weight_decay (AdamW,
+	// decoupled). Endpoints that predate it omit the field (false).
+	WeightDecay bool `json:"weight_decay"`
 }
 
 // Limits are request-size limits of an endpoint; 0 means no limit.

@@ -269,7 +269,7 @@ class TrainerService:
             "reference": "adapter_disabled",
             "loss_types": list(protocol.LOSS_TYPES),
             "capabilities": {"top_p": True, "stop": True, "entropy": True, "logprobs": True, "auth": bool(self.token),
-                             "delete": True},
+                             "delete": True, "weight_decay": True},
             "limits": e.limits.as_dict(),
             "token_kind": "tokenizer",
         }
@@ -292,7 +292,7 @@ class TrainerService:
             (self.engine.encode_prompt(ex["prompt"], f"examples[{k}].prompt"), self.engine.tok.encode(ex["completion"]))
             for k, ex in enumerate(r["examples"])
         ]
-        out = self.engine.sft_step(examples, r["learning_rate"], r["epochs"], r["max_grad_norm"])
+        out = self.engine.sft_step(examples, r["learning_rate"], r["epochs"], r["max_grad_norm"], r["weight_decay"])
         out["policy_version"] = self.engine.policy_version
         return out
 

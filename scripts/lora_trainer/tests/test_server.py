@@ -40,7 +40,8 @@ def test_info(tmp_path):
     assert info["reference"] == "adapter_disabled" and info["token_kind"] == "tokenizer"
     assert info["loss_types"] == ["grpo", "bnpo", "dapo", "dr_grpo"]
     assert info["adapter"]["type"] == "lora" and info["adapter"]["rank"] == 4
-    assert info["capabilities"] == {"top_p": True, "stop": True, "entropy": True, "logprobs": True, "auth": False, "delete": True}
+    assert info["capabilities"] == {"top_p": True, "stop": True, "entropy": True, "logprobs": True, "auth": False, "delete": True,
+                                    "weight_decay": True}
     assert info["limits"] == {"max_prompts": 4, "max_n": 0, "max_tokens": 0, "max_batch": 0}
     assert info["policy_version"] == 0
 
@@ -81,6 +82,8 @@ def test_routing_errors(tmp_path):
         ("/v1/grpo_step", grpo_body("x", old=[-1.0, -2.0]), "invalid_argument",
          "samples[0].old_logprobs: length 2, want 3 (len(token_ids))"),
         ("/v1/grpo_step", dict(grpo_body("x"), loss={"type": "grpo"}), "invalid_argument", "loss.learning_rate: is required"),
+        ("/v1/grpo_step", dict(grpo_body("x"), loss={"type": "grpo", "learning_rate": 0.1, "weight_decay": -1}), "invalid_argument",
+         "loss.weight_decay: must be >= 0"),
         ("/v1/grpo_step", dict(grpo_body("x"), samples=[{"prompt": PROMPT, "token_ids": [999], "old_logprobs": [0]}]),
          "invalid_argument", "samples[0].token_ids[0]: 999 is not a token id in [0, 259)"),
         ("/v1/grpo_step", {k: v for k, v in grpo_body("x").items() if k != "step_id"}, "invalid_argument", "step_id: is required"),
