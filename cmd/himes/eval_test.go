@@ -166,3 +166,45 @@ func TestEvalBestCheckpointCLI(t *testing.T) {
 		}
 	}
 }
+
+// ablate sweep over run.seed summarizes the seeds of a point, and the
+// sweep's overlaid report lists the config keys that differ (run.seed).
+func TestSweepOverSeedsCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the quickstart for a few steps, twice")
+	}
+	cfg := filepath.Join(testdata.RepoRoot(t), "configs", "quickstart.yaml")
+	out := t.TempDir()
+	grid := filepath.Join(out, "seeds.yaml")
+	if err := os.WriteFile(grid, []byte("seed: [1, 2]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err := runHimesProcess(t, nil, "ablate", "sweep", "--config", cfg, "--grid", grid, "--set", "run.output_dir="+out,
+		"--set", "run.name=s", "--set", "grpo.steps=4", "--set", "grpo.eval_every=2", "--set", "grpo.prompts_per_step=4",
+		"--set", "grpo.group_size=4")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, o)
+	}
+	var groups []ablate.SeedGroup
+	readEvalJSON(t, filepath.Join(out, "s-sweep", "sweep_seeds.json"), &groups)
+	var rows []ablate.SweepRow
+	readEvalJSON(t, filepath.Join(out, "s-sweep", "sweep.json"), &rows)
+	if len(groups) != 1 || len(rows) != 2 || fmt.Sprint(groups[0].Seeds) != "[1 2]" {
+		t.Fatalf("groups %+v rows %d", groups, len(rows))
+	}
+	pr := groups[0].Metrics["policy_reward"]
+	a, b := *rows[0].PolicyReward, *rows[1].PolicyReward
+	if pr.N != 2 || math.Abs(*pr.Mean-(a+b)/2) > 1e-12 || math.Abs(*pr.SD-math.Abs(a-b)/math.Sqrt2) > 1e-12 {
+		t.Fatalf("policy reward over seeds %+v, runs %v and %v", pr, a, b)
+	}
+	if !strings.Contains(o, "Over seeds") || !strings.Contains(o, "| (all) | 1, 2 | 2 |") {
+		t.Errorf("stdout lacks the seed table:\n%s", o)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "s-sweep", "report", "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| run.seed | 1 | 2 |") {
+		t.Errorf("report.md lacks the config difference run.seed:\n%s", md)
+	}
+}
