@@ -27,6 +27,12 @@ type Config struct {
 	Format string `yaml:"format"`
 	// SkipBad skips invalid input records (counted and logged) instead of failing.
 	SkipBad bool `yaml:"skip_bad"`
+	// Columns renames the fields (JSONL) or columns (Parquet) of a foreign
+	// export to the normalized schema: normalized name → the file's name,
+	// e.g. {question: query, history: context} for a Hugging Face dataset
+	// saved to Parquet. History messages may be {role, text} or {role,
+	// content} either way.
+	Columns map[string]string `yaml:"columns"`
 	// Prompt renders the rewriter's input.
 	Prompt PromptConfig `yaml:"prompt"`
 	// Prep configures `himes prep sft` and `himes prep rl`.
@@ -107,6 +113,9 @@ func (c Config) Validate() error {
 	default:
 		return fielderr.New("format", "want jsonl, parquet, qrecc or topiocqa (or empty to detect), got %q", c.Format)
 	}
+	if err := checkColumns(c.Columns); err != nil {
+		return fielderr.New("columns", "%v", strings.TrimPrefix(err.Error(), "data.columns: "))
+	}
 	if err := c.Prompt.Validate(); err != nil {
 		return fielderr.Prefix("prompt", err)
 	}
@@ -114,6 +123,11 @@ func (c Config) Validate() error {
 		return fielderr.Prefix("prep", err)
 	}
 	return nil
+}
+
+// LoadOptions are the loader settings this config gives.
+func (c Config) LoadOptions() LoadOptions {
+	return LoadOptions{Format: c.Format, SkipBad: c.SkipBad, UserField: c.UserField, Columns: c.Columns}
 }
 
 // validKeyName checks a user_field / split_by value.

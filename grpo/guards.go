@@ -27,7 +27,12 @@ const (
 // left alone: they carry no reward to hack.
 func applyGuards(cfg GuardConfig, turn datasets.Turn, histWords map[string]bool, recs []rollout.Record) guardCounts {
 	var c guardCounts
-	answer := normalizeWords(turn.Answer)
+	var answers []string // every reference answer: leaking any one is a leak
+	for _, a := range turn.References() {
+		if w := normalizeWords(a); w != "" {
+			answers = append(answers, w)
+		}
+	}
 	question := normalizeWords(turn.Question)
 	for i := range recs {
 		r := &recs[i]
@@ -42,7 +47,9 @@ func applyGuards(cfg GuardConfig, turn datasets.Turn, histWords map[string]bool,
 		}{
 			// The reference answer written into the query: retrieval and the
 			// responder would be handed the label.
-			{cfg.AnswerLeak, answer != "" && containsWords(rw, answer) && !containsWords(question, answer), &c.leak},
+			{cfg.AnswerLeak, slices.ContainsFunc(answers, func(a string) bool {
+				return containsWords(rw, a) && !containsWords(question, a)
+			}), &c.leak},
 			{cfg.Empty, rw == "", &c.empty},
 			{cfg.TooLong, wordCount(rw) > cfg.MaxRewriteWords, &c.tooLong},
 			{cfg.CopiesHistory, copiesHistory(rw, histWords), &c.copiesHistory},

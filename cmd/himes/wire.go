@@ -43,7 +43,7 @@ type buildOptions struct {
 // policy from the config.
 func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions) (*components, error) {
 	c := &components{}
-	load := datasets.LoadOptions{UserField: cfg.Data.UserField}
+	load := datasets.LoadOptions{UserField: cfg.Data.UserField, Columns: cfg.Data.Columns}
 	all, st, err := datasets.LoadContext(ctx, cfg.Data.Train, load)
 	if err != nil {
 		return nil, fmt.Errorf("load training data: %w", err)
