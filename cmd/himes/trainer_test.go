@@ -40,9 +40,10 @@ func TestTrainerServeThenCheck(t *testing.T) {
 	if err := check.ExecuteContext(ctx); err != nil {
 		t.Fatalf("check failed: %v\n%s", err, out.String())
 	}
-	// 10 properties, delete included: the embedded endpoint supports it.
-	if strings.Contains(out.String(), "FAIL") || strings.Count(out.String(), "PASS") != 10 || !strings.Contains(out.String(), "PASS  delete:") {
-		t.Errorf("want 10 PASS lines (delete included) and no FAIL:\n%s", out.String())
+	// 12 properties, delete and weight_decay included: the embedded endpoint supports both.
+	if strings.Contains(out.String(), "FAIL") || strings.Count(out.String(), "PASS") != 12 || !strings.Contains(out.String(), "PASS  delete:") ||
+		!strings.Contains(out.String(), "PASS  weight_decay:") {
+		t.Errorf("want 12 PASS lines (delete and weight_decay included) and no FAIL:\n%s", out.String())
 	}
 
 	// A wrong token fails every property and the command exits non-zero.
