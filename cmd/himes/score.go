@@ -17,8 +17,8 @@ import (
 
 // scoreInput is one JSONL line of `himes score`.
 type scoreInput struct {
-	Prediction *string  `json:"prediction"`
-	Reference  *string  `json:"reference"`
+	Prediction *string `json:"prediction"`
+	Reference  *string `json:"reference"`
 	// References are several reference answers; the best match counts.
 	References []string `json:"references"`
 	Context    []string `json:"context"`
