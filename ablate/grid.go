@@ -22,8 +22,9 @@ import (
 //	reward.hit: [answer, gold]
 //
 // Short aliases are accepted for the reward knobs: alpha, beta, hit,
-// tokenizer, stem, and aggregation / estimator / std / zero_variance for
-// grpo.advantage.*.
+// tokenizer, stem, aggregation / estimator / std / zero_variance for
+// grpo.advantage.*, and seed for run.seed (points that differ only in it are
+// summarized over seeds, see GroupSeeds).
 type Grid struct {
 	Source string
 	Axes   []Axis
@@ -52,6 +53,7 @@ var gridAliases = map[string]string{
 	"estimator":     "grpo.advantage.estimator",
 	"std":           "grpo.advantage.std",
 	"zero_variance": "grpo.advantage.zero_variance",
+	"seed":          "run.seed",
 }
 
 // ReadGrid reads a grid file; errors name the file and line.

@@ -34,21 +34,21 @@ type Setting struct {
 // Lookup supplies what the rollout ledger does not store: the reference
 // answer of a turn and the text of a retrieved chunk.
 type Lookup interface {
-	Reference(convID string, turn int) (string, error)
+	References(convID string, turn int) ([]string, error)
 	ChunkText(id string) (string, error)
 }
 
 // MapLookup is a Lookup over loaded turns and chunks.
 type MapLookup struct {
-	refs   map[string]string
+	refs   map[string][]string
 	chunks map[string]string
 }
 
 // NewMapLookup indexes turns by (conv_id, turn) and chunks by id.
 func NewMapLookup(turns []datasets.Turn, chunks []retrieval.Chunk) *MapLookup {
-	l := &MapLookup{refs: make(map[string]string, len(turns)), chunks: make(map[string]string, len(chunks))}
+	l := &MapLookup{refs: make(map[string][]string, len(turns)), chunks: make(map[string]string, len(chunks))}
 	for _, t := range turns {
-		l.refs[t.ID()] = t.Answer
+		l.refs[t.ID()] = t.References()
 	}
 	for _, c := range chunks {
 		l.chunks[c.ID] = c.Text
@@ -56,14 +56,14 @@ func NewMapLookup(turns []datasets.Turn, chunks []retrieval.Chunk) *MapLookup {
 	return l
 }
 
-// Reference returns the turn's reference answer.
-func (l *MapLookup) Reference(convID string, turn int) (string, error) {
+// References returns the turn's reference answers.
+func (l *MapLookup) References(convID string, turn int) ([]string, error) {
 	id := datasets.Turn{ConvID: convID, Turn: turn}.ID()
-	ref, ok := l.refs[id]
+	refs, ok := l.refs[id]
 	if !ok {
-		return "", fmt.Errorf("turn %s is not in the run's data", id)
+		return nil, fmt.Errorf("turn %s is not in the run's data", id)
 	}
-	return ref, nil
+	return refs, nil
 }
 
 // ChunkText returns the chunk's text.
@@ -182,19 +182,19 @@ func Rescore(ctx context.Context, recs []rollout.Record, lookup Lookup, own Sett
 		return nil, errors.New("rescore: the ledger has no rollouts")
 	}
 	// Resolve references and contexts once; every setting reuses them.
-	refs := make([][][]string, len(steps))
+	refs := make([][][][]string, len(steps))
 	ctxs := make([][][][]string, len(steps))
 	for s, groups := range steps {
-		refs[s] = make([][]string, len(groups))
+		refs[s] = make([][][]string, len(groups))
 		ctxs[s] = make([][][]string, len(groups))
 		for g, grp := range groups {
-			refs[s][g] = make([]string, len(grp.recs))
+			refs[s][g] = make([][]string, len(grp.recs))
 			ctxs[s][g] = make([][]string, len(grp.recs))
 			for i, r := range grp.recs {
 				if r.Failed() {
 					continue
 				}
-				if refs[s][g][i], err = lookup.Reference(r.ConvID, r.Turn); err != nil {
+				if refs[s][g][i], err = lookup.References(r.ConvID, r.Turn); err != nil {
 					return nil, fmt.Errorf("step %d group %d sample %d: %w", r.Step, r.GroupIndex, r.SampleIndex, err)
 				}
 				texts := make([]string, len(r.ChunkIDs))
@@ -233,7 +233,7 @@ func Rescore(ctx context.Context, recs []rollout.Record, lookup Lookup, own Sett
 	return results, nil
 }
 
-func rescoreOne(ctx context.Context, steps [][]ledgerGroup, refs [][][]string, ctxs [][][][]string, st Setting) (rescored, error) {
+func rescoreOne(ctx context.Context, steps [][]ledgerGroup, refs [][][][]string, ctxs [][][][]string, st Setting) (rescored, error) {
 	scorer, err := hser.NewScorer(st.Reward)
 	if err != nil {
 		return rescored{}, err
@@ -258,7 +258,7 @@ func rescoreOne(ctx context.Context, steps [][]ledgerGroup, refs [][][]string, c
 				if rec.Failed() {
 					continue
 				}
-				sc := scorer.Score(rec.Answer, refs[s][g][i], ctxs[s][g][i])
+				sc := scorer.ScoreMulti(rec.Answer, refs[s][g][i], ctxs[s][g][i])
 				guarded := rec.Guard != ""
 				if guarded {
 					// The guard's decision depends on the rewrite and the turn,

@@ -37,6 +37,12 @@ type Config struct {
 	Format string `yaml:"format"`
 	// SkipBad skips invalid input records (counted and logged) instead of failing.
 	SkipBad bool `yaml:"skip_bad"`
+	// Columns renames the fields (JSONL) or columns (Parquet) of a foreign
+	// export to the normalized schema: normalized name → the file's name,
+	// e.g. {question: query, history: context} for a Hugging Face dataset
+	// saved to Parquet. History messages may be {role, text} or {role,
+	// content} either way.
+	Columns map[string]string `yaml:"columns"`
 	// Prompt renders the rewriter's input.
 	Prompt PromptConfig `yaml:"prompt"`
 	// Prep configures `himes prep sft` and `himes prep rl`.
@@ -123,6 +129,9 @@ func (c Config) Validate() error {
 	default:
 		return fielderr.New("format", "want jsonl, parquet, qrecc or topiocqa (or empty to detect), got %q", c.Format)
 	}
+	if err := checkColumns(c.Columns); err != nil {
+		return fielderr.New("columns", "%v", strings.TrimPrefix(err.Error(), "data.columns: "))
+	}
 	if err := c.Prompt.Validate(); err != nil {
 		return fielderr.Prefix("prompt", err)
 	}
@@ -133,9 +142,10 @@ func (c Config) Validate() error {
 }
 
 // LoadOptions are the options every loader of this config's turns uses:
-// the user key and the memory fields.
+// the format, bad-record policy, user key, memory fields and column mapping.
 func (c Config) LoadOptions() LoadOptions {
-	return LoadOptions{UserField: c.UserField, MemoryField: c.MemoryField, MemoryLabelsField: c.MemoryLabelsField}
+	return LoadOptions{Format: c.Format, SkipBad: c.SkipBad, UserField: c.UserField, Columns: c.Columns,
+		MemoryField: c.MemoryField, MemoryLabelsField: c.MemoryLabelsField}
 }
 
 // validKeyName checks a user_field / split_by value.

@@ -14,7 +14,7 @@ import (
 
 var turnFields = map[string]bool{
 	"conv_id": true, "turn": true, "history": true, "question": true, "rewrite": true,
-	"answer": true, "passages": true, "meta": true, "user": true,
+	"answer": true, "answers": true, "passages": true, "meta": true, "user": true,
 }
 
 var passageFields = map[string]bool{
@@ -34,10 +34,14 @@ func decodeObject(raw []byte) (map[string]json.RawMessage, error) {
 	return m, nil
 }
 
-// decodeNormalized validates and decodes one record of the normalized schema.
-func decodeNormalized(raw []byte) (Turn, error) {
+// decodeNormalized validates and decodes one record of the normalized schema,
+// after renaming its fields by cols (normalized name → the source's name).
+func decodeNormalized(raw []byte, cols map[string]string) (Turn, error) {
 	m, err := decodeObject(raw)
 	if err != nil {
+		return Turn{}, err
+	}
+	if err := renameFields(m, cols); err != nil {
 		return Turn{}, err
 	}
 	if err := rejectUnknown(m, turnFields, "put source-specific fields under meta"); err != nil {
@@ -81,6 +85,12 @@ func decodeNormalized(raw []byte) (Turn, error) {
 	if t.Answer, _, err = stringField(m, "answer"); err != nil {
 		return t, err
 	}
+	if t.Answers, err = stringList(m["answers"]); err != nil {
+		return t, nestField("answers", err)
+	}
+	if t.Answer == "" && len(t.Answers) > 0 {
+		t.Answer = t.Answers[0]
+	}
 	if t.Passages, err = decodePassages(m["passages"]); err != nil {
 		return t, nestField("passages", err)
 	}
@@ -94,6 +104,43 @@ func decodeNormalized(raw []byte) (Turn, error) {
 		return t, fieldErrf("question", "is empty and there is no rewrite either")
 	}
 	return t, nil
+}
+
+// renameFields applies a data.columns mapping to one record: the source's
+// field cols[k] becomes k. A record that has both is ambiguous.
+func renameFields(m map[string]json.RawMessage, cols map[string]string) error {
+	for norm, src := range cols {
+		v, ok := m[src]
+		if !ok || src == norm {
+			continue
+		}
+		if _, both := m[norm]; both {
+			return fieldErrf(src, "data.columns maps it to %s, but the record also has a field %s", norm, norm)
+		}
+		m[norm] = v
+		delete(m, src)
+	}
+	return nil
+}
+
+// stringList reads an optional array of strings (null, absent or [] → nil).
+func stringList(raw json.RawMessage) ([]string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, fmt.Errorf("want an array of strings, got %s", describeJSON(raw))
+	}
+	var out []string
+	for i, it := range items {
+		var s string
+		if err := json.Unmarshal(it, &s); err != nil {
+			return nil, fieldErrf("["+strconv.Itoa(i)+"]", "want a string, got %s", describeJSON(it))
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 func rejectUnknown(m map[string]json.RawMessage, known map[string]bool, hint string) error {
@@ -163,7 +210,7 @@ func decodeHistory(raw json.RawMessage) ([]Message, error) {
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, fmt.Errorf("want an array of {role, text}, got %s", describeJSON(raw))
+		return nil, fmt.Errorf("want an array of {role, text} (or {role, content}), got %s", describeJSON(raw))
 	}
 	if len(items) == 0 {
 		return nil, nil
@@ -175,8 +222,13 @@ func decodeHistory(raw json.RawMessage) ([]Message, error) {
 		if err != nil {
 			return nil, &fieldError{field: idx, err: err}
 		}
-		if err := rejectUnknown(m, map[string]bool{"role": true, "text": true}, "want role and text"); err != nil {
+		if err := rejectUnknown(m, map[string]bool{"role": true, "text": true, "content": true}, "want role and text (or content)"); err != nil {
 			return nil, nestField(idx, err)
+		}
+		if _, hasText := m["text"]; hasText {
+			if _, hasContent := m["content"]; hasContent {
+				return nil, fieldErrf(idx+".content", "the message has text too: give one of text and content")
+			}
 		}
 		role, _, err := stringField(m, "role")
 		if err != nil {
@@ -185,7 +237,11 @@ func decodeHistory(raw json.RawMessage) ([]Message, error) {
 		if role != "user" && role != "assistant" {
 			return nil, fieldErrf(idx+".role", "want \"user\" or \"assistant\", got %q", role)
 		}
-		text, _, err := stringField(m, "text")
+		key := "text"
+		if _, ok := m["content"]; ok {
+			key = "content" // the Hugging Face / OpenAI chat convention
+		}
+		text, _, err := stringField(m, key)
 		if err != nil {
 			return nil, nestField(idx, err)
 		}

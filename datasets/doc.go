@@ -11,11 +11,17 @@
 //	 "turn": 2,                         integer ≥ 1, or a string label such as
 //	                                    CAsT 2022's "1-3"; required
 //	 "history": [{"role": "user"|"assistant", "text": "..."}],
-//	                                    earlier utterances, oldest first; may be [] or absent
+//	                                    earlier utterances, oldest first; may be [] or absent;
+//	                                    "content" instead of "text" (the Hugging Face /
+//	                                    OpenAI convention) is accepted, not both
 //	 "question": "...",                 the user's question as asked; required key,
 //	                                    null where the source has only a rewrite
 //	 "rewrite": "..." | null,           the reference self-contained rewrite
 //	 "answer": "...",                   the reference answer, "" or absent when none
+//	 "answers": ["...", ...],           optional: several reference answers (SQuAD-style);
+//	                                    answer defaults to the first. Rewards and
+//	                                    evaluations take the best match over all
+//	                                    (EM, F1 as SQuAD; Rouge-L as rouge-score)
 //	 "passages": [{"id": "...",         grounding passages; id is a knowledge-base id
 //	               "title", "text",     optional
 //	               "relevance": 0–4,    optional graded judgment (CAsT); absent = unknown
@@ -32,6 +38,9 @@
 //	data.jsonl:17: field "passages[2].id": is missing
 //
 // With LoadOptions.SkipBad such records are skipped and counted instead.
+// LoadOptions.Columns (data.columns) renames a foreign export's fields first,
+// e.g. {question: query, history: context}; errors then name the file's own
+// field ("query").
 // A string turn label that is not an integer is kept in Turn.TurnLabel (and
 // written back as is); Turn.Turn is then the turn's position in its
 // conversation (user messages in history + 1).
@@ -40,14 +49,17 @@
 //
 // The same columns: conv_id (string), turn (int64), turn_label (string,
 // null unless the source turn id is a label), history
-// (list<struct<role: string, text: string>>), question (string), rewrite
-// (string, null when none), answer (string), passages (list<struct<id,
+// (list<struct<role: string, text: string>>; content instead of text is
+// accepted), question (string), rewrite (string, null when none), answer
+// (string), answers (list<string>, null when none), passages (list<struct<id,
 // title, text: string, relevance: int32 (null = unknown), answer_snippets:
 // list<string> (flattened), answer_snippet_sets: list<list<string>> (null
 // unless the source grouped spans per annotator), source: string>>), meta
 // (the JSON text of the object, null when none) and user (string, null when
 // empty). WriteParquet and ReadParquet round-trip every Turn field; a reader
-// accepts any integer width for turn and relevance, and large strings.
+// accepts any integer width for turn and relevance, and large strings. Nested
+// fields are checked as strictly as in JSONL: an unknown struct field of
+// history or passages is an error naming it, never dropped.
 //
 // # Source formats
 //

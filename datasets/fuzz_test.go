@@ -14,7 +14,7 @@ func FuzzDecodeNormalized(f *testing.F) {
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`{"conv_id": "c", "turn": 1e3, "question": "q"}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
-		turn, err := decodeNormalized(line)
+		turn, err := decodeNormalized(line, nil)
 		if err != nil {
 			return
 		}
@@ -22,7 +22,7 @@ func FuzzDecodeNormalized(f *testing.F) {
 		if err != nil {
 			t.Fatalf("accepted %q but cannot write it: %v", line, err)
 		}
-		back, err := decodeNormalized(b)
+		back, err := decodeNormalized(b, nil)
 		if err != nil {
 			t.Fatalf("wrote %s from %q but cannot read it back: %v", b, line, err)
 		}

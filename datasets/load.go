@@ -42,6 +42,10 @@ type LoadOptions struct {
 	// Turn.MemoryLabels; a bad shape or a label naming no fact is invalid.
 	MemoryField       string
 	MemoryLabelsField string
+	// Columns renames the fields (JSONL) or columns (Parquet) of a foreign
+	// export: normalized name → the source's name, e.g. question: query.
+	// Errors name the source's field.
+	Columns map[string]string
 }
 
 // LoadStats counts what Load read.
@@ -84,14 +88,20 @@ func LoadContext(ctx context.Context, path string, opts LoadOptions) ([]Turn, Lo
 			return nil, stats, err
 		}
 	}
+	if err := checkColumns(opts.Columns); err != nil {
+		return nil, stats, fmt.Errorf("load %s: %w", path, err)
+	}
 	var recs []record
 	switch format {
 	case FormatJSONL:
-		recs, err = readJSONL(ctx, path)
+		recs, err = readJSONL(ctx, path, opts.Columns)
 	case FormatQReCC, FormatTopiOCQA:
+		if len(opts.Columns) > 0 {
+			return nil, stats, fmt.Errorf("load %s: data.columns renames JSONL and Parquet fields; the %s format has its own", path, format)
+		}
 		recs, err = readJSONArray(ctx, path, format)
 	case FormatParquet:
-		recs, err = readParquetRecords(ctx, path)
+		recs, err = readParquetRecords(ctx, path, opts.Columns)
 	default:
 		return nil, stats, fmt.Errorf("load %s: unknown format %q (want jsonl, parquet, qrecc or topiocqa)", path, format)
 	}
@@ -114,6 +124,7 @@ func LoadContext(ctx context.Context, path string, opts LoadOptions) ([]Turn, Lo
 		}
 		if r.err != nil {
 			re := recordErr(path, r.line, r.index, r.err)
+			re.Field = sourceField(re.Field, opts.Columns)
 			if !opts.SkipBad {
 				return nil, stats, re
 			}
@@ -212,7 +223,7 @@ func openMaybeGzip(path string) (io.ReadCloser, error) {
 
 // readJSONL decodes one record per non-blank line; a bad line is a record
 // with an error, so SkipBad can continue past it.
-func readJSONL(ctx context.Context, path string) ([]record, error) {
+func readJSONL(ctx context.Context, path string, cols map[string]string) ([]record, error) {
 	f, err := openMaybeGzip(path)
 	if err != nil {
 		return nil, err
@@ -234,13 +245,44 @@ func readJSONL(ctx context.Context, path string) ([]record, error) {
 					return nil, fmt.Errorf("read %s: %w", path, err)
 				}
 			}
-			t, err := decodeNormalized(line)
+			t, err := decodeNormalized(line, cols)
 			recs = append(recs, record{turn: t, err: err, line: lineNo, index: -1, pos: len(recs)})
 		}
 		if errors.Is(rerr, io.EOF) {
 			return recs, nil
 		}
 	}
+}
+
+// checkColumns validates a data.columns mapping: normalized names, each
+// source name used once.
+func checkColumns(cols map[string]string) error {
+	src := map[string]string{}
+	for norm, from := range cols {
+		switch {
+		case !turnFields[norm] && norm != "turn_label":
+			return fmt.Errorf("data.columns: %q is not a normalized field (conv_id, turn, history, question, rewrite, answer, answers, passages, meta, user)", norm)
+		case from == "":
+			return fmt.Errorf("data.columns.%s: the source column name is empty", norm)
+		case src[from] != "":
+			return fmt.Errorf("data.columns: %s and %s both come from %q", src[from], norm, from)
+		}
+		src[from] = norm
+	}
+	return nil
+}
+
+// sourceField renames the first segment of an error's field path back to
+// the source's name, so the message points at the file's own field.
+func sourceField(field string, cols map[string]string) string {
+	end := strings.IndexAny(field, ".[")
+	if end < 0 {
+		end = len(field)
+	}
+	if from, ok := cols[field[:end]]; ok && from != field[:end] {
+		return from + field[end:]
+	}
+	return field
 }
 
 // userKeyFunc returns the function that computes Turn.User for a UserField.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -48,6 +49,7 @@ var (
 		{Name: "passages", Type: arrow.ListOf(passageStruct)},
 		{Name: "meta", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "user", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "answers", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
 	}, nil)
 )
 
@@ -103,6 +105,7 @@ func buildTurnRecord(turns []Turn) (arrow.RecordBatch, error) {
 	passS := pass.ValueBuilder().(*array.StructBuilder)
 	meta := b.Field(8).(*array.StringBuilder)
 	user := b.Field(9).(*array.StringBuilder)
+	answers := b.Field(10).(*array.ListBuilder)
 	for _, t := range turns {
 		convID.Append(t.ConvID)
 		turnNo.Append(int64(t.Turn))
@@ -134,6 +137,14 @@ func buildTurnRecord(turns []Turn) (arrow.RecordBatch, error) {
 			meta.AppendNull()
 		}
 		appendOptional(user, t.User, t.User != "")
+		if t.Answers == nil {
+			answers.AppendNull()
+		} else {
+			answers.Append(true)
+			for _, a := range t.Answers {
+				answers.ValueBuilder().(*array.StringBuilder).Append(a)
+			}
+		}
 	}
 	return b.NewRecordBatch(), nil
 }
@@ -185,9 +196,59 @@ func ReadParquet(path string) ([]Turn, error) {
 	return turns, err
 }
 
+// nestedFields are the struct fields a list<struct> column may have.
+var nestedFields = map[string][]string{
+	"history":  {"role", "text", "content"},
+	"passages": {"id", "title", "text", "relevance", "answer_snippets", "answer_snippet_sets", "source"},
+}
+
+// checkNested holds a Parquet file's nested columns to the rules JSONL
+// follows: an unknown struct field is an error naming it (never silently
+// dropped), and the fields a record needs exist. name gives the source's
+// column name for messages.
+func checkNested(cols map[string]arrow.Array, name func(string) string) error {
+	for col, known := range nestedFields {
+		a := cols[col]
+		if a == nil {
+			continue
+		}
+		l, ok := a.DataType().(*arrow.ListType)
+		var st *arrow.StructType
+		if ok {
+			st, ok = l.Elem().(*arrow.StructType)
+		}
+		if !ok {
+			return fmt.Errorf("column %s: want list<struct<%s>>, got %s", name(col), strings.Join(known, ", "), a.DataType())
+		}
+		has := map[string]bool{}
+		for _, f := range st.Fields() {
+			if !slices.Contains(known, f.Name) {
+				return fmt.Errorf("column %s: unknown nested field %q (known: %s)", name(col), f.Name, strings.Join(known, ", "))
+			}
+			has[f.Name] = true
+		}
+		switch {
+		case col == "history" && !has["role"]:
+			return fmt.Errorf("column %s: the messages have no role field", name(col))
+		case col == "history" && !has["text"] && !has["content"]:
+			return fmt.Errorf("column %s: the messages have neither a text nor a content field", name(col))
+		case col == "history" && has["text"] && has["content"]:
+			return fmt.Errorf("column %s: the messages have both text and content fields: give one", name(col))
+		case col == "passages" && !has["id"]:
+			return fmt.Errorf("column %s: the passages have no id field", name(col))
+		}
+	}
+	if a := cols["answers"]; a != nil {
+		if l, ok := a.DataType().(*arrow.ListType); !ok || !arrow.TypeEqual(l.Elem(), arrow.BinaryTypes.String) && !arrow.TypeEqual(l.Elem(), arrow.BinaryTypes.LargeString) {
+			return fmt.Errorf("column %s: want list<string>, got %s", name("answers"), a.DataType())
+		}
+	}
+	return nil
+}
+
 // readParquetRecords decodes every row; a row that does not fit the schema is
 // a record with an error naming the row (0-based) and the column.
-func readParquetRecords(ctx context.Context, path string) ([]record, error) {
+func readParquetRecords(ctx context.Context, path string, rename map[string]string) ([]record, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("open dataset: %w", err)
@@ -219,10 +280,30 @@ func readParquetRecords(ctx context.Context, path string) ([]record, error) {
 		defer arr.Release()
 		cols[f.Name] = arr
 	}
+	for norm, src := range rename {
+		a, ok := cols[src]
+		if !ok || src == norm {
+			continue
+		}
+		if cols[norm] != nil {
+			return nil, fmt.Errorf("%s: parquet has both column %q and %q, and data.columns maps %s to %s", path, src, norm, src, norm)
+		}
+		cols[norm] = a
+		delete(cols, src)
+	}
+	name := func(col string) string {
+		if src, ok := rename[col]; ok && src != col {
+			return fmt.Sprintf("%q (data.columns %s)", src, col)
+		}
+		return fmt.Sprintf("%q", col)
+	}
 	for _, req := range []string{"conv_id", "turn", "question"} {
 		if cols[req] == nil {
-			return nil, fmt.Errorf("%s: parquet has no column %q (want the normalized columns, see datasets/doc.go)", path, req)
+			return nil, fmt.Errorf("%s: parquet has no column %s (want the normalized columns, see datasets/doc.go, or map yours with data.columns)", path, name(req))
 		}
+	}
+	if err := checkNested(cols, name); err != nil {
+		return nil, fmt.Errorf("%s: parquet %w", path, err)
 	}
 	for name := range cols {
 		if turnSchema.FieldIndices(name) == nil {
@@ -291,6 +372,12 @@ func parquetRow(cols map[string]arrow.Array, i int) (Turn, error) {
 	}
 	if t.Answer, _, err = stringAt(cols["answer"], i); err != nil {
 		return t, nestField("answer", err)
+	}
+	if t.Answers, err = stringListAt(cols["answers"], i); err != nil {
+		return t, nestField("answers", err)
+	}
+	if t.Answer == "" && len(t.Answers) > 0 {
+		t.Answer = t.Answers[0]
 	}
 	if t.Passages, err = passagesAt(cols["passages"], i); err != nil {
 		return t, nestField("passages", err)
@@ -380,6 +467,10 @@ func historyAt(a arrow.Array, i int) ([]Message, error) {
 		return nil, err
 	}
 	role, text := structField(s, "role"), structField(s, "text")
+	key := "text"
+	if text == nil { // checkNested: then the messages carry content
+		text, key = structField(s, "content"), "content"
+	}
 	out := make([]Message, 0, end-start)
 	for j := start; j < end; j++ {
 		idx := "[" + strconv.Itoa(j-start) + "]"
@@ -389,7 +480,7 @@ func historyAt(a arrow.Array, i int) ([]Message, error) {
 		}
 		x, _, err := stringAt(text, j)
 		if err != nil {
-			return nil, nestField(idx+".text", err)
+			return nil, nestField(idx+"."+key, err)
 		}
 		out = append(out, Message{Role: r, Text: x})
 	}

@@ -4,13 +4,38 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
-// Message is one utterance of a dialogue history.
+// Message is one utterance of a dialogue history. Inputs may name the text
+// content, as the Hugging Face / OpenAI chat convention does; it is written
+// as text.
 type Message struct {
 	Role string `json:"role"` // "user" or "assistant"
 	Text string `json:"text"`
+}
+
+// UnmarshalJSON accepts {role, text} and {role, content}.
+func (m *Message) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Role    string  `json:"role"`
+		Text    *string `json:"text"`
+		Content *string `json:"content"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	if w.Text != nil && w.Content != nil {
+		return fmt.Errorf("message has both text and content: give one")
+	}
+	m.Role, m.Text = w.Role, ""
+	if w.Text != nil {
+		m.Text = *w.Text
+	} else if w.Content != nil {
+		m.Text = *w.Content
+	}
+	return nil
 }
 
 // PassageRef is a grounding passage of a turn; ID is an id of the knowledge base.
@@ -33,12 +58,16 @@ type PassageRef struct {
 // Turn is one user turn of a conversation: the unit the rewriter is trained
 // and evaluated on. It is the normalized schema of ../shared/data/conversations.
 type Turn struct {
-	ConvID   string         `json:"conv_id"`
-	Turn     int            `json:"turn"`
-	History  []Message      `json:"history"`
-	Question string         `json:"question"`
-	Rewrite  *string        `json:"rewrite"` // nil where the source has none
-	Answer   string         `json:"answer"`  // "" where the source has none
+	ConvID   string    `json:"conv_id"`
+	Turn     int       `json:"turn"`
+	History  []Message `json:"history"`
+	Question string    `json:"question"`
+	Rewrite  *string   `json:"rewrite"` // nil where the source has none
+	Answer   string    `json:"answer"`  // "" where the source has none
+	// Answers are several reference answers (SQuAD-style); Answer is then
+	// the first unless the source gives it. Scoring takes the best match
+	// over References.
+	Answers  []string       `json:"answers,omitempty"`
 	Passages []PassageRef   `json:"passages"`
 	Meta     map[string]any `json:"meta,omitempty"`
 
@@ -60,6 +89,21 @@ type Turn struct {
 
 // ID is a stable identifier of the turn within its dataset.
 func (t Turn) ID() string { return t.ConvID + "#" + strconv.Itoa(t.Turn) }
+
+// References are the turn's reference answers: Answer, then the Answers
+// that differ from it; none when the source has no answer.
+func (t Turn) References() []string {
+	var out []string
+	if t.Answer != "" {
+		out = append(out, t.Answer)
+	}
+	for _, a := range t.Answers {
+		if a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
 
 // HasRewrite reports whether the turn has a non-empty reference rewrite.
 func (t Turn) HasRewrite() bool { return t.Rewrite != nil && *t.Rewrite != "" }
@@ -180,6 +224,9 @@ func (t *Turn) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*t = Turn(w.turnJSON)
+	if t.Answer == "" && len(t.Answers) > 0 {
+		t.Answer = t.Answers[0]
+	}
 	if w.Question != nil {
 		t.Question = *w.Question
 	}

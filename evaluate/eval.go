@@ -28,7 +28,9 @@ type Responder interface {
 
 // Scorer computes the HSER reward and its terms; *hser.Scorer implements it.
 type Scorer interface {
-	Score(prediction, reference string, context []string) hser.Score
+	// ScoreMulti scores against every reference answer of a turn (the best
+	// match counts; hser.Scorer.ScoreMulti).
+	ScoreMulti(prediction string, references []string, context []string) hser.Score
 }
 
 // System is one evaluated configuration: a rewriter with long-term memory on
@@ -405,7 +407,7 @@ func runTurn(ctx context.Context, s System, t datasets.Turn, resp Responder, sco
 		for i, c := range res.Chunks {
 			texts[i] = c.Text
 		}
-		r.Score = scorer.Score(ans, t.Answer, texts)
+		r.Score = scorer.ScoreMulti(ans, t.References(), texts)
 		r.HasAnswer = true
 	}
 	r.Seconds = time.Since(start).Seconds()

@@ -330,3 +330,22 @@ func TestEvaluateComparesOverConversationsAndCountsFailures(t *testing.T) {
 		t.Fatalf("row 0 keeps %d top passages, want the 4 ranked", end-start)
 	}
 }
+
+// A turn with several reference answers is scored against the best one, as
+// SQuAD does: the answer "text of x1" matches the second reference exactly.
+func TestEvaluateScoresEveryReference(t *testing.T) {
+	ret := &rankRetriever{runs: map[string][]string{"q": {"x1"}}, k: 1}
+	scorer, err := hser.NewScorer(hser.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns := []datasets.Turn{{ConvID: "c", Turn: 1, Question: "q", User: "u", Answer: "something else", Answers: []string{"something else", "text of x1"}}}
+	rep, _, err := Evaluate(context.Background(), turns, []System{{Name: "raw", Rewriter: Raw{}, Retriever: ret}}, firstChunk{}, scorer,
+		Options{Concurrency: 1, Stats: stats.Config{Resamples: 10, Level: 0.95, Seed: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if em := rep.Systems[0].Metrics[MEM].Mean; em != 1 {
+		t.Fatalf("EM %v, want 1 (the second reference)", em)
+	}
+}

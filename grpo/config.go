@@ -21,10 +21,13 @@ type Config struct {
 	TopP float64 `yaml:"top_p"`
 	// MaxTokens caps a rewrite's length in tokens (also dr_grpo's L_max).
 	MaxTokens int `yaml:"max_tokens"`
-	// LearningRate of the policy update (sent to the trainer).
-	LearningRate float64         `yaml:"learning_rate"`
-	Loss         LossConfig      `yaml:"loss"`
-	Advantage    AdvantageConfig `yaml:"advantage"`
+	// LearningRate of the policy update (sent to the trainer); the peak of
+	// grpo.optimizer.schedule.
+	LearningRate float64 `yaml:"learning_rate"`
+	// Optimizer is the learning-rate schedule and weight decay.
+	Optimizer OptimizerConfig `yaml:"optimizer"`
+	Loss      LossConfig      `yaml:"loss"`
+	Advantage AdvantageConfig `yaml:"advantage"`
 	// DynamicSampling re-samples groups whose rewards are all equal (DAPO).
 	DynamicSampling DynamicSamplingConfig `yaml:"dynamic_sampling"`
 	Guards          GuardConfig           `yaml:"guards"`
@@ -43,6 +46,15 @@ type Config struct {
 	CheckpointEvery int `yaml:"checkpoint_every"`
 	// KeepCheckpoints is how many harness checkpoints to keep (0: all).
 	KeepCheckpoints int `yaml:"keep_checkpoints"`
+	// BestMetric keeps the checkpoint with the best value of this evaluation
+	// metric outside the keep_checkpoints rotation (state/best.json and its
+	// trainer checkpoint; `himes eval --checkpoint best` loads it):
+	// eval.policy.<reward|rougeL_f1|em|hit|squad_f1|recall_10|mrr|failed>,
+	// or "" to keep none. An evaluation that sets a new best is checkpointed
+	// even between checkpoint_every steps.
+	BestMetric string `yaml:"best_metric"`
+	// BestMode is max, min, or auto (min for failed, max for the others).
+	BestMode string `yaml:"best_mode"`
 }
 
 // LossConfig is the policy loss the trainer applies.
@@ -110,6 +122,7 @@ func DefaultConfig() Config {
 	return Config{
 		Steps: 50, PromptsPerStep: 8, GroupSize: 8, Temperature: 1.0, TopP: 1.0, MaxTokens: 64,
 		LearningRate:    1e-5,
+		Optimizer:       DefaultOptimizerConfig(),
 		Loss:            LossConfig{Type: "grpo", ClipLow: 0.2, ClipHigh: 0.2, KLCoef: 0.0, KLEstimator: "k3", Mu: 1, MaxGradNorm: 1.0},
 		Advantage:       DefaultAdvantageConfig(),
 		DynamicSampling: DynamicSamplingConfig{MaxRounds: 0, MinZeroVarFrac: 0.5},
@@ -120,6 +133,8 @@ func DefaultConfig() Config {
 		EvalSamples:     8,
 		CheckpointEvery: 10,
 		KeepCheckpoints: 3,
+		BestMetric:      "eval.policy.reward",
+		BestMode:        "auto",
 	}
 }
 
@@ -150,6 +165,19 @@ func (c Config) Validate() error {
 		return fielderr.New("checkpoint_every", "must be ≥ 0, got %d", c.CheckpointEvery)
 	case c.KeepCheckpoints < 0:
 		return fielderr.New("keep_checkpoints", "must be ≥ 0, got %d", c.KeepCheckpoints)
+	}
+	switch c.BestMode {
+	case "auto", "max", "min":
+	default:
+		return fielderr.New("best_mode", "must be auto, max or min, got %q", c.BestMode)
+	}
+	if c.BestMetric != "" {
+		if _, _, err := bestMetric(c.BestMetric, c.BestMode); err != nil {
+			return err
+		}
+	}
+	if err := c.Optimizer.validate(c.Steps); err != nil {
+		return fielderr.Prefix("optimizer", err)
 	}
 	if err := c.Loss.validate(); err != nil {
 		return fielderr.Prefix("loss", err)

@@ -19,8 +19,9 @@ import (
 const evalSeed = 20260
 
 // evaluate scores the policy's greedy rewrites on the held-out turns, and
-// the raw question as a fixed baseline, and appends an "eval" line.
-func (l *Loop) evaluate(ctx context.Context, step int, phase string) error {
+// the raw question as a fixed baseline, and appends an "eval" line. It
+// returns nil metrics when there are no held-out turns.
+func (l *Loop) evaluate(ctx context.Context, step int, phase string) (*EvalMetrics, error) {
 	turns := l.deps.Eval
 	if l.cfg.EvalTurns > 0 && len(turns) > l.cfg.EvalTurns {
 		turns = turns[:l.cfg.EvalTurns]
@@ -29,11 +30,11 @@ func (l *Loop) evaluate(ctx context.Context, step int, phase string) error {
 		if phase != "init" {
 			l.state.EvalDone = true
 		}
-		return nil
+		return nil, nil
 	}
 	prompts, err := l.render(turns)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Greedy samples do not depend on the batch, so calls of at most the
 	// trainer's max_prompts give the same rewrites as one call.
@@ -48,15 +49,15 @@ func (l *Loop) evaluate(ctx context.Context, step int, phase string) error {
 			ExpectedPolicyVersion: l.expected(),
 		})
 		if err != nil {
-			return fmt.Errorf("eval at step %d: sample: %w", step, err)
+			return nil, fmt.Errorf("eval at step %d: sample: %w", step, err)
 		}
 		if err := l.checkSampled(part); err != nil {
-			return fmt.Errorf("eval at step %d: %w", step, err)
+			return nil, fmt.Errorf("eval at step %d: %w", step, err)
 		}
 		resp.Samples = append(resp.Samples, part.Samples...)
 	}
 	if len(resp.Samples) != len(turns) {
-		return fmt.Errorf("eval at step %d: trainer returned %d samples for %d prompts", step, len(resp.Samples), len(turns))
+		return nil, fmt.Errorf("eval at step %d: trainer returned %d samples for %d prompts", step, len(resp.Samples), len(turns))
 	}
 	policyRewrites := make([]string, len(turns))
 	rawRewrites := make([]string, len(turns))
@@ -66,18 +67,18 @@ func (l *Loop) evaluate(ctx context.Context, step int, phase string) error {
 	}
 	pol, polRecs, err := l.evalSystem(ctx, step, turns, policyRewrites, resp.PolicyVersion)
 	if err != nil {
-		return fmt.Errorf("eval at step %d (policy): %w", step, err)
+		return nil, fmt.Errorf("eval at step %d (policy): %w", step, err)
 	}
 	raw, rawRecs, err := l.evalSystem(ctx, step, turns, rawRewrites, resp.PolicyVersion)
 	if err != nil {
-		return fmt.Errorf("eval at step %d (raw): %w", step, err)
+		return nil, fmt.Errorf("eval at step %d (raw): %w", step, err)
 	}
 	m := EvalMetrics{Kind: "eval", Step: step, Phase: phase, Policy: pol, Raw: raw}
 	if err := l.writeLine(&m); err != nil {
-		return err
+		return nil, err
 	}
 	if err := l.writeSamples(step, phase, turns, polRecs, rawRecs); err != nil {
-		return fmt.Errorf("eval at step %d: %w", step, err)
+		return nil, fmt.Errorf("eval at step %d: %w", step, err)
 	}
 	// Shown by the progress display (a line above the bar on a terminal, a
 	// log line otherwise), or logged here when there is none.
@@ -89,7 +90,7 @@ func (l *Loop) evaluate(ctx context.Context, step int, phase string) error {
 	if phase != "init" {
 		l.state.EvalDone = true
 	}
-	return nil
+	return &m, nil
 }
 
 // LogEval writes an evaluation as one structured log line; metrics that were

@@ -30,7 +30,12 @@ const (
 // carry no reward to hack.
 func applyGuards(cfg GuardConfig, turn datasets.Turn, histWords map[string]bool, recs []rollout.Record) guardCounts {
 	var c guardCounts
-	answer := words.Normalize(turn.Answer)
+	var answers []string // every reference answer: leaking any one is a leak
+	for _, a := range turn.References() {
+		if w := words.Normalize(a); w != "" {
+			answers = append(answers, w)
+		}
+	}
 	question := words.Normalize(turn.Question)
 	for i := range recs {
 		r := &recs[i]
@@ -46,7 +51,9 @@ func applyGuards(cfg GuardConfig, turn datasets.Turn, histWords map[string]bool,
 		}{
 			// The reference answer written into the query: retrieval and the
 			// responder would be handed the label.
-			{"answer_leak", cfg.AnswerLeak, answer != "" && containsWords(rw, answer) && !containsWords(question, answer), &c.leak},
+			{"answer_leak", cfg.AnswerLeak, slices.ContainsFunc(answers, func(a string) bool {
+				return containsWords(rw, a) && !containsWords(question, a)
+			}), &c.leak},
 			{"empty", cfg.Empty, rw == "", &c.empty},
 			{"too_long", cfg.TooLong, wordCount(rw) > cfg.MaxRewriteWords, &c.tooLong},
 			{"copies_history", cfg.CopiesHistory, copiesHistory(rw, histWords), &c.copiesHistory},

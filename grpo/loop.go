@@ -115,6 +115,9 @@ func NewLoop(cfg Config, deps Deps) (*Loop, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
+	if err := checkBestMetric(cfg, deps); err != nil {
+		return nil, err
+	}
 	return &Loop{cfg: cfg, deps: deps, log: deps.Logger.With("component", "grpo")}, nil
 }
 
@@ -133,6 +136,9 @@ const maxTrainerReloads = 3
 // and continues from there, exactly as --resume would; without a checkpoint
 // it starts over on a fresh policy, or stops.
 func (l *Loop) Run(ctx context.Context, resume bool) error {
+	if err := l.checkWeightDecay(ctx); err != nil {
+		return err
+	}
 	reloads, lastStep := 0, -1
 	for {
 		err := l.run(ctx, resume)
@@ -197,8 +203,9 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 	sft := l.cfg.SFT.Epochs > 0 && len(l.deps.SFT) > 0
 	if !l.state.SFTDone {
 		if sft {
-			// Evaluate the untrained policy first, so SFT's effect is visible.
-			if err := l.evaluate(ctx, 0, "init"); err != nil {
+			// Evaluate the untrained policy first, so SFT's effect is visible
+			// (not a best-checkpoint candidate: no checkpoint holds that policy).
+			if _, err := l.evaluate(ctx, 0, "init"); err != nil {
 				return err
 			}
 		}
@@ -206,7 +213,7 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 			return err
 		}
 		l.state.SFTDone = true
-		if err := l.checkpoint(ctx); err != nil {
+		if err := l.checkpoint(ctx, nil); err != nil {
 			return err
 		}
 	}
@@ -217,8 +224,14 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 		if sft {
 			phase = "sft"
 		}
-		if err := l.evaluate(ctx, 0, phase); err != nil {
+		m, err := l.evaluate(ctx, 0, phase)
+		if err != nil {
 			return err
+		}
+		if best := l.newBest(m); best != nil {
+			if err := l.checkpoint(ctx, best); err != nil {
+				return err
+			}
 		}
 	}
 	for step := l.state.Step + 1; step <= l.cfg.Steps; step++ {
@@ -240,16 +253,19 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 		}
 		l.state.EvalDone = false
 		last := step == l.cfg.Steps
+		var best *BestCheckpoint
 		if last || (l.cfg.EvalEvery > 0 && step%l.cfg.EvalEvery == 0) {
-			if err := l.evaluate(ctx, step, "grpo"); err != nil {
+			m, err := l.evaluate(ctx, step, "grpo")
+			if err != nil {
 				if ctx.Err() != nil {
 					return l.interrupted(ctx)
 				}
 				return err
 			}
+			best = l.newBest(m)
 		}
-		if last || (l.cfg.CheckpointEvery > 0 && step%l.cfg.CheckpointEvery == 0) {
-			if err := l.checkpoint(ctx); err != nil {
+		if last || best != nil || (l.cfg.CheckpointEvery > 0 && step%l.cfg.CheckpointEvery == 0) {
+			if err := l.checkpoint(ctx, best); err != nil {
 				return err
 			}
 		}
@@ -325,6 +341,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 
 	// 8. Metrics.
 	m := stepMetrics(step, l.state.Epoch, batch, adv, upd, resampled)
+	m.LR = l.learningRate(step)
 	timing.total = time.Since(start)
 	timing.fill(&m)
 	return m, nil
@@ -475,7 +492,8 @@ func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (updateReport
 		ExpectedPolicyVersion: l.expected(),
 		Loss: trainer.LossConfig{
 			Type: l.cfg.Loss.Type, ClipLow: l.cfg.Loss.ClipLow, ClipHigh: l.cfg.Loss.ClipHigh,
-			KLCoef: l.cfg.Loss.KLCoef, Mu: l.cfg.Loss.Mu, LearningRate: l.cfg.LearningRate,
+			KLCoef: l.cfg.Loss.KLCoef, Mu: l.cfg.Loss.Mu, LearningRate: l.learningRate(step),
+			WeightDecay: l.cfg.Optimizer.WeightDecay,
 			MaxGradNorm: l.cfg.Loss.MaxGradNorm, MaxLength: l.cfg.MaxTokens, Temperature: l.cfg.Temperature,
 			ClipRatioC: l.cfg.Loss.ClipRatioC, KLEstimator: l.cfg.Loss.KLEstimator,
 		},
@@ -536,6 +554,7 @@ func (l *Loop) sftPhase(ctx context.Context) error {
 				Examples:              batch,
 				LearningRate:          l.cfg.SFT.LearningRate,
 				MaxGradNorm:           l.cfg.Loss.MaxGradNorm,
+				WeightDecay:           l.cfg.Optimizer.WeightDecay,
 				ExpectedPolicyVersion: l.expected(),
 			})
 			if err != nil {
@@ -550,9 +569,33 @@ func (l *Loop) sftPhase(ctx context.Context) error {
 		}
 		mean := lossSum / math.Max(1, float64(batches))
 		l.log.Info("sft epoch", "epoch", epoch+1, "of", l.cfg.SFT.Epochs, "examples", len(examples), "loss", mean)
-		if err := l.writeLine(&SFTMetrics{Kind: "sft", Step: 0, Epoch: epoch + 1, Examples: len(examples), Loss: mean}); err != nil {
+		if err := l.writeLine(&SFTMetrics{Kind: "sft", Step: 0, Epoch: epoch + 1, Examples: len(examples), Loss: mean,
+			LR: l.cfg.SFT.LearningRate}); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// learningRate is the scheduled learning rate of GRPO step.
+func (l *Loop) learningRate(step int) float64 {
+	return l.cfg.Optimizer.LearningRate(l.cfg.LearningRate, step, l.cfg.Steps)
+}
+
+// checkWeightDecay refuses weight decay with an endpoint that would ignore
+// it (one without capabilities.weight_decay): the run would silently train
+// without it.
+func (l *Loop) checkWeightDecay(ctx context.Context) error {
+	if l.cfg.Optimizer.WeightDecay == 0 {
+		return nil
+	}
+	info, err := l.deps.Policy.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("trainer info: %w", err)
+	}
+	if !info.Capabilities.WeightDecay {
+		return fmt.Errorf("grpo.optimizer.weight_decay %v: the trainer endpoint (%s) does not support weight_decay (info.capabilities.weight_decay is false)",
+			l.cfg.Optimizer.WeightDecay, info.Implementation)
 	}
 	return nil
 }

@@ -31,6 +31,8 @@ type fakePolicy struct {
 	deleted     []string
 	onGRPO      func(trainer.GRPORequest) error
 	appliedStep map[string]bool
+	// noWeightDecay: an endpoint without capabilities.weight_decay.
+	noWeightDecay bool
 }
 
 func newFakePolicy(suffixes ...string) *fakePolicy {
@@ -40,7 +42,7 @@ func newFakePolicy(suffixes ...string) *fakePolicy {
 func (f *fakePolicy) Info(context.Context) (trainer.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return trainer.Info{PolicyVersion: f.version, Capabilities: trainer.Capabilities{Delete: true}}, nil
+	return trainer.Info{PolicyVersion: f.version, Capabilities: trainer.Capabilities{Delete: true, WeightDecay: !f.noWeightDecay}}, nil
 }
 
 func (f *fakePolicy) Delete(_ context.Context, req trainer.DeleteRequest) (trainer.DeleteResponse, error) {
@@ -414,6 +416,7 @@ func TestRetentionDeletesTrainerCheckpoints(t *testing.T) {
 	pol := newFakePolicy(" paris", "")
 	cfg := testConfig()
 	cfg.Steps, cfg.KeepCheckpoints = 4, 2
+	cfg.BestMetric = "" // the best checkpoint would outlive the rotation (best_test.go)
 	if err := newTestLoop(t, cfg, pol, run).Run(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,8 @@ type StepMetrics struct {
 	PolicyVersion int64 `json:"policy_version"`
 	Epoch         int   `json:"epoch"`
 	Rollouts      int   `json:"rollouts"`
+	// LR is the learning rate sent with the step's update (the schedule's).
+	LR float64 `json:"lr"`
 	// RewardMean, RewardStd and Terms are over the valid rollouts; absent
 	// when every rollout of the step failed.
 	RewardMean *float64 `json:"reward_mean,omitempty"`
@@ -145,6 +147,7 @@ type SFTMetrics struct {
 	Epoch    int     `json:"epoch"`
 	Examples int     `json:"examples"`
 	Loss     float64 `json:"loss"`
+	LR       float64 `json:"lr"`
 }
 
 // Val is the value of an optional metric, NaN when it was not computed (so

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/himes-rl/himes/trainer"
@@ -29,6 +30,9 @@ type State struct {
 	// ElapsedSeconds is the training time up to this checkpoint, over all
 	// sessions (metrics' elapsed_s continues from it on resume).
 	ElapsedSeconds float64 `json:"elapsed_s"`
+	// Best is the best checkpoint so far (grpo.best_metric); nil before the
+	// first evaluation or without a best metric.
+	Best *BestCheckpoint `json:"best,omitempty"`
 }
 
 // restore starts a fresh state, or on resume loads the newest checkpoint and
@@ -158,18 +162,24 @@ func (l *Loop) expected() *int64 { return trainer.Version(l.state.PolicyVersion)
 
 // checkpoint asks the trainer to save the policy and optimizer, then saves
 // the harness state that names that trainer checkpoint (in that order: a
-// harness state never points at a checkpoint that does not exist).
-func (l *Loop) checkpoint(ctx context.Context) error {
+// harness state never points at a checkpoint that does not exist). A non-nil
+// best makes it the best checkpoint: state/best.json is written before the
+// step's state, and its trainer checkpoint survives the rotation.
+func (l *Loop) checkpoint(ctx context.Context, best *BestCheckpoint) error {
 	name := l.trainerCheckpointName(l.state.Step)
-	resp, err := l.deps.Policy.Save(ctx, trainer.SaveRequest{StepID: l.stepID("save-" + name), Name: name,
-		RunID: l.state.RunID, ExpectedPolicyVersion: l.expected()})
-	if err != nil {
-		return fmt.Errorf("checkpoint %s: trainer save: %w", name, err)
+	// Already saved at this step (the step-0 checkpoint before its
+	// evaluation): the policy has not changed since.
+	if l.state.TrainerCheckpoint != name {
+		resp, err := l.deps.Policy.Save(ctx, trainer.SaveRequest{StepID: l.stepID("save-" + name), Name: name,
+			RunID: l.state.RunID, ExpectedPolicyVersion: l.expected()})
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: trainer save: %w", name, err)
+		}
+		if resp.PolicyVersion != l.state.PolicyVersion {
+			return policyChanged("checkpoint "+name+": trainer save", resp.PolicyVersion, l.state.PolicyVersion)
+		}
+		l.state.TrainerCheckpoint = name
 	}
-	if resp.PolicyVersion != l.state.PolicyVersion {
-		return policyChanged("checkpoint "+name+": trainer save", resp.PolicyVersion, l.state.PolicyVersion)
-	}
-	l.state.TrainerCheckpoint = name
 	l.state.SavedAt = time.Now().UTC()
 	l.state.ElapsedSeconds = l.elapsedAt(l.deps.Now())
 	if err := l.metrics.Sync(); err != nil {
@@ -180,15 +190,39 @@ func (l *Loop) checkpoint(ctx context.Context) error {
 			return fmt.Errorf("tracker: %w", err)
 		}
 	}
+	prev := l.state.Best
+	if best != nil {
+		best.TrainerCheckpoint = name
+		l.state.Best = best
+		if err := l.deps.Run.SaveBest(l.state); err != nil {
+			return err
+		}
+		l.log.Info("best checkpoint", "step", best.Step, "metric", best.Metric, "value", round4(best.Value))
+	}
 	pruned, err := l.deps.Run.SaveState(l.state.Step, l.state, l.cfg.KeepCheckpoints)
 	if err != nil {
 		return err
 	}
 	l.log.Debug("checkpoint saved", "step", l.state.Step, "policy_version", l.state.PolicyVersion)
+	gone := map[int]bool{}
 	for _, step := range pruned {
+		gone[step] = true
 		// Only this run's names: a checkpoint of a run that predates per-run
 		// names ("step-NNNNNN") may as well be another run's, and is kept.
-		l.deleteTrainerCheckpoint(ctx, l.trainerCheckpointName(step))
+		if l.state.Best == nil || step != l.state.Best.Step {
+			l.deleteTrainerCheckpoint(ctx, l.trainerCheckpointName(step))
+		}
+	}
+	// A superseded best whose harness state the rotation already removed
+	// (in an earlier call) is released now.
+	if best != nil && prev != nil && prev.Step != best.Step && !gone[prev.Step] && l.cfg.KeepCheckpoints > 0 {
+		kept, err := l.deps.Run.StateSteps()
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(kept, prev.Step) {
+			l.deleteTrainerCheckpoint(ctx, prev.TrainerCheckpoint)
+		}
 	}
 	return nil
 }
@@ -232,7 +266,7 @@ func (l *Loop) interrupted(ctx context.Context) error {
 		l.log.Warn("interrupted during an update: keeping the last checkpoint",
 			"trainer_version", info.PolicyVersion, "recorded", l.state.PolicyVersion)
 	default:
-		if err := l.checkpoint(save); err != nil {
+		if err := l.checkpoint(save, nil); err != nil {
 			l.log.Error("interrupted: checkpoint failed", "error", err)
 		} else {
 			l.log.Info("interrupted: checkpoint saved", "step", l.state.Step)

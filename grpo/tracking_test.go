@@ -216,7 +216,9 @@ func TestSamplesRoundTripAndTracker(t *testing.T) {
 			t.Fatalf("%s:\n got %+v\nwant %+v", name, rows, want)
 		}
 	}
-	if !reflect.DeepEqual(rec.begins, []int{0}) || !rec.closed || rec.flushes != 3 || len(rec.texts) != 2 {
+	// One flush per checkpoint: step 0 (before its evaluation), step 0 again
+	// as the best (grpo.best_metric defaults to eval.policy.reward), step 2.
+	if !reflect.DeepEqual(rec.begins, []int{0}) || !rec.closed || rec.flushes != 4 || len(rec.texts) != 2 {
 		t.Fatalf("tracker: begins %v closed %v flushes %d texts %d", rec.begins, rec.closed, rec.flushes, len(rec.texts))
 	}
 	if !strings.Contains(rec.texts[1], "| c0#2 | where is it | where is it | – | c | it | paris france |") {

@@ -150,6 +150,39 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 	return out
 }
 
+// ScoreMulti scores a prediction against several reference answers as
+// SQuAD v1.1 (metric_max_over_ground_truths: EM and F1 each the maximum over
+// the references) and rouge-score (score_multi: Rouge-L P, R, F1 of the
+// reference with the highest F1, the first on ties) do; Hit "gold" is 1 when
+// some reference occurs in the context. The reward combines these terms.
+// With one reference it equals Score; with none it scores against "".
+func (s *Scorer) ScoreMulti(prediction string, references []string, context []string) Score {
+	if len(references) <= 1 {
+		ref := ""
+		if len(references) == 1 {
+			ref = references[0]
+		}
+		return s.Score(prediction, ref, context)
+	}
+	var out Score
+	for i, ref := range references {
+		sc := s.Score(prediction, ref, context)
+		if i == 0 {
+			out = sc
+			continue
+		}
+		if sc.RougeF1 > out.RougeF1 {
+			out.RougeP, out.RougeR, out.RougeF1 = sc.RougeP, sc.RougeR, sc.RougeF1
+		}
+		out.EM = max(out.EM, sc.EM)
+		out.SquadEM = max(out.SquadEM, sc.SquadEM)
+		out.SquadF1 = max(out.SquadF1, sc.SquadF1)
+		out.Hit = max(out.Hit, sc.Hit)
+	}
+	out.Reward = s.cfg.Weights.Reward(out.RougeF1, out.EM, out.Hit)
+	return out
+}
+
 // unicodeEM computes the unicode EM from the interned Rouge tokens of the
 // last rouge call, leaving out the articles.
 func (s *Scorer) unicodeEM(sc *scratch) float64 {

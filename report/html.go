@@ -286,7 +286,13 @@ table.samples td.ids{word-break:break-all;font-family:monospace;font-size:11px;m
 <tr><th>run</th><th>steps</th><th>reward start</th><th>reward end</th><th>Δ</th><th>KL end</th><th>zero-var end</th><th>eval step</th><th>policy reward</th><th>raw reward</th><th>policy R@10</th><th>raw R@10</th><th>policy MRR</th><th>raw MRR</th></tr>
 {{range .Rows}}<tr><td>{{.Name}}</td><td>{{.Steps}}</td><td>{{.RewardStart}}</td><td>{{.RewardEnd}}</td><td>{{.RewardDelta}}</td><td>{{.KL}}</td><td>{{.ZeroVar}}</td><td>{{.EvalStep}}</td><td>{{.PolReward}}</td><td>{{.RawReward}}</td><td>{{.PolR10}}</td><td>{{.RawR10}}</td><td>{{.PolMRR}}</td><td>{{.RawMRR}}</td></tr>
 {{end}}</table>
-{{range .Figures}}<figure id="{{.Name}}"><h2>{{.Title}}</h2>
+{{if .Diff}}<h2>Config differences</h2>
+<p>The config keys whose values differ between the runs (– : not in that run's config.yaml).</p>
+<table>
+<tr><th>key</th>{{range .Rows}}<th>{{.Name}}</th>{{end}}</tr>
+{{range .Diff}}<tr><td>{{.Key}}</td>{{range .Values}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</table>
+{{end}}{{range .Figures}}<figure id="{{.Name}}"><h2>{{.Title}}</h2>
 <img alt="{{.Title}}" src="{{.Src}}">
 <figcaption>{{.Caption}}</figcaption></figure>
 {{end}}
@@ -323,13 +329,22 @@ func WriteHTML(w io.Writer, sums []Summary, figs []Figure, refresh time.Duration
 			live = max(1, int(refresh.Round(time.Second).Seconds()))
 		}
 	}
+	diff, err := ConfigDiff(sums)
+	if err != nil {
+		return err
+	}
 	return htmlTmpl.Execute(w, map[string]any{
 		"Refresh": live,
 		"When":    time.Now().UTC().Format(time.RFC3339),
 		"Rows":    rows(sums),
+		"Diff":    diff,
 		"Figures": hf,
 		"Sums":    sums,
 	})
+}
+
+func mdCell(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
 }
 
 // WriteMarkdown writes the same table and links the PNG files by name.
@@ -343,9 +358,27 @@ func WriteMarkdown(w io.Writer, sums []Summary, figs []Figure) error {
 			strings.ReplaceAll(r.Name, "|", `\|`), r.Steps, r.RewardStart, r.RewardEnd, r.RewardDelta, r.KL, r.ZeroVar,
 			r.EvalStep, r.PolReward, r.RawReward, r.PolR10, r.RawR10, r.PolMRR, r.RawMRR)
 	}
+	diff, err := ConfigDiff(sums)
+	if err != nil {
+		return err
+	}
+	if len(diff) > 0 {
+		b.WriteString("\n## Config differences\n\n| key |")
+		for _, s := range sums {
+			b.WriteString(" " + mdCell(s.Name) + " |")
+		}
+		b.WriteString("\n|---|" + strings.Repeat("---|", len(sums)) + "\n")
+		for _, d := range diff {
+			b.WriteString("| " + mdCell(d.Key) + " |")
+			for _, v := range d.Values {
+				b.WriteString(" " + mdCell(v) + " |")
+			}
+			b.WriteString("\n")
+		}
+	}
 	for _, f := range figs {
 		fmt.Fprintf(&b, "\n## %s\n\n![%s](%s.png)\n\n%s\n", f.Title, f.Title, f.Name, f.Caption)
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err = io.WriteString(w, b.String())
 	return err
 }

@@ -21,7 +21,9 @@ import (
 
 // Scorer computes the HSER reward of an answer; *hser.Scorer implements it.
 type Scorer interface {
-	Score(prediction, reference string, context []string) hser.Score
+	// ScoreMulti scores against every reference answer of a turn (the best
+	// match counts; hser.Scorer.ScoreMulti).
+	ScoreMulti(prediction string, references []string, context []string) hser.Score
 }
 
 // Sample is one sampled rewrite of a prompt.
@@ -304,7 +306,7 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 				texts[k] = c.Text
 			}
 			t0 := time.Now()
-			sc := r.scorer.Score(j.answer, g.Turn.Answer, texts)
+			sc := r.scorer.ScoreMulti(j.answer, g.Turn.References(), texts)
 			rec.ScoreSeconds = time.Since(t0).Seconds()
 			stats.ScoreSeconds += rec.ScoreSeconds
 			setScore(&rec, sc)

@@ -80,7 +80,7 @@ type fakeScorer struct {
 	calls int
 }
 
-func (f *fakeScorer) Score(pred, ref string, ctx []string) hser.Score {
+func (f *fakeScorer) ScoreMulti(pred string, _ []string, ctx []string) hser.Score {
 	f.mu.Lock()
 	f.calls++
 	f.mu.Unlock()

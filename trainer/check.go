@@ -163,8 +163,8 @@ func checkCompletions() []string {
 
 func (c *checker) runAll(ctx context.Context) (bool, error) {
 	names := []string{"info", "sample_shape", "sample_deterministic", "grpo_positive_raises_logprob",
-		"grpo_negative_lowers_logprob", "sft_lowers_loss", "step_id_replay", "save_load_restores", "checkpoints_list", "delete",
-		"version_precondition", "checkpoint_run_id", "limits"}
+		"grpo_negative_lowers_logprob", "sft_lowers_loss", "step_id_replay", "save_load_restores", "checkpoints_list",
+		"learning_rate_scales_update", "weight_decay", "delete", "version_precondition", "checkpoint_run_id", "limits"}
 	info, err := c.p.Info(ctx)
 	if err == nil {
 		err = checkInfo(info)
@@ -202,6 +202,8 @@ func (c *checker) runAll(ctx context.Context) (bool, error) {
 	c.checkSFT(ctx)
 	c.checkReplay(ctx, sample)
 	c.checkSaveLoad(ctx, sample)
+	c.checkLearningRate(ctx, sample)
+	c.checkWeightDecay(ctx, sample, info.Capabilities.WeightDecay)
 	c.checkDelete(ctx, info.Capabilities.Delete)
 	c.checkVersionPrecondition(ctx, sample)
 	c.checkRunID(ctx, sample)
@@ -389,10 +391,14 @@ func sum(xs []float64) float64 {
 }
 
 func (c *checker) grpo(ctx context.Context, stepID string, s *GRPOSample, adv float64) (GRPOResponse, error) {
+	return c.grpoWith(ctx, stepID, s, adv, c.opts.LearningRate, 0)
+}
+
+func (c *checker) grpoWith(ctx context.Context, stepID string, s *GRPOSample, adv, lr, wd float64) (GRPOResponse, error) {
 	gs := *s
 	gs.Advantage = adv
 	return c.p.GRPOStep(ctx, GRPORequest{StepID: stepID, Samples: []GRPOSample{gs},
-		Loss: LossConfig{Type: c.opts.LossType, LearningRate: c.opts.LearningRate, Temperature: 1}})
+		Loss: LossConfig{Type: c.opts.LossType, LearningRate: lr, WeightDecay: wd, Temperature: 1}})
 }
 
 func (c *checker) checkDirection(ctx context.Context, name string, s *GRPOSample, adv float64) {
@@ -593,6 +599,118 @@ func (c *checker) checkSaveLoad(ctx context.Context, s *GRPOSample) {
 		}
 	}
 	c.report("checkpoints_list", err, fmt.Sprintf("lists %s", name))
+}
+
+// checkLearningRate: a learning-rate schedule is sent as each call's
+// learning_rate, so an endpoint must apply the one in the request (not a
+// fixed one). From the same policy and optimizer state, Adam's step is
+// proportional to the learning rate, so 4× the rate must move the sample's
+// logprob clearly more (> 1.5×; exactly 4× only in the linear regime).
+func (c *checker) checkLearningRate(ctx context.Context, s *GRPOSample) {
+	const name = "learning_rate_scales_update"
+	if s == nil {
+		c.report(name, fmt.Errorf("skipped: no sample with tokens"), "")
+		return
+	}
+	if !c.startCk {
+		c.report(name, fmt.Errorf("skipped: needs the starting checkpoint to compare two updates from one policy"), "")
+		return
+	}
+	err := func() error {
+		move := func(lr float64) (float64, error) {
+			if err := c.restore(ctx); err != nil {
+				return 0, err
+			}
+			before, err := c.score(ctx, s)
+			if err != nil {
+				return 0, err
+			}
+			if _, err := c.grpoWith(ctx, c.stepID("lr"), s, 1, lr, 0); err != nil {
+				return 0, err
+			}
+			after, err := c.score(ctx, s)
+			return sum(after) - sum(before), err
+		}
+		d1, err := move(c.opts.LearningRate)
+		if err != nil {
+			return err
+		}
+		d4, err := move(4 * c.opts.LearningRate)
+		if err != nil {
+			return err
+		}
+		if !(d1 > 0 && d4 > 1.5*d1) {
+			return fmt.Errorf("learning rate %g moved the logprob by %.6g, %g by %.6g: the request's learning_rate is not applied",
+				c.opts.LearningRate, d1, 4*c.opts.LearningRate, d4)
+		}
+		c.report(name, nil, fmt.Sprintf("logprob moved %.6g at lr %g, %.6g at 4× (%.2f×)", d1, c.opts.LearningRate, d4, d4/d1))
+		return nil
+	}()
+	if err != nil {
+		c.report(name, err, "")
+	}
+}
+
+// checkWeightDecay runs when the endpoint advertises weight_decay: from one
+// saved state with momentum (after an update, so LoRA's B ≠ 0), a step with
+// advantage 0 (no gradient) gives the same policy with weight_decay 0 twice
+// in a row of restores, and a different one with weight_decay > 0.
+func (c *checker) checkWeightDecay(ctx context.Context, s *GRPOSample, advertised bool) {
+	const name = "weight_decay"
+	switch {
+	case !advertised:
+		c.skip(name, "endpoint does not support weight_decay (info.capabilities.weight_decay is false)")
+		return
+	case s == nil:
+		c.report(name, fmt.Errorf("skipped: no sample with tokens"), "")
+		return
+	}
+	ck := c.run + "-wd"
+	err := func() error {
+		if err := c.restore(ctx); err != nil {
+			return err
+		}
+		if _, err := c.grpo(ctx, c.stepID("pre-wd"), s, 1); err != nil {
+			return err
+		}
+		if _, err := c.save(ctx, "save-wd", ck); err != nil {
+			return err
+		}
+		after := func(wd float64) (float64, error) {
+			if _, err := c.p.Load(ctx, LoadRequest{StepID: c.stepID("load-wd"), Name: ck}); err != nil {
+				return 0, err
+			}
+			if _, err := c.grpoWith(ctx, c.stepID("wd"), s, 0, c.opts.LearningRate, wd); err != nil {
+				return 0, err
+			}
+			lp, err := c.score(ctx, s)
+			return sum(lp), err
+		}
+		a0, err := after(0)
+		if err != nil {
+			return err
+		}
+		b0, err := after(0)
+		if err != nil {
+			return err
+		}
+		wd := 0.2 / c.opts.LearningRate // lr·λ = 0.2: the step shrinks every weight by 20%
+		a1, err := after(wd)
+		if err != nil {
+			return err
+		}
+		if math.Abs(a0-b0) > logprobTol {
+			return fmt.Errorf("the same update from the same checkpoint gave logprob %.6g then %.6g", a0, b0)
+		}
+		if !(math.Abs(a1-a0) > 5*logprobTol) {
+			return fmt.Errorf("weight_decay %g left the logprob at %.6g (%.6g without): not applied", wd, a1, a0)
+		}
+		c.report(name, nil, fmt.Sprintf("a zero-advantage step gives logprob %.6g with weight_decay 0, %.6g with %g", a0, a1, wd))
+		return nil
+	}()
+	if err != nil {
+		c.report(name, err, "")
+	}
 }
 
 // checkDelete runs the delete property when the endpoint advertises it: a

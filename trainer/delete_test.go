@@ -245,7 +245,7 @@ func TestCheckDeleteProperty(t *testing.T) {
 	e := newTestEmbedded(t, nil)
 	var out bytes.Buffer
 	ok, err := Check(ctx, e, &out)
-	if err != nil || !ok || !strings.Contains(out.String(), "PASS  delete:") || !strings.Contains(out.String(), "13/13 properties passed\n") {
+	if err != nil || !ok || !strings.Contains(out.String(), "PASS  delete:") || !strings.Contains(out.String(), "15/15 properties passed\n") {
 		t.Fatalf("check with delete (%v, %v):\n%s", ok, err, out.String())
 	}
 	if got := dirNames(t, e.cfg.CheckpointDir); len(got) != 0 {
@@ -264,7 +264,7 @@ func TestCheckDeleteProperty(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("check of an endpoint without delete failed (%v):\n%s", err, out.String())
 	}
-	for _, want := range []string{"SKIP  delete: endpoint does not support delete", "12/12 properties passed (1 skipped)\n", "NOTE  restored the starting policy"} {
+	for _, want := range []string{"SKIP  delete: endpoint does not support delete", "14/14 properties passed (1 skipped)\n", "NOTE  restored the starting policy"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("missing %q:\n%s", want, out.String())
 		}
@@ -272,8 +272,8 @@ func TestCheckDeleteProperty(t *testing.T) {
 	if strings.Contains(out.String(), "FAIL") || strings.Contains(out.String(), "deleted the check's") {
 		t.Errorf("unexpected output:\n%s", out.String())
 	}
-	if got := len(dirNames(t, old.cfg.CheckpointDir)); got != 3 { // -start, -saved and -runid
-		t.Errorf("%d checkpoints kept by an endpoint without delete, want 3", got)
+	if got := len(dirNames(t, old.cfg.CheckpointDir)); got != 4 { // -start, -saved, -runid and -wd
+		t.Errorf("%d checkpoints kept by an endpoint without delete, want 4", got)
 	}
 	if old.st.version != 0 {
 		t.Errorf("check left the old endpoint at version %d", old.st.version)

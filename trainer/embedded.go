@@ -99,7 +99,7 @@ func (e *Embedded) Info(ctx context.Context) (Info, error) {
 		Reference:     "snapshot",
 		LossTypes:     append([]string(nil), lossTypes...),
 		KLEstimators:  append([]string(nil), klEstimators...),
-		Capabilities:  Capabilities{Entropy: true, Logprobs: true, Delete: true, DualClip: true},
+		Capabilities:  Capabilities{Entropy: true, Logprobs: true, Delete: true, DualClip: true, WeightDecay: true},
 		Limits:        Limits{MaxPrompts: e.cfg.MaxPrompts, MaxN: e.cfg.MaxN, MaxTokens: e.cfg.MaxCandidates, MaxBatch: e.cfg.MaxBatch},
 		TokenKind:     "decisions",
 	}, nil
@@ -315,9 +315,11 @@ func addGrad(g []float64, phi *mat.Dense, dz []float64) {
 	floats.Add(g, acc.RawVector().Data)
 }
 
-// adamStep clips g to maxNorm (0 = no clipping), applies one Adam update to
-// st, and returns the norm of g before clipping.
-func (e *Embedded) adamStep(st *policyState, g []float64, lr, maxNorm float64) float64 {
+// adamStep clips g to maxNorm (0 = no clipping), applies one AdamW update to
+// st (weight decay wd decoupled from the gradient, as torch.optim.AdamW:
+// w ← w − lr·wd·w, then the Adam step; every weight, the bias included), and
+// returns the norm of g before clipping.
+func (e *Embedded) adamStep(st *policyState, g []float64, lr, wd, maxNorm float64) float64 {
 	norm := floats.Norm(g, 2)
 	if maxNorm > 0 && norm > maxNorm {
 		floats.Scale(maxNorm/norm, g)
@@ -327,6 +329,7 @@ func (e *Embedded) adamStep(st *policyState, g []float64, lr, maxNorm float64) f
 	c1 := 1 - math.Pow(b1, float64(st.t))
 	c2 := 1 - math.Pow(b2, float64(st.t))
 	for k := range st.w {
+		st.w[k] -= lr * wd * st.w[k]
 		st.m[k] = b1*st.m[k] + (1-b1)*g[k]
 		st.v[k] = b2*st.v[k] + (1-b2)*g[k]*g[k]
 		st.w[k] -= lr * (st.m[k] / c1) / (math.Sqrt(st.v[k]/c2) + e.cfg.AdamEps)
@@ -356,6 +359,8 @@ func (e *Embedded) SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, er
 		return SFTResponse{}, invalidf("epochs: must be ≥ 1, got %d", req.Epochs)
 	case !finite(req.MaxGradNorm) || req.MaxGradNorm < 0:
 		return SFTResponse{}, invalidf("max_grad_norm: must be ≥ 0, got %v", req.MaxGradNorm)
+	case !finite(req.WeightDecay) || req.WeightDecay < 0:
+		return SFTResponse{}, invalidf("weight_decay: must be ≥ 0, got %v", req.WeightDecay)
 	}
 	if err := checkLimit("examples", len(req.Examples), "examples", e.cfg.MaxBatch); err != nil {
 		return SFTResponse{}, err
@@ -383,7 +388,7 @@ func (e *Embedded) SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, er
 		tokens += len(cands)
 	}
 	hash, herr := requestHash(SFTRequest{Examples: req.Examples, LearningRate: req.LearningRate, Epochs: req.Epochs,
-		MaxGradNorm: req.MaxGradNorm, ExpectedPolicyVersion: req.ExpectedPolicyVersion})
+		MaxGradNorm: req.MaxGradNorm, ExpectedPolicyVersion: req.ExpectedPolicyVersion, WeightDecay: req.WeightDecay})
 	if herr != nil {
 		return SFTResponse{}, herr
 	}
@@ -419,7 +424,7 @@ func (e *Embedded) SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, er
 				addGrad(g, ex.phi, dz)
 			}
 			lossSum += loss / n
-			norm = e.adamStep(&st, g, req.LearningRate, req.MaxGradNorm)
+			norm = e.adamStep(&st, g, req.LearningRate, req.WeightDecay, req.MaxGradNorm)
 		}
 	}
 	if err := checkFinite(st.w); err != nil {
@@ -499,7 +504,7 @@ func (e *Embedded) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse,
 		stats, entropy, g := grpoForward(items, req.Samples, st.w, st.ref, lc)
 		norm := 0.0
 		if stats.tokens > 0 {
-			norm = e.adamStep(&st, g, lc.LearningRate, lc.MaxGradNorm)
+			norm = e.adamStep(&st, g, lc.LearningRate, lc.WeightDecay, lc.MaxGradNorm)
 		}
 		res.Loss += stats.loss
 		res.KL += stats.kl

@@ -62,6 +62,8 @@ func normalizeLoss(lc LossConfig) (LossConfig, *Error) {
 		return lc, invalidf("loss.learning_rate: must be > 0, got %v", lc.LearningRate)
 	case !finite(lc.MaxGradNorm) || lc.MaxGradNorm < 0:
 		return lc, invalidf("loss.max_grad_norm: must be ≥ 0, got %v", lc.MaxGradNorm)
+	case !finite(lc.WeightDecay) || lc.WeightDecay < 0:
+		return lc, invalidf("loss.weight_decay: must be ≥ 0, got %v", lc.WeightDecay)
 	case lc.MaxLength < 0:
 		return lc, invalidf("loss.max_length: must be ≥ 0, got %d", lc.MaxLength)
 	case !finite(lc.Temperature) || lc.Temperature < 0:

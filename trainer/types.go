@@ -117,6 +117,9 @@ type SFTRequest struct {
 	MaxGradNorm  float64      `json:"max_grad_norm,omitempty"` // 0 → no clipping
 	// ExpectedPolicyVersion: see SampleRequest.
 	ExpectedPolicyVersion *int64 `json:"expected_policy_version,omitempty"`
+	// WeightDecay is AdamW's decoupled λ (0 → the endpoint's default, 0 for
+	// the embedded policy); honoured only with capabilities.weight_decay.
+	WeightDecay float64 `json:"weight_decay,omitempty"`
 }
 
 // SFTResponse reports the loss of the forward pass that drove the update.
@@ -147,7 +150,9 @@ type LossConfig struct {
 	Mu           int     `json:"mu,omitempty"`
 	LearningRate float64 `json:"learning_rate"`
 	MaxGradNorm  float64 `json:"max_grad_norm,omitempty"`
-	MaxLength    int     `json:"max_length,omitempty"` // dr_grpo's L_max
+	// WeightDecay is AdamW's decoupled λ, as in SFTRequest.
+	WeightDecay float64 `json:"weight_decay,omitempty"`
+	MaxLength   int     `json:"max_length,omitempty"` // dr_grpo's L_max
 	// Temperature is the sampling temperature of the samples, so that the new
 	// logprobs are computed like the old ones.
 	Temperature float64 `json:"temperature,omitempty"`
@@ -259,6 +264,9 @@ type Capabilities struct {
 	// DualClip: the endpoint applies loss.clip_ratio_c. Endpoints that
 	// predate it omit the field, and the Go client refuses to send them one.
 	DualClip bool `json:"dual_clip"`
+	// WeightDecay: the endpoint applies the requests' weight_decay (AdamW,
+	// decoupled). Endpoints that predate it omit the field (false).
+	WeightDecay bool `json:"weight_decay"`
 }
 
 // Limits are request-size limits of an endpoint, refused beyond with

@@ -95,13 +95,13 @@ func runRescore(ctx context.Context, stdout io.Writer, runDir, gridPath, data, k
 	if kb == "" {
 		kb = cfg.Data.KB
 	}
-	turns, _, err := datasets.LoadContext(ctx, data, datasets.LoadOptions{UserField: cfg.Data.UserField})
+	turns, _, err := datasets.LoadContext(ctx, data, datasets.LoadOptions{UserField: cfg.Data.UserField, Columns: cfg.Data.Columns})
 	if err != nil {
 		return fmt.Errorf("the run's training data (pass --data if it moved): %w", err)
 	}
 	if cfg.Data.Eval != "" {
 		// Some runs draw prompts from both files; references may live in either.
-		if more, _, err := datasets.LoadContext(ctx, cfg.Data.Eval, datasets.LoadOptions{UserField: cfg.Data.UserField}); err == nil {
+		if more, _, err := datasets.LoadContext(ctx, cfg.Data.Eval, datasets.LoadOptions{UserField: cfg.Data.UserField, Columns: cfg.Data.Columns}); err == nil {
 			turns = append(turns, more...)
 		}
 	}
@@ -155,7 +155,12 @@ does not stop the others. When all have finished it reads each run's
 metrics.jsonl and prints one row per point: training reward at the start and
 end, and the final held-out evaluation of the policy against the raw question
 (also in sweep.json), and writes the runs' overlaid plots to
-<run.name>-sweep/report/. Every point is validated before anything starts.`,
+<run.name>-sweep/report/. Every point is validated before anything starts.
+
+With run.seed as an axis (e.g. seed: [1, 2, 3]), the points that differ only
+in their seed are also summarized together: per metric the mean, the sample
+standard deviation and a 95% Student-t interval over the seeds (also in
+sweep_seeds.json next to sweep.json).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := cf.load()
@@ -222,6 +227,16 @@ end, and the final held-out evaluation of the policy against the raw question
 			}
 			if err := ablate.WriteSweepMarkdown(cmd.OutOrStdout(), rows); err != nil {
 				return err
+			}
+			// Points repeated over run.seed: mean, sd and a t-interval per metric.
+			if groups := ablate.GroupSeeds(rows, 0.95); groups != nil {
+				seeds := filepath.Join(filepath.Dir(out), "sweep_seeds.json")
+				if err := atomicfile.Write(seeds, 0o644, func(w io.Writer) error { return writeIndentedJSON(w, groups) }); err != nil {
+					return err
+				}
+				if err := ablate.WriteSeedsMarkdown(cmd.OutOrStdout(), groups); err != nil {
+					return err
+				}
 			}
 			// The runs overlaid in one report, so the curves can be compared too.
 			var dirs []string

@@ -22,7 +22,9 @@ import (
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/internal/atomicfile"
+	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -56,7 +58,8 @@ a paired randomization test over conversations.
 
 Rewriters: raw (the question), concat (user history + question), gold (the
 human rewrite), policy (the trainer endpoint's policy, greedy; with --run, the
-run's newest checkpoint), ollama:<model> (a chat model served by Ollama).
+run's checkpoint that --checkpoint names: latest, or best = the one
+grpo.best_metric kept), ollama:<model> (a chat model served by Ollama).
 
 Writes into --out: summary.md (also printed), summary.json (every number),
 turns.parquet (one row per system and turn), runs/<system>.trec and
@@ -69,8 +72,8 @@ Failed turns are counted per stage and left out of means and pairs.`,
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.rewriters, "rewriter", []string{"raw", "concat", "gold"}, "rewriters to compare: raw, concat, gold, policy, ollama:<model>")
 	fl.StringSliceVar(&f.memory, "memory", []string{"config"}, "long-term memory: off, on, on:<variant> (paper, semantic, +topic, no-recency, …: an ablation row each), several comma-separated; config = as retrieval.memory.enabled says")
-	fl.StringVar(&f.runDir, "run", "", "a training run directory: its config.yaml when --config is absent, its newest policy checkpoint for the policy rewriter")
-	fl.StringVar(&f.checkpoint, "checkpoint", "", "policy checkpoint to load into the trainer before evaluating (default with --run: the newest)")
+	fl.StringVar(&f.runDir, "run", "", "a training run directory: its config.yaml when --config is absent, its checkpoint (--checkpoint) for the policy rewriter")
+	fl.StringVar(&f.checkpoint, "checkpoint", "", "policy checkpoint to load before evaluating: latest or best (the run's, with --run; without --run latest is the trainer's newest), or a trainer checkpoint name (default with --run: latest)")
 	fl.StringSliceVar(&f.data, "data", nil, "evaluate on these dataset files (comma-separated or repeated) instead of the config's held-out split")
 	fl.StringVarP(&f.out, "out", "o", "", "output directory (default: <run dir>/eval, or <run.output_dir>/<run.name>-eval)")
 	fl.IntVar(&f.concurrency, "concurrency", 0, "conversations evaluated at once (default: rollout.concurrency)")
@@ -320,7 +323,11 @@ func (f *evalFlags) rewriter(ctx context.Context, name string, cfg configs.Confi
 		return evaluate.Gold{}, nil
 	case name == "policy":
 		if f.runDir != "" || f.checkpoint != "" {
-			if err := loadPolicyCheckpoint(ctx, pol, f.checkpoint); err != nil {
+			name, version, err := runCheckpoint(f.runDir, f.checkpoint)
+			if err != nil {
+				return nil, err
+			}
+			if err := loadPolicyCheckpoint(ctx, pol, name, version); err != nil {
 				return nil, err
 			}
 		}
@@ -335,8 +342,38 @@ func (f *evalFlags) rewriter(ctx context.Context, name string, cfg configs.Confi
 	return nil, fmt.Errorf("--rewriter %q: want raw, concat, gold, policy or ollama:<model>", name)
 }
 
-// loadPolicyCheckpoint restores the named policy checkpoint, or the newest.
-func loadPolicyCheckpoint(ctx context.Context, pol trainer.Policy, name string) error {
+// runCheckpoint resolves --checkpoint into a trainer checkpoint name and the
+// policy version the run recorded for it (-1: unknown). With --run, best and
+// latest are the run's harness checkpoints; without it, latest (or "") is
+// the trainer's newest checkpoint (name ""). Any other value is a trainer
+// checkpoint name.
+func runCheckpoint(runDir, which string) (string, int64, error) {
+	if which == "" && runDir != "" {
+		which = "latest"
+	}
+	switch {
+	case which == "best" || which == "latest":
+		if runDir == "" {
+			if which == "best" {
+				return "", -1, errors.New("--checkpoint best: needs --run (the run records which checkpoint is best)")
+			}
+			return "", -1, nil
+		}
+		st, err := grpo.LoadCheckpointState(&rundir.RunDir{Path: runDir}, which)
+		if err != nil {
+			return "", -1, fmt.Errorf("--checkpoint %s: %w", which, err)
+		}
+		slog.Info("run checkpoint", "which", which, "step", st.Step, "trainer_checkpoint", st.TrainerCheckpoint)
+		return st.TrainerCheckpoint, st.PolicyVersion, nil
+	}
+	return which, -1, nil
+}
+
+// loadPolicyCheckpoint restores the named policy checkpoint, or the newest
+// when name is "". A known wantVersion (≥ 0) must be the restored one: a
+// trainer holding another run's checkpoint of the same name must not be
+// evaluated silently.
+func loadPolicyCheckpoint(ctx context.Context, pol trainer.Policy, name string, wantVersion int64) error {
 	cks, err := pol.Checkpoints(ctx)
 	if err != nil {
 		return fmt.Errorf("policy checkpoints: %w", err)
@@ -358,7 +395,7 @@ func loadPolicyCheckpoint(ctx context.Context, pol trainer.Policy, name string) 
 		}
 	}
 	if pick < 0 {
-		return fmt.Errorf("--checkpoint %q: not among the trainer's checkpoints", name)
+		return fmt.Errorf("--checkpoint: trainer checkpoint %q is not among the trainer's checkpoints", name)
 	}
 	// A fresh step id: a repeated one would be answered from the endpoint's
 	// replay log without loading anything.
@@ -366,6 +403,10 @@ func loadPolicyCheckpoint(ctx context.Context, pol trainer.Policy, name string) 
 	resp, err := pol.Load(ctx, trainer.LoadRequest{StepID: stepID, Name: cks[pick].Name})
 	if err != nil {
 		return fmt.Errorf("load checkpoint %s: %w", cks[pick].Name, err)
+	}
+	if wantVersion >= 0 && resp.PolicyVersion != wantVersion {
+		return fmt.Errorf("load checkpoint %s: policy version %d, the run recorded %d (is the trainer's checkpoint directory another run's?)",
+			resp.Name, resp.PolicyVersion, wantVersion)
 	}
 	slog.Info("policy checkpoint loaded", "name", resp.Name, "policy_version", resp.PolicyVersion)
 	return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -140,5 +141,95 @@ func readEvalJSON(t *testing.T, path string, v any) {
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// grpo.best_metric keeps a checkpoint the keep-last-K rotation would drop,
+// and himes eval --checkpoint best evaluates exactly that policy. best_mode
+// min over Recall@10 makes the untrained step 0 the "best", so best and
+// latest are different policies and the rotation (keep 1) removes step 0's
+// harness state.
+func TestEvalBestCheckpointCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the quickstart for a few steps")
+	}
+	cfg := filepath.Join(testdata.RepoRoot(t), "configs", "quickstart.yaml")
+	out := t.TempDir()
+	run := func(args ...string) {
+		t.Helper()
+		if o, err := runHimesProcess(t, nil, args...); err != nil {
+			t.Fatalf("himes %s: %v\n%s", strings.Join(args, " "), err, o)
+		}
+	}
+	run("train", "--config", cfg, "--set", "run.output_dir="+out, "--set", "run.name=b", "--set", "grpo.steps=10",
+		"--set", "grpo.eval_every=5", "--set", "grpo.prompts_per_step=8", "--set", "grpo.group_size=4",
+		"--set", "grpo.keep_checkpoints=1", "--set", "grpo.best_metric=eval.policy.recall_10", "--set", "grpo.best_mode=min")
+	runDir := filepath.Join(out, "b")
+	m, err := report.LoadRun(context.Background(), runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worst, last := m.Evals[0], m.Evals[len(m.Evals)-1]
+	for _, e := range m.Evals {
+		if grpo.Val(e.Policy.Recall10) < grpo.Val(worst.Policy.Recall10) {
+			worst = e
+		}
+	}
+	if worst.Step == last.Step || grpo.Val(worst.Policy.Recall10) == grpo.Val(last.Policy.Recall10) {
+		t.Fatalf("the fixture needs a best (step %d) other than the latest (step %d)", worst.Step, last.Step)
+	}
+	if _, err := os.Stat(filepath.Join(runDir, "state", fmt.Sprintf("step-%06d.json", worst.Step))); !os.IsNotExist(err) {
+		t.Fatalf("the rotation should have removed step %d's harness state: %v", worst.Step, err)
+	}
+	for which, want := range map[string]float64{"best": grpo.Val(worst.Policy.Recall10), "latest": grpo.Val(last.Policy.Recall10)} {
+		dir := filepath.Join(out, "ev-"+which)
+		run("eval", "--run", runDir, "--checkpoint", which, "--rewriter", "policy", "--resamples", "100", "--out", dir)
+		var rep evaluate.Report
+		readEvalJSON(t, filepath.Join(dir, "summary.json"), &rep)
+		if got := rep.Systems[0].Metrics[evaluate.MRecall10].Mean; math.Abs(got-want) > 1e-9 {
+			t.Errorf("--checkpoint %s: Recall@10 %v, want %v", which, got, want)
+		}
+	}
+}
+
+// ablate sweep over run.seed summarizes the seeds of a point, and the
+// sweep's overlaid report lists the config keys that differ (run.seed).
+func TestSweepOverSeedsCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the quickstart for a few steps, twice")
+	}
+	cfg := filepath.Join(testdata.RepoRoot(t), "configs", "quickstart.yaml")
+	out := t.TempDir()
+	grid := filepath.Join(out, "seeds.yaml")
+	if err := os.WriteFile(grid, []byte("seed: [1, 2]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err := runHimesProcess(t, nil, "ablate", "sweep", "--config", cfg, "--grid", grid, "--set", "run.output_dir="+out,
+		"--set", "run.name=s", "--set", "grpo.steps=4", "--set", "grpo.eval_every=2", "--set", "grpo.prompts_per_step=4",
+		"--set", "grpo.group_size=4")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, o)
+	}
+	var groups []ablate.SeedGroup
+	readEvalJSON(t, filepath.Join(out, "s-sweep", "sweep_seeds.json"), &groups)
+	var rows []ablate.SweepRow
+	readEvalJSON(t, filepath.Join(out, "s-sweep", "sweep.json"), &rows)
+	if len(groups) != 1 || len(rows) != 2 || fmt.Sprint(groups[0].Seeds) != "[1 2]" {
+		t.Fatalf("groups %+v rows %d", groups, len(rows))
+	}
+	pr := groups[0].Metrics["policy_reward"]
+	a, b := *rows[0].PolicyReward, *rows[1].PolicyReward
+	if pr.N != 2 || math.Abs(*pr.Mean-(a+b)/2) > 1e-12 || math.Abs(*pr.SD-math.Abs(a-b)/math.Sqrt2) > 1e-12 {
+		t.Fatalf("policy reward over seeds %+v, runs %v and %v", pr, a, b)
+	}
+	if !strings.Contains(o, "Over seeds") || !strings.Contains(o, "| (all) | 1, 2 | 2 |") {
+		t.Errorf("stdout lacks the seed table:\n%s", o)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "s-sweep", "report", "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| run.seed | 1 | 2 |") {
+		t.Errorf("report.md lacks the config difference run.seed:\n%s", md)
 	}
 }

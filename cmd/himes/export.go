@@ -55,8 +55,8 @@ type ollamaExportResult struct {
 
 func newExportOllamaCmd() *cobra.Command {
 	var (
-		opts ollamaExport
-		name string
+		opts                       ollamaExport
+		name, run, which, ckptRoot string
 	)
 	cmd := &cobra.Command{
 		Use:   "ollama --base MODEL --adapter DIR --out DIR",
@@ -67,11 +67,16 @@ served by Ollama and evaluated with  himes eval --rewriter ollama:<name>.
 
 --adapter is a PEFT adapter directory (adapter_config.json +
 adapter_model.safetensors), a lora_trainer checkpoint directory (its adapter/
-subdirectory is used), or a GGUF LoRA file.
+subdirectory is used), or a GGUF LoRA file. Instead of --adapter, --run RUN
+--checkpoint best|latest --checkpoint-dir DIR picks the run's best (see
+grpo.best_metric) or latest checkpoint in the LoRA server's --checkpoint-dir.
 
 ` + ollamaNote,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := resolveExportAdapter(&opts, run, which, ckptRoot); err != nil {
+				return err
+			}
 			res, err := exportOllama(opts)
 			if err != nil {
 				return err
@@ -91,10 +96,40 @@ subdirectory is used), or a GGUF LoRA file.
 	fl.StringArrayVar(&opts.Params, "param", nil, "extra PARAMETER as key=value, e.g. --param temperature=0 (repeatable)")
 	fl.BoolVar(&opts.Force, "force", false, "write the Modelfile even if Ollama cannot load this adapter's architecture")
 	fl.StringVar(&name, "name", "himes-rewriter", "model name used in the printed next steps")
-	for _, f := range []string{"base", "adapter", "out"} {
+	fl.StringVar(&run, "run", "", "a training run directory whose checkpoint (--checkpoint) to export instead of --adapter")
+	fl.StringVar(&which, "checkpoint", "latest", "with --run: best (grpo.best_metric's) or latest")
+	fl.StringVar(&ckptRoot, "checkpoint-dir", "", "with --run: the LoRA server's --checkpoint-dir, holding the run's trainer checkpoints")
+	for _, f := range []string{"base", "out"} {
 		_ = cmd.MarkFlagRequired(f)
 	}
 	return cmd
+}
+
+// resolveExportAdapter sets o.Adapter from --run/--checkpoint/--checkpoint-dir
+// when --run is given (then --adapter must not be), and checks that one of
+// the two ways names the adapter.
+func resolveExportAdapter(o *ollamaExport, run, which, root string) error {
+	if run == "" {
+		if o.Adapter == "" {
+			return errors.New("--adapter: is required (or --run with --checkpoint-dir)")
+		}
+		return nil
+	}
+	if o.Adapter != "" {
+		return errors.New("--adapter and --run: give one (--run picks the adapter from the run's checkpoint)")
+	}
+	if which != "best" && which != "latest" {
+		return fmt.Errorf("--checkpoint %q: want best or latest", which)
+	}
+	if root == "" {
+		return errors.New("--checkpoint-dir: is required with --run (the LoRA server's --checkpoint-dir)")
+	}
+	name, _, err := runCheckpoint(run, which)
+	if err != nil {
+		return err
+	}
+	o.Adapter = filepath.Join(root, name)
+	return nil
 }
 
 // peftAdapterConfig is the part of PEFT's adapter_config.json we check.

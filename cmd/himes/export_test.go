@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/ollama/ollama/parser"
+
+	"github.com/himes-rl/himes/grpo"
+	"github.com/himes-rl/himes/internal/rundir"
 )
 
 // writePEFTAdapter makes a minimal PEFT adapter directory (what
@@ -214,5 +217,62 @@ func TestExportOllamaCommand(t *testing.T) {
 	root.SetArgs([]string{"export", "ollama", "--adapter", adapter, "--out", tmp})
 	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "base") {
 		t.Errorf("missing --base: err = %v", err)
+	}
+}
+
+// --run --checkpoint best|latest picks the trainer checkpoint the run's
+// harness state names, inside the LoRA server's checkpoint directory.
+func TestExportOllamaRunCheckpoint(t *testing.T) {
+	tmp := t.TempDir()
+	run, err := rundir.Open(tmp, "run", rundir.New)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckdir := filepath.Join(tmp, "lora_checkpoints")
+	for _, n := range []string{"step-000125", "step-000150"} {
+		writePEFTAdapter(t, filepath.Join(ckdir, n, "adapter"), "meta-llama/Llama-3.2-1B-Instruct")
+	}
+	best := grpo.State{Step: 125, PolicyVersion: 125, TrainerCheckpoint: "step-000125"}
+	best.Best = &grpo.BestCheckpoint{Metric: "eval.policy.recall_10", Mode: "max", Value: 0.587, Step: 125, TrainerCheckpoint: "step-000125"}
+	latest := best
+	latest.Step, latest.PolicyVersion, latest.TrainerCheckpoint = 150, 150, "step-000150"
+	if err := run.SaveBest(best); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.SaveState(150, latest, 1); err != nil {
+		t.Fatal(err)
+	}
+	for which, want := range map[string]string{"best": "step-000125", "latest": "step-000150"} {
+		out := filepath.Join(tmp, "o-"+which)
+		root := newRootCmd()
+		var stdout, stderr bytes.Buffer
+		root.SetOut(&stdout)
+		root.SetErr(&stderr)
+		root.SetArgs([]string{"export", "ollama", "--base", "llama3.2:1b", "--run", run.Path, "--checkpoint", which,
+			"--checkpoint-dir", ckdir, "--out", out})
+		if err := root.Execute(); err != nil {
+			t.Fatalf("%s: %v\n%s", which, err, stderr.String())
+		}
+		if got := parseModelfile(t, filepath.Join(out, "Modelfile"))["adapter"]; got != filepath.Join(ckdir, want, "adapter") {
+			t.Errorf("--checkpoint %s: ADAPTER %q, want %s's adapter", which, got, want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--run", run.Path, "--checkpoint", "best"}, "--checkpoint-dir"},
+		{[]string{"--run", run.Path, "--checkpoint", "first", "--checkpoint-dir", ckdir}, `"first"`},
+		{[]string{"--run", run.Path, "--adapter", ckdir, "--checkpoint-dir", ckdir}, "give one"},
+		{[]string{"--run", filepath.Join(tmp, "nope"), "--checkpoint", "best", "--checkpoint-dir", ckdir}, "no best checkpoint"},
+		{nil, "--adapter: is required"},
+	} {
+		root := newRootCmd()
+		root.SetOut(&bytes.Buffer{})
+		root.SetErr(&bytes.Buffer{})
+		root.SetArgs(append([]string{"export", "ollama", "--base", "x", "--out", tmp}, c.args...))
+		if err := root.Execute(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err = %v, want one mentioning %s", c.args, err, c.want)
+		}
 	}
 }

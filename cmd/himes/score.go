@@ -17,9 +17,20 @@ import (
 
 // scoreInput is one JSONL line of `himes score`.
 type scoreInput struct {
-	Prediction *string  `json:"prediction"`
-	Reference  *string  `json:"reference"`
+	Prediction *string `json:"prediction"`
+	Reference  *string `json:"reference"`
+	// References are several reference answers; the best match counts.
+	References []string `json:"references"`
 	Context    []string `json:"context"`
+}
+
+// refs are the line's references: reference, then references.
+func (r scoreInput) refs() []string {
+	var out []string
+	if r.Reference != nil {
+		out = append(out, *r.Reference)
+	}
+	return append(out, r.References...)
 }
 
 // scoreOutput is one output line: the input's line number, every term, and
@@ -44,7 +55,10 @@ from FILE or stdin ("-" or no argument) and writes one JSON line per input:
 line, rougeL_p, rougeL_r, rougeL_f1, em, squad_em, squad_f1, hit, alpha, beta,
 reward, em_normalization, with reward = rougeL_f1 + alpha·em + beta·hit.
 "context" (the retrieved chunks that hit looks in) is optional; blank lines are
-skipped.
+skipped. "references": [...] instead of (or with) "reference" scores against
+several reference answers: EM and the SQuAD metrics are the best over them
+(as SQuAD v1.1 does), Rouge-L that of the reference with the best F1
+(rouge-score's score_multi).
 
 em is the reward's exact match, normalized as --tokenizer says
 (em_normalization: "unicode" tokens without articles, or "squad" with
@@ -135,7 +149,7 @@ func runScore(cmd *cobra.Command, scorer *hser.Scorer, name string, in io.Reader
 			case err != nil:
 				return fmt.Errorf("%s:%d: %w (use --skip-bad to skip malformed lines)", name, line, err)
 			default:
-				s := scorer.Score(*rec.Prediction, *rec.Reference, rec.Context)
+				s := scorer.ScoreMulti(*rec.Prediction, rec.refs(), rec.Context)
 				if err := enc.Encode(scoreOutput{Line: line, Score: s, EMNormalization: norm}); err != nil {
 					return fmt.Errorf("write: %w", err)
 				}
@@ -169,8 +183,8 @@ func parseScoreLine(raw []byte) (scoreInput, error) {
 	if rec.Prediction == nil {
 		return rec, fmt.Errorf("field \"prediction\": missing (want a string)")
 	}
-	if rec.Reference == nil {
-		return rec, fmt.Errorf("field \"reference\": missing (want a string)")
+	if rec.Reference == nil && len(rec.References) == 0 {
+		return rec, fmt.Errorf("field \"reference\": missing (want a string, or \"references\": a list of strings)")
 	}
 	return rec, nil
 }

@@ -166,3 +166,28 @@ func TestScoreCommandBadFlags(t *testing.T) {
 		t.Error("missing file accepted")
 	}
 }
+
+// "references": the hand-computed case of hser's multi-reference test: "the
+// tower" against "tower" (EM 1) and "the tower here" (Rouge-L P 1, R 2/3, F .8).
+func TestScoreCommandSeveralReferences(t *testing.T) {
+	in := `{"prediction": "the tower", "references": ["tower", "the tower here"]}
+{"prediction": "the tower", "reference": "tower", "references": ["the tower here"]}
+{"prediction": "the tower", "reference": "the tower here"}
+`
+	out, _, err := runScoreCmd(t, in, "score", "--alpha", "1", "--beta", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := parseScoreLines(t, out)
+	for _, s := range got[:2] {
+		if s.RougeP != 1 || s.RougeF1 < 0.8-1e-12 || s.RougeF1 > 0.8+1e-12 || s.EM != 1 || s.SquadF1 != 1 {
+			t.Errorf("line %d: %+v, want P 1, F1 .8, EM 1, SQuAD F1 1", s.Line, s)
+		}
+	}
+	if s := got[2]; s.EM != 0 {
+		t.Errorf("one reference: %+v", s)
+	}
+	if _, _, err := runScoreCmd(t, `{"prediction": "x", "references": []}`+"\n", "score"); err == nil || !strings.Contains(err.Error(), `"references"`) {
+		t.Errorf("no reference: %v", err)
+	}
+}

@@ -127,6 +127,34 @@ func (r *RunDir) StateSteps() ([]int, error) {
 	return steps, nil
 }
 
+// bestPath holds a copy of the harness state of the best checkpoint; its
+// name does not match step-*.json, so the rotation never counts or removes it.
+func (r *RunDir) bestPath() string { return filepath.Join(r.Path, "state", "best.json") }
+
+// SaveBest writes the harness state of the best checkpoint atomically.
+func (r *RunDir) SaveBest(state any) error {
+	if err := atomicfile.WriteJSON(r.bestPath(), state); err != nil {
+		return fmt.Errorf("save best checkpoint state: %w", err)
+	}
+	return nil
+}
+
+// LoadBestState decodes the best checkpoint's harness state into v; false
+// when the run has none.
+func (r *RunDir) LoadBestState(v any) (bool, error) {
+	b, err := os.ReadFile(r.bestPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read best checkpoint: %w", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("best checkpoint %s is corrupt: %w", r.bestPath(), err)
+	}
+	return true, nil
+}
+
 // LoadLatestState decodes the newest harness state into v and returns its
 // step, or -1 when there is none.
 func (r *RunDir) LoadLatestState(v any) (int, error) {

@@ -43,7 +43,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--max-prompt-tokens", type=int, default=-1,
                    help="keep only the last N tokens of longer prompts; 0 = never truncate (a prompt past the context is an error); "
                         "default: 0 for hf, 1024 for tiny (byte tokens)")
-    p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (0 = Adam)")
+    p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay of requests that send weight_decay 0 or none (0 = Adam)")
     p.add_argument("--gradient-checkpointing", action="store_true", help="hf: trade compute for activation memory")
     p.add_argument("--trust-remote-code", action="store_true", help="hf: allow model code from the hub")
     p.add_argument("--limit-prompts", type=int, default=DEFAULT_LIMITS["max_prompts"],

@@ -96,8 +96,10 @@ class Engine:
         self.default_max_tokens = min(default_max_tokens, self.limits.max_tokens or default_max_tokens)
         self.policy_version = 0
         self.params = backend.trainable_parameters()
-        # The learning rate is set per call (the protocol sends it); AdamW with
-        # weight_decay 0 is Adam.
+        # The learning rate and weight decay are set per call (the protocol
+        # sends them; a request's weight_decay 0 means this default). AdamW
+        # with weight_decay 0 is Adam.
+        self.default_weight_decay = weight_decay
         self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, weight_decay=weight_decay)
 
     # ------------------------------------------------------------------ prompts
@@ -307,7 +309,7 @@ class Engine:
         finally:
             self.backend.train(False)
 
-    def _optimizer_step(self, lr: float, max_grad_norm: float, loss: float, what: str) -> float:
+    def _optimizer_step(self, lr: float, max_grad_norm: float, loss: float, what: str, weight_decay: float = 0.0) -> float:
         with_grad = [p for p in self.params if p.grad is not None]
         if with_grad:
             norm = float(torch.nn.utils.clip_grad_norm_(with_grad, max_grad_norm if max_grad_norm > 0 else float("inf")))
@@ -317,11 +319,19 @@ class Engine:
             raise NumericError(f"{what}: non-finite loss {loss} or gradient norm {norm}; nothing was applied")
         for g in self.optimizer.param_groups:
             g["lr"] = lr
+            g["weight_decay"] = weight_decay or self.default_weight_decay
         self.optimizer.step()
         return norm
 
-    def sft_step(self, examples: Sequence[Tuple[List[int], List[int]]], learning_rate: float, epochs: int, max_grad_norm: float) -> Dict:
-        """Masked cross-entropy on completion tokens (+ EOS); `epochs` full-batch Adam steps."""
+    def sft_step(
+        self,
+        examples: Sequence[Tuple[List[int], List[int]]],
+        learning_rate: float,
+        epochs: int,
+        max_grad_norm: float,
+        weight_decay: float = 0.0,
+    ) -> Dict:
+        """Masked cross-entropy on completion tokens (+ EOS); `epochs` full-batch AdamW steps."""
         prompts = [p for p, _ in examples]
         comps = [list(c) + [self.tok.eos_id] for _, c in examples]
         for k, (p, c) in enumerate(zip(prompts, comps)):
@@ -339,7 +349,7 @@ class Engine:
                     part = losses.sft_nll_sum(self._completion_logits(b), b.targets, b.mask) / total
                     part.backward()
                     loss_value += float(part.detach())
-                norm = self._optimizer_step(learning_rate, max_grad_norm, loss_value, f"sft_step epoch {e}")
+                norm = self._optimizer_step(learning_rate, max_grad_norm, loss_value, f"sft_step epoch {e}", weight_decay)
                 epoch_losses.append(loss_value)
             self.policy_version += 1
             return {"loss": sum(epoch_losses) / len(epoch_losses), "tokens": total, "grad_norm": norm}
@@ -413,7 +423,9 @@ class Engine:
                     dual += terms.clip_dual
                     with torch.no_grad():
                         ent += float((losses.entropy(logits.detach(), temperature) * b.mask).sum())
-                g = self._optimizer_step(loss["learning_rate"], loss["max_grad_norm"], loss_value, f"grpo_step iteration {it}")
+                g = self._optimizer_step(
+                    loss["learning_rate"], loss["max_grad_norm"], loss_value, f"grpo_step iteration {it}", loss.get("weight_decay", 0.0)
+                )
                 for k, v in (("loss", loss_value), ("kl", kl_sum / tokens), ("clip_frac_low", low / tokens),
                              ("clip_frac_high", high / tokens), ("clip_frac_dual", dual / tokens), ("grad_norm", g),
                              ("entropy", ent / tokens)):

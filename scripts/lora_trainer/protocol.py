@@ -230,6 +230,13 @@ def _max_grad_norm(d: Dict, path: str) -> float:
     return v
 
 
+def _weight_decay(d: Dict, path: str) -> float:
+    v = number(d, "weight_decay", path)
+    if v < 0:
+        raise invalid(f"{_join(path, 'weight_decay')}: must be >= 0, got {v}")
+    return v
+
+
 def parse_sft(body: Dict, limits) -> Dict:
     examples = lst(body, "examples", "", required=True)
     if not examples:
@@ -247,6 +254,7 @@ def parse_sft(body: Dict, limits) -> Dict:
         "learning_rate": _learning_rate(body, ""),
         "epochs": integer(body, "epochs", "", 0, minimum=0) or 1,
         "max_grad_norm": _max_grad_norm(body, ""),
+        "weight_decay": _weight_decay(body, ""),
     }
 
 
@@ -283,6 +291,7 @@ def parse_loss(v: Any) -> Dict:
         "mu": integer(d, "mu", "loss", 0, minimum=0) or 1,
         "learning_rate": _learning_rate(d, "loss"),
         "max_grad_norm": _max_grad_norm(d, "loss"),
+        "weight_decay": _weight_decay(d, "loss"),
         "max_length": integer(d, "max_length", "loss", 0, minimum=0),
         "temperature": temperature,
     }

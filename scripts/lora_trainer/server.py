@@ -291,7 +291,7 @@ class TrainerService:
             "loss_types": list(protocol.LOSS_TYPES),
             "kl_estimators": list(protocol.KL_ESTIMATORS),
             "capabilities": {"top_p": True, "stop": True, "entropy": True, "logprobs": True, "auth": bool(self.token),
-                             "delete": True, "dual_clip": True},
+                             "delete": True, "dual_clip": True, "weight_decay": True},
             "limits": e.limits.as_dict(),
             "token_kind": "tokenizer",
         }
@@ -315,7 +315,7 @@ class TrainerService:
             (self.engine.encode_prompt(ex["prompt"], f"examples[{k}].prompt"), self.engine.tok.encode(ex["completion"]))
             for k, ex in enumerate(r["examples"])
         ]
-        out = self.engine.sft_step(examples, r["learning_rate"], r["epochs"], r["max_grad_norm"])
+        out = self.engine.sft_step(examples, r["learning_rate"], r["epochs"], r["max_grad_norm"], r["weight_decay"])
         out["policy_version"] = self.engine.policy_version
         return out
 

@@ -311,3 +311,46 @@ def test_max_prompt_tokens_keeps_the_end_of_long_prompts():
     e.max_prompt_tokens = 5
     assert e.encode_prompt({"text": "0123456789", "messages": []}, "p") == [ord(c) for c in "56789"]
     assert e.encode_prompt({"text": "abc", "messages": []}, "p") == [BOS_ID] + [ord(c) for c in "abc"]
+
+
+def _zero_advantage_step(e, batch, weight_decay):
+    """From the engine's state: one grpo_step with advantage 0 (zero gradient,
+    but Adam's momentum from earlier steps still moves the weights)."""
+    zero = [dict(s, advantage=0.0) for s in batch]
+    e.grpo_step(zero, dict(LOSS, weight_decay=weight_decay))
+    return [p.detach().clone() for p in e.params]
+
+
+def test_weight_decay_is_decoupled_adamw(tmp_path):
+    # AdamW: p <- p - lr*wd*p, then the Adam step, which does not see wd.
+    # From one saved state, the runs with and without decay differ by
+    # exactly -lr*wd*p_before (float32 rounding aside).
+    e = tiny_engine()
+    batch = on_policy_batch(e)
+    e.grpo_step(batch, LOSS)  # LoRA B != 0 and momentum != 0
+    e.save_to(str(tmp_path / "ck"))
+    before = [p.detach().clone() for p in e.params]
+    plain = _zero_advantage_step(e, batch, 0.0)
+    e.load_from(str(tmp_path / "ck"))
+    lr, wd = LOSS["learning_rate"], 0.3
+    decayed = _zero_advantage_step(e, batch, wd)
+    moved = 0
+    for p0, a, b in zip(before, plain, decayed):
+        assert torch.allclose(b - a, -lr * wd * p0, atol=1e-7, rtol=1e-5)
+        moved += int((p0 != 0).sum())
+    assert moved > 0
+
+
+def test_weight_decay_zero_in_the_request_means_the_server_default(tmp_path):
+    runs = []
+    for engine_wd, request_wd in ((0.3, 0.0), (0.0, 0.3)):
+        e = tiny_engine(weight_decay=engine_wd)
+        batch = on_policy_batch(e)
+        e.grpo_step(batch, dict(LOSS, weight_decay=request_wd))
+        runs.append(_zero_advantage_step(e, batch, request_wd))
+    assert all(torch.equal(a, b) for a, b in zip(*runs))
+    e = tiny_engine()
+    batch = on_policy_batch(e)
+    e.grpo_step(batch, LOSS)
+    without = _zero_advantage_step(e, batch, 0.0)
+    assert not all(torch.equal(a, b) for a, b in zip(runs[0], without))

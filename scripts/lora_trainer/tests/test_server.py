@@ -43,7 +43,7 @@ def test_info(tmp_path):
     assert info["loss_types"] == ["grpo", "bnpo", "dapo", "dr_grpo"]
     assert info["adapter"]["type"] == "lora" and info["adapter"]["rank"] == 4
     assert info["capabilities"] == {"top_p": True, "stop": True, "entropy": True, "logprobs": True, "auth": False, "delete": True,
-                                    "dual_clip": True}
+                                    "dual_clip": True, "weight_decay": True}
     assert info["kl_estimators"] == ["k3", "low_var_kl"]
     assert info["limits"] == {"max_prompts": 4, "max_n": 128, "max_tokens": 1024, "max_batch": 8192}
     assert info["policy_version"] == 0
@@ -89,6 +89,8 @@ def test_routing_errors(tmp_path):
          "loss.clip_ratio_c: must be > 1"),
         ("/v1/grpo_step", dict(grpo_body("x"), loss={"type": "grpo", "learning_rate": 1, "kl_estimator": "k2"}), "invalid_argument",
          "loss.kl_estimator: must be k3 or low_var_kl"),
+        ("/v1/grpo_step", dict(grpo_body("x"), loss={"type": "grpo", "learning_rate": 0.1, "weight_decay": -1}), "invalid_argument",
+         "loss.weight_decay: must be >= 0"),
         ("/v1/grpo_step", dict(grpo_body("x"), samples=[{"prompt": PROMPT, "token_ids": [999], "old_logprobs": [0]}]),
          "invalid_argument", "samples[0].token_ids[0]: 999 is not a token id in [0, 259)"),
         ("/v1/grpo_step", {k: v for k, v in grpo_body("x").items() if k != "step_id"}, "invalid_argument", "step_id: is required"),
