@@ -174,7 +174,7 @@ func testConfig() Config {
 
 func startMetrics(t *testing.T, tr *Loop) {
 	t.Helper()
-	m, err := openMetrics(tr.deps.Run.File("metrics.jsonl"), -1, false)
+	m, err := openMetrics(tr.deps.Run.File("metrics.jsonl"), -1, false, tr.log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,6 +277,7 @@ func TestResumeComparesPolicyVersions(t *testing.T) {
 	if err := newTestLoop(t, testConfig(), pol, run).Run(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
+	run.Close()
 	if pol.version != 2 || len(pol.loads) != 0 {
 		t.Fatalf("version %d loads %v after 2 steps", pol.version, pol.loads)
 	}
@@ -288,6 +289,7 @@ func TestResumeComparesPolicyVersions(t *testing.T) {
 	if err := newTestLoop(t, cfg, pol, run).Run(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
+	run.Close()
 	if len(pol.loads) != 0 || pol.version != 3 {
 		t.Fatalf("equal versions must not load: loads %v version %d", pol.loads, pol.version)
 	}

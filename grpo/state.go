@@ -4,10 +4,13 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
+	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -27,36 +30,61 @@ type State struct {
 	SavedAt           time.Time `json:"saved_at"`
 }
 
-// restore starts a fresh state, or on resume loads the newest checkpoint and
-// brings the trainer to exactly the policy version it recorded.
+// restore starts a fresh state, or on resume loads the newest valid
+// checkpoint and brings the trainer to exactly the policy version it
+// recorded. A checkpoint that fails its checksums or field checks, or whose
+// trainer checkpoint the trainer refuses, is skipped with a warning for the
+// one before it; the run continues from the newest usable one.
 func (l *Loop) restore(ctx context.Context, resume bool) error {
-	var st State
-	step := -1
-	if resume {
-		var err error
-		if step, err = l.deps.Run.LoadLatestState(&st); err != nil {
-			return fmt.Errorf("resume: %w", err)
-		}
-	}
-	if step < 0 {
-		if resume {
-			l.log.Warn("resume: no checkpoint yet, starting from the beginning")
-		}
-		id := make([]byte, 6)
-		_, _ = crand.Read(id)
-		l.state = State{RunID: hex.EncodeToString(id)}
-		if resume {
-			l.state.Generation = 1 // step ids must not collide with the lost first attempt
-		}
+	if !resume {
+		l.state = State{RunID: newRunID()}
 		return nil
 	}
-	st.Generation++
-	l.state = st
+	before := math.MaxInt
+	for {
+		st, step, err := rundir.LoadState(l.deps.Run, before, validState)
+		if err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+		if step < 0 && before != math.MaxInt {
+			return fmt.Errorf("resume: the trainer refused the checkpoint of every saved state (see the warnings above)")
+		}
+		if step < 0 {
+			l.log.Warn("resume: no checkpoint yet, starting from the beginning")
+			// Step ids must not collide with the lost attempts.
+			l.state = State{RunID: newRunID(), Generation: max(1, l.deps.Run.Generation())}
+			return nil
+		}
+		if st.Cursor >= len(l.deps.Train) && len(l.deps.Train) > 0 {
+			return fmt.Errorf("resume: checkpoint of step %d: cursor %d is beyond the %d training turns: the training data changed",
+				step, st.Cursor, len(l.deps.Train))
+		}
+		// The run directory counts every resume, so a process that died
+		// before saving a checkpoint never shares step ids with this one.
+		st.Generation = max(st.Generation+1, l.deps.Run.Generation())
+		l.state = st
+		err = l.alignTrainer(ctx)
+		var te *trainer.Error
+		if errors.As(err, &te) && checkpointRefused(te) {
+			l.log.Warn("resume: the trainer refused the checkpoint, trying the one before it",
+				"step", step, "trainer_checkpoint", st.TrainerCheckpoint, "error", err)
+			before = step
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return l.deps.Run.Adopt(step)
+	}
+}
 
-	// Compare the trainer's policy version with our record. Equal: nothing
-	// was applied after the checkpoint, continue as is. Different (updates
-	// applied after the checkpoint, or a trainer that restarted): load the
-	// trainer checkpoint, so no update is lost or applied twice.
+// alignTrainer compares the trainer's policy version with our record.
+// Equal: nothing was applied after the checkpoint, continue as is.
+// Different (updates applied after the checkpoint, or a trainer that
+// restarted): load the trainer checkpoint, so no update is lost or applied
+// twice.
+func (l *Loop) alignTrainer(ctx context.Context) error {
+	st := l.state
 	info, err := l.deps.Policy.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("resume: trainer info: %w", err)
@@ -75,6 +103,46 @@ func (l *Loop) restore(ctx context.Context, resume bool) error {
 	l.log.Info("resumed", "step", st.Step, "policy_version", st.PolicyVersion,
 		"trainer_version_before", info.PolicyVersion, "generation", st.Generation)
 	return nil
+}
+
+// checkpointRefused tells a trainer that refuses one checkpoint (missing,
+// damaged, failing its checksum) from one that cannot serve at all now.
+func checkpointRefused(e *trainer.Error) bool {
+	switch e.Code {
+	case trainer.CodeUnauthorized, trainer.CodeUnavailable, trainer.CodeOOM, trainer.CodeConflict:
+		return false
+	}
+	return !e.Retryable
+}
+
+// validState checks a decoded checkpoint's fields (beyond its checksum: a
+// state himes wrote always passes).
+func validState(step int, st *State) error {
+	switch {
+	case st.Step != step:
+		return fmt.Errorf("field step is %d, the file name says %d", st.Step, step)
+	case st.RunID == "":
+		return fmt.Errorf("field run_id is empty")
+	case st.Generation < 0:
+		return fmt.Errorf("field generation is %d, want ≥ 0", st.Generation)
+	case st.PolicyVersion < 0:
+		return fmt.Errorf("field policy_version is %d, want ≥ 0", st.PolicyVersion)
+	case st.Epoch < 0 || st.Cursor < 0:
+		return fmt.Errorf("fields epoch, cursor are %d, %d, want ≥ 0", st.Epoch, st.Cursor)
+	case !st.SFTDone:
+		return fmt.Errorf("field sft_done is false: every checkpoint follows the SFT phase")
+	case st.TrainerCheckpoint == "":
+		return fmt.Errorf("field trainer_checkpoint is empty")
+	case st.SavedAt.IsZero():
+		return fmt.Errorf("field saved_at is missing")
+	}
+	return nil
+}
+
+func newRunID() string {
+	id := make([]byte, 6)
+	_, _ = crand.Read(id)
+	return hex.EncodeToString(id)
 }
 
 // checkpoint asks the trainer to save the policy and optimizer, then saves
@@ -168,4 +236,15 @@ func deriveSeed(seed int64, parts ...int64) int64 {
 		x ^= x >> 31
 	}
 	return int64(x & (1<<63 - 1))
+}
+
+// Resumable reports whether the run saved a checkpoint that holds trained
+// work (an SFT phase or a GRPO step), i.e. whether --resume would skip
+// anything. A new run that failed without one can be removed.
+func (l *Loop) Resumable() bool {
+	steps, err := l.deps.Run.StateSteps()
+	if err != nil || len(steps) == 0 {
+		return false
+	}
+	return steps[len(steps)-1] > 0 || l.state.PolicyVersion > 0
 }
