@@ -3,6 +3,7 @@ package rundir
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,7 +21,10 @@ func acquireLock(dir string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock run directory: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); errors.Is(err, syscall.ENOLCK) || errors.Is(err, syscall.EOPNOTSUPP) {
+		// Some network file systems have no flock: run, but say so.
+		slog.Warn("the file system does not support locks: nothing stops a second process from using this run directory", "run", dir, "error", err)
+	} else if err != nil {
 		f.Close()
 		return nil, lockError(dir, path, err)
 	}
@@ -47,7 +51,11 @@ func probeLock(dir string) error {
 		return fmt.Errorf("lock run directory: %w", err)
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.ENOLCK) || errors.Is(err, syscall.EOPNOTSUPP) {
+		return nil // acquireLock warns
+	}
+	if err != nil {
 		return lockError(dir, path, err)
 	}
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
