@@ -142,7 +142,7 @@ func benchLoop(b *testing.B, latency time.Duration, slots, prompts, group int, w
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := openMetrics(run.File("metrics.jsonl"), -1, false)
+	m, err := openMetrics(run.File("metrics.jsonl"), -1, false, tr.log)
 	if err != nil {
 		b.Fatal(err)
 	}

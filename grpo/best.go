@@ -2,6 +2,7 @@ package grpo
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -129,10 +130,11 @@ func LoadCheckpointState(run *rundir.RunDir, which string) (State, error) {
 	var st State
 	switch which {
 	case "latest":
-		step, err := run.LoadLatestState(&st)
+		latest, step, err := rundir.LoadState(run, math.MaxInt, validState)
 		if err != nil {
 			return st, err
 		}
+		st = latest
 		if step < 0 {
 			return st, fmt.Errorf("run %s has no checkpoint", run.Path)
 		}

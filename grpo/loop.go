@@ -181,7 +181,7 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 	if l.state.TrainerCheckpoint == "" {
 		covered = -1 // no checkpoint: nothing in an earlier log is covered
 	}
-	if l.metrics, err = openMetrics(l.deps.Run.File("metrics.jsonl"), covered, l.state.EvalDone); err != nil {
+	if l.metrics, err = openMetrics(l.deps.Run.File("metrics.jsonl"), covered, l.state.EvalDone, l.log); err != nil {
 		return err
 	}
 	defer l.metrics.Close()

@@ -178,7 +178,7 @@ func testConfig() Config {
 
 func startMetrics(t *testing.T, tr *Loop) {
 	t.Helper()
-	m, err := openMetrics(tr.deps.Run.File("metrics.jsonl"), -1, false)
+	m, err := openMetrics(tr.deps.Run.File("metrics.jsonl"), -1, false, tr.log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,11 +309,12 @@ func TestResumeAlwaysLoadsItsCheckpoint(t *testing.T) {
 	if err := newTestLoop(t, testConfig(), pol, run).Run(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
+	run.Close()
 	if pol.version != 2 || len(pol.loads) != 0 {
 		t.Fatalf("version %d loads %v after 2 steps", pol.version, pol.loads)
 	}
-	var st State
-	if _, err := run.LoadLatestState(&st); err != nil || len(st.RunID) != 12 {
+	st, _, err := rundir.LoadState(run, math.MaxInt, validState)
+	if err != nil || len(st.RunID) != 12 {
 		t.Fatalf("state %+v %v", st, err)
 	}
 	ckpt := func(step int) string { return fmt.Sprintf("run-%s-step-%06d", st.RunID, step) }
@@ -328,6 +329,7 @@ func TestResumeAlwaysLoadsItsCheckpoint(t *testing.T) {
 	if err := newTestLoop(t, cfg, pol, run).Run(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
+	run.Close()
 	if fmt.Sprint(pol.loads) != fmt.Sprint([]string{ckpt(2)}) || pol.version != 3 {
 		t.Fatalf("loads %v version %d, want %s loaded and one more update", pol.loads, pol.version, ckpt(2))
 	}
@@ -421,8 +423,8 @@ func TestRetentionDeletesTrainerCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Checkpoints after steps 0..4; the last two are kept, on both sides.
-	var st State
-	if _, err := run.LoadLatestState(&st); err != nil {
+	st, _, err := rundir.LoadState(run, math.MaxInt, validState)
+	if err != nil {
 		t.Fatal(err)
 	}
 	name := func(step int) string { return fmt.Sprintf("run-%s-step-%06d", st.RunID, step) }

@@ -1,11 +1,11 @@
 package grpo
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/himes-rl/himes/internal/atomicfile"
@@ -20,25 +20,33 @@ type metricsLog struct {
 // openMetrics opens metrics.jsonl for appending. On resume it first keeps
 // only the lines the checkpoint covers (steps ≤ step; the evaluation at step
 // only if it was done), so a resumed run's log equals an uninterrupted one.
-func openMetrics(path string, step int, evalDone bool) (*metricsLog, error) {
+// Only a torn last line (a crash mid-write) is cut, with a warning; any other
+// line that does not parse is an error naming the file and line.
+func openMetrics(path string, step int, evalDone bool, log *slog.Logger) (*metricsLog, error) {
 	if b, err := os.ReadFile(path); err == nil {
 		var kept bytes.Buffer
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		sc.Buffer(make([]byte, 1<<20), 1<<26)
-		for sc.Scan() {
+		lines := bytes.SplitAfter(b, []byte("\n"))
+		if len(lines[len(lines)-1]) == 0 {
+			lines = lines[:len(lines)-1]
+		}
+		for i, line := range lines {
 			var head struct {
 				Kind  string `json:"kind"`
 				Step  int    `json:"step"`
 				Phase string `json:"phase"`
 			}
-			if json.Unmarshal(sc.Bytes(), &head) != nil {
-				continue // a line cut short by a crash
+			if err := json.Unmarshal(line, &head); err != nil {
+				if i == len(lines)-1 {
+					log.Warn("metrics log: cutting a torn last line", "file", path, "line", i+1, "bytes", len(line))
+					continue
+				}
+				return nil, fmt.Errorf("%s:%d: not a metrics record (only a torn last line may be cut): %w", path, i+1, err)
 			}
 			// The "init" evaluation precedes the SFT phase, which the step-0
 			// checkpoint already covers.
 			keep := head.Step < step || (head.Step == step && (head.Kind != "eval" || evalDone || head.Phase == "init"))
 			if keep {
-				kept.Write(sc.Bytes())
+				kept.Write(bytes.TrimSuffix(line, []byte("\n")))
 				kept.WriteByte('\n')
 			}
 		}

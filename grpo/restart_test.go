@@ -260,6 +260,7 @@ func TestResumeRefusesAnotherRunsCheckpoint(t *testing.T) {
 	if err := newTestLoop(t, testConfig(), pol, run).Run(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
+	run.Close()
 	for name := range pol.savedRun {
 		pol.savedRun[name] = "0123456789ab" // overwritten by another run
 	}

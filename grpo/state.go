@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
 
+	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -35,19 +37,14 @@ type State struct {
 	Best *BestCheckpoint `json:"best,omitempty"`
 }
 
-// restore starts a fresh state, or on resume loads the newest checkpoint and
-// brings the trainer to exactly the policy it recorded. The trainer's own
-// state is never trusted: a run starts only from a fresh policy (version 0)
-// or from its own checkpoint, loaded and verified.
+// restore starts a fresh state, or on resume loads the newest valid
+// checkpoint and brings the trainer to exactly the policy it recorded. The
+// trainer's own state is never trusted: a run starts only from a fresh
+// policy (version 0) or from its own checkpoint, loaded and verified. A
+// checkpoint that fails its checksums or field checks, or whose trainer
+// checkpoint the trainer refuses, is skipped with a warning for the one
+// before it; the run continues from the newest usable one.
 func (l *Loop) restore(ctx context.Context, resume bool) error {
-	var st State
-	step := -1
-	if resume {
-		var err error
-		if step, err = l.deps.Run.LoadLatestState(&st); err != nil {
-			return fmt.Errorf("resume: %w", err)
-		}
-	}
 	info, err := l.deps.Policy.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("trainer info: %w", err)
@@ -55,37 +52,72 @@ func (l *Loop) restore(ctx context.Context, resume bool) error {
 	if err := l.checkLimits(info.Limits); err != nil {
 		return err
 	}
-	if step < 0 {
-		// A trained policy here belongs to another run, or to this run's
-		// first attempt killed before its first checkpoint (during SFT):
-		// training on it would silently start from the wrong policy.
-		if info.PolicyVersion != 0 {
-			what := "a fresh run"
-			if resume {
-				what = "resume: the run has no checkpoint yet, so it starts over, and"
-			}
-			return fmt.Errorf("%s needs a fresh policy (policy_version 0), but the trainer's policy is at version %d: "+
-				"it was trained by another run or by this run's interrupted first attempt; restart the trainer (or point "+
-				"trainer.endpoint at a fresh one) and run again", what, info.PolicyVersion)
-		}
-		if resume {
-			l.log.Warn("resume: no checkpoint yet, starting from the beginning")
-		}
-		id := make([]byte, 6)
-		_, _ = crand.Read(id)
-		l.state = State{RunID: hex.EncodeToString(id)}
-		if resume {
-			l.state.Generation = 1 // step ids must not collide with the lost first attempt
-		}
-		return nil
+	if !resume {
+		return l.freshState(info, false, 0)
 	}
-	st.Generation++
-	l.state = st
+	before := math.MaxInt
+	var refused error // the trainer's last refusal
+	for {
+		st, step, err := rundir.LoadState(l.deps.Run, before, validState)
+		if err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+		if step < 0 && before != math.MaxInt {
+			return fmt.Errorf("the trainer refused the checkpoint of every saved state (the oldest: %w)", refused)
+		}
+		if step < 0 {
+			l.log.Warn("resume: no checkpoint yet, starting from the beginning")
+			// Step ids must not collide with the lost attempts.
+			return l.freshState(info, true, max(1, l.deps.Run.Generation()))
+		}
+		if st.Cursor >= len(l.deps.Train) && len(l.deps.Train) > 0 {
+			return fmt.Errorf("resume: checkpoint of step %d: cursor %d is beyond the %d training turns: the training data changed",
+				step, st.Cursor, len(l.deps.Train))
+		}
+		// The run directory counts every resume, so a process that died
+		// before saving a checkpoint never shares step ids with this one.
+		st.Generation = max(st.Generation+1, l.deps.Run.Generation())
+		l.state = st
+		err = l.loadTrainerCheckpoint(ctx, info)
+		var te *trainer.Error
+		if errors.As(err, &te) && checkpointRefused(te) {
+			l.log.Warn("resume: the trainer refused the checkpoint, trying the one before it",
+				"step", step, "trainer_checkpoint", st.TrainerCheckpoint, "error", err)
+			before, refused = step, err
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return l.deps.Run.Adopt(step)
+	}
+}
 
-	// Always load the checkpoint, even when the trainer reports the recorded
-	// version: an equal version does not make it this run's policy (another
-	// run may share the trainer), and updates applied after the checkpoint
-	// must be rolled back so none is lost or applied twice.
+// freshState starts the run from scratch. A trained policy on the trainer
+// belongs to another run, or to this run's first attempt killed before its
+// first checkpoint (during SFT): training on it would silently start from
+// the wrong policy.
+func (l *Loop) freshState(info trainer.Info, resume bool, generation int) error {
+	if info.PolicyVersion != 0 {
+		what := "a fresh run"
+		if resume {
+			what = "resume: the run has no checkpoint yet, so it starts over, and"
+		}
+		return fmt.Errorf("%s needs a fresh policy (policy_version 0), but the trainer's policy is at version %d: "+
+			"it was trained by another run or by this run's interrupted first attempt; restart the trainer (or point "+
+			"trainer.endpoint at a fresh one) and run again", what, info.PolicyVersion)
+	}
+	l.state = State{RunID: newRunID(), Generation: generation}
+	return nil
+}
+
+// loadTrainerCheckpoint loads the checkpoint the state names into the
+// trainer, always, even when the trainer reports the recorded version: an
+// equal version does not make it this run's policy (another run may share
+// the trainer), and updates applied after the checkpoint must be rolled back
+// so none is lost or applied twice.
+func (l *Loop) loadTrainerCheckpoint(ctx context.Context, info trainer.Info) error {
+	st := l.state
 	resp, err := l.deps.Policy.Load(ctx, trainer.LoadRequest{
 		StepID: l.stepID("load-" + st.TrainerCheckpoint), Name: st.TrainerCheckpoint, ExpectedRunID: st.RunID})
 	if err != nil {
@@ -107,6 +139,47 @@ func (l *Loop) restore(ctx context.Context, resume bool) error {
 	l.log.Info("resumed", "step", st.Step, "policy_version", st.PolicyVersion,
 		"trainer_version_before", info.PolicyVersion, "generation", st.Generation)
 	return nil
+}
+
+// checkpointRefused tells a trainer that refuses one checkpoint (missing,
+// damaged, failing its checksum, another run's) from one that cannot serve
+// at all now.
+func checkpointRefused(e *trainer.Error) bool {
+	switch e.Code {
+	case trainer.CodeUnauthorized, trainer.CodeUnavailable, trainer.CodeOOM, trainer.CodeConflict:
+		return false
+	}
+	return !e.Retryable
+}
+
+// validState checks a decoded checkpoint's fields (beyond its checksum: a
+// state himes wrote always passes).
+func validState(step int, st *State) error {
+	switch {
+	case st.Step != step:
+		return fmt.Errorf("field step is %d, the file name says %d", st.Step, step)
+	case st.RunID == "":
+		return fmt.Errorf("field run_id is empty")
+	case st.Generation < 0:
+		return fmt.Errorf("field generation is %d, want ≥ 0", st.Generation)
+	case st.PolicyVersion < 0:
+		return fmt.Errorf("field policy_version is %d, want ≥ 0", st.PolicyVersion)
+	case st.Epoch < 0 || st.Cursor < 0:
+		return fmt.Errorf("fields epoch, cursor are %d, %d, want ≥ 0", st.Epoch, st.Cursor)
+	case !st.SFTDone:
+		return fmt.Errorf("field sft_done is false: every checkpoint follows the SFT phase")
+	case st.TrainerCheckpoint == "":
+		return fmt.Errorf("field trainer_checkpoint is empty")
+	case st.SavedAt.IsZero():
+		return fmt.Errorf("field saved_at is missing")
+	}
+	return nil
+}
+
+func newRunID() string {
+	id := make([]byte, 6)
+	_, _ = crand.Read(id)
+	return hex.EncodeToString(id)
 }
 
 // checkLimits refuses a config whose requests the trainer would refuse
@@ -292,4 +365,15 @@ func deriveSeed(seed int64, parts ...int64) int64 {
 		x ^= x >> 31
 	}
 	return int64(x & (1<<63 - 1))
+}
+
+// Resumable reports whether the run saved a checkpoint that holds trained
+// work (an SFT phase or a GRPO step), i.e. whether --resume would skip
+// anything. A new run that failed without one can be removed.
+func (l *Loop) Resumable() bool {
+	steps, err := l.deps.Run.StateSteps()
+	if err != nil || len(steps) == 0 {
+		return false
+	}
+	return steps[len(steps)-1] > 0 || l.state.PolicyVersion > 0
 }

@@ -4,21 +4,19 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
-	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/grpo"
-	"github.com/himes-rl/himes/internal/atomicfile"
-	"github.com/himes-rl/himes/internal/buildinfo"
 	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/internal/tbevent"
 )
 
 func newTrainCmd() *cobra.Command {
 	var (
-		cf                configFlags
-		resume, overwrite bool
+		cf                             configFlags
+		resume, overwrite, allowChange bool
 	)
 	cmd := &cobra.Command{
 		Use:   "train",
@@ -29,11 +27,16 @@ retrieval and the frozen responder, score with HSER, send group-normalized
 advantages to the trainer). Outputs go to <run.output_dir>/<run.name>/:
 config.yaml, version.json, status.json, metrics.jsonl, ledger/step-*.parquet,
 samples/step-*.parquet (each evaluation's sample rewrites), tb/ (TensorBoard
-events, run.tensorboard), state/ and trainer/ checkpoints.`,
+events, run.tensorboard), state/ and trainer/ checkpoints. One process at a
+time uses a run directory (it holds a lock on it); --resume refuses a changed
+config unless --allow-config-change.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if resume && overwrite {
 				return fmt.Errorf("--resume and --overwrite exclude each other")
+			}
+			if allowChange && !resume {
+				return fmt.Errorf("--allow-config-change goes with --resume")
 			}
 			cfg, err := cf.load()
 			if err != nil {
@@ -46,15 +49,21 @@ events, run.tensorboard), state/ and trainer/ checkpoints.`,
 			case overwrite:
 				mode = rundir.Overwrite
 			}
-			run, err := rundir.Open(cfg.Run.OutputDir, cfg.Run.Name, mode)
-			if err != nil {
+			// Refuse a wrong mode or a run in use at once, and load the data
+			// and check the services before the run directory is touched: a
+			// run that cannot start leaves nothing behind (and --overwrite
+			// deletes nothing).
+			base, name := cfg.Run.OutputDir, cfg.Run.Name
+			if err := rundir.Check(base, name, mode); err != nil {
 				return err
 			}
-			if err := snapshotRun(run, cfg); err != nil {
-				return err
+			if resume {
+				if err := checkConfigChange(filepath.Join(base, name), cfg, allowChange); err != nil {
+					return err
+				}
 			}
 			ctx := cmd.Context()
-			comp, err := buildComponents(ctx, cfg, buildOptions{trainerDir: run.File("trainer")})
+			comp, err := buildComponents(ctx, cfg, buildOptions{trainerDir: filepath.Join(base, name, "trainer")})
 			if err != nil {
 				return err
 			}
@@ -63,11 +72,31 @@ events, run.tensorboard), state/ and trainer/ checkpoints.`,
 			if err != nil {
 				return err
 			}
+			run, err := rundir.Open(base, name, mode)
+			if err != nil {
+				return err
+			}
+			defer run.Close()
+			var tr *grpo.Loop
+			defer func() {
+				// A new run that failed before saving any trained work is
+				// removed, so that running it again needs no flag.
+				if err != nil && run.Created() && (tr == nil || !tr.Resumable()) {
+					if derr := run.Discard(); derr != nil {
+						slog.Warn("could not remove the partial run directory", "run", run.Path, "error", derr)
+					} else {
+						slog.Info("removed the partial run directory of the failed run", "run", run.Path)
+					}
+				}
+			}()
+			if err := snapshotRun(run, cfg); err != nil {
+				return err
+			}
 			var tracker grpo.Tracker
 			if cfg.Run.TensorBoard {
 				tracker = tbTracker{tbevent.NewRun(run.File("tb"))}
 			}
-			tr, err := grpo.NewLoop(cfg.GRPO, grpo.Deps{
+			tr, err = grpo.NewLoop(cfg.GRPO, grpo.Deps{
 				Policy: comp.Policy, Runner: comp.Runner, Renderer: comp.Renderer, Ranker: comp.rankPassages,
 				Train: comp.Train, Eval: comp.Eval, SFT: comp.SFT, Reward: cfg.Reward.Weights,
 				Run: run, Seed: cfg.Run.Seed, Logger: slog.Default(),
@@ -88,22 +117,6 @@ events, run.tensorboard), state/ and trainer/ checkpoints.`,
 	cf.register(cmd, true)
 	cmd.Flags().BoolVar(&resume, "resume", false, "continue the run in its existing directory from its newest checkpoint")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "delete an existing run directory of the same name first")
+	cmd.Flags().BoolVar(&allowChange, "allow-config-change", false, "with --resume: continue even though the config differs from the run's")
 	return cmd
-}
-
-// snapshotRun records what produced the run: the resolved config and the
-// binary's version. On resume the originals are kept beside the new ones.
-func snapshotRun(run *rundir.RunDir, cfg configs.Config) error {
-	out, err := cfg.YAML()
-	if err != nil {
-		return fmt.Errorf("render config: %w", err)
-	}
-	name := "config.yaml"
-	if _, err := os.Stat(run.File(name)); err == nil {
-		name = "config.resumed.yaml"
-	}
-	if err := atomicfile.WriteFile(run.File(name), out, 0o644); err != nil {
-		return err
-	}
-	return atomicfile.WriteJSON(run.File("version.json"), buildinfo.Current())
 }

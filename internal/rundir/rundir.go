@@ -1,18 +1,19 @@
 // Package rundir owns a run's output directory: its creation rules (never two
-// runs in one directory by accident), the file layout, and the saved harness
-// state with retention of the last K checkpoints.
+// runs in one directory by accident, never a directory himes did not make),
+// an exclusive lock held while a process uses it, the file layout, and the
+// saved harness state with checksums and retention of the last K checkpoints.
 package rundir
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/himes-rl/himes/internal/atomicfile"
+	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
+	"time"
+
+	"github.com/himes-rl/himes/internal/atomicfile"
 )
 
 // Mode says what to do when the run directory already exists.
@@ -23,44 +24,258 @@ const (
 	New Mode = iota
 	// Resume requires the run directory to exist.
 	Resume
-	// Overwrite deletes an existing run directory first.
+	// Overwrite deletes an existing run directory's contents first.
 	Overwrite
 )
 
-// RunDir is a run's output directory: config snapshot, version, metrics,
-// ledger, and harness checkpoints.
-type RunDir struct {
-	Path string
+const (
+	// markerName is the file himes writes into every run directory it
+	// creates: --overwrite deletes only directories that carry it.
+	markerName = ".himes-run"
+	// lockName is the file a process holds an exclusive flock on while it
+	// uses the run directory; it holds that process's pid.
+	lockName = ".himes-lock"
+	// markerFormat identifies marker files.
+	markerFormat = "himes-run/1"
+)
+
+// subdirs are the run directory's own subdirectories. None may be a
+// symbolic link: retention deletes files in state/ and trainer/, and must
+// never reach into another directory through a link.
+var subdirs = []string{"ledger", "state", "trainer"}
+
+// marker is the content of the run marker.
+type marker struct {
+	Format    string    `json:"format"`
+	CreatedAt time.Time `json:"created_at"`
+	// Resumes counts the processes that reopened the run with --resume; a
+	// resumed process's step ids carry it, so no two processes share them.
+	Resumes int `json:"resumes"`
 }
 
-// Open creates or reopens base/name according to mode.
-func Open(base, name string, mode Mode) (*RunDir, error) {
+// RunDir is a run's output directory: config snapshot, version, metrics,
+// ledger, and harness checkpoints. It holds the directory's lock until Close.
+type RunDir struct {
+	Path string
+
+	mode    Mode
+	madeDir bool // Open created the directory itself
+	resumes int
+	lock    *os.File
+	// ledgers are the sha256 of the ledger files the next saved state
+	// covers, by step: loaded from the adopted state, extended as steps run.
+	ledgers map[int]string
+}
+
+// Check reports, without changing anything, whether Open would refuse
+// base/name in mode: run it before expensive setup, so a mistake (a missing
+// --resume, a directory that is not a run, a run in use) is reported at once.
+func Check(base, name string, mode Mode) error {
 	path := filepath.Join(base, name)
+	if _, err := inspect(path, mode); err != nil {
+		return err
+	}
+	return probeLock(path)
+}
+
+// dirState is what inspect found in a run directory.
+type dirState struct {
+	exists  bool // the directory exists
+	content bool // it holds something besides the marker and the lock
+	marked  bool // it carries the run marker (or is a run of an older himes)
+}
+
+// inspect applies the mode's rules to what path holds.
+func inspect(path string, mode Mode) (dirState, error) {
+	var st dirState
 	entries, err := os.ReadDir(path)
-	exists := err == nil && len(entries) > 0
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("run directory %s: %w", path, err)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return st, fmt.Errorf("run directory %s: %w", path, err)
+	default:
+		st.exists = true
+	}
+	names := map[string]bool{}
+	for _, e := range entries {
+		names[e.Name()] = true
+		switch e.Name() {
+		case markerName:
+			st.marked = true
+		case lockName:
+		default:
+			st.content = true
+		}
+	}
+	if !st.marked && names["config.yaml"] && names["version.json"] && names["state"] {
+		st.marked = true // made by a himes from before run markers
 	}
 	switch mode {
 	case New:
-		if exists {
-			return nil, fmt.Errorf("run directory %s already exists: pass --resume to continue it or --overwrite to replace it", path)
+		if st.content && st.marked {
+			return st, fmt.Errorf("run directory %s already exists: pass --resume to continue it or --overwrite to replace it", path)
+		}
+		if st.content {
+			return st, fmt.Errorf("run directory %s exists and is not a himes run directory: choose another run.name or run.output_dir", path)
 		}
 	case Resume:
-		if !exists {
-			return nil, fmt.Errorf("--resume: run directory %s does not exist", path)
+		if !st.content {
+			return st, fmt.Errorf("--resume: run directory %s does not exist", path)
+		}
+		if !st.marked {
+			return st, fmt.Errorf("--resume: %s is not a himes run directory (no %s marker)", path, markerName)
 		}
 	case Overwrite:
-		if err := os.RemoveAll(path); err != nil {
-			return nil, fmt.Errorf("--overwrite: remove %s: %w", path, err)
+		if st.content && !st.marked {
+			return st, fmt.Errorf("--overwrite: %s is not a himes run directory (no %s marker), so it is not deleted: remove it yourself or choose another run.name", path, markerName)
 		}
 	}
-	for _, sub := range []string{"", "ledger", "state"} {
-		if err := os.MkdirAll(filepath.Join(path, sub), 0o755); err != nil {
-			return nil, fmt.Errorf("create run directory: %w", err)
+	return st, nil
+}
+
+// Open creates or reopens base/name according to mode and takes its lock,
+// which it keeps until Close (or the process's end): a second process on the
+// same run directory fails here, naming the holder's pid.
+func Open(base, name string, mode Mode) (*RunDir, error) {
+	path := filepath.Join(base, name)
+	st, err := inspect(path, mode)
+	if err != nil {
+		return nil, err
+	}
+	r := &RunDir{Path: path, mode: mode, madeDir: !st.exists}
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return nil, fmt.Errorf("create run directory: %w", err)
+	}
+	if r.lock, err = acquireLock(path); err != nil {
+		if r.madeDir {
+			os.Remove(filepath.Join(path, lockName))
+			os.Remove(path)
+		}
+		return nil, err
+	}
+	if err := r.prepare(); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// prepare does the mode's work under the lock: the rules again (another
+// process may have changed the directory before the lock was taken), the
+// overwrite, the marker, and the layout.
+func (r *RunDir) prepare() error {
+	if _, err := inspect(r.Path, r.mode); err != nil {
+		return err
+	}
+	if r.mode == Overwrite {
+		if err := r.clear(true); err != nil {
+			return fmt.Errorf("--overwrite: %w", err)
 		}
 	}
-	return &RunDir{Path: path}, nil
+	m := marker{Format: markerFormat, CreatedAt: time.Now().UTC()}
+	if r.mode == Resume {
+		m = r.readMarker()
+		m.Resumes++
+	}
+	if err := atomicfile.WriteJSON(r.File(markerName), m); err != nil {
+		return fmt.Errorf("write run marker: %w", err)
+	}
+	r.resumes = m.Resumes
+	for _, sub := range subdirs {
+		fi, err := os.Lstat(filepath.Join(r.Path, sub))
+		if err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("run directory %s: %s is a symbolic link; himes deletes old checkpoints there and never follows links (link the whole run directory instead)", r.Path, sub)
+		}
+		if err == nil && !fi.IsDir() {
+			return fmt.Errorf("run directory %s: %s is not a directory", r.Path, sub)
+		}
+	}
+	for _, sub := range []string{"ledger", "state"} {
+		if err := os.MkdirAll(filepath.Join(r.Path, sub), 0o755); err != nil {
+			return fmt.Errorf("create run directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// readMarker returns the run marker; a missing (older himes) or damaged one
+// counts no resumes, with a warning for the damaged one.
+func (r *RunDir) readMarker() marker {
+	m := marker{Format: markerFormat, CreatedAt: time.Now().UTC()}
+	b, err := os.ReadFile(r.File(markerName))
+	if errors.Is(err, os.ErrNotExist) {
+		return m
+	}
+	var got marker
+	if err == nil {
+		err = json.Unmarshal(b, &got)
+	}
+	if err == nil && got.Format != markerFormat {
+		err = fmt.Errorf("format %q, want %q", got.Format, markerFormat)
+	}
+	if err != nil {
+		slog.Warn("run marker is damaged: rewriting it", "path", r.File(markerName), "error", err)
+		return m
+	}
+	return got
+}
+
+// clear removes everything in the run directory but the lock (and, when
+// keepMarker, the marker). Links are removed, never followed.
+func (r *RunDir) clear(keepMarker bool) error {
+	entries, err := os.ReadDir(r.Path)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() == lockName || (keepMarker && e.Name() == markerName) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(r.Path, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Generation is how many times the run was reopened with --resume,
+// counting this process (0 for a run this process created).
+func (r *RunDir) Generation() int { return r.resumes }
+
+// Created reports whether this process created the run (New or Overwrite),
+// so that Discard may remove it.
+func (r *RunDir) Created() bool { return r.mode != Resume }
+
+// Discard removes what a run that this process created wrote, when the run
+// failed before saving anything worth resuming: re-running it then needs
+// neither --resume nor --overwrite. It releases the lock.
+func (r *RunDir) Discard() error {
+	if !r.Created() {
+		return fmt.Errorf("run directory %s was not created by this process", r.Path)
+	}
+	if err := r.clear(false); err != nil {
+		return fmt.Errorf("remove partial run directory: %w", err)
+	}
+	r.Close()
+	if err := os.Remove(filepath.Join(r.Path, lockName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove partial run directory: %w", err)
+	}
+	if r.madeDir {
+		if err := os.Remove(r.Path); err != nil {
+			return fmt.Errorf("remove partial run directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// Close releases the run directory's lock.
+func (r *RunDir) Close() error {
+	if r.lock == nil {
+		return nil
+	}
+	err := releaseLock(r.lock)
+	r.lock = nil
+	return err
 }
 
 // File returns the path of a file in the run directory.
@@ -68,7 +283,7 @@ func (r *RunDir) File(name string) string { return filepath.Join(r.Path, name) }
 
 // LedgerPath is the Parquet ledger file of one step.
 func (r *RunDir) LedgerPath(step int) string {
-	return filepath.Join(r.Path, "ledger", fmt.Sprintf("step-%06d.parquet", step))
+	return filepath.Join(r.Path, "ledger", ledgerName(step))
 }
 
 // SamplesPath is the samples table of the evaluation at step in phase
@@ -77,98 +292,4 @@ func (r *RunDir) SamplesPath(step int, phase string) string {
 	return filepath.Join(r.Path, "samples", fmt.Sprintf("step-%06d-%s.parquet", step, phase))
 }
 
-// statePath is the harness checkpoint after a step.
-func (r *RunDir) statePath(step int) string {
-	return filepath.Join(r.Path, "state", fmt.Sprintf("step-%06d.json", step))
-}
-
-// SaveState writes the harness state after step atomically, then keeps only
-// the newest keep checkpoints (keep ≤ 0 keeps all) and returns the steps
-// whose checkpoints it removed, so the caller can release what they named.
-func (r *RunDir) SaveState(step int, state any, keep int) (pruned []int, err error) {
-	if err := atomicfile.WriteJSON(r.statePath(step), state); err != nil {
-		return nil, fmt.Errorf("save harness state: %w", err)
-	}
-	if keep <= 0 {
-		return nil, nil
-	}
-	steps, err := r.StateSteps()
-	if err != nil {
-		return nil, err
-	}
-	for len(steps) > keep {
-		if err := os.Remove(r.statePath(steps[0])); err != nil {
-			return pruned, fmt.Errorf("retention: %w", err)
-		}
-		pruned = append(pruned, steps[0])
-		steps = steps[1:]
-	}
-	return pruned, nil
-}
-
-// StateSteps lists the steps that have a saved harness state, ascending.
-func (r *RunDir) StateSteps() ([]int, error) {
-	entries, err := os.ReadDir(filepath.Join(r.Path, "state"))
-	if err != nil {
-		return nil, fmt.Errorf("list checkpoints: %w", err)
-	}
-	var steps []int
-	for _, e := range entries {
-		n := e.Name()
-		if !strings.HasPrefix(n, "step-") || !strings.HasSuffix(n, ".json") {
-			continue // temporary files of an interrupted write
-		}
-		s, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(n, "step-"), ".json"))
-		if err == nil {
-			steps = append(steps, s)
-		}
-	}
-	sort.Ints(steps)
-	return steps, nil
-}
-
-// bestPath holds a copy of the harness state of the best checkpoint; its
-// name does not match step-*.json, so the rotation never counts or removes it.
-func (r *RunDir) bestPath() string { return filepath.Join(r.Path, "state", "best.json") }
-
-// SaveBest writes the harness state of the best checkpoint atomically.
-func (r *RunDir) SaveBest(state any) error {
-	if err := atomicfile.WriteJSON(r.bestPath(), state); err != nil {
-		return fmt.Errorf("save best checkpoint state: %w", err)
-	}
-	return nil
-}
-
-// LoadBestState decodes the best checkpoint's harness state into v; false
-// when the run has none.
-func (r *RunDir) LoadBestState(v any) (bool, error) {
-	b, err := os.ReadFile(r.bestPath())
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read best checkpoint: %w", err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return false, fmt.Errorf("best checkpoint %s is corrupt: %w", r.bestPath(), err)
-	}
-	return true, nil
-}
-
-// LoadLatestState decodes the newest harness state into v and returns its
-// step, or -1 when there is none.
-func (r *RunDir) LoadLatestState(v any) (int, error) {
-	steps, err := r.StateSteps()
-	if err != nil || len(steps) == 0 {
-		return -1, err
-	}
-	step := steps[len(steps)-1]
-	b, err := os.ReadFile(r.statePath(step))
-	if err != nil {
-		return -1, fmt.Errorf("read checkpoint: %w", err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return -1, fmt.Errorf("checkpoint %s is corrupt: %w", r.statePath(step), err)
-	}
-	return step, nil
-}
+func ledgerName(step int) string { return fmt.Sprintf("step-%06d.parquet", step) }

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/himes-rl/himes/configs"
+	"github.com/himes-rl/himes/internal/atomicfile"
+	"github.com/himes-rl/himes/internal/buildinfo"
+	"github.com/himes-rl/himes/internal/rundir"
+)
+
+// resumeFreeKeys may differ on --resume without --allow-config-change: they
+// change where the run lives, how far it goes, or a credential, never what
+// a step computes.
+var resumeFreeKeys = []string{"run.output_dir", "grpo.steps", "trainer.token"}
+
+var resumeConfigRe = regexp.MustCompile(`^config\.resume-(\d+)\.yaml$`)
+
+// latestConfig is the config snapshot the run last ran with: the newest
+// config.resume-N.yaml, else config.yaml.
+func latestConfig(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	best, name := -1, "config.yaml"
+	for _, e := range entries {
+		if m := resumeConfigRe.FindStringSubmatch(e.Name()); m != nil {
+			if n, err := strconv.Atoi(m[1]); err == nil && n > best {
+				best, name = n, e.Name()
+			}
+		}
+	}
+	return filepath.Join(dir, name), nil
+}
+
+// checkConfigChange refuses to resume with a config that differs from the
+// one the run in dir last ran with, unless allowed, listing the differing
+// keys. It only reads, so it runs before the run directory is opened.
+func checkConfigChange(dir string, cfg configs.Config, allow bool) error {
+	path, err := latestConfig(dir)
+	if err != nil {
+		return fmt.Errorf("--resume: %w", err)
+	}
+	saved, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && allow {
+		slog.Warn("resume: the run has no config snapshot to compare with", "path", path)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--resume: the run's config snapshot: %w (pass --allow-config-change to resume without it)", err)
+	}
+	now, err := cfg.YAML()
+	if err != nil {
+		return fmt.Errorf("render config: %w", err)
+	}
+	all, err := configs.Diff(saved, now)
+	if err != nil {
+		return fmt.Errorf("--resume: compare with %s: %w", path, err)
+	}
+	var changes []string
+	for _, c := range all {
+		free := false
+		for _, k := range resumeFreeKeys {
+			free = free || c.Key == k
+		}
+		if free {
+			slog.Info("resume: config changed", "change", c.String())
+			continue
+		}
+		changes = append(changes, c.String())
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	if allow {
+		slog.Warn("resume: continuing with a changed config (--allow-config-change)", "saved", path, "changes", changes)
+		return nil
+	}
+	return fmt.Errorf("--resume: the config differs from the one the run last ran with (%s):\n  %s\npass --allow-config-change to resume with it anyway, or start a new run",
+		filepath.Base(path), strings.Join(changes, "\n  "))
+}
+
+// snapshotRun records what produced the run: the resolved config and the
+// binary's version. A resumed process writes config.resume-N.yaml and
+// version.resume-N.json (N counts the resumes) beside the originals, so the
+// run's history stays visible.
+func snapshotRun(run *rundir.RunDir, cfg configs.Config) error {
+	out, err := cfg.YAML()
+	if err != nil {
+		return fmt.Errorf("render config: %w", err)
+	}
+	conf, version := "config.yaml", "version.json"
+	if g := run.Generation(); g > 0 {
+		conf, version = fmt.Sprintf("config.resume-%d.yaml", g), fmt.Sprintf("version.resume-%d.json", g)
+	}
+	if err := atomicfile.WriteFile(run.File(conf), out, 0o644); err != nil {
+		return err
+	}
+	return atomicfile.WriteJSON(run.File(version), buildinfo.Current())
+}
