@@ -74,8 +74,8 @@ func (c Config) Validate() error {
 	if !(c.TimeoutSeconds > 0) || math.IsInf(c.TimeoutSeconds, 0) {
 		return fielderr.New("timeout_seconds", "must be > 0, got %v", c.TimeoutSeconds)
 	}
-	if c.Retries < 0 {
-		return fielderr.New("retries", "must be ≥ 0, got %d", c.Retries)
+	if c.Retries < 0 || c.Retries > 100 {
+		return fielderr.New("retries", "must be in [0, 100], got %d", c.Retries)
 	}
 	if err := c.Embedded.Validate(); err != nil {
 		return fielderr.Prefix("embedded", err)
@@ -85,8 +85,8 @@ func (c Config) Validate() error {
 
 // Validate checks the embedded policy's knobs.
 func (c EmbeddedConfig) Validate() error {
-	if c.MaxCandidates < 1 {
-		return fielderr.New("max_candidates", "must be ≥ 1, got %d", c.MaxCandidates)
+	if c.MaxCandidates < 1 || c.MaxCandidates > 1<<15 {
+		return fielderr.New("max_candidates", "must be in [1, %d], got %d", 1<<15, c.MaxCandidates)
 	}
 	if !finite(c.InitBias) {
 		return fielderr.New("init_bias", "must be finite, got %v", c.InitBias)
@@ -106,8 +106,8 @@ func (c EmbeddedConfig) Validate() error {
 	if c.CheckpointDir == "" {
 		return fielderr.New("checkpoint_dir", "is required")
 	}
-	if c.StepCache < 1 {
-		return fielderr.New("step_cache", "must be ≥ 1, got %d", c.StepCache)
+	if c.StepCache < 1 || c.StepCache > 1<<20 {
+		return fielderr.New("step_cache", "must be in [1, %d], got %d", 1<<20, c.StepCache)
 	}
 	return nil
 }
