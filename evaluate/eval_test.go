@@ -276,7 +276,7 @@ func TestEvaluateComparesOverConversationsAndCountsFailures(t *testing.T) {
 	if err := WriteMarkdown(&md, rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| raw | 0/36 |", "| better | 2/36 |", "| better | vs raw |", "+0.667", "better: 2 failed turns (rewrite 2)", "R@100 is recall at that depth"} {
+	for _, want := range []string{"| raw | 0/36 |", "| better | 2/36 |", "| better | vs raw |", "+0.667", "better: 2 of 36 turns failed (rewrite 2)", "Its HSER comparison with raw is over the 34 turns both completed", "R@100 is recall at that depth"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}

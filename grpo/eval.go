@@ -48,15 +48,36 @@ func (l *Loop) evaluate(ctx context.Context, step int, phase string) error {
 		policyRewrites[i] = s.Text
 		rawRewrites[i] = turns[i].Question
 	}
-	pol, err := l.evalSystem(ctx, step, turns, policyRewrites, resp.PolicyVersion)
+	polRecs, err := l.evalRollouts(ctx, step, turns, policyRewrites, resp.PolicyVersion)
 	if err != nil {
 		return fmt.Errorf("eval at step %d (policy): %w", step, err)
 	}
-	raw, err := l.evalSystem(ctx, step, turns, rawRewrites, resp.PolicyVersion)
+	rawRecs, err := l.evalRollouts(ctx, step, turns, rawRewrites, resp.PolicyVersion)
 	if err != nil {
 		return fmt.Errorf("eval at step %d (raw): %w", step, err)
 	}
-	m := EvalMetrics{Kind: "eval", Step: step, Phase: phase, Policy: pol, Raw: raw}
+	// The two systems are compared on the turns both completed: averaging
+	// each over its own successes would compare different turns.
+	both := make([]bool, len(turns))
+	compared := 0
+	for i := range turns {
+		if both[i] = !polRecs[i].Failed() && !rawRecs[i].Failed(); both[i] {
+			compared++
+		}
+	}
+	pol, err := l.evalSystem(ctx, turns, policyRewrites, polRecs, both)
+	if err != nil {
+		return fmt.Errorf("eval at step %d (policy): %w", step, err)
+	}
+	raw, err := l.evalSystem(ctx, turns, rawRewrites, rawRecs, both)
+	if err != nil {
+		return fmt.Errorf("eval at step %d (raw): %w", step, err)
+	}
+	m := EvalMetrics{Kind: "eval", Step: step, Phase: phase, Turns: len(turns), Compared: compared, Policy: pol, Raw: raw}
+	if compared < len(turns) {
+		l.log.Warn("eval: turns failed; both systems are averaged over the turns both completed",
+			"step", step, "turns", len(turns), "compared", compared, "policy_failed", pol.Failed, "raw_failed", raw.Failed)
+	}
 	if err := l.metrics.Write(m); err != nil {
 		return err
 	}
@@ -77,12 +98,13 @@ func (l *Loop) evaluate(ctx context.Context, step int, phase string) error {
 func LogEval(log *slog.Logger, m EvalMetrics) {
 	log.Info("eval", "step", m.Step, "phase", m.Phase, "policy_reward", round4(m.Policy.Reward), "raw_reward", round4(m.Raw.Reward),
 		"policy_recall@10", round4(m.Policy.Recall10), "raw_recall@10", round4(m.Raw.Recall10),
-		"policy_mrr", round4(m.Policy.MRR), "raw_mrr", round4(m.Raw.MRR), "turns", m.Policy.Turns, "failed", m.Policy.Failed+m.Raw.Failed)
+		"policy_mrr", round4(m.Policy.MRR), "raw_mrr", round4(m.Raw.MRR), "turns", m.Turns, "compared", m.Compared,
+		"policy_failed", m.Policy.Failed, "raw_failed", m.Raw.Failed)
 }
 
-// evalSystem runs one rewriter's rewrites through the rollout pipeline and,
-// where the turns have gold passages, the retrieval metrics.
-func (l *Loop) evalSystem(ctx context.Context, step int, turns []datasets.Turn, rewrites []string, version int64) (EvalSystem, error) {
+// evalRollouts runs one rewriter's rewrites through the rollout pipeline,
+// one record per turn.
+func (l *Loop) evalRollouts(ctx context.Context, step int, turns []datasets.Turn, rewrites []string, version int64) ([]rollout.Record, error) {
 	groups := make([]rollout.Group, len(turns))
 	for i, turn := range turns {
 		groups[i] = rollout.Group{PromptID: "eval/" + turn.ID(), Turn: turn,
@@ -90,14 +112,27 @@ func (l *Loop) evalSystem(ctx context.Context, step int, turns []datasets.Turn, 
 	}
 	recs, _, err := l.deps.Runner.Run(ctx, step, groups)
 	if err != nil {
-		return EvalSystem{}, err
+		return nil, err
 	}
+	if len(recs) != len(turns) {
+		return nil, fmt.Errorf("%d rollout records for %d turns", len(recs), len(turns))
+	}
+	return recs, nil
+}
+
+// evalSystem averages one rewriter's reward terms over the turns in use
+// (those both systems completed) and, where the turns have gold passages,
+// computes the retrieval metrics over every judged turn (the ranking does
+// not depend on the responder).
+func (l *Loop) evalSystem(ctx context.Context, turns []datasets.Turn, rewrites []string, recs []rollout.Record, use []bool) (EvalSystem, error) {
 	var s EvalSystem
 	s.Turns = len(turns)
 	valid := 0
-	for _, r := range recs {
+	for i, r := range recs {
 		if r.Failed() {
 			s.Failed++
+		}
+		if !use[i] {
 			continue
 		}
 		valid++
@@ -107,6 +142,7 @@ func (l *Loop) evalSystem(ctx context.Context, step int, turns []datasets.Turn, 
 		s.Hit += r.Hit
 		s.SquadF1 += r.SquadF1
 	}
+	s.Compared = valid
 	if valid > 0 {
 		n := float64(valid)
 		s.Reward, s.RougeLF1, s.EM, s.Hit, s.SquadF1 = s.Reward/n, s.RougeLF1/n, s.EM/n, s.Hit/n, s.SquadF1/n

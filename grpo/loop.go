@@ -133,16 +133,20 @@ func (l *Loop) Run(ctx context.Context, resume bool) (err error) {
 			return err
 		}
 	}
+	// An evaluation due at the checkpointed step that did not complete
+	// (interrupted, or stopped by failing rollouts) runs before the next step.
+	if s := l.state.Step; s > 0 && !l.state.EvalDone && l.evalDue(s) {
+		if err := l.evaluate(ctx, s, "grpo"); err != nil {
+			return l.stopped(ctx, err)
+		}
+	}
 	for step := l.state.Step + 1; step <= l.cfg.Steps; step++ {
 		if ctx.Err() != nil {
 			return l.interrupted(ctx)
 		}
 		m, err := l.Step(ctx, step)
 		if err != nil {
-			if ctx.Err() != nil {
-				return l.interrupted(ctx)
-			}
-			return fmt.Errorf("step %d: %w", step, err)
+			return l.stopped(ctx, fmt.Errorf("step %d: %w", step, err))
 		}
 		if err := l.metrics.Write(m); err != nil {
 			return err
@@ -152,12 +156,9 @@ func (l *Loop) Run(ctx context.Context, resume bool) (err error) {
 		}
 		l.state.EvalDone = false
 		last := step == l.cfg.Steps
-		if last || (l.cfg.EvalEvery > 0 && step%l.cfg.EvalEvery == 0) {
+		if l.evalDue(step) {
 			if err := l.evaluate(ctx, step, "grpo"); err != nil {
-				if ctx.Err() != nil {
-					return l.interrupted(ctx)
-				}
-				return err
+				return l.stopped(ctx, err)
 			}
 		}
 		if last || (l.cfg.CheckpointEvery > 0 && step%l.cfg.CheckpointEvery == 0) {
@@ -167,6 +168,31 @@ func (l *Loop) Run(ctx context.Context, resume bool) (err error) {
 		}
 	}
 	return nil
+}
+
+// evalDue reports whether an evaluation follows step.
+func (l *Loop) evalDue(step int) bool {
+	return step == l.cfg.Steps || (l.cfg.EvalEvery > 0 && step%l.cfg.EvalEvery == 0)
+}
+
+// stopped handles an error that ends the run: on cancellation it saves a
+// checkpoint (interrupted); when too many rollouts failed it saves one of the
+// last completed step, whose work is sound, so that --resume redoes only the
+// failed step or evaluation once the responder is back.
+func (l *Loop) stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return l.interrupted(ctx)
+	}
+	if !errors.Is(err, rollout.ErrTooManyFailed) {
+		return err
+	}
+	l.log.Error("stopping: too many failed rollouts", "error", err)
+	if info, ierr := l.deps.Policy.Info(ctx); ierr != nil || info.PolicyVersion != l.state.PolicyVersion {
+		l.log.Warn("keeping the last checkpoint", "error", ierr)
+	} else if cerr := l.checkpoint(ctx); cerr != nil {
+		l.log.Warn("checkpoint of the last completed step failed; keeping the last one", "error", cerr)
+	}
+	return fmt.Errorf("%w (resume with --resume once the responder answers; the last completed step is step %d)", err, l.state.Step)
 }
 
 // Step runs one GRPO step, top to bottom: draw prompts, sample G rewrites

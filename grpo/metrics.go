@@ -56,13 +56,16 @@ type StepMetrics struct {
 	StepSeconds        float64 `json:"t_step_s"`
 }
 
-// EvalSystem is the evaluation of one rewriter on the held-out split.
+// EvalSystem is the evaluation of one rewriter on the held-out split. The
+// reward terms are means over the Compared turns (those both systems
+// completed); Recall10 and MRR over every judged turn.
 type EvalSystem struct {
 	Terms
 	Recall10 float64 `json:"recall_10"`
 	MRR      float64 `json:"mrr"`
-	Turns    int     `json:"turns"`
-	Failed   int     `json:"failed"`
+	Turns    int     `json:"turns"`    // turns evaluated
+	Failed   int     `json:"failed"`   // turns whose rollout failed for this system
+	Compared int     `json:"compared"` // turns the terms average over
 }
 
 // EvalMetrics is one "eval" line of metrics.jsonl: the policy (greedy) and
@@ -72,9 +75,13 @@ type EvalMetrics struct {
 	Step int    `json:"step"`
 	// Phase is "init" (before any training), "sft" (after the SFT phase,
 	// before GRPO) or "grpo".
-	Phase  string     `json:"phase"`
-	Policy EvalSystem `json:"policy"`
-	Raw    EvalSystem `json:"raw"`
+	Phase string `json:"phase"`
+	// Turns evaluated, and Compared: those both systems completed, over
+	// which both systems' reward terms are averaged.
+	Turns    int        `json:"n_turns"`
+	Compared int        `json:"n_compared"`
+	Policy   EvalSystem `json:"policy"`
+	Raw      EvalSystem `json:"raw"`
 }
 
 // SFTMetrics is one "sft" line of metrics.jsonl: an epoch of the SFT phase.

@@ -30,6 +30,10 @@ type Config struct {
 	// CacheDir optionally persists the answer cache on disk (one file per entry),
 	// so answers survive restarts and resumed runs. Empty: memory only.
 	CacheDir string `yaml:"cache_dir"`
+	// MaxFailedFraction stops the run when more than this fraction of one
+	// step's rollouts (or of one evaluation's turns) fail (default 0.5; 1
+	// never stops). A failed step is not checkpointed: --resume redoes it.
+	MaxFailedFraction float64 `yaml:"max_failed_fraction"`
 }
 
 // OllamaConfig configures the frozen response model served by Ollama.
@@ -142,11 +146,12 @@ func DefaultConfig() Config {
 		Concurrency: 16,
 		Ollama: OllamaConfig{MaxPerHost: 4, Temperature: 0, Seed: 42, NumPredict: 128, NumCtx: 4096,
 			KeepAlive: "30m", Call: DefaultCallConfig()},
-		OpenAI:     OpenAIConfig{MaxPerHost: 8, Temperature: 0, Seed: 42, MaxTokens: 128, Call: DefaultCallConfig()},
-		Extractive: DefaultExtractiveConfig(),
-		Prompt:     PromptConfig{System: DefaultSystemPrompt, User: DefaultUserPrompt, MaxChunks: 3},
-		Dedup:      true,
-		CacheSize:  4096,
+		OpenAI:            OpenAIConfig{MaxPerHost: 8, Temperature: 0, Seed: 42, MaxTokens: 128, Call: DefaultCallConfig()},
+		Extractive:        DefaultExtractiveConfig(),
+		Prompt:            PromptConfig{System: DefaultSystemPrompt, User: DefaultUserPrompt, MaxChunks: 3},
+		Dedup:             true,
+		CacheSize:         4096,
+		MaxFailedFraction: 0.5,
 	}
 }
 
@@ -167,6 +172,9 @@ func (c Config) Validate() error {
 	}
 	if c.CacheSize < 0 || c.CacheSize > maxCacheSize {
 		return fielderr.New("cache_size", "must be in [0, %d], got %d", maxCacheSize, c.CacheSize)
+	}
+	if f := c.MaxFailedFraction; !(f >= 0 && f <= 1) {
+		return fielderr.New("max_failed_fraction", "must be in [0, 1], got %v", f)
 	}
 	if err := c.Extractive.Validate(); err != nil {
 		return fielderr.Prefix("extractive", err)

@@ -355,7 +355,11 @@ func TestRealOllamaKilledMidRun(t *testing.T) {
 			once.Do(s.stop)
 		}
 	}
-	r, err := NewRunner(cfg, ret, o, mustScorer(t))
+	// Every failure is recorded here; the bound that stops a run is checked
+	// below, on the dead server.
+	lenient := cfg
+	lenient.MaxFailedFraction = 1
+	r, err := NewRunner(lenient, ret, o, mustScorer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,6 +388,18 @@ func TestRealOllamaKilledMidRun(t *testing.T) {
 		}
 	}
 	t.Logf("killed mid-run: %d of %d failed; e.g. %q", st.Failed, st.Rollouts, firstError(recs))
+
+	// With the default bound (half), a step against the dead server stops
+	// the run instead of returning 24 failed rollouts.
+	strict, err := NewRunner(cfg, &uniqueRetriever{}, o, mustScorer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = strict.Run(t.Context(), 0, groups)
+	var tmf *TooManyFailedError
+	if !errors.As(err, &tmf) || !errors.Is(err, ErrTooManyFailed) || tmf.Failed != 24 || tmf.Total != 24 || tmf.Kinds[KindUnavailable] == 0 {
+		t.Errorf("dead server under max_failed_fraction %v: got %v", cfg.MaxFailedFraction, err)
+	}
 
 	// Restart on the same port and model directory: the same step now succeeds.
 	ret.onCall = nil

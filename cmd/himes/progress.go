@@ -50,6 +50,10 @@ func (p *barProgress) Eval(m grpo.EvalMetrics) {
 	_ = p.bar.Clear()
 	fmt.Fprintf(p.w, "eval @ step %d (%s): reward %.4f (raw question %.4f)  Recall@10 %.3f (raw %.3f)  MRR %.3f (raw %.3f)\n",
 		m.Step, m.Phase, m.Policy.Reward, m.Raw.Reward, m.Policy.Recall10, m.Raw.Recall10, m.Policy.MRR, m.Raw.MRR)
+	if m.Compared < m.Turns {
+		fmt.Fprintf(p.w, "  rewards over the %d of %d turns both completed (failed: policy %d, raw %d)\n",
+			m.Compared, m.Turns, m.Policy.Failed, m.Raw.Failed)
+	}
 }
 
 func (p *barProgress) Finish() { _ = p.bar.Finish() }
