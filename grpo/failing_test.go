@@ -237,3 +237,45 @@ func stepRewards(t *testing.T, run *rundir.RunDir) []string {
 	}
 	return out
 }
+
+// SIGINT during an evaluation checkpoints the step without it; the
+// evaluation used to be lost on --resume (the loop went on to the next step).
+func TestInterruptedEvalIsRedoneOnResume(t *testing.T) {
+	cfg := testConfig()
+	cfg.Steps, cfg.CheckpointEvery, cfg.EvalEvery = 2, 0, 1
+	base := t.TempDir()
+	run, _ := rundir.Open(base, "r", rundir.New)
+	pol := newFakePolicy(" paris", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := &flakyResponder{}
+	updates := 0
+	pol.onGRPO = func(trainer.GRPORequest) error {
+		if updates++; updates == 1 {
+			// Step 1's evaluation is the next thing to call the responder.
+			resp.failOn = func(int64) bool { cancel(); return true }
+		}
+		return nil
+	}
+	if err := newFlakyLoop(t, cfg, pol, run, resp, testTurns(2)).Run(ctx, false); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want an interruption", err)
+	}
+	var st State
+	if step, err := run.LoadLatestState(&st); err != nil || step != 1 || st.EvalDone {
+		t.Fatalf("checkpoint step %d eval_done %v (%v), want step 1 without its evaluation", step, st.EvalDone, err)
+	}
+	resp.failOn, pol.onGRPO = nil, nil
+	run, _ = rundir.Open(base, "r", rundir.Resume)
+	if err := newFlakyLoop(t, cfg, pol, run, resp, testTurns(2)).Run(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	var evals []float64
+	for _, m := range readMetricLines(t, run) {
+		if m["kind"] == "eval" {
+			evals = append(evals, m["step"].(float64))
+		}
+	}
+	if len(evals) != 3 || evals[0] != 0 || evals[1] != 1 || evals[2] != 2 {
+		t.Errorf("eval lines at steps %v, want [0 1 2]", evals)
+	}
+}

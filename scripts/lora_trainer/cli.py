@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import torch
 
-from .engine import Engine, Limits
+from .engine import DEFAULT_LIMITS, Engine, Limits
 from .server import CheckpointStore, TrainerService, make_http_server
 from .tiny import LoRAConfig, TinyBackend, TinyModelConfig
 
@@ -46,10 +46,14 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (0 = Adam)")
     p.add_argument("--gradient-checkpointing", action="store_true", help="hf: trade compute for activation memory")
     p.add_argument("--trust-remote-code", action="store_true", help="hf: allow model code from the hub")
-    p.add_argument("--limit-prompts", type=int, default=0, help="info.limits.max_prompts (0 = none)")
-    p.add_argument("--limit-n", type=int, default=0, help="info.limits.max_n")
-    p.add_argument("--limit-tokens", type=int, default=0, help="info.limits.max_tokens")
-    p.add_argument("--limit-batch", type=int, default=0, help="info.limits.max_batch")
+    p.add_argument("--limit-prompts", type=int, default=DEFAULT_LIMITS["max_prompts"],
+                   help="info.limits.max_prompts: most prompts per sample call (0 = none: one request can exhaust the server)")
+    p.add_argument("--limit-n", type=int, default=DEFAULT_LIMITS["max_n"], help="info.limits.max_n: most samples per prompt")
+    p.add_argument("--limit-tokens", type=int, default=DEFAULT_LIMITS["max_tokens"], help="info.limits.max_tokens: most tokens per sample")
+    p.add_argument("--limit-batch", type=int, default=DEFAULT_LIMITS["max_batch"],
+                   help="info.limits.max_batch: most samples per grpo_step, examples per sft_step, items per logprobs call")
+    p.add_argument("--read-timeout", type=float, default=60.0,
+                   help="seconds a client may take to send a request's headers, and its body; a slower client is disconnected")
     p.add_argument("--tiny-d-model", type=int, default=64)
     p.add_argument("--tiny-layers", type=int, default=2)
     p.add_argument("--log-level", default="info")
@@ -61,6 +65,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     for flag in ("lora_rank", "micro_batch_size", "max_new_tokens", "limit_prompts", "limit_n", "limit_tokens", "limit_batch"):
         if getattr(a, flag) < 0:
             p.error(f"--{flag.replace('_', '-')}: must be >= 0")
+    if not a.read_timeout > 0:
+        p.error("--read-timeout: must be > 0")
     if a.lora_rank < 1:
         p.error("--lora-rank: must be >= 1")
     if not 0 <= a.lora_dropout < 1:
@@ -103,6 +109,9 @@ def build_engine(a: argparse.Namespace) -> Engine:
         )
     torch.manual_seed(a.seed)  # the dropout stream
     limits = Limits(max_prompts=a.limit_prompts, max_n=a.limit_n, max_tokens=a.limit_tokens, max_batch=a.limit_batch)
+    for name, v in limits.as_dict().items():
+        if v == 0:
+            log.warning("info.limits.%s is 0 (no limit): one request can exhaust this server's memory", name)
     return Engine(
         backend,
         micro_batch_size=a.micro_batch_size,
@@ -115,7 +124,7 @@ def build_engine(a: argparse.Namespace) -> Engine:
 
 def serve(engine: Engine, a: argparse.Namespace, token: str) -> int:
     service = TrainerService(engine, CheckpointStore(a.checkpoint_dir), token=token)
-    srv = make_http_server(service, a.host, a.port)
+    srv = make_http_server(service, a.host, a.port, read_timeout=a.read_timeout)
     host, port = srv.server_address[:2]
     if a.host not in ("127.0.0.1", "localhost", "::1") and not token:
         log.warning("listening on %s without --token: anyone who can reach it can read and change the policy", a.host)

@@ -36,12 +36,21 @@ class NumericError(RuntimeError):
     """A non-finite loss or gradient: nothing was applied."""
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint fails its checksum or cannot be read: nothing was loaded."""
+
+
+# Request limits (info.limits); 0 = none, which lets one request exhaust the
+# server (a sample with n = 10^7), so the defaults are set.
+DEFAULT_LIMITS = {"max_prompts": 1024, "max_n": 128, "max_tokens": 1024, "max_batch": 8192}
+
+
 @dataclass
 class Limits:
-    max_prompts: int = 0
-    max_n: int = 0
-    max_tokens: int = 0
-    max_batch: int = 0
+    max_prompts: int = DEFAULT_LIMITS["max_prompts"]
+    max_n: int = DEFAULT_LIMITS["max_n"]
+    max_tokens: int = DEFAULT_LIMITS["max_tokens"]
+    max_batch: int = DEFAULT_LIMITS["max_batch"]
 
     def as_dict(self) -> Dict[str, int]:
         return {"max_prompts": self.max_prompts, "max_n": self.max_n, "max_tokens": self.max_tokens, "max_batch": self.max_batch}
@@ -425,8 +434,10 @@ class Engine:
         if "cuda" in state and self.backend.device.type == "cuda":
             torch.cuda.set_rng_state(state["cuda"], self.backend.device)
 
-    def save_to(self, directory: str) -> None:
-        """Write adapter, optimizer, RNG state and version into an empty directory."""
+    def save_to(self, directory: str, run_id: str = "") -> None:
+        """Write adapter, optimizer, RNG state, version and run id into an empty
+        directory, with the SHA-256 of every file in state.json and of
+        state.json's own content in its "checksum" field."""
         adapter = os.path.join(directory, "adapter")
         os.makedirs(adapter)
         self.backend.save_adapter(adapter)
@@ -441,14 +452,19 @@ class Engine:
             "adapter": self.backend.adapter_info(),
             "policy_version": self.policy_version,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "run_id": run_id,
+            "files": file_digests(directory),
         }
+        meta["checksum"] = meta_digest(meta)
         with open(os.path.join(directory, "state.json"), "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=2)
 
     def load_from(self, directory: str) -> int:
-        """Restore what save_to wrote; on any failure the current policy is kept."""
-        with open(os.path.join(directory, "state.json"), encoding="utf-8") as f:
-            meta = json.load(f)
+        """Restore what save_to wrote; on any failure the current policy is kept.
+        A checkpoint whose files or metadata do not match their checksums is
+        refused (CheckpointError); one written before checksums loads unverified."""
+        meta = read_meta(directory)
+        verify_checkpoint(directory, meta)
         if meta.get("base_model") != self.backend.base_model or meta.get("adapter") != self.backend.adapter_info():
             raise ArgumentError(
                 f"checkpoint {directory} was saved for base model {meta.get('base_model')!r} with adapter "
@@ -469,6 +485,60 @@ class Engine:
             raise
         self.policy_version = int(meta["policy_version"])
         return self.policy_version
+
+
+def file_digests(directory: str) -> Dict[str, str]:
+    """SHA-256 of every file under directory (but state.json), by relative path."""
+    out = {}
+    for d, _, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(d, name)
+            rel = os.path.relpath(path, directory).replace(os.sep, "/")
+            if rel == "state.json":
+                continue
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            out[rel] = "sha256:" + h.hexdigest()
+    return dict(sorted(out.items()))
+
+
+def meta_digest(meta: Dict) -> str:
+    body = {k: v for k, v in meta.items() if k != "checksum"}
+    raw = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def read_meta(directory: str) -> Dict:
+    path = os.path.join(directory, "state.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"checkpoint {directory}: state.json: {e}") from e
+    if not isinstance(meta, dict) or not isinstance(meta.get("policy_version"), int):
+        raise CheckpointError(f"checkpoint {directory}: state.json: no integer policy_version")
+    return meta
+
+
+def verify_checkpoint(directory: str, meta: Dict) -> None:
+    """Refuse a checkpoint whose metadata or files differ from their checksums."""
+    if "checksum" not in meta and "files" not in meta:
+        log.warning("checkpoint %s predates checksums: loading it unverified", directory)
+        return
+    if meta.get("checksum") != meta_digest(meta):
+        raise CheckpointError(f"checkpoint {directory}: state.json does not match its checksum: it was modified or damaged")
+    files = meta.get("files")
+    if not isinstance(files, dict):
+        raise CheckpointError(f"checkpoint {directory}: state.json: no file checksums")
+    got = file_digests(directory)
+    for rel, want in files.items():
+        if rel not in got:
+            raise CheckpointError(f"checkpoint {directory}: {rel} is missing")
+        if got[rel] != want:
+            raise CheckpointError(f"checkpoint {directory}: {rel} does not match its checksum ({got[rel]}, saved {want}): "
+                                  "it was modified or damaged")
 
 
 def split_optimizer_state(sd: Dict) -> Tuple[Dict[str, torch.Tensor], Dict]:

@@ -94,6 +94,32 @@ def step_id(d: Dict) -> str:
     return s
 
 
+def expected_policy_version(d: Dict) -> Optional[int]:
+    """The version precondition; None when absent (0 is a value: a fresh policy)."""
+    if d.get("expected_policy_version") is None:
+        return None
+    return integer(d, "expected_policy_version", "", minimum=0)
+
+
+def check_expected(d: Dict, policy_version: int) -> None:
+    """Refuse (version_mismatch) a call whose expected_policy_version is not the policy's."""
+    want = expected_policy_version(d)
+    if want is not None and want != policy_version:
+        raise ProtocolError(
+            "version_mismatch",
+            412,
+            f"expected_policy_version {want}, but the policy is at version {policy_version} "
+            "(the trainer restarted, or another client changed the policy); nothing was applied",
+        )
+
+
+def run_id(d: Dict, key: str) -> str:
+    s = string(d, key, "")
+    if len(s.encode("utf-8")) > MAX_STEP_ID_BYTES:
+        raise invalid(f"{key}: {len(s.encode('utf-8'))} bytes, at most {MAX_STEP_ID_BYTES}")
+    return s
+
+
 def checkpoint_name(d: Dict) -> str:
     name = string(d, "name", "", required=True)
     if not NAME_RE.fullmatch(name):
@@ -172,8 +198,10 @@ def parse_sample(body: Dict, limits) -> Dict:
     }
 
 
-def parse_logprobs(body: Dict, vocab_size: int) -> Dict:
+def parse_logprobs(body: Dict, vocab_size: int, limits=None) -> Dict:
     items = lst(body, "items", "", required=True)
+    if limits is not None:
+        _limit(len(items), limits.max_batch, "items", "items")
     out = []
     for k, it in enumerate(items):
         p = f"items[{k}]"

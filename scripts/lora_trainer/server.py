@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import threading
 import time
 import uuid
@@ -23,7 +24,7 @@ from typing import Callable, Dict, Mapping, Optional, Tuple
 import torch
 
 from . import protocol
-from .engine import IMPLEMENTATION, ArgumentError, Engine, NumericError
+from .engine import IMPLEMENTATION, ArgumentError, CheckpointError, Engine, NumericError, read_meta
 from .protocol import ProtocolError, invalid
 
 log = logging.getLogger("lora_trainer")
@@ -33,13 +34,15 @@ PROTOCOL_VERSION = 1
 
 
 def is_oom(err: BaseException) -> bool:
-    """CUDA (or CPU allocator) out-of-memory, on PyTorch 1.13 and 2.x."""
+    """CUDA or CPU-allocator out-of-memory, on PyTorch 1.13 and 2.x. The CPU
+    allocator raises RuntimeError("... DefaultCPUAllocator: not enough memory: ...")."""
     oom_type = getattr(torch.cuda, "OutOfMemoryError", None)
     if oom_type is not None and isinstance(err, oom_type):
         return True
-    return isinstance(err, (RuntimeError, MemoryError)) and (
-        isinstance(err, MemoryError) or "out of memory" in str(err).lower()
-    )
+    if isinstance(err, MemoryError):
+        return True
+    msg = str(err).lower()
+    return isinstance(err, RuntimeError) and ("out of memory" in msg or "not enough memory" in msg)
 
 
 class StepLog:
@@ -135,6 +138,9 @@ class CheckpointStore:
                 os.remove(trash)
         return True
 
+    def meta(self, name: str) -> Dict:
+        return read_meta(self.path(name))
+
     def exists(self, name: str) -> bool:
         return os.path.isfile(os.path.join(self.path(name), "state.json"))
 
@@ -151,12 +157,15 @@ class CheckpointStore:
                 size = _dir_size(self.path(name))
             except FileNotFoundError:
                 continue
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                continue  # unreadable metadata: load refuses it as corrupt
             out.append(
                 {
                     "name": name,
                     "policy_version": meta["policy_version"],
                     "created_at": meta["created_at"],
                     "size_bytes": size,
+                    "run_id": meta.get("run_id", ""),
                 }
             )
         return out
@@ -199,6 +208,8 @@ class TrainerService:
             "/v1/delete": ("POST", self._delete),
         }
         self.mutating = {"/v1/sft_step", "/v1/grpo_step", "/v1/save", "/v1/load", "/v1/delete"}
+        # Calls that take expected_policy_version (PROTOCOL.md, "Policy version").
+        self.preconditioned = {"/v1/sample", "/v1/sft_step", "/v1/grpo_step", "/v1/save"}
 
     # --- entry point
 
@@ -211,6 +222,8 @@ class TrainerService:
             return 400, invalid(str(e)).body()
         except NumericError as e:
             return 500, ProtocolError("internal", 500, str(e)).body()
+        except CheckpointError as e:
+            return 500, ProtocolError("checkpoint_corrupt", 500, f"{e}; the policy is unchanged").body()
         except Exception as e:  # noqa: BLE001 - every failure must become a JSON error
             if is_oom(e):
                 if torch.cuda.is_available():
@@ -220,11 +233,15 @@ class TrainerService:
             log.exception("%s failed", path)
             return 500, ProtocolError("internal", 500, f"{path}: {type(e).__name__}: {e}").body()
 
+    def authorized(self, headers: Mapping[str, str]) -> bool:
+        if not self.token:
+            return True
+        auth = headers.get("Authorization") or headers.get("authorization") or ""
+        return hmac.compare_digest(auth.encode("utf-8"), f"Bearer {self.token}".encode("utf-8"))
+
     def _dispatch(self, method, path, headers, body) -> Dict:
-        if self.token:
-            auth = headers.get("Authorization") or headers.get("authorization") or ""
-            if not hmac.compare_digest(auth.encode("utf-8"), f"Bearer {self.token}".encode("utf-8")):
-                raise ProtocolError("unauthorized", 401, "missing or wrong bearer token")
+        if not self.authorized(headers):
+            raise ProtocolError("unauthorized", 401, "missing or wrong bearer token")
         route = self.routes.get(path)
         if route is None:
             raise ProtocolError("not_found", 404, f"unknown path {path}")
@@ -251,6 +268,10 @@ class TrainerService:
             if stored is not None:
                 log.info("%s step_id=%s replayed", path, sid)
                 return stored
+            # After the lookup: a retry of an applied call replays although its
+            # first attempt moved the version.
+            if path in self.preconditioned:
+                protocol.check_expected(req, self.engine.policy_version)
             resp = fn(req)
             resp["replayed"] = False
             self.steps.remember(sid, path, digest, resp)
@@ -276,12 +297,13 @@ class TrainerService:
 
     def _sample(self, req) -> Dict:
         r = protocol.parse_sample(req, self.engine.limits)
+        protocol.check_expected(req, self.engine.policy_version)
         ids = [self.engine.encode_prompt(p, f"prompts[{k}]") for k, p in enumerate(r["prompts"])]
         samples = self.engine.sample(ids, r["n"], r["temperature"], r["top_p"], r["max_tokens"], r["stop"], r["seed"])
         return {"samples": samples, "policy_version": self.engine.policy_version}
 
     def _logprobs(self, req) -> Dict:
-        r = protocol.parse_logprobs(req, self.engine.tok.vocab_size)
+        r = protocol.parse_logprobs(req, self.engine.tok.vocab_size, self.engine.limits)
         ids = [self.engine.encode_prompt(it["prompt"], f"items[{k}].prompt") for k, it in enumerate(r["items"])]
         lps = self.engine.logprobs(ids, [it["token_ids"] for it in r["items"]], r["temperature"]) if ids else []
         return {"logprobs": lps, "policy_version": self.engine.policy_version}
@@ -308,17 +330,23 @@ class TrainerService:
 
     def _save(self, req) -> Dict:
         name = protocol.checkpoint_name(req)
-        size = self.checkpoints.save(name, self.engine.save_to)
+        run_id = protocol.run_id(req, "run_id")
+        size = self.checkpoints.save(name, lambda d: self.engine.save_to(d, run_id))
         log.info("saved checkpoint %s (policy_version %d, %d bytes)", name, self.engine.policy_version, size)
         return {"name": name, "policy_version": self.engine.policy_version, "size_bytes": size}
 
     def _load(self, req) -> Dict:
         name = protocol.checkpoint_name(req)
+        expected_run = protocol.run_id(req, "expected_run_id")
         if not self.checkpoints.exists(name):
             raise ProtocolError("not_found", 404, f"name: no checkpoint {name!r} in {self.checkpoints.root}")
+        saved_run = self.checkpoints.meta(name).get("run_id") or ""
+        if expected_run and saved_run and saved_run != expected_run:
+            raise ProtocolError("run_mismatch", 412, f"checkpoint {name!r} was saved by run {saved_run!r}, not {expected_run!r} "
+                                                     "(expected_run_id); the policy is unchanged")
         version = self.engine.load_from(self.checkpoints.path(name))
-        log.info("loaded checkpoint %s (policy_version %d)", name, version)
-        return {"name": name, "policy_version": version}
+        log.info("loaded checkpoint %s (policy_version %d, run %s)", name, version, saved_run or "-")
+        return {"name": name, "policy_version": version, "run_id": saved_run}
 
     def _delete(self, req) -> Dict:
         # Never touches the engine: the policy and its version stay as they are.
@@ -334,8 +362,51 @@ class TrainerService:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive; every response has a Content-Length
     service: TrainerService  # set by make_http_server
+    # Seconds a client may take for a request's line and headers, and for its
+    # body (also the socket's inactivity timeout); set by make_http_server.
+    read_timeout: float = 60.0
+    timeout = read_timeout  # BaseHTTPRequestHandler.setup applies it to the socket
+
+    def handle_one_request(self):
+        # The socket timeout bounds each read; this timer bounds the request
+        # line and headers as a whole (a client trickling header bytes would
+        # otherwise hold the connection and its thread indefinitely).
+        self._headers_done = False
+        timer = threading.Timer(self.read_timeout, self._expire_headers)
+        timer.daemon = True
+        self._header_timer = timer
+        timer.start()
+        try:
+            super().handle_one_request()
+        finally:
+            timer.cancel()
+
+    def _expire_headers(self):
+        if not self._headers_done:
+            log.info("closing a connection from %s: no complete request headers in %.0fs", self.client_address[0], self.read_timeout)
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _read_body(self, n: int) -> Optional[bytes]:
+        """The body, or None when the client took longer than read_timeout."""
+        deadline = time.monotonic() + self.read_timeout
+        parts, got = [], 0
+        try:
+            while got < n:
+                if time.monotonic() > deadline:
+                    return None
+                chunk = self.rfile.read1(min(n - got, 1 << 16))
+                if not chunk:
+                    return None
+                parts.append(chunk)
+                got += len(chunk)
+        except (TimeoutError, OSError):
+            return None
+        return b"".join(parts)
 
     def _serve(self, method: str) -> None:
+        self._headers_done = True
+        self._header_timer.cancel()
         start = time.monotonic()
         path = self.path.split("?", 1)[0]
         length = self.headers.get("Content-Length")
@@ -346,15 +417,24 @@ class _Handler(BaseHTTPRequestHandler):
             n = int(length) if length else 0
         except ValueError:
             n = -1
-        if n < 0:
+        if not self.service.authorized(self.headers):
+            # Before a byte of the body is read: an unauthenticated client
+            # cannot make the server buffer 64 MiB.
+            status, resp = 401, ProtocolError("unauthorized", 401, "missing or wrong bearer token").body()
+            self.close_connection = n != 0
+        elif n < 0:
             status, resp = 400, invalid("Content-Length: not a valid length").body()
             self.close_connection = True
         elif n > MAX_BODY_BYTES:
             status, resp = 413, invalid(f"body: {n} bytes, at most {MAX_BODY_BYTES}", status=413).body()
             self.close_connection = True  # the unread body cannot be skipped safely
         else:
-            body = self.rfile.read(n) if n else b""
-            status, resp = self.service.handle(method, path, self.headers, body)
+            raw = self._read_body(n) if n else b""
+            if raw is None:
+                status, resp = 408, invalid(f"body: not received within {self.read_timeout:g}s", status=408).body()
+                self.close_connection = True
+            else:
+                status, resp = self.service.handle(method, path, self.headers, raw)
         try:
             data = json.dumps(resp, allow_nan=False).encode("utf-8")
         except ValueError as e:  # NaN or Inf: never sent (PROTOCOL.md)
@@ -383,8 +463,8 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug(fmt, *args)
 
 
-def make_http_server(service: TrainerService, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    handler = type("Handler", (_Handler,), {"service": service})
+def make_http_server(service: TrainerService, host: str = "127.0.0.1", port: int = 0, read_timeout: float = 60.0) -> ThreadingHTTPServer:
+    handler = type("Handler", (_Handler,), {"service": service, "read_timeout": read_timeout, "timeout": read_timeout})
     srv = ThreadingHTTPServer((host, port), handler)
     srv.daemon_threads = True
     return srv
