@@ -182,7 +182,7 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 	if len(f.data) > 0 {
 		turns = nil
 		for _, path := range f.data {
-			ts, _, err := datasets.LoadContext(ctx, path, datasets.LoadOptions{UserField: cfg.Data.UserField})
+			ts, _, err := datasets.LoadContext(ctx, path, dataLoadOptions(cfg.Data))
 			if err != nil {
 				return fmt.Errorf("--data: %w", err)
 			}

@@ -109,7 +109,8 @@ func (f *prepFlags) resolve(cmd *cobra.Command, fromConfig func(datasets.Config)
 
 // load reads every input and reports invalid records that were skipped.
 func (f *prepFlags) load(ctx context.Context, dcfg datasets.Config, inputs []string) ([]datasets.Turn, datasets.LoadStats, error) {
-	turns, st, err := datasets.LoadFiles(ctx, inputs, datasets.LoadOptions{Format: dcfg.Format, SkipBad: dcfg.SkipBad, UserField: dcfg.UserField})
+	turns, st, err := datasets.LoadFiles(ctx, inputs, datasets.LoadOptions{Format: dcfg.Format, SkipBad: dcfg.SkipBad, UserField: dcfg.UserField,
+		MaxFieldBytes: dcfg.MaxFieldBytes, MaxRecordBytes: dcfg.MaxRecordBytes})
 	if err != nil {
 		return nil, st, err
 	}

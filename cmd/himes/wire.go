@@ -43,7 +43,7 @@ type buildOptions struct {
 // policy from the config.
 func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions) (*components, error) {
 	c := &components{}
-	load := datasets.LoadOptions{UserField: cfg.Data.UserField}
+	load := dataLoadOptions(cfg.Data)
 	all, st, err := datasets.LoadContext(ctx, cfg.Data.Train, load)
 	if err != nil {
 		return nil, fmt.Errorf("load training data: %w", err)
@@ -134,4 +134,10 @@ func memoryEntries(turns []datasets.Turn) []retrieval.MemoryEntry {
 		entries = append(entries, retrieval.MemoryEntry{User: q.User, Query: q.Query, Time: time.Unix(q.Time, 0).UTC()})
 	}
 	return entries
+}
+
+// dataLoadOptions are the loader options of the data section: the user
+// field and the input size bounds.
+func dataLoadOptions(c datasets.Config) datasets.LoadOptions {
+	return datasets.LoadOptions{UserField: c.UserField, MaxFieldBytes: c.MaxFieldBytes, MaxRecordBytes: c.MaxRecordBytes}
 }
