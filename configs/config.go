@@ -345,8 +345,10 @@ func checkFinite(v reflect.Value, path string) error {
 	return nil
 }
 
-// YAML returns the fully resolved config as YAML.
+// YAML returns the fully resolved config as YAML, with a literal
+// trainer.token redacted ("$ENV" references are kept as written).
 func (c Config) YAML() ([]byte, error) {
+	c.Trainer = c.Trainer.Redacted()
 	return yaml.Marshal(c)
 }
 

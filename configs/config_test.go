@@ -336,3 +336,36 @@ func TestNonIntegralIntegerRejected(t *testing.T) {
 		t.Errorf("grpo.steps=1e3: got %d, %v", cfg.GRPO.Steps, err)
 	}
 }
+
+// A literal trainer.token used to land in the run's config.yaml (0644) and
+// its HTML report; "$ENV" references stay as written, and a redacted token
+// read back is refused with the fix.
+func TestTokenRedacted(t *testing.T) {
+	p := writeConfig(t, valid+"trainer:\n  endpoint: http://127.0.0.1:1\n  token: s3cr3t-value\n")
+	cfg, err := Load(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Trainer.Token != "s3cr3t-value" {
+		t.Fatalf("the loaded config must keep the token for use: %q", cfg.Trainer.Token)
+	}
+	out, err := cfg.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "s3cr3t") || !strings.Contains(string(out), "token: <redacted>") {
+		t.Errorf("YAML keeps the token:\n%s", out)
+	}
+	cfg.Trainer.Token = "$HIMES_TRAINER_TOKEN"
+	if out, _ := cfg.YAML(); !strings.Contains(string(out), "token: $HIMES_TRAINER_TOKEN") {
+		t.Errorf("an $ENV reference must be kept:\n%s", out)
+	}
+	// The saved (redacted) config cannot be used as is.
+	saved := writeConfig(t, valid+"trainer:\n  endpoint: http://127.0.0.1:1\n  token: <redacted>\n")
+	if _, err := Load(saved, nil); err == nil || !strings.Contains(err.Error(), "trainer.token: was redacted") {
+		t.Errorf("redacted token accepted: %v", err)
+	}
+	if _, err := Load(saved, []string{"trainer.token=$X"}); err != nil {
+		t.Errorf("--set trainer.token=$X over a redacted one: %v", err)
+	}
+}

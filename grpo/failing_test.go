@@ -279,3 +279,21 @@ func TestInterruptedEvalIsRedoneOnResume(t *testing.T) {
 		t.Errorf("eval lines at steps %v, want [0 1 2]", evals)
 	}
 }
+
+// A failed ledger write said "write ledger: write ledger: ...".
+func TestLedgerWriteErrorSaysItOnce(t *testing.T) {
+	run, _ := rundir.Open(t.TempDir(), "r", rundir.New)
+	ledger := run.File("ledger")
+	if err := os.RemoveAll(ledger); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ledger, []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := newTestLoop(t, testConfig(), newFakePolicy(" paris", ""), run)
+	startMetrics(t, l)
+	_, err := l.Step(context.Background(), 1)
+	if err == nil || strings.Count(err.Error(), "write ledger") != 1 {
+		t.Fatalf("got %v, want one \"write ledger\"", err)
+	}
+}

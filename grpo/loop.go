@@ -245,7 +245,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 	// 6. The ledger is written before the update is sent: if the process
 	// dies in between, the rollouts are on disk and resume replays the step.
 	if err := rollout.WriteLedger(l.deps.Run.LedgerPath(step), batch.records()); err != nil {
-		return StepMetrics{}, fmt.Errorf("write ledger: %w", err)
+		return StepMetrics{}, err // "write ledger: ..." already
 	}
 
 	// 7. The policy update, idempotent through its step_id.

@@ -13,8 +13,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 
 	"github.com/himes-rl/himes/grpo"
+	"github.com/himes-rl/himes/trainer"
 )
 
 // Run is what a report shows of one run directory.
@@ -56,7 +58,7 @@ func LoadRun(ctx context.Context, dir string) (Run, error) {
 	cfg, err := os.ReadFile(filepath.Join(dir, ConfigFile))
 	switch {
 	case err == nil:
-		run.Config = string(cfg)
+		run.Config = redactToken(string(cfg))
 	case errors.Is(err, os.ErrNotExist):
 		slog.Debug("run has no config.yaml", "dir", dir)
 	default:
@@ -138,4 +140,19 @@ func jsonErr(err error) error {
 		return fmt.Errorf("field %s: want %s, got JSON %s", te.Field, te.Type, te.Value)
 	}
 	return err
+}
+
+// tokenLine matches a YAML "token:" key with a literal value: runs written
+// before tokens were redacted hold the bearer token in config.yaml.
+var tokenLine = regexp.MustCompile(`(?m)^(\s*token:[ \t]*)(["']?)([^"'$\s#][^\n]*?)(["']?)[ \t]*$`)
+
+// redactToken hides a literal token in a config shown in a report.
+func redactToken(cfg string) string {
+	return tokenLine.ReplaceAllStringFunc(cfg, func(line string) string {
+		m := tokenLine.FindStringSubmatch(line)
+		if m[3] == trainer.RedactedToken {
+			return line
+		}
+		return m[1] + trainer.RedactedToken
+	})
 }

@@ -313,9 +313,11 @@ func (p *Pipeline) RetrieveAt(ctx context.Context, user, rewrite, query string, 
 	if strings.TrimSpace(text) == "" {
 		text = query
 	}
+	// Callers name the stage ("retrieve: ..." in the ledger): these errors
+	// name the part of it that failed.
 	cands, err := p.Search(ctx, text, p.cfg.Candidates)
 	if err != nil {
-		return Result{}, fmt.Errorf("retrieve: %w", err)
+		return Result{}, fmt.Errorf("first-stage search: %w", err)
 	}
 	var res Result
 	res.Trace.Candidates = make([]Scored, len(cands))
@@ -326,20 +328,20 @@ func (p *Pipeline) RetrieveAt(ctx context.Context, user, rewrite, query string, 
 	if m := p.mem.Load(); m != nil && p.cfg.Memory.Enabled && len(cands) > 0 && strings.TrimSpace(query) != "" {
 		qv, err := m.emb.Embed(ctx, []string{query})
 		if err != nil {
-			return Result{}, fmt.Errorf("retrieve: embed query for memory: %w", err)
+			return Result{}, fmt.Errorf("embed query for memory: %w", err)
 		}
 		mems, memVecs, err := m.ActivateBefore(ctx, user, query, qv[0], at)
 		if err != nil {
-			return Result{}, fmt.Errorf("retrieve: %w", err)
+			return Result{}, fmt.Errorf("activate memories: %w", err)
 		}
 		res.Trace.Memories = mems
 		if len(mems) > 0 {
 			candVecs, err := p.candidateVectors(ctx, m.emb, cands)
 			if err != nil {
-				return Result{}, fmt.Errorf("retrieve: %w", err)
+				return Result{}, fmt.Errorf("embed candidates for memory: %w", err)
 			}
 			if final, err = Rerank(cands, candVecs, memVecs, p.cfg.Memory.RetrievalWeight); err != nil {
-				return Result{}, fmt.Errorf("retrieve: %w", err)
+				return Result{}, fmt.Errorf("memory re-rank: %w", err)
 			}
 		}
 	}

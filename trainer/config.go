@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"math"
+	"strings"
 
 	"github.com/himes-rl/himes/internal/fielderr"
 )
@@ -61,10 +62,26 @@ func DefaultEmbeddedConfig() EmbeddedConfig {
 	}
 }
 
+// RedactedToken stands for a literal token in a written config (config.yaml
+// of a run, `himes config show`): a secret must not land in a 0644 file or a
+// report. "$ENV" references are written as they are.
+const RedactedToken = "<redacted>"
+
+// Redacted returns c with a literal Token replaced by RedactedToken.
+func (c Config) Redacted() Config {
+	if c.Token != "" && !strings.HasPrefix(c.Token, "$") {
+		c.Token = RedactedToken
+	}
+	return c
+}
+
 // Validate checks the endpoint and the knobs.
 func (c Config) Validate() error {
 	if c.Endpoint == "" {
 		return fielderr.New("endpoint", "is required (\"embedded\" or a URL)")
+	}
+	if c.Token == RedactedToken {
+		return fielderr.New("token", "was redacted when the config was saved; pass it as --set trainer.token='$VAR' (an environment variable)")
 	}
 	if c.Endpoint != "embedded" {
 		if _, err := parseBaseURL(c.Endpoint); err != nil {
