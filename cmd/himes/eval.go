@@ -305,7 +305,12 @@ func (f *evalFlags) rewriter(ctx context.Context, name string, cfg configs.Confi
 		if host == "" && len(cfg.Rollout.Ollama.Hosts) > 0 {
 			host = cfg.Rollout.Ollama.Hosts[0]
 		}
-		return evaluate.NewOllama(strings.TrimPrefix(name, "ollama:"), host, render)
+		o, err := evaluate.NewOllama(strings.TrimPrefix(name, "ollama:"), host, render)
+		if err != nil {
+			return nil, err
+		}
+		o.MaxTokens = cfg.GRPO.MaxTokens // the policy's rewrites have the same cap
+		return o, nil
 	}
 	return nil, fmt.Errorf("--rewriter %q: want raw, concat, gold, policy or ollama:<model>", name)
 }
