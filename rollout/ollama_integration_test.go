@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/himes-rl/himes/hser"
-	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/internal/ollamatest"
+	"github.com/himes-rl/himes/retrieval"
 )
 
 func realCfg(s *ollamatest.Server) Config {
