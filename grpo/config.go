@@ -92,10 +92,10 @@ type SFTConfig struct {
 // Upper bounds on sizes: a typo such as group_size 1e9 must fail validation,
 // not exhaust memory at step 1. They are far above any real run.
 const (
-	MaxSteps           = 1_000_000
-	MaxGroupSize       = 1024
-	MaxRolloutsPerStep = 1 << 18 // prompts_per_step × group_size; also SFT's batch
-	MaxTokens          = 1 << 15
+	maxSteps           = 1_000_000
+	maxGroupSize       = 1024
+	maxRolloutsPerStep = 1 << 18 // prompts_per_step × group_size; also SFT's batch
+	maxTokens          = 1 << 15
 )
 
 // DefaultConfig returns the documented defaults.
@@ -118,23 +118,23 @@ func DefaultConfig() Config {
 // Validate checks ranges and modes.
 func (c Config) Validate() error {
 	switch {
-	case c.Steps < 0 || c.Steps > MaxSteps:
-		return fielderr.New("steps", "must be in [0, %d], got %d", MaxSteps, c.Steps)
-	case c.PromptsPerStep < 1 || c.PromptsPerStep > MaxRolloutsPerStep:
-		return fielderr.New("prompts_per_step", "must be in [1, %d], got %d", MaxRolloutsPerStep, c.PromptsPerStep)
+	case c.Steps < 0 || c.Steps > maxSteps:
+		return fielderr.New("steps", "must be in [0, %d], got %d", maxSteps, c.Steps)
+	case c.PromptsPerStep < 1 || c.PromptsPerStep > maxRolloutsPerStep:
+		return fielderr.New("prompts_per_step", "must be in [1, %d], got %d", maxRolloutsPerStep, c.PromptsPerStep)
 	case c.GroupSize < 2:
 		return fielderr.New("group_size", "must be ≥ 2 (GRPO compares rewrites within a group), got %d", c.GroupSize)
-	case c.GroupSize > MaxGroupSize:
-		return fielderr.New("group_size", "must be ≤ %d, got %d", MaxGroupSize, c.GroupSize)
-	case c.PromptsPerStep*c.GroupSize > MaxRolloutsPerStep:
+	case c.GroupSize > maxGroupSize:
+		return fielderr.New("group_size", "must be ≤ %d, got %d", maxGroupSize, c.GroupSize)
+	case c.PromptsPerStep*c.GroupSize > maxRolloutsPerStep:
 		return fielderr.New("group_size", "prompts_per_step × group_size = %d rollouts per step, more than the %d a step holds in memory",
-			c.PromptsPerStep*c.GroupSize, MaxRolloutsPerStep)
+			c.PromptsPerStep*c.GroupSize, maxRolloutsPerStep)
 	case c.Temperature < 0:
 		return fielderr.New("temperature", "must be ≥ 0, got %v", c.Temperature)
 	case c.TopP <= 0 || c.TopP > 1:
 		return fielderr.New("top_p", "must be in (0, 1], got %v", c.TopP)
-	case c.MaxTokens < 1 || c.MaxTokens > MaxTokens:
-		return fielderr.New("max_tokens", "must be in [1, %d], got %d", MaxTokens, c.MaxTokens)
+	case c.MaxTokens < 1 || c.MaxTokens > maxTokens:
+		return fielderr.New("max_tokens", "must be in [1, %d], got %d", maxTokens, c.MaxTokens)
 	case c.LearningRate <= 0:
 		return fielderr.New("learning_rate", "must be > 0, got %v", c.LearningRate)
 	case c.EvalEvery < 0:
@@ -164,8 +164,8 @@ func (c Config) Validate() error {
 	if c.SFT.Epochs < 0 {
 		return fielderr.New("sft.epochs", "must be ≥ 0, got %d", c.SFT.Epochs)
 	}
-	if c.SFT.BatchSize > MaxRolloutsPerStep {
-		return fielderr.New("sft.batch_size", "must be ≤ %d, got %d", MaxRolloutsPerStep, c.SFT.BatchSize)
+	if c.SFT.BatchSize > maxRolloutsPerStep {
+		return fielderr.New("sft.batch_size", "must be ≤ %d, got %d", maxRolloutsPerStep, c.SFT.BatchSize)
 	}
 	if c.SFT.Epochs > 0 && (c.SFT.BatchSize < 1 || c.SFT.LearningRate <= 0) {
 		return fielderr.New("sft", "batch_size must be ≥ 1 and learning_rate > 0 when epochs > 0")
