@@ -21,8 +21,14 @@ const (
 	DefaultMaxRecordBytes = 16 << 20
 )
 
-// ErrTooLong marks a record or field over its size bound.
-var ErrTooLong = errors.New("too long")
+// ErrTooLong matches (errors.Is) a record or field over its size bound.
+var ErrTooLong = errors.New("input too long")
+
+// tooLongError says what was too long; it matches ErrTooLong.
+type tooLongError struct{ msg string }
+
+func (e *tooLongError) Error() string        { return e.msg }
+func (e *tooLongError) Is(target error) bool { return target == ErrTooLong }
 
 // checkTurnText refuses invalid UTF-8 and strings over maxField bytes in
 // every text field of a decoded turn, naming the field. encoding/json has
@@ -31,7 +37,7 @@ var ErrTooLong = errors.New("too long")
 func checkTurnText(t Turn, maxField int) error {
 	check := func(field, s string) error {
 		if len(s) > maxField {
-			return fieldErrf(field, "is %d bytes, more than the %d allowed (data.max_field_bytes): %w", len(s), maxField, ErrTooLong)
+			return &fieldError{field: field, err: &tooLongError{fmt.Sprintf("is %d bytes, more than the %d allowed (data.max_field_bytes)", len(s), maxField)}}
 		}
 		if !utf8.ValidString(s) {
 			return fieldErrf(field, "invalid UTF-8")
@@ -189,5 +195,5 @@ func ReadBoundedLine(br *bufio.Reader, max int) (line []byte, n int, tooLong boo
 
 // tooLongRecord is the error of a record over maxRecord bytes.
 func tooLongRecord(n, maxRecord int) error {
-	return fmt.Errorf("record is %d bytes, more than the %d allowed (data.max_record_bytes): %w", n, maxRecord, ErrTooLong)
+	return &tooLongError{fmt.Sprintf("record is %d bytes, more than the %d allowed (data.max_record_bytes)", n, maxRecord)}
 }
