@@ -9,11 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -55,6 +59,9 @@ type Config struct {
 	Source string `yaml:"-"`
 	// lines maps dotted key paths to their line in Source, for error messages.
 	lines map[string]int
+	// overrides maps each key set by --set to the override as given, so a
+	// validation error blames the override rather than the file.
+	overrides map[string]string
 }
 
 // Default returns every package's defaults: the one place they are composed.
@@ -109,18 +116,22 @@ func (c *Config) Override(o string) error {
 	if !ok || key == "" {
 		return fmt.Errorf("--set %q: want key=value, e.g. grpo.group_size=8", o)
 	}
+	// YAML reads an empty value (and null, ~) as null, and decoding null over
+	// a field leaves it unchanged: "--set run.name=" would silently do
+	// nothing. An empty value is the empty string; an explicit null is refused.
+	if strings.TrimSpace(value) == "" {
+		value = `""`
+	}
 	// Build {a: {b: {c: value}}} and decode it over the config strictly: only
 	// the named key changes, and an unknown key is reported as such.
 	var valNode yaml.Node
 	if err := yaml.Unmarshal([]byte(value), &valNode); err != nil {
 		return fmt.Errorf("--set %s: value %q is not valid YAML: %w", key, value, err)
 	}
-	var leaf *yaml.Node
-	if len(valNode.Content) == 1 {
-		leaf = valNode.Content[0]
-	} else {
-		leaf = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}
+	if len(valNode.Content) != 1 || valNode.Content[0].Tag == "!!null" {
+		return fmt.Errorf("--set %s=%s: null changes nothing; give a value (%s=\"\" for an empty string)", key, value, key)
 	}
+	leaf := valNode.Content[0]
 	parts := strings.Split(key, ".")
 	node := leaf
 	for i := len(parts) - 1; i >= 0; i-- {
@@ -134,13 +145,28 @@ func (c *Config) Override(o string) error {
 	if err := decodeStrict(doc, c); err != nil {
 		return fmt.Errorf("--set %s=%s: %w", key, value, stripLine(err))
 	}
-	delete(c.lines, key) // the value no longer comes from the file
+	// The value no longer comes from the file: forget its lines (and those
+	// of the keys under it, when a whole section was set).
+	for k := range c.lines {
+		if k == key || strings.HasPrefix(k, key+".") {
+			delete(c.lines, k)
+		}
+	}
+	if c.overrides == nil {
+		c.overrides = map[string]string{}
+	}
+	c.overrides[key] = o
 	return nil
 }
 
 // Validate checks every section and that the input files exist. A field error
 // names the dotted key and, when it came from the file, its line.
 func (c *Config) Validate() error {
+	// NaN passes every range check written as a comparison (NaN < 0 is
+	// false), so non-finite floats are refused here, for every key at once.
+	if err := checkFinite(reflect.ValueOf(*c), ""); err != nil {
+		return c.fieldErr(err)
+	}
 	if c.Run.Name == "" || strings.ContainsAny(c.Run.Name, `/\`) || c.Run.Name == "." || c.Run.Name == ".." {
 		return c.fieldErr(fielderr.New("run.name", "must be a non-empty name without path separators, got %q", c.Run.Name))
 	}
@@ -218,6 +244,9 @@ func (c *Config) fieldErr(err error) error {
 	if !errors.As(err, &fe) {
 		return fmt.Errorf("invalid config: %w", err)
 	}
+	if o, ok := c.overrideOf(fe.Field); ok {
+		return fmt.Errorf("--set %s: invalid config: %w", o, err)
+	}
 	// Walk up the dotted path to the nearest key present in the file.
 	for key := fe.Field; key != ""; {
 		if line, ok := c.lines[key]; ok && c.Source != "" {
@@ -235,12 +264,106 @@ func (c *Config) fieldErr(err error) error {
 	return fmt.Errorf("invalid config: %w", err)
 }
 
-// YAML returns the fully resolved config as YAML.
+// overrideOf returns the --set override that set field, a section above it
+// or a key below it (a cross-field check reports the section).
+func (c *Config) overrideOf(field string) (string, bool) {
+	if o, ok := c.overrides[field]; ok {
+		return o, true
+	}
+	for key := field; ; {
+		i := strings.LastIndex(key, ".")
+		if i < 0 {
+			break
+		}
+		key = key[:i]
+		if o, ok := c.overrides[key]; ok {
+			return o, true
+		}
+	}
+	best := ""
+	for k := range c.overrides {
+		if strings.HasPrefix(k, field+".") && (best == "" || k < best) {
+			best = k
+		}
+	}
+	if best != "" {
+		return c.overrides[best], true
+	}
+	return "", false
+}
+
+// checkFinite walks every float of the config (by its YAML key) and reports
+// the first NaN or ±Inf as a field error.
+func checkFinite(v reflect.Value, path string) error {
+	join := func(name string) string {
+		if path == "" {
+			return name
+		}
+		if name == "" {
+			return path
+		}
+		return path + "." + name
+	}
+	switch v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		if f := v.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fielderr.New(path, "must be a finite number, got %v", f)
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return checkFinite(v.Elem(), path)
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if tag == "-" {
+				continue
+			}
+			name := tag
+			if name == "" && !strings.Contains(f.Tag.Get("yaml"), "inline") {
+				name = strings.ToLower(f.Name)
+			}
+			if err := checkFinite(v.Field(i), join(name)); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if err := checkFinite(v.Index(i), join(strconv.Itoa(i))); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		keys := v.MapKeys()
+		sort.Slice(keys, func(i, j int) bool { return fmt.Sprint(keys[i]) < fmt.Sprint(keys[j]) })
+		for _, k := range keys {
+			if err := checkFinite(v.MapIndex(k), join(fmt.Sprint(k))); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// YAML returns the fully resolved config as YAML, with a literal
+// trainer.token redacted ("$ENV" references are kept as written).
 func (c Config) YAML() ([]byte, error) {
+	c.Trainer = c.Trainer.Redacted()
 	return yaml.Marshal(c)
 }
 
 func decodeStrict(raw []byte, out *Config) error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(raw, &root); err == nil && len(root.Content) == 1 {
+		if err := checkIntegers(root.Content[0], reflect.TypeOf(*out), ""); err != nil {
+			return err
+		}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(out); err != nil {
@@ -250,6 +373,77 @@ func decodeStrict(raw []byte, out *Config) error {
 		return cleanYAMLError(err)
 	}
 	return nil
+}
+
+// checkIntegers refuses a float where the config wants an integer unless it
+// is integral: yaml.v3 truncates 8.7 to 8 and turns -.inf into MinInt64
+// without a word.
+func checkIntegers(n *yaml.Node, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if f, ok := fieldByYAMLKey(t, k.Value); ok {
+				key := k.Value
+				if path != "" {
+					key = path + "." + key
+				}
+				if err := checkIntegers(v, f.Type, key); err != nil {
+					return err
+				}
+			}
+		}
+	case n.Kind == yaml.SequenceNode && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
+		for i, c := range n.Content {
+			if err := checkIntegers(c, t.Elem(), path+"."+strconv.Itoa(i)); err != nil {
+				return err
+			}
+		}
+	case n.Kind == yaml.ScalarNode && n.Tag == "!!float" && isIntKind(t.Kind()) && t != reflect.TypeOf(time.Duration(0)):
+		var f float64
+		if err := n.Decode(&f); err != nil || f != math.Trunc(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("line %d: %s: want an integer, got %s", n.Line, path, n.Value)
+		}
+	}
+	return nil
+}
+
+func isIntKind(k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// fieldByYAMLKey finds the struct field a YAML key decodes into, looking
+// through inline structs.
+func fieldByYAMLKey(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if strings.Contains(opts, "inline") && f.Type.Kind() == reflect.Struct {
+			if g, ok := fieldByYAMLKey(f.Type, key); ok {
+				return g, true
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		if name == key {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 var typeNameRe = regexp.MustCompile(` in type [\w.]+`)

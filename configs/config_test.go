@@ -172,3 +172,204 @@ func leafKeys(n *yaml.Node, prefix string) []string {
 	}
 	return keys
 }
+
+// floatKeys lists every float key: the scalar keys of the marshalled defaults
+// that take 0.5 but refuse "abc" (independently of the validator's walk).
+func floatKeys(t *testing.T) []string {
+	t.Helper()
+	out, err := Default().YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(out, &root); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	var walk func(n *yaml.Node, prefix string)
+	walk = func(n *yaml.Node, prefix string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			walk(n.Content[0], prefix)
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				key := n.Content[i].Value
+				if prefix != "" {
+					key = prefix + "." + key
+				}
+				if n.Content[i+1].Kind == yaml.ScalarNode {
+					c := Default()
+					if c.Override(key+"=0.5") == nil && c.Override(key+"=abc") != nil && c.Override(key+"=.inf") == nil {
+						keys = append(keys, key)
+					}
+				}
+				walk(n.Content[i+1], key)
+			}
+		}
+	}
+	walk(&root, "")
+	return keys
+}
+
+// Every float key refuses NaN and ±Inf (NaN < 0 is false, so a range check
+// alone lets it through), naming the key and the override that set it.
+func TestNonFiniteFloatsRejected(t *testing.T) {
+	keys := floatKeys(t)
+	t.Logf("%d float keys", len(keys))
+	if len(keys) < 20 {
+		t.Fatalf("found only %d float keys: %v", len(keys), keys)
+	}
+	p := writeConfig(t, valid)
+	for _, key := range keys {
+		for _, v := range []string{".nan", ".inf", "-.inf"} {
+			set := key + "=" + v
+			_, err := Load(p, []string{set})
+			if err == nil {
+				t.Errorf("--set %s: accepted", set)
+				continue
+			}
+			if msg := err.Error(); !strings.Contains(msg, "--set "+set+":") || !strings.Contains(msg, key+":") {
+				t.Errorf("--set %s: error %q does not name the override and the key", set, msg)
+			}
+		}
+	}
+}
+
+// A non-finite value in the file is reported with the file's line.
+func TestNonFiniteInFileNamesLine(t *testing.T) {
+	cases := []struct{ body, want string }{
+		{valid + "retrieval:\n  k1: .nan\n", "run.yaml:10: invalid config: retrieval.k1: must be a finite number"},
+		{strings.Replace(valid, "  train: train.jsonl\n", "  train: train.jsonl\n  eval_fraction: .nan\n", 1),
+			"run.yaml:5: invalid config: data.eval_fraction: must be a finite number"},
+		{strings.Replace(valid, "  group_size: 4\n", "  group_size: 4\n  learning_rate: .inf\n", 1),
+			"run.yaml:7: invalid config: grpo.learning_rate: must be a finite number, got +Inf"},
+		{strings.Replace(valid, "  group_size: 4\n", "  group_size: 4\n  guards:\n    penalty: -.inf\n", 1),
+			"run.yaml:8: invalid config: grpo.guards.penalty"},
+		{strings.Replace(valid, "  group_size: 4\n", "  group_size: 4\n  temperature: .nan\n", 1),
+			"run.yaml:7: invalid config: grpo.temperature"},
+	}
+	for _, c := range cases {
+		_, err := Load(writeConfig(t, c.body), nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want %q", err, c.want)
+		}
+	}
+}
+
+// Sizes have upper bounds: group_size 1e9 used to pass and exhaust memory at step 1.
+func TestSizeUpperBounds(t *testing.T) {
+	cases := []struct {
+		body string
+		sets []string
+		want string
+	}{
+		{strings.Replace(valid, "group_size: 4", "group_size: 1e9", 1), nil, "run.yaml:6: invalid config: grpo.group_size: must be ≤ 1024"},
+		{valid, []string{"grpo.prompts_per_step=100000", "grpo.group_size=1000"}, "rollouts per step"},
+		{valid, []string{"grpo.max_tokens=1000000000"}, "grpo.max_tokens: must be in [1, 32768]"},
+		{valid, []string{"grpo.steps=2000000000"}, "grpo.steps"},
+		{valid, []string{"rollout.concurrency=100000000"}, "rollout.concurrency"},
+		{valid, []string{"retrieval.candidates=1000000000"}, "retrieval.candidates"},
+		{valid, []string{"rollout.cache_size=1000000000"}, "rollout.cache_size"},
+	}
+	for _, c := range cases {
+		_, err := Load(writeConfig(t, c.body), c.sets)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want %q", c.sets, err, c.want)
+		}
+	}
+}
+
+// An invalid --set value is blamed on the override, not on the file line of
+// the section it sits in.
+func TestOverrideValidationNamesOverride(t *testing.T) {
+	p := writeConfig(t, valid)
+	for set, want := range map[string]string{
+		"grpo.group_size=1":   "--set grpo.group_size=1: invalid config: grpo.group_size: must be ≥ 2",
+		"grpo.group_size=abc": "--set grpo.group_size=abc: ",
+		"grpo.sft.epochs=2":   "--set grpo.sft.",
+		"reward.alpha=-2":     "--set reward.alpha=-2: invalid config: reward.alpha",
+	} {
+		sets := []string{set}
+		if set == "grpo.sft.epochs=2" {
+			sets = []string{"grpo.sft.batch_size=0", set}
+		}
+		_, err := Load(p, sets)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "run.yaml") {
+			t.Errorf("--set %s: got %v, want %q and no file line", set, err, want)
+		}
+	}
+}
+
+// "--set run.name=" used to leave the name unchanged (YAML reads an empty
+// value as null); it sets the empty string, which validation refuses, and an
+// explicit null is refused outright.
+func TestOverrideEmptyAndNull(t *testing.T) {
+	p := writeConfig(t, valid)
+	if _, err := Load(p, []string{"run.name="}); err == nil || !strings.Contains(err.Error(), "--set run.name=: invalid config: run.name") {
+		t.Errorf("run.name=: got %v", err)
+	}
+	if _, err := Load(p, []string{"run.name=~"}); err == nil || !strings.Contains(err.Error(), "null") {
+		t.Errorf("run.name=~: got %v", err)
+	}
+	cfg, err := Load(p, []string{"data.eval="})
+	if err != nil || cfg.Data.Eval != "" {
+		t.Errorf("data.eval=: got %q, %v", cfg.Data.Eval, err)
+	}
+	if _, err := Load(p, []string{"grpo.group_size="}); err == nil || !strings.Contains(err.Error(), "--set grpo.group_size=") {
+		t.Errorf("grpo.group_size=: got %v", err)
+	}
+}
+
+// yaml.v3 truncates 8.7 to 8 and decodes -.inf as MinInt64 into an int field;
+// both are refused, naming the key (and the line or the override).
+func TestNonIntegralIntegerRejected(t *testing.T) {
+	_, err := Load(writeConfig(t, strings.Replace(valid, "group_size: 4", "group_size: 8.7", 1)), nil)
+	if err == nil || !strings.Contains(err.Error(), "line 6: grpo.group_size: want an integer, got 8.7") {
+		t.Errorf("file: got %v", err)
+	}
+	for _, set := range []string{"grpo.sft.batch_size=-.inf", "grpo.steps=0.5", "trainer.embedded.init_seed=.nan"} {
+		_, err := Load(writeConfig(t, valid), []string{set})
+		key, _, _ := strings.Cut(set, "=")
+		if err == nil || !strings.Contains(err.Error(), "--set "+set+": ") || !strings.Contains(err.Error(), key+": want an integer") {
+			t.Errorf("--set %s: got %v", set, err)
+		}
+	}
+	// Integral floats stay accepted (1e3 is a common way to write 1000).
+	cfg, err := Load(writeConfig(t, valid), []string{"grpo.steps=1e3"})
+	if err != nil || cfg.GRPO.Steps != 1000 {
+		t.Errorf("grpo.steps=1e3: got %d, %v", cfg.GRPO.Steps, err)
+	}
+}
+
+// A literal trainer.token used to land in the run's config.yaml (0644) and
+// its HTML report; "$ENV" references stay as written, and a redacted token
+// read back is refused with the fix.
+func TestTokenRedacted(t *testing.T) {
+	p := writeConfig(t, valid+"trainer:\n  endpoint: http://127.0.0.1:1\n  token: s3cr3t-value\n")
+	cfg, err := Load(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Trainer.Token != "s3cr3t-value" {
+		t.Fatalf("the loaded config must keep the token for use: %q", cfg.Trainer.Token)
+	}
+	out, err := cfg.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "s3cr3t") || !strings.Contains(string(out), "token: <redacted>") {
+		t.Errorf("YAML keeps the token:\n%s", out)
+	}
+	cfg.Trainer.Token = "$HIMES_TRAINER_TOKEN"
+	if out, _ := cfg.YAML(); !strings.Contains(string(out), "token: $HIMES_TRAINER_TOKEN") {
+		t.Errorf("an $ENV reference must be kept:\n%s", out)
+	}
+	// The saved (redacted) config cannot be used as is.
+	saved := writeConfig(t, valid+"trainer:\n  endpoint: http://127.0.0.1:1\n  token: <redacted>\n")
+	if _, err := Load(saved, nil); err == nil || !strings.Contains(err.Error(), "trainer.token: was redacted") {
+		t.Errorf("redacted token accepted: %v", err)
+	}
+	if _, err := Load(saved, []string{"trainer.token=$X"}); err != nil {
+		t.Errorf("--set trainer.token=$X over a redacted one: %v", err)
+	}
+}

@@ -43,6 +43,12 @@ type Config struct {
 	// saved to Parquet. History messages may be {role, text} or {role,
 	// content} either way.
 	Columns map[string]string `yaml:"columns"`
+	// MaxFieldBytes bounds every text field of an input record (question,
+	// history message, passage text, ...); a longer one makes the record
+	// invalid (default 256 KiB).
+	MaxFieldBytes int `yaml:"max_field_bytes"`
+	// MaxRecordBytes bounds one input record (a JSONL line; default 16 MiB).
+	MaxRecordBytes int `yaml:"max_record_bytes"`
 	// Prompt renders the rewriter's input.
 	Prompt PromptConfig `yaml:"prompt"`
 	// Prep configures `himes prep sft` and `himes prep rl`.
@@ -104,7 +110,8 @@ func (c PrepConfig) Validate() error {
 
 // DefaultConfig returns the defaults documented in configs/README.md.
 func DefaultConfig() Config {
-	return Config{EvalFraction: 0.2, UserField: "conv_id", Prompt: DefaultPromptConfig(), Prep: DefaultPrepConfig()}
+	return Config{EvalFraction: 0.2, UserField: "conv_id", MaxFieldBytes: DefaultMaxFieldBytes, MaxRecordBytes: DefaultMaxRecordBytes,
+		Prompt: DefaultPromptConfig(), Prep: DefaultPrepConfig()}
 }
 
 // Validate checks ranges; file existence is checked by the loaders.
@@ -123,6 +130,12 @@ func (c Config) Validate() error {
 	}
 	if _, err := memoryFieldKey(c.MemoryLabelsField); c.MemoryLabelsField != "" && err != nil {
 		return fielderr.New("memory_labels_field", "%v", err)
+	}
+	if c.MaxFieldBytes < 1 || c.MaxFieldBytes > 1<<30 {
+		return fielderr.New("max_field_bytes", "must be in [1, %d], got %d", 1<<30, c.MaxFieldBytes)
+	}
+	if c.MaxRecordBytes < c.MaxFieldBytes || c.MaxRecordBytes > 1<<30 {
+		return fielderr.New("max_record_bytes", "must be in [max_field_bytes=%d, %d], got %d", c.MaxFieldBytes, 1<<30, c.MaxRecordBytes)
 	}
 	switch c.Format {
 	case "", FormatJSONL, FormatParquet, FormatQReCC, FormatTopiOCQA:
@@ -145,7 +158,8 @@ func (c Config) Validate() error {
 // the format, bad-record policy, user key, memory fields and column mapping.
 func (c Config) LoadOptions() LoadOptions {
 	return LoadOptions{Format: c.Format, SkipBad: c.SkipBad, UserField: c.UserField, Columns: c.Columns,
-		MemoryField: c.MemoryField, MemoryLabelsField: c.MemoryLabelsField}
+		MemoryField: c.MemoryField, MemoryLabelsField: c.MemoryLabelsField,
+		MaxFieldBytes: c.MaxFieldBytes, MaxRecordBytes: c.MaxRecordBytes}
 }
 
 // validKeyName checks a user_field / split_by value.

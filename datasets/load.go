@@ -46,6 +46,21 @@ type LoadOptions struct {
 	// export: normalized name → the source's name, e.g. question: query.
 	// Errors name the source's field.
 	Columns map[string]string
+	// MaxFieldBytes bounds every text field of a record, MaxRecordBytes one
+	// JSONL line (0: DefaultMaxFieldBytes, DefaultMaxRecordBytes). A record
+	// over either is invalid, like one with invalid UTF-8.
+	MaxFieldBytes, MaxRecordBytes int
+}
+
+func (o LoadOptions) limits() (field, record int) {
+	field, record = o.MaxFieldBytes, o.MaxRecordBytes
+	if field <= 0 {
+		field = DefaultMaxFieldBytes
+	}
+	if record <= 0 {
+		record = DefaultMaxRecordBytes
+	}
+	return field, record
 }
 
 // LoadStats counts what Load read.
@@ -91,10 +106,11 @@ func LoadContext(ctx context.Context, path string, opts LoadOptions) ([]Turn, Lo
 	if err := checkColumns(opts.Columns); err != nil {
 		return nil, stats, fmt.Errorf("load %s: %w", path, err)
 	}
+	maxField, maxRecord := opts.limits()
 	var recs []record
 	switch format {
 	case FormatJSONL:
-		recs, err = readJSONL(ctx, path, opts.Columns)
+		recs, err = readJSONL(ctx, path, opts.Columns, maxRecord)
 	case FormatQReCC, FormatTopiOCQA:
 		if len(opts.Columns) > 0 {
 			return nil, stats, fmt.Errorf("load %s: data.columns renames JSONL and Parquet fields; the %s format has its own", path, format)
@@ -111,6 +127,9 @@ func LoadContext(ctx context.Context, path string, opts LoadOptions) ([]Turn, Lo
 	turns := make([]Turn, 0, len(recs))
 	seen := make(map[string]int, len(recs))
 	for _, r := range recs {
+		if r.err == nil {
+			r.err = checkTurnText(r.turn, maxField)
+		}
 		if r.err == nil {
 			r.turn.User, r.err = userOf(r.turn)
 		}
@@ -221,9 +240,10 @@ func openMaybeGzip(path string) (io.ReadCloser, error) {
 	return gzipFile{zr, f}, nil
 }
 
-// readJSONL decodes one record per non-blank line; a bad line is a record
-// with an error, so SkipBad can continue past it.
-func readJSONL(ctx context.Context, path string, cols map[string]string) ([]record, error) {
+// readJSONL decodes one record per non-blank line; a bad line (invalid
+// JSON, invalid UTF-8, longer than maxRecord) is a record with an error, so
+// SkipBad can continue past it.
+func readJSONL(ctx context.Context, path string, cols map[string]string, maxRecord int) ([]record, error) {
 	f, err := openMaybeGzip(path)
 	if err != nil {
 		return nil, err
@@ -232,9 +252,12 @@ func readJSONL(ctx context.Context, path string, cols map[string]string) ([]reco
 	br := bufio.NewReaderSize(f, 1<<20)
 	var recs []record
 	for lineNo := 1; ; lineNo++ {
-		line, rerr := br.ReadBytes('\n')
+		line, n, tooLong, rerr := ReadBoundedLine(br, maxRecord)
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			return nil, fmt.Errorf("read %s:%d: %w", path, lineNo, rerr)
+		}
+		if tooLong {
+			recs = append(recs, record{err: tooLongRecord(n, maxRecord), line: lineNo, index: -1, pos: len(recs)})
 		}
 		if lineNo == 1 {
 			line = bytes.TrimPrefix(line, []byte("\ufeff"))
@@ -245,7 +268,11 @@ func readJSONL(ctx context.Context, path string, cols map[string]string) ([]reco
 					return nil, fmt.Errorf("read %s: %w", path, err)
 				}
 			}
-			t, err := decodeNormalized(line, cols)
+			var t Turn
+			err := invalidUTF8Err(line)
+			if err == nil {
+				t, err = decodeNormalized(line, cols)
+			}
 			recs = append(recs, record{turn: t, err: err, line: lineNo, index: -1, pos: len(recs)})
 		}
 		if errors.Is(rerr, io.EOF) {

@@ -165,6 +165,13 @@ func TestLoadMalformedLines(t *testing.T) {
 		{"answer type", `{"conv_id": "c2", "turn": 1, "question": "q", "answer": 42}`, "answer", "want a string"},
 		{"meta type", `{"conv_id": "c2", "turn": 1, "question": "q", "meta": [1]}`, "meta", "want an object"},
 		{"duplicate", `{"conv_id": "c1", "turn": 1, "question": "again"}`, "turn", "duplicate turn c1#1 (first at line 1)"},
+		// encoding/json would replace invalid bytes by U+FFFD without a word.
+		{"invalid UTF-8 question", "{\"conv_id\": \"c2\", \"turn\": 1, \"question\": \"caf\xe9?\"}", "question", "invalid UTF-8"},
+		{"invalid UTF-8 history", "{\"conv_id\": \"c2\", \"turn\": 2, \"question\": \"q\", \"history\": [{\"role\": \"user\", \"text\": \"a\"}, {\"role\": \"assistant\", \"text\": \"\xff\xfe\"}]}", "history[1].text", "invalid UTF-8"},
+		{"invalid UTF-8 passage", "{\"conv_id\": \"c2\", \"turn\": 1, \"question\": \"q\", \"passages\": [{\"id\": \"p\", \"text\": \"\xc3\"}]}", "passages[0].text", "invalid UTF-8"},
+		{"invalid UTF-8 meta", "{\"conv_id\": \"c2\", \"turn\": 1, \"question\": \"q\", \"meta\": {\"topic\": \"\x80\"}}", "meta.topic", "invalid UTF-8"},
+		{"field too long", `{"conv_id": "c2", "turn": 1, "question": "` + strings.Repeat("a", DefaultMaxFieldBytes+1) + `"}`, "question",
+			"is 262145 bytes, more than the 262144 allowed (data.max_field_bytes)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -336,5 +343,49 @@ func TestLoadFilesRejectsSharedTurnIDs(t *testing.T) {
 	}
 	if _, _, err := LoadFiles(context.Background(), []string{a, b, a}, LoadOptions{}); err == nil || !strings.Contains(err.Error(), "c1#1 is in both") {
 		t.Errorf("shared id: %v", err)
+	}
+}
+
+// A line longer than MaxRecordBytes is refused without being held whole, and
+// reading goes on at the next line (line numbers stay right).
+func TestLoadRecordTooLong(t *testing.T) {
+	long := `{"conv_id": "c2", "turn": 1, "question": "` + strings.Repeat("x", 5000) + `"}`
+	path := writeTemp(t, "data.jsonl", goodLine+"\n"+long+"\n"+strings.Replace(goodLine, `"c1"`, `"c9"`, 1)+"\n")
+	opts := LoadOptions{MaxRecordBytes: 1000, MaxFieldBytes: 1000}
+	_, _, err := Load(path, opts)
+	var re *RecordError
+	if !errors.As(err, &re) || re.Line != 2 || !errors.Is(err, ErrTooLong) ||
+		!strings.Contains(err.Error(), path+":2: record is 5045 bytes, more than the 1000 allowed (data.max_record_bytes)") {
+		t.Fatalf("got %v", err)
+	}
+	opts.SkipBad = true
+	turns, st, err := Load(path, opts)
+	if err != nil || len(turns) != 2 || st.Skipped != 1 || turns[1].ConvID != "c9" {
+		t.Fatalf("SkipBad: %v, %d turns, %+v", err, len(turns), st)
+	}
+	// The per-field bound is configurable too.
+	_, _, err = Load(path, LoadOptions{MaxFieldBytes: 10})
+	if !errors.As(err, &re) || re.Line != 1 || re.Field != "question" || !strings.Contains(err.Error(), "more than the 10 allowed") {
+		t.Fatalf("field bound 10: %v", err)
+	}
+}
+
+// Parquet strings and the original QReCC array are checked the same way.
+func TestLoadInvalidUTF8OtherFormats(t *testing.T) {
+	dir := t.TempDir()
+	pq := filepath.Join(dir, "d.parquet")
+	bad := "ok \xff"
+	if err := WriteParquet(pq, []Turn{{ConvID: "c1", Turn: 1, Question: "q"}, {ConvID: "c2", Turn: 1, Question: "q", Rewrite: &bad}}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := Load(pq, LoadOptions{})
+	var re *RecordError
+	if !errors.As(err, &re) || re.Record != 1 || re.Field != "rewrite" || !strings.Contains(err.Error(), "invalid UTF-8") {
+		t.Errorf("parquet: %v", err)
+	}
+	qr := writeTemp(t, "qrecc.json", "[{\"Conversation_no\": 1, \"Turn_no\": 1, \"Context\": [], \"Question\": \"bad \xe2\x82\", \"Rewrite\": \"r\", \"Answer\": \"a\"}]")
+	_, _, err = Load(qr, LoadOptions{})
+	if !errors.As(err, &re) || re.Record != 0 || re.Field != "Question" || !strings.Contains(err.Error(), "invalid UTF-8") {
+		t.Errorf("qrecc: %v", err)
 	}
 }

@@ -44,7 +44,11 @@ func readJSONArray(ctx context.Context, path, format string) ([]record, error) {
 			// The array itself is broken: nothing after this point can be trusted.
 			return nil, fmt.Errorf("%s:%d: record %d: invalid JSON: %w", path, line, i, err)
 		}
-		t, err := decodeOriginal(elem, format)
+		var t Turn
+		err := invalidUTF8Err(elem)
+		if err == nil {
+			t, err = decodeOriginal(elem, format)
+		}
 		if err == nil {
 			err = validateTurn(t)
 		}

@@ -280,7 +280,7 @@ func TestEvaluateComparesOverConversationsAndCountsFailures(t *testing.T) {
 	if rep.EMNormalization != hser.NormUnicode || b.Metrics[MSquadEM].Turns != 34 {
 		t.Fatalf("em normalization %q, SQuAD EM over %d turns; want unicode and 34", rep.EMNormalization, b.Metrics[MSquadEM].Turns)
 	}
-	for _, want := range []string{"| raw | 0/36 |", "| better | 2/36 |", "| better | vs raw |", "+0.667", "better: 2 failed turns (rewrite 2)", "R@100 is recall at that depth",
+	for _, want := range []string{"| raw | 0/36 |", "| better | 2/36 |", "| better | vs raw |", "+0.667", "better: 2 of 36 turns failed (rewrite 2)", "Its HSER comparison with raw is over the 34 turns both completed", "R@100 is recall at that depth",
 		" EM (reward, unicode norm.) |", " SQuAD EM |", " SQuAD F1 |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())

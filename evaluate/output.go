@@ -111,7 +111,11 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			for _, st := range sortedKeys(s.Failures) {
 				parts = append(parts, fmt.Sprintf("%s %d", st, s.Failures[st]))
 			}
-			notes = append(notes, fmt.Sprintf("%s: %d failed turns (%s); they are left out of its means and of its pairs.", s.Name, s.Failed, strings.Join(parts, ", ")))
+			note := fmt.Sprintf("%s: %d of %d turns failed (%s); they are left out of its means and of its pairs.", s.Name, s.Failed, s.Turns, strings.Join(parts, ", "))
+			if c, ok := s.VsBaseline[MReward]; ok {
+				note += fmt.Sprintf(" Its HSER comparison with %s is over the %d turns both completed.", s.Baseline, c.Turns)
+			}
+			notes = append(notes, note)
 		}
 		if s.Memory {
 			notes = append(notes, fmt.Sprintf("%s: long-term memory activated on %d of %d turns.", s.Name, s.MemoryTurns, s.Turns))

@@ -113,6 +113,9 @@ type Ollama struct {
 	client *ollama.Client
 	Render PromptFunc
 	Seed   int
+	// MaxTokens caps the rewrite (Ollama's num_predict; 0: the server's
+	// default, which lets a model that never stops fill its context).
+	MaxTokens int
 }
 
 // NewOllama connects to host ("" = OLLAMA_HOST or the local default); calls
@@ -148,8 +151,11 @@ func (o *Ollama) Rewrite(ctx context.Context, t datasets.Turn) (string, error) {
 	if len(msgs) == 0 {
 		msgs = []api.Message{{Role: "user", Content: p.Text}}
 	}
-	out, err := o.client.Chat(ctx, ollama.ChatRequest{ChatRequest: api.ChatRequest{Model: o.Model, Messages: msgs,
-		Options: map[string]any{"temperature": 0, "seed": o.Seed}}})
+	opts := map[string]any{"temperature": 0, "seed": o.Seed}
+	if o.MaxTokens > 0 {
+		opts["num_predict"] = o.MaxTokens
+	}
+	out, err := o.client.Chat(ctx, ollama.ChatRequest{ChatRequest: api.ChatRequest{Model: o.Model, Messages: msgs, Options: opts}})
 	if err != nil {
 		return "", fmt.Errorf("ollama %s: %w", o.Model, err)
 	}

@@ -117,6 +117,15 @@ type SFTConfig struct {
 	LearningRate float64 `yaml:"learning_rate"`
 }
 
+// Upper bounds on sizes: a typo such as group_size 1e9 must fail validation,
+// not exhaust memory at step 1. They are far above any real run.
+const (
+	maxSteps           = 1_000_000
+	maxGroupSize       = 1024
+	maxRolloutsPerStep = 1 << 18 // prompts_per_step × group_size; also SFT's batch
+	maxTokens          = 1 << 15
+)
+
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -141,18 +150,23 @@ func DefaultConfig() Config {
 // Validate checks ranges and modes.
 func (c Config) Validate() error {
 	switch {
-	case c.Steps < 0:
-		return fielderr.New("steps", "must be ≥ 0, got %d", c.Steps)
-	case c.PromptsPerStep < 1:
-		return fielderr.New("prompts_per_step", "must be ≥ 1, got %d", c.PromptsPerStep)
+	case c.Steps < 0 || c.Steps > maxSteps:
+		return fielderr.New("steps", "must be in [0, %d], got %d", maxSteps, c.Steps)
+	case c.PromptsPerStep < 1 || c.PromptsPerStep > maxRolloutsPerStep:
+		return fielderr.New("prompts_per_step", "must be in [1, %d], got %d", maxRolloutsPerStep, c.PromptsPerStep)
 	case c.GroupSize < 2:
 		return fielderr.New("group_size", "must be ≥ 2 (GRPO compares rewrites within a group), got %d", c.GroupSize)
+	case c.GroupSize > maxGroupSize:
+		return fielderr.New("group_size", "must be ≤ %d, got %d", maxGroupSize, c.GroupSize)
+	case c.PromptsPerStep*c.GroupSize > maxRolloutsPerStep:
+		return fielderr.New("group_size", "prompts_per_step × group_size = %d rollouts per step, more than the %d a step holds in memory",
+			c.PromptsPerStep*c.GroupSize, maxRolloutsPerStep)
 	case c.Temperature < 0:
 		return fielderr.New("temperature", "must be ≥ 0, got %v", c.Temperature)
 	case c.TopP <= 0 || c.TopP > 1:
 		return fielderr.New("top_p", "must be in (0, 1], got %v", c.TopP)
-	case c.MaxTokens < 1:
-		return fielderr.New("max_tokens", "must be ≥ 1, got %d", c.MaxTokens)
+	case c.MaxTokens < 1 || c.MaxTokens > maxTokens:
+		return fielderr.New("max_tokens", "must be in [1, %d], got %d", maxTokens, c.MaxTokens)
 	case c.LearningRate <= 0:
 		return fielderr.New("learning_rate", "must be > 0, got %v", c.LearningRate)
 	case c.EvalEvery < 0:
@@ -185,8 +199,8 @@ func (c Config) Validate() error {
 	if err := c.Advantage.Validate(); err != nil {
 		return fielderr.Prefix("advantage", err)
 	}
-	if c.DynamicSampling.MaxRounds < 0 {
-		return fielderr.New("dynamic_sampling.max_rounds", "must be ≥ 0, got %d", c.DynamicSampling.MaxRounds)
+	if r := c.DynamicSampling.MaxRounds; r < 0 || r > 100 {
+		return fielderr.New("dynamic_sampling.max_rounds", "must be in [0, 100], got %d", r)
 	}
 	if f := c.DynamicSampling.MinZeroVarFrac; f < 0 || f > 1 {
 		return fielderr.New("dynamic_sampling.min_zero_var_frac", "must be in [0, 1], got %v", f)
@@ -196,6 +210,9 @@ func (c Config) Validate() error {
 	}
 	if c.SFT.Epochs < 0 {
 		return fielderr.New("sft.epochs", "must be ≥ 0, got %d", c.SFT.Epochs)
+	}
+	if c.SFT.BatchSize > maxRolloutsPerStep {
+		return fielderr.New("sft.batch_size", "must be ≤ %d, got %d", maxRolloutsPerStep, c.SFT.BatchSize)
 	}
 	if c.SFT.Epochs > 0 && (c.SFT.BatchSize < 1 || c.SFT.LearningRate <= 0) {
 		return fielderr.New("sft", "batch_size must be ≥ 1 and learning_rate > 0 when epochs > 0")
@@ -220,8 +237,8 @@ func (l LossConfig) validate() error {
 		return fielderr.New("kl_estimator", "must be k3 or low_var_kl, got %q", l.KLEstimator)
 	case math.IsNaN(l.ClipRatioC) || math.IsInf(l.ClipRatioC, 0) || l.ClipRatioC != 0 && l.ClipRatioC <= 1:
 		return fielderr.New("clip_ratio_c", "must be > 1 (dual-clip PPO) or 0 (off), got %v", l.ClipRatioC)
-	case l.Mu < 1:
-		return fielderr.New("mu", "must be ≥ 1, got %d", l.Mu)
+	case l.Mu < 1 || l.Mu > 100:
+		return fielderr.New("mu", "must be in [1, 100], got %d", l.Mu)
 	case l.MaxGradNorm < 0:
 		return fielderr.New("max_grad_norm", "must be ≥ 0 (0 disables clipping), got %v", l.MaxGradNorm)
 	}

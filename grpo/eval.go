@@ -65,15 +65,41 @@ func (l *Loop) evaluate(ctx context.Context, step int, phase string) (*EvalMetri
 		policyRewrites[i] = s.Text
 		rawRewrites[i] = turns[i].Question
 	}
-	pol, polRecs, err := l.evalSystem(ctx, step, turns, policyRewrites, resp.PolicyVersion)
+	polRecs, err := l.evalRollouts(ctx, step, turns, policyRewrites, resp.PolicyVersion)
 	if err != nil {
 		return nil, fmt.Errorf("eval at step %d (policy): %w", step, err)
 	}
-	raw, rawRecs, err := l.evalSystem(ctx, step, turns, rawRewrites, resp.PolicyVersion)
+	rawRecs, err := l.evalRollouts(ctx, step, turns, rawRewrites, resp.PolicyVersion)
 	if err != nil {
 		return nil, fmt.Errorf("eval at step %d (raw): %w", step, err)
 	}
-	m := EvalMetrics{Kind: "eval", Step: step, Phase: phase, Policy: pol, Raw: raw}
+	// The two systems are compared on the turns both completed: averaging
+	// each over its own successes would compare different turns.
+	both := make([]bool, len(turns))
+	compared := 0
+	for i := range turns {
+		if both[i] = !polRecs[i].Failed() && !rawRecs[i].Failed(); both[i] {
+			compared++
+		}
+	}
+	if compared == 0 {
+		// A row of zeros would read as a measurement.
+		return nil, fmt.Errorf("eval at step %d: no turn completed for both the policy and the raw question (policy failed %d, raw failed %d of %d; first: %s)",
+			step, countFailed(polRecs), countFailed(rawRecs), len(turns), firstError(polRecs, rawRecs))
+	}
+	pol, err := l.evalSystem(ctx, turns, policyRewrites, polRecs, both)
+	if err != nil {
+		return nil, fmt.Errorf("eval at step %d (policy): %w", step, err)
+	}
+	raw, err := l.evalSystem(ctx, turns, rawRewrites, rawRecs, both)
+	if err != nil {
+		return nil, fmt.Errorf("eval at step %d (raw): %w", step, err)
+	}
+	m := EvalMetrics{Kind: "eval", Step: step, Phase: phase, Turns: len(turns), Compared: compared, Policy: pol, Raw: raw}
+	if compared < len(turns) {
+		l.log.Warn("eval: turns failed; both systems are averaged over the turns both completed",
+			"step", step, "turns", len(turns), "compared", compared, "policy_failed", pol.Failed, "raw_failed", raw.Failed)
+	}
 	if err := l.writeLine(&m); err != nil {
 		return nil, err
 	}
@@ -105,14 +131,34 @@ func LogEval(log *slog.Logger, m EvalMetrics) {
 			attrs = append(attrs, o.key, round4(*o.v))
 		}
 	}
-	log.Info("eval", append(attrs, "turns", m.Policy.Turns, "failed", m.Policy.Failed+m.Raw.Failed)...)
+	log.Info("eval", append(attrs, "turns", m.Turns, "compared", m.Compared,
+		"policy_failed", m.Policy.Failed, "raw_failed", m.Raw.Failed)...)
 }
 
-// evalSystem runs one rewriter's rewrites through the rollout pipeline and,
-// where the turns have gold passages, the retrieval metrics. Means come with
-// 95% intervals from resampling conversations (the same bootstrap, seed and
-// conversation order as himes eval, which reproduces them).
-func (l *Loop) evalSystem(ctx context.Context, step int, turns []datasets.Turn, rewrites []string, version int64) (EvalSystem, []rollout.Record, error) {
+func countFailed(recs []rollout.Record) int {
+	n := 0
+	for _, r := range recs {
+		if r.Failed() {
+			n++
+		}
+	}
+	return n
+}
+
+func firstError(sets ...[]rollout.Record) string {
+	for _, recs := range sets {
+		for _, r := range recs {
+			if r.Failed() {
+				return r.Error
+			}
+		}
+	}
+	return ""
+}
+
+// evalRollouts runs one rewriter's rewrites through the rollout pipeline,
+// one record per turn.
+func (l *Loop) evalRollouts(ctx context.Context, step int, turns []datasets.Turn, rewrites []string, version int64) ([]rollout.Record, error) {
 	groups := make([]rollout.Group, len(turns))
 	for i, turn := range turns {
 		groups[i] = rollout.Group{PromptID: "eval/" + turn.ID(), Turn: turn,
@@ -120,20 +166,33 @@ func (l *Loop) evalSystem(ctx context.Context, step int, turns []datasets.Turn, 
 	}
 	recs, _, err := l.deps.Runner.Run(ctx, step, groups)
 	if err != nil {
-		return EvalSystem{}, nil, err
+		return nil, err
 	}
+	if len(recs) != len(turns) {
+		return nil, fmt.Errorf("%d rollout records for %d turns", len(recs), len(turns))
+	}
+	return recs, nil
+}
+
+// evalSystem averages one rewriter's reward terms over the turns in use
+// (those both systems completed) and, where the turns have gold passages,
+// computes the retrieval metrics over every judged turn (the ranking does
+// not depend on the responder). Means come with 95% intervals from
+// resampling conversations (the same bootstrap, seed and conversation order
+// as himes eval, which reproduces them).
+func (l *Loop) evalSystem(ctx context.Context, turns []datasets.Turn, rewrites []string, recs []rollout.Record, use []bool) (EvalSystem, error) {
 	s := EvalSystem{Turns: len(turns)}
 	reward, squad := make([]float64, len(turns)), make([]float64, len(turns))
-	var firstErr string
+	valid := 0
 	for i, r := range recs {
 		if r.Failed() {
 			s.Failed++
+		}
+		if !use[i] {
 			reward[i], squad[i] = math.NaN(), math.NaN()
-			if firstErr == "" {
-				firstErr = r.Error
-			}
 			continue
 		}
+		valid++
 		reward[i], squad[i] = r.Reward, r.SquadF1
 		s.Reward += r.Reward
 		s.RougeLF1 += r.RougeF1
@@ -142,23 +201,22 @@ func (l *Loop) evalSystem(ctx context.Context, step int, turns []datasets.Turn, 
 		s.SquadEM += r.SquadEM
 		s.SquadF1 += r.SquadF1
 	}
-	valid := len(recs) - s.Failed
-	if valid == 0 {
-		// A row of zeros would read as a measurement.
-		return s, nil, fmt.Errorf("every one of the %d evaluation rollouts failed (first: %s)", len(recs), firstErr)
-	}
-	n := float64(valid)
-	s.Reward, s.RougeLF1, s.EM, s.Hit, s.SquadF1 = s.Reward/n, s.RougeLF1/n, s.EM/n, s.Hit/n, s.SquadF1/n
-	s.SquadEM /= n
+	s.Compared = valid
 	convs := conversationsOf(turns)
-	if s.CI.Reward, err = l.interval(convs, reward); err != nil {
-		return s, nil, err
-	}
-	if s.CI.SquadF1, err = l.interval(convs, squad); err != nil {
-		return s, nil, err
+	if valid > 0 {
+		n := float64(valid)
+		s.Reward, s.RougeLF1, s.EM, s.Hit, s.SquadF1 = s.Reward/n, s.RougeLF1/n, s.EM/n, s.Hit/n, s.SquadF1/n
+		s.SquadEM /= n
+		var err error
+		if s.CI.Reward, err = l.interval(convs, reward); err != nil {
+			return s, err
+		}
+		if s.CI.SquadF1, err = l.interval(convs, squad); err != nil {
+			return s, err
+		}
 	}
 	if l.deps.Ranker == nil {
-		return s, recs, nil
+		return s, nil
 	}
 	recall, rr := make([]float64, len(turns)), make([]float64, len(turns))
 	judged := 0
@@ -171,7 +229,7 @@ func (l *Loop) evalSystem(ctx context.Context, step int, turns []datasets.Turn, 
 		}
 		run, err := l.deps.Ranker(ctx, turn.User, rewrites[i], turn.Question)
 		if err != nil {
-			return s, nil, fmt.Errorf("rank %s: %w", turn.ID(), err)
+			return s, fmt.Errorf("rank %s: %w", turn.ID(), err)
 		}
 		judged++
 		recall[i], rr[i] = retrieval.Recall(run, qrels, 10), retrieval.RecipRank(run, qrels)
@@ -180,14 +238,15 @@ func (l *Loop) evalSystem(ctx context.Context, step int, turns []datasets.Turn, 
 	}
 	if judged > 0 {
 		s.Recall10, s.MRR = ptr(sumR/float64(judged)), ptr(sumRR/float64(judged))
+		var err error
 		if s.CI.Recall10, err = l.interval(convs, recall); err != nil {
-			return s, nil, err
+			return s, err
 		}
 		if s.CI.MRR, err = l.interval(convs, rr); err != nil {
-			return s, nil, err
+			return s, err
 		}
 	}
-	return s, recs, nil
+	return s, nil
 }
 
 // conversationsOf lists, per conversation in order of first appearance, the

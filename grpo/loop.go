@@ -234,16 +234,26 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 			}
 		}
 	}
+	// An evaluation due at the checkpointed step that did not complete
+	// (interrupted, or stopped by failing rollouts) runs before the next step.
+	if s := l.state.Step; s > 0 && !l.state.EvalDone && l.evalDue(s) {
+		m, err := l.evaluate(ctx, s, "grpo")
+		if err != nil {
+			return l.stopped(ctx, err)
+		}
+		if best := l.newBest(m); best != nil {
+			if err := l.checkpoint(ctx, best); err != nil {
+				return err
+			}
+		}
+	}
 	for step := l.state.Step + 1; step <= l.cfg.Steps; step++ {
 		if ctx.Err() != nil {
 			return l.interrupted(ctx)
 		}
 		m, err := l.Step(ctx, step)
 		if err != nil {
-			if ctx.Err() != nil {
-				return l.interrupted(ctx)
-			}
-			return fmt.Errorf("step %d: %w", step, err)
+			return l.stopped(ctx, fmt.Errorf("step %d: %w", step, err))
 		}
 		if err := l.writeLine(&m); err != nil {
 			return err
@@ -254,13 +264,10 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 		l.state.EvalDone = false
 		last := step == l.cfg.Steps
 		var best *BestCheckpoint
-		if last || (l.cfg.EvalEvery > 0 && step%l.cfg.EvalEvery == 0) {
+		if l.evalDue(step) {
 			m, err := l.evaluate(ctx, step, "grpo")
 			if err != nil {
-				if ctx.Err() != nil {
-					return l.interrupted(ctx)
-				}
-				return err
+				return l.stopped(ctx, err)
 			}
 			best = l.newBest(m)
 		}
@@ -271,6 +278,31 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 		}
 	}
 	return nil
+}
+
+// evalDue reports whether an evaluation follows step.
+func (l *Loop) evalDue(step int) bool {
+	return step == l.cfg.Steps || (l.cfg.EvalEvery > 0 && step%l.cfg.EvalEvery == 0)
+}
+
+// stopped handles an error that ends the run: on cancellation it saves a
+// checkpoint (interrupted); when too many rollouts failed it saves one of the
+// last completed step, whose work is sound, so that --resume redoes only the
+// failed step or evaluation once the responder is back.
+func (l *Loop) stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return l.interrupted(ctx)
+	}
+	if !errors.Is(err, rollout.ErrTooManyFailed) {
+		return err
+	}
+	l.log.Error("stopping: too many failed rollouts", "error", err)
+	if info, ierr := l.deps.Policy.Info(ctx); ierr != nil || info.PolicyVersion != l.state.PolicyVersion {
+		l.log.Warn("keeping the last checkpoint", "error", ierr)
+	} else if cerr := l.checkpoint(ctx, nil); cerr != nil {
+		l.log.Warn("checkpoint of the last completed step failed; keeping the last one", "error", cerr)
+	}
+	return fmt.Errorf("%w (resume with --resume once the responder answers; the last completed step is step %d)", err, l.state.Step)
 }
 
 // Step runs one GRPO step, top to bottom: draw prompts, sample G rewrites
@@ -323,7 +355,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 	// 6. The ledger is written before the update is sent: if the process
 	// dies in between, the rollouts are on disk and resume replays the step.
 	if err := rollout.WriteLedger(l.deps.Run.LedgerPath(step), batch.records()); err != nil {
-		return StepMetrics{}, fmt.Errorf("write ledger: %w", err)
+		return StepMetrics{}, err // "write ledger: ..." already
 	}
 
 	// 7. The policy update, idempotent through its step_id.

@@ -113,8 +113,9 @@ type EvalCI struct {
 }
 
 // EvalSystem is the evaluation of one rewriter on the held-out split. The
-// reward terms are means over the turns whose rollout succeeded (an
-// evaluation in which every rollout fails is an error, not a row of zeros).
+// reward terms are means over the Compared turns (those both systems
+// completed; an evaluation in which none is is an error, not a row of
+// zeros); Recall10 and MRR over every judged turn.
 type EvalSystem struct {
 	Terms
 	// Recall10 and MRR are over the turns with gold passages; absent when
@@ -122,8 +123,9 @@ type EvalSystem struct {
 	Recall10 *float64 `json:"recall_10,omitempty"`
 	MRR      *float64 `json:"mrr,omitempty"`
 	CI       EvalCI   `json:"ci"`
-	Turns    int      `json:"turns"`
-	Failed   int      `json:"failed"`
+	Turns    int      `json:"turns"`    // turns evaluated
+	Failed   int      `json:"failed"`   // turns whose rollout failed for this system
+	Compared int      `json:"compared"` // turns the terms average over
 }
 
 // EvalMetrics is one "eval" line of metrics.jsonl: the policy (greedy) and
@@ -134,9 +136,13 @@ type EvalMetrics struct {
 	Step int `json:"step"`
 	// Phase is "init" (before any training), "sft" (after the SFT phase,
 	// before GRPO) or "grpo".
-	Phase  string     `json:"phase"`
-	Policy EvalSystem `json:"policy"`
-	Raw    EvalSystem `json:"raw"`
+	Phase string `json:"phase"`
+	// Turns evaluated, and Compared: those both systems completed, over
+	// which both systems' reward terms are averaged.
+	Turns    int        `json:"n_turns"`
+	Compared int        `json:"n_compared"`
+	Policy   EvalSystem `json:"policy"`
+	Raw      EvalSystem `json:"raw"`
 }
 
 // SFTMetrics is one "sft" line of metrics.jsonl: an epoch of the SFT phase.

@@ -13,10 +13,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/himes-rl/himes/grpo"
+	"github.com/himes-rl/himes/trainer"
 )
 
 // Run is what a report shows of one run directory.
@@ -79,7 +81,7 @@ func LoadRun(ctx context.Context, dir string) (Run, error) {
 	cfg, err := os.ReadFile(filepath.Join(dir, ConfigFile))
 	switch {
 	case err == nil:
-		run.Config = string(cfg)
+		run.Config = redactToken(string(cfg))
 	case errors.Is(err, os.ErrNotExist):
 		slog.Debug("run has no config.yaml", "dir", dir)
 	default:
@@ -194,4 +196,19 @@ func readStatus(dir string) (st grpo.Status, ok, live bool, err error) {
 	live = alive(st)
 	st, ok, err = grpo.ReadStatus(dir)
 	return st, ok, live, err
+}
+
+// tokenLine matches a YAML "token:" key with a literal value: runs written
+// before tokens were redacted hold the bearer token in config.yaml.
+var tokenLine = regexp.MustCompile(`(?m)^(\s*token:[ \t]*)(["']?)([^"'$\s#][^\n]*?)(["']?)[ \t]*$`)
+
+// redactToken hides a literal token in a config shown in a report.
+func redactToken(cfg string) string {
+	return tokenLine.ReplaceAllStringFunc(cfg, func(line string) string {
+		m := tokenLine.FindStringSubmatch(line)
+		if m[3] == trainer.RedactedToken {
+			return line
+		}
+		return m[1] + trainer.RedactedToken
+	})
 }

@@ -178,3 +178,24 @@ func TestLoadRunMissingMetrics(t *testing.T) {
 }
 
 func fp(v float64) *float64 { return &v }
+
+// A run written before tokens were redacted holds the literal bearer token in
+// config.yaml; the report must not copy it into report.html.
+func TestLoadRunRedactsLiteralToken(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, MetricsFile), []byte(`{"kind":"step","step":1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "run:\n  name: x\ntrainer:\n  endpoint: http://h:1\n  token: \"s3cr3t\"\n  timeout_seconds: 600\nother:\n  token: $ENV_REF\n  token_kind: a\n"
+	if err := os.WriteFile(filepath.Join(dir, ConfigFile), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run, err := LoadRun(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "run:\n  name: x\ntrainer:\n  endpoint: http://h:1\n  token: <redacted>\n  timeout_seconds: 600\nother:\n  token: $ENV_REF\n  token_kind: a\n"
+	if run.Config != want {
+		t.Errorf("config shown as\n%s\nwant\n%s", run.Config, want)
+	}
+}

@@ -292,6 +292,10 @@ const (
 	DefaultRerankFloor     = 0.3
 )
 
+// maxCandidates bounds top_k, candidates and memory.top_n: far above real
+// use, so that a typo fails validation instead of exhausting memory.
+const maxCandidates = 100_000
+
 // DefaultConfig returns the embedded defaults (Pyserini's BM25 parameters).
 func DefaultConfig() Config {
 	return Config{Method: "bm25", TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Analyzer: AnalyzerPlain, Embedder: "hash",
@@ -319,11 +323,11 @@ func (c Config) Validate() error {
 	default:
 		return fielderr.New("method", "must be bm25, dense, hybrid, remote or elasticsearch, got %q", c.Method)
 	}
-	if c.TopK < 1 {
-		return fielderr.New("top_k", "must be ≥ 1, got %d", c.TopK)
+	if c.TopK < 1 || c.TopK > maxCandidates {
+		return fielderr.New("top_k", "must be in [1, %d], got %d", maxCandidates, c.TopK)
 	}
-	if c.Candidates < c.TopK {
-		return fielderr.New("candidates", "must be ≥ top_k (%d), got %d", c.TopK, c.Candidates)
+	if c.Candidates < c.TopK || c.Candidates > maxCandidates {
+		return fielderr.New("candidates", "must be in [top_k=%d, %d], got %d", c.TopK, maxCandidates, c.Candidates)
 	}
 	if c.K1 < 0 {
 		return fielderr.New("k1", "must be ≥ 0, got %v", c.K1)
@@ -342,8 +346,8 @@ func (c Config) Validate() error {
 	}
 	switch c.Embedder {
 	case "hash":
-		if c.HashDim < 2 {
-			return fielderr.New("hash_dim", "must be ≥ 2, got %d", c.HashDim)
+		if c.HashDim < 2 || c.HashDim > 1<<20 {
+			return fielderr.New("hash_dim", "must be in [2, %d], got %d", 1<<20, c.HashDim)
 		}
 	case "lsa":
 		if c.LSADim < 1 {
@@ -362,8 +366,8 @@ func (c Config) Validate() error {
 	default:
 		return fielderr.New("embedder", "must be hash, lsa or ollama, got %q", c.Embedder)
 	}
-	if c.EmbedBatch < 1 {
-		return fielderr.New("embed_batch", "must be ≥ 1, got %d", c.EmbedBatch)
+	if c.EmbedBatch < 1 || c.EmbedBatch > 4096 {
+		return fielderr.New("embed_batch", "must be in [1, 4096], got %d", c.EmbedBatch)
 	}
 	if c.RRFK <= 0 {
 		return fielderr.New("rrf_k", "must be > 0, got %v", c.RRFK)
@@ -376,8 +380,8 @@ func (c Config) Validate() error {
 
 // Validate checks the memory section.
 func (m MemoryConfig) Validate() error {
-	if m.TopN < 0 {
-		return fielderr.New("top_n", "must be ≥ 0, got %d", m.TopN)
+	if m.TopN < 0 || m.TopN > maxCandidates {
+		return fielderr.New("top_n", "must be in [0, %d], got %d", maxCandidates, m.TopN)
 	}
 	if m.Enabled && m.TopN == 0 {
 		return fielderr.New("top_n", "must be ≥ 1 when memory is enabled")

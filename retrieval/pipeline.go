@@ -522,12 +522,15 @@ func (p *Pipeline) RetrieveBatch(ctx context.Context, reqs []Request) ([]Result,
 			texts[i] = r.Query
 		}
 	}
+	// Callers name the stage ("retrieve: ..." in the ledger): these errors
+	// name the part of it that failed.
 	cands, errs := p.SearchBatch(ctx, texts, p.cfg.Candidates)
 	out := make([]Result, len(reqs))
 	var eg errgroup.Group
 	eg.SetLimit(runtime.GOMAXPROCS(0))
 	for i, r := range reqs {
 		if errs[i] != nil {
+			errs[i] = fmt.Errorf("first-stage search: %w", errs[i])
 			continue
 		}
 		eg.Go(func() error {
@@ -554,7 +557,7 @@ func (p *Pipeline) rerank(ctx context.Context, r Request, cands []Ranked) (Resul
 		}
 		mems, memVecs, err := m.ActivateAt(ctx, r.User, r.Query, qv[0], r.Seq)
 		if err != nil {
-			return Result{}, err
+			return Result{}, fmt.Errorf("activate memories: %w", err)
 		}
 		res.Trace.Memories = mems
 		best := math.Inf(-1)
@@ -564,10 +567,10 @@ func (p *Pipeline) rerank(ctx context.Context, r Request, cands []Ranked) (Resul
 		if len(mems) > 0 && best >= p.cfg.Memory.RerankFloor {
 			candVecs, err := p.candidateVectors(ctx, m.emb, cands)
 			if err != nil {
-				return Result{}, err
+				return Result{}, fmt.Errorf("embed candidates for memory: %w", err)
 			}
 			if final, err = Rerank(cands, candVecs, memVecs, p.cfg.Memory.RetrievalWeight); err != nil {
-				return Result{}, err
+				return Result{}, fmt.Errorf("memory re-rank: %w", err)
 			}
 			res.Trace.Reranked = true
 		}

@@ -30,6 +30,10 @@ type Config struct {
 	// CacheDir optionally persists the answer cache on disk (one file per entry),
 	// so answers survive restarts and resumed runs. Empty: memory only.
 	CacheDir string `yaml:"cache_dir"`
+	// MaxFailedFraction stops the run when more than this fraction of one
+	// step's rollouts (or of one evaluation's turns) fail (default 0.5; 1
+	// never stops). A failed step is not checkpointed: --resume redoes it.
+	MaxFailedFraction float64 `yaml:"max_failed_fraction"`
 }
 
 // OllamaConfig configures the frozen response model served by Ollama.
@@ -120,6 +124,16 @@ const (
 	DefaultUserPrompt   = "Passages:\n{{.Context}}\nQuestion: {{.Question}}\nAnswer:"
 )
 
+// Upper bounds on sizes, far above real use: a typo must fail validation,
+// not exhaust memory or a server.
+const (
+	maxConcurrency   = 4096
+	maxCacheSize     = 1 << 20
+	maxChunks        = 1000
+	maxAnswerTokens  = 1 << 17
+	maxContextTokens = 1 << 21
+)
+
 // DefaultCallConfig returns the default timeout and retry policy.
 func DefaultCallConfig() CallConfig {
 	return CallConfig{Timeout: 60 * time.Second, Retries: 6, BackoffBase: 200 * time.Millisecond, BackoffMax: 5 * time.Second}
@@ -132,11 +146,12 @@ func DefaultConfig() Config {
 		Concurrency: 16,
 		Ollama: OllamaConfig{MaxPerHost: 4, Temperature: 0, Seed: 42, NumPredict: 128, NumCtx: 4096,
 			KeepAlive: "30m", Call: DefaultCallConfig()},
-		OpenAI:     OpenAIConfig{MaxPerHost: 8, Temperature: 0, Seed: 42, MaxTokens: 128, Call: DefaultCallConfig()},
-		Extractive: DefaultExtractiveConfig(),
-		Prompt:     PromptConfig{System: DefaultSystemPrompt, User: DefaultUserPrompt, MaxChunks: 3},
-		Dedup:      true,
-		CacheSize:  4096,
+		OpenAI:            OpenAIConfig{MaxPerHost: 8, Temperature: 0, Seed: 42, MaxTokens: 128, Call: DefaultCallConfig()},
+		Extractive:        DefaultExtractiveConfig(),
+		Prompt:            PromptConfig{System: DefaultSystemPrompt, User: DefaultUserPrompt, MaxChunks: 3},
+		Dedup:             true,
+		CacheSize:         4096,
+		MaxFailedFraction: 0.5,
 	}
 }
 
@@ -152,17 +167,20 @@ func (c Config) Validate() error {
 	default:
 		return fielderr.New("responder", "must be extractive, ollama or openai, got %q", c.Responder)
 	}
-	if c.Concurrency < 1 {
-		return fielderr.New("concurrency", "must be ≥ 1, got %d", c.Concurrency)
+	if c.Concurrency < 1 || c.Concurrency > maxConcurrency {
+		return fielderr.New("concurrency", "must be in [1, %d], got %d", maxConcurrency, c.Concurrency)
 	}
-	if c.CacheSize < 0 {
-		return fielderr.New("cache_size", "must be ≥ 0, got %d", c.CacheSize)
+	if c.CacheSize < 0 || c.CacheSize > maxCacheSize {
+		return fielderr.New("cache_size", "must be in [0, %d], got %d", maxCacheSize, c.CacheSize)
+	}
+	if f := c.MaxFailedFraction; !(f >= 0 && f <= 1) {
+		return fielderr.New("max_failed_fraction", "must be in [0, 1], got %v", f)
 	}
 	if err := c.Extractive.Validate(); err != nil {
 		return fielderr.Prefix("extractive", err)
 	}
-	if c.Prompt.MaxChunks < 1 {
-		return fielderr.New("prompt.max_chunks", "must be ≥ 1, got %d", c.Prompt.MaxChunks)
+	if c.Prompt.MaxChunks < 1 || c.Prompt.MaxChunks > maxChunks {
+		return fielderr.New("prompt.max_chunks", "must be in [1, %d], got %d", maxChunks, c.Prompt.MaxChunks)
 	}
 	if strings.TrimSpace(c.Prompt.User) == "" {
 		return fielderr.New("prompt.user", "must not be empty")
@@ -185,11 +203,11 @@ func (c Config) Validate() error {
 
 // Validate checks the extractive reader's ranges.
 func (c ExtractiveConfig) Validate() error {
-	if c.MaxChunks < 1 {
-		return fielderr.New("max_chunks", "must be ≥ 1, got %d", c.MaxChunks)
+	if c.MaxChunks < 1 || c.MaxChunks > maxChunks {
+		return fielderr.New("max_chunks", "must be in [1, %d], got %d", maxChunks, c.MaxChunks)
 	}
-	if c.MaxWords < 1 {
-		return fielderr.New("max_words", "must be ≥ 1, got %d", c.MaxWords)
+	if c.MaxWords < 1 || c.MaxWords > maxAnswerTokens {
+		return fielderr.New("max_words", "must be in [1, %d], got %d", maxAnswerTokens, c.MaxWords)
 	}
 	return nil
 }
@@ -198,15 +216,15 @@ func (c OllamaConfig) validate() error {
 	if c.Model == "" {
 		return fielderr.New("model", "is required when responder is ollama")
 	}
-	if c.MaxPerHost < 1 {
-		return fielderr.New("max_per_host", "must be ≥ 1, got %d", c.MaxPerHost)
+	if c.MaxPerHost < 1 || c.MaxPerHost > maxConcurrency {
+		return fielderr.New("max_per_host", "must be in [1, %d], got %d", maxConcurrency, c.MaxPerHost)
 	}
 	if len(c.HostLimits) > 0 && len(c.HostLimits) != len(c.Hosts) {
 		return fielderr.New("host_limits", "has %d entries but hosts has %d", len(c.HostLimits), len(c.Hosts))
 	}
 	for i, l := range c.HostLimits {
-		if l < 1 {
-			return fielderr.New("host_limits", "entry %d must be ≥ 1, got %d", i, l)
+		if l < 1 || l > maxConcurrency {
+			return fielderr.New("host_limits", "entry %d must be in [1, %d], got %d", i, maxConcurrency, l)
 		}
 	}
 	for i, h := range c.Hosts {
@@ -217,11 +235,11 @@ func (c OllamaConfig) validate() error {
 	if c.Temperature < 0 {
 		return fielderr.New("temperature", "must be ≥ 0, got %v", c.Temperature)
 	}
-	if c.NumPredict == 0 || c.NumPredict < -2 {
-		return fielderr.New("num_predict", "must be > 0 (or -1 for unlimited), got %d", c.NumPredict)
+	if c.NumPredict == 0 || c.NumPredict < -2 || c.NumPredict > maxAnswerTokens {
+		return fielderr.New("num_predict", "must be in [1, %d] (or -1 for unlimited), got %d", maxAnswerTokens, c.NumPredict)
 	}
-	if c.NumCtx < 1 {
-		return fielderr.New("num_ctx", "must be ≥ 1, got %d", c.NumCtx)
+	if c.NumCtx < 1 || c.NumCtx > maxContextTokens {
+		return fielderr.New("num_ctx", "must be in [1, %d], got %d", maxContextTokens, c.NumCtx)
 	}
 	if c.NumThread < 0 {
 		return fielderr.New("num_thread", "must be ≥ 0, got %d", c.NumThread)
@@ -246,14 +264,14 @@ func (c OpenAIConfig) validate() error {
 			return fielderr.New("base_urls", "entry %d: %v", i, err)
 		}
 	}
-	if c.MaxPerHost < 1 {
-		return fielderr.New("max_per_host", "must be ≥ 1, got %d", c.MaxPerHost)
+	if c.MaxPerHost < 1 || c.MaxPerHost > maxConcurrency {
+		return fielderr.New("max_per_host", "must be in [1, %d], got %d", maxConcurrency, c.MaxPerHost)
 	}
 	if c.Temperature < 0 {
 		return fielderr.New("temperature", "must be ≥ 0, got %v", c.Temperature)
 	}
-	if c.MaxTokens < 1 {
-		return fielderr.New("max_tokens", "must be ≥ 1, got %d", c.MaxTokens)
+	if c.MaxTokens < 1 || c.MaxTokens > maxAnswerTokens {
+		return fielderr.New("max_tokens", "must be in [1, %d], got %d", maxAnswerTokens, c.MaxTokens)
 	}
 	return c.Call.validate()
 }
@@ -262,8 +280,8 @@ func (c CallConfig) validate() error {
 	if c.Timeout <= 0 {
 		return fielderr.New("timeout", "must be > 0, got %v", c.Timeout)
 	}
-	if c.Retries < 0 {
-		return fielderr.New("retries", "must be ≥ 0, got %d", c.Retries)
+	if c.Retries < 0 || c.Retries > 100 {
+		return fielderr.New("retries", "must be in [0, 100], got %d", c.Retries)
 	}
 	if c.BackoffBase <= 0 {
 		return fielderr.New("backoff_base", "must be > 0, got %v", c.BackoffBase)

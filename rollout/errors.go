@@ -3,6 +3,9 @@ package rollout
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/himes-rl/himes/internal/httpcall"
 	"github.com/himes-rl/himes/retrieval"
@@ -74,3 +77,29 @@ func isFatal(err error) bool {
 	var nf *ModelNotFoundError
 	return errors.As(err, &nf)
 }
+
+// ErrTooManyFailed matches a *TooManyFailedError (errors.Is).
+var ErrTooManyFailed = errors.New("too many failed rollouts")
+
+// TooManyFailedError stops a run: more of one Run's rollouts failed than
+// rollout.max_failed_fraction allows. Scoring the rest would train and
+// evaluate on whatever the responder happened to answer.
+type TooManyFailedError struct {
+	Failed, Total int
+	Max           float64
+	Kinds         map[string]int // failed rollouts by error kind
+	First         string         // the first failed rollout's error
+}
+
+func (e *TooManyFailedError) Error() string {
+	kinds := make([]string, 0, len(e.Kinds))
+	for k, n := range e.Kinds {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(kinds)
+	return fmt.Sprintf("%d of %d rollouts failed (%s), above rollout.max_failed_fraction %g; first error: %s",
+		e.Failed, e.Total, strings.Join(kinds, ", "), e.Max, e.First)
+}
+
+// Is makes errors.Is(err, ErrTooManyFailed) true.
+func (e *TooManyFailedError) Is(target error) bool { return target == ErrTooManyFailed }

@@ -41,6 +41,9 @@ type fakeOllama struct {
 
 	// status, when set, may override the reply to the n-th chat request (1-based).
 	status func(n int64) int
+	// malformed, when set, picks prompts (the last message) answered 200
+	// without a "message".
+	malformed func(prompt string) bool
 
 	mu   sync.Mutex
 	last map[string]any // body of the last chat request
@@ -128,6 +131,10 @@ func (f *fakeOllama) chat(w http.ResponseWriter, r *http.Request) {
 	if len(msgs) > 0 {
 		m, _ := msgs[len(msgs)-1].(map[string]any)
 		last, _ = m["content"].(string)
+	}
+	if f.malformed != nil && f.malformed(last) {
+		writeJSON(w, 200, map[string]any{"model": model, "done": true})
+		return
 	}
 	// The answer is a function of the prompt, like a frozen model at temperature 0.
 	answer := "answer: " + lastLine(last)

@@ -1,155 +1,30 @@
 package rollout
 
-// Integration tests against a real Ollama server (v0.6.5, built by
-// scripts/ci/setup-ollama.sh) serving a tiny random-weight model generated
-// by internal/tinygguf. They check the plumbing; the model's output is
-// gibberish. They skip when no ollama binary is found.
+// Integration tests against a real Ollama server (internal/ollamatest: v0.6.5,
+// built by scripts/ci/setup-ollama.sh, serving a tiny random-weight model).
+// They check the plumbing; the model's output is gibberish. They skip when
+// no ollama binary is found.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/internal/ollamatest"
 	"github.com/himes-rl/himes/retrieval"
-	"github.com/himes-rl/himes/rollout/internal/tinygguf"
 )
 
-// ollamaBinary looks in $HIMES_OLLAMA_BIN, then PATH, then $(go env GOPATH)/bin.
-func ollamaBinary(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("HIMES_OLLAMA_BIN"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("HIMES_OLLAMA_BIN=%s: %v", p, err)
-		}
-		return p
-	}
-	if p, err := exec.LookPath("ollama"); err == nil {
-		return p
-	}
-	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		for _, dir := range filepath.SplitList(strings.TrimSpace(string(out))) {
-			p := filepath.Join(dir, "bin", "ollama")
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-	}
-	t.Skip("ollama binary not found ($HIMES_OLLAMA_BIN, PATH, $(go env GOPATH)/bin): " +
-		"run scripts/ci/setup-ollama.sh (go install github.com/ollama/ollama@v0.6.5) to run the real-server tests")
-	return ""
-}
-
-// ollamaServer is a private `ollama serve` on a loopback port.
-type ollamaServer struct {
-	t      *testing.T
-	bin    string
-	addr   string // 127.0.0.1:port
-	models string // OLLAMA_MODELS
-	home   string
-	env    []string
-	cmd    *exec.Cmd
-	log    *bytes.Buffer
-}
-
-func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// startOllama starts a server with a private model directory and extra env
-// (OLLAMA_NUM_PARALLEL, OLLAMA_MAX_QUEUE, …) and creates the tiny model "tiny".
-func startOllama(t *testing.T, env ...string) *ollamaServer {
-	t.Helper()
-	s := &ollamaServer{t: t, bin: ollamaBinary(t), addr: freePort(t), models: t.TempDir(), home: t.TempDir(), env: env}
-	s.start()
-	t.Cleanup(s.stop)
-	dir := t.TempDir()
-	gguf := filepath.Join(dir, "tiny.gguf")
-	if err := tinygguf.Write(gguf, tinygguf.Options{Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
-	mf := filepath.Join(dir, "Modelfile")
-	// A plain template: the random model has no chat format of its own. The
-	// parameters match realCfg, so requests that cannot set options (the /v1
-	// endpoint) neither reload the model nor spin up one thread per core.
-	modelfile := "FROM " + gguf + "\nPARAMETER num_thread 1\nPARAMETER num_ctx 512\n" +
-		"TEMPLATE \"\"\"{{ range .Messages }}{{ .Content }}\n{{ end }}\"\"\"\n"
-	if err := os.WriteFile(mf, []byte(modelfile), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(t.Context(), s.bin, "create", "tiny", "-f", mf)
-	cmd.Env = s.environ()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ollama create: %v\n%s\nserver log:\n%s", err, out, s.log)
-	}
-	return s
-}
-
-func (s *ollamaServer) environ() []string {
-	env := append(os.Environ(), "OLLAMA_HOST="+s.addr, "OLLAMA_MODELS="+s.models, "HOME="+s.home,
-		"OLLAMA_NOPRUNE=1", "OLLAMA_KEEP_ALIVE=10m")
-	return append(env, s.env...)
-}
-
-func (s *ollamaServer) start() {
-	s.t.Helper()
-	s.log = &bytes.Buffer{}
-	s.cmd = exec.Command(s.bin, "serve")
-	s.cmd.Env = s.environ()
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	// Own process group: stop kills the model runner child with the server.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start ollama serve: %v", err)
-	}
-	// Readiness: poll the root endpoint. The bound is generous; it only turns
-	// a server that never comes up into a clear failure instead of a hang.
-	for range 600 {
-		resp, err := http.Get("http://" + s.addr + "/")
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	s.stop()
-	s.t.Fatalf("ollama serve did not come up on %s:\n%s", s.addr, s.log)
-}
-
-// stop kills the server and its runner (the whole process group).
-func (s *ollamaServer) stop() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	_ = s.cmd.Wait()
-	s.cmd = nil
-}
-
-func (s *ollamaServer) url() string { return "http://" + s.addr }
-
-func realCfg(s *ollamaServer) Config {
+func realCfg(s *ollamatest.Server) Config {
 	cfg := DefaultConfig()
 	cfg.Responder = "ollama"
 	cfg.Ollama.Model = "tiny"
-	cfg.Ollama.Hosts = []string{s.url()}
+	cfg.Ollama.Hosts = []string{s.URL()}
 	cfg.Ollama.NumThread = 1
 	cfg.Ollama.NumCtx = 512
 	cfg.Ollama.NumPredict = 16
@@ -159,19 +34,19 @@ func realCfg(s *ollamaServer) Config {
 }
 
 func TestRealOllama(t *testing.T) {
-	s := startOllama(t)
+	s := ollamatest.Start(t)
 	ctx := t.Context()
 
 	t.Run("chat, determinism and the runner", func(t *testing.T) {
 		resp, err := NewResponder(ctx, realCfg(s))
 		if err != nil {
-			t.Fatalf("%v\nserver log:\n%s", err, s.log)
+			t.Fatalf("%v\nserver log:\n%s", err, s.Log())
 		}
 		o := resp.(*Ollama)
 		defer o.Close()
 		first, err := o.Respond(ctx, "How tall is the Eiffel Tower?", testChunks)
 		if err != nil {
-			t.Fatalf("%v\nserver log:\n%s", err, s.log)
+			t.Fatalf("%v\nserver log:\n%s", err, s.Log())
 		}
 		if first == "" {
 			t.Error("empty answer from the model")
@@ -217,7 +92,7 @@ func TestRealOllama(t *testing.T) {
 		o := newTestOllama(t, realCfg(s).Ollama)
 		embs, err := o.Embed(ctx, []string{"hello world", "the eiffel tower"})
 		if err != nil {
-			t.Fatalf("%v\nserver log:\n%s", err, s.log)
+			t.Fatalf("%v\nserver log:\n%s", err, s.Log())
 		}
 		if len(embs) != 2 || len(embs[0]) != 64 || len(embs[1]) != 64 {
 			t.Fatalf("embedding shapes: %d vectors", len(embs))
@@ -235,11 +110,11 @@ func TestRealOllama(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Responder = "openai"
 		cfg.OpenAI.Model = "tiny"
-		cfg.OpenAI.BaseURLs = []string{s.url() + "/v1"}
+		cfg.OpenAI.BaseURLs = []string{s.URL() + "/v1"}
 		cfg.OpenAI.MaxTokens = 8
 		resp, err := NewResponder(ctx, cfg)
 		if err != nil {
-			t.Fatalf("%v\nserver log:\n%s", err, s.log)
+			t.Fatalf("%v\nserver log:\n%s", err, s.Log())
 		}
 		a, err := resp.Respond(ctx, "How tall is the Eiffel Tower?", testChunks)
 		if err != nil {
@@ -255,7 +130,7 @@ func TestRealOllama(t *testing.T) {
 		cfg := realCfg(s)
 		cfg.Ollama.Model = "no-such-model"
 		_, err := NewResponder(ctx, cfg)
-		want := "model no-such-model not found on host " + s.url() + " — run `ollama pull no-such-model`"
+		want := "model no-such-model not found on host " + s.URL() + " — run `ollama pull no-such-model`"
 		if err == nil || err.Error() != want {
 			t.Errorf("err = %v\nwant %s", err, want)
 		}
@@ -294,7 +169,7 @@ func (u *uniqueRetriever) Retrieve(_ context.Context, _, rewrite, _ string) (ret
 func TestRealOllamaBackPressure(t *testing.T) {
 	// One slot and a queue of one: a burst of 24 gets 503 "maximum pending
 	// requests exceeded"; retries with backoff must get every call through.
-	s := startOllama(t, "OLLAMA_NUM_PARALLEL=1", "OLLAMA_MAX_QUEUE=1")
+	s := ollamatest.Start(t, "OLLAMA_NUM_PARALLEL=1", "OLLAMA_MAX_QUEUE=1")
 	cfg := realCfg(s)
 	cfg.Ollama.NumPredict = 64
 	cfg.Ollama.MaxPerHost = 24 // deliberately more than the server admits
@@ -333,7 +208,7 @@ func TestRealOllamaBackPressure(t *testing.T) {
 }
 
 func TestRealOllamaKilledMidRun(t *testing.T) {
-	s := startOllama(t)
+	s := ollamatest.Start(t)
 	cfg := realCfg(s)
 	cfg.Concurrency = 4
 	cfg.Ollama.MaxPerHost = 4
@@ -352,10 +227,14 @@ func TestRealOllamaKilledMidRun(t *testing.T) {
 	// answered or in flight, the later ones meet a dead host.
 	ret.onCall = func(n int64) {
 		if n == 9 {
-			once.Do(s.stop)
+			once.Do(s.Stop)
 		}
 	}
-	r, err := NewRunner(cfg, ret, o, mustScorer(t))
+	// Every failure is recorded here; the bound that stops a run is checked
+	// below, on the dead server.
+	lenient := cfg
+	lenient.MaxFailedFraction = 1
+	r, err := NewRunner(lenient, ret, o, mustScorer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,15 +264,27 @@ func TestRealOllamaKilledMidRun(t *testing.T) {
 	}
 	t.Logf("killed mid-run: %d of %d failed; e.g. %q", st.Failed, st.Rollouts, firstError(recs))
 
+	// With the default bound (half), a step against the dead server stops
+	// the run instead of returning 24 failed rollouts.
+	strict, err := NewRunner(cfg, &uniqueRetriever{}, o, mustScorer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = strict.Run(t.Context(), 0, groups)
+	var tmf *TooManyFailedError
+	if !errors.As(err, &tmf) || !errors.Is(err, ErrTooManyFailed) || tmf.Failed != 24 || tmf.Total != 24 || tmf.Kinds[KindUnavailable] == 0 {
+		t.Errorf("dead server under max_failed_fraction %v: got %v", cfg.MaxFailedFraction, err)
+	}
+
 	// Restart on the same port and model directory: the same step now succeeds.
 	ret.onCall = nil
-	s.start()
+	s.Start()
 	recs, st, err = r.Run(t.Context(), 1, groups)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Failed != 0 {
-		t.Errorf("after restart: %d failed, first %q\nserver log:\n%s", st.Failed, firstError(recs), s.log)
+		t.Errorf("after restart: %d failed, first %q\nserver log:\n%s", st.Failed, firstError(recs), s.Log())
 	}
 }
 

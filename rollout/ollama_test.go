@@ -95,6 +95,51 @@ func TestOllamaRequestShape(t *testing.T) {
 	}
 }
 
+// An Ollama 200 without "message" (124 such rollouts were once scored as
+// empty answers and cached) is a failed rollout of kind malformed: not
+// scored, not cached, asked again at the next step.
+func TestOllamaMalformedReplyIsFailedRollout(t *testing.T) {
+	f := newFakeOllama(t, 4, 0, "tiny:latest")
+	f.malformed = func(prompt string) bool { return strings.Contains(prompt, "text about broken") }
+	cfg := DefaultConfig()
+	cfg.Responder, cfg.Ollama = "ollama", testOllamaCfg(f.url())
+	resp, err := NewResponder(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.(*Ollama).Close()
+	sc := &fakeScorer{}
+	r := newTestRunner(t, cfg, &fakeRetriever{}, resp, sc)
+	groups := []Group{group("1", "q", "fine one", "broken two", "fine one", "other three")}
+	for step := range 2 {
+		before := f.chats.Load()
+		recs, st, err := r.Run(t.Context(), step, groups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := recs[1]
+		if !bad.Failed() || bad.ErrorKind != KindMalformed || bad.Answer != "" || bad.Reward != 0 || bad.CacheHit ||
+			!strings.Contains(bad.Error, "no message") {
+			t.Errorf("step %d: malformed reply recorded as %+v", step, bad)
+		}
+		if st.Failed != 1 || recs[0].Failed() || recs[3].Failed() {
+			t.Errorf("step %d: stats %+v", step, st)
+		}
+		// Step 0 asks for the 3 distinct rewrites; step 1 only for the
+		// malformed one again (the good answers come from the cache).
+		want := int64(3)
+		if step == 1 {
+			want = 1
+		}
+		if got := f.chats.Load() - before; got != want {
+			t.Errorf("step %d: %d chat calls, want %d (the malformed reply must not be retried within a step nor cached)", step, got, want)
+		}
+	}
+	if sc.calls != 6 {
+		t.Errorf("scorer called %d times, want 6 (3 valid rollouts per step; the malformed one never)", sc.calls)
+	}
+}
+
 func TestNewResponderModelNotFound(t *testing.T) {
 	f := newFakeOllama(t, 1, 0, "other")
 	cfg := DefaultConfig()

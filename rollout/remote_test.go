@@ -92,6 +92,7 @@ func TestRunThroughRetrievalService(t *testing.T) {
 	resp, sc := &fakeResponder{}, &fakeScorer{}
 	rcfg := DefaultConfig()
 	rcfg.Concurrency = 4
+	rcfg.MaxFailedFraction = 1 // this test fails whole steps on purpose
 	r := newTestRunner(t, rcfg, p, resp, sc)
 
 	svc.reset()

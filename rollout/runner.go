@@ -201,8 +201,9 @@ type job struct {
 // Run executes every sample of every group: retrieval → responder → reward.
 // Records come back in (group, sample) order whatever the concurrency.
 // Per-rollout failures are recorded (Error, ErrorKind) and not scored; Run
-// returns an error only for fatal problems: cancellation of ctx, or a model
-// that is missing from a host.
+// returns an error only for fatal problems: cancellation of ctx, a model
+// that is missing from a host, or more failed rollouts than
+// max_failed_fraction allows (a *TooManyFailedError).
 func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, Stats, error) {
 	var stats Stats
 	type ref struct{ g, s int }
@@ -265,12 +266,13 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 			}
 		})
 	}
+	// The caller names the step: these errors carry no prefix of their own.
 	err := eg.Wait()
 	if cerr := ctx.Err(); cerr != nil {
-		return nil, stats, fmt.Errorf("rollout step %d: %w", step, cerr)
+		return nil, stats, cerr
 	}
 	if err != nil {
-		return nil, stats, fmt.Errorf("rollout step %d: %w", step, err)
+		return nil, stats, err
 	}
 
 	records := make([]Record, len(refs))
@@ -326,13 +328,20 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 	}
 	if stats.Failed > 0 {
 		first := ""
+		kinds := map[string]int{}
 		for _, rec := range records {
 			if rec.Error != "" {
-				first = rec.Error
-				break
+				if first == "" {
+					first = rec.Error
+				}
+				kinds[rec.ErrorKind]++
 			}
 		}
 		r.log.Warn("rollouts failed", "step", step, "failed", stats.Failed, "of", stats.Rollouts, "first_error", first)
+		if float64(stats.Failed) > r.cfg.MaxFailedFraction*float64(stats.Rollouts) {
+			return nil, stats, &TooManyFailedError{Failed: stats.Failed, Total: stats.Rollouts,
+				Max: r.cfg.MaxFailedFraction, Kinds: kinds, First: first}
+		}
 	}
 	return records, stats, nil
 }

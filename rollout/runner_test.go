@@ -326,6 +326,38 @@ func TestRunFailuresAreRecordedNotScored(t *testing.T) {
 	}
 }
 
+// More failed rollouts than max_failed_fraction allows stop the run; exactly
+// the bound does not (2 of 4 at 0.5 above).
+func TestRunTooManyFailed(t *testing.T) {
+	sc := &fakeScorer{}
+	r := newTestRunner(t, DefaultConfig(), &fakeRetriever{}, &fakeResponder{}, sc)
+	recs, st, err := r.Run(t.Context(), 3, []Group{group("1", "q", "ok", "FAIL here", "down", "down too")})
+	var tmf *TooManyFailedError
+	if !errors.As(err, &tmf) || !errors.Is(err, ErrTooManyFailed) || recs != nil {
+		t.Fatalf("3 of 4 failed at bound 0.5: recs %v, err %v; want a TooManyFailedError", recs, err)
+	}
+	if tmf.Failed != 3 || tmf.Total != 4 || st.Failed != 3 || tmf.Kinds[KindRetrieval] != 1 || tmf.Kinds[KindUnavailable] != 2 {
+		t.Errorf("error %+v, stats %+v", tmf, st)
+	}
+	for _, w := range []string{"3 of 4 rollouts failed", "retrieval 1, unavailable 2", "max_failed_fraction 0.5", "index exploded"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not say %q", err, w)
+		}
+	}
+	// Bound 1 never stops; bound 0 stops at the first failure.
+	cfg := DefaultConfig()
+	cfg.MaxFailedFraction = 1
+	all := []Group{group("1", "q", "FAIL a", "FAIL b")}
+	if _, st, err := newTestRunner(t, cfg, &fakeRetriever{}, &fakeResponder{}, sc).Run(t.Context(), 0, all); err != nil || st.Failed != 2 {
+		t.Errorf("bound 1: %+v, %v", st, err)
+	}
+	cfg.MaxFailedFraction = 0
+	one := []Group{group("1", "q", "ok", "ok2", "ok3", "FAIL")}
+	if _, _, err := newTestRunner(t, cfg, &fakeRetriever{}, &fakeResponder{}, sc).Run(t.Context(), 0, one); !errors.Is(err, ErrTooManyFailed) {
+		t.Errorf("bound 0, one failure: %v", err)
+	}
+}
+
 func TestRunFatalErrors(t *testing.T) {
 	r := newTestRunner(t, DefaultConfig(), &fakeRetriever{}, &fakeResponder{}, &fakeScorer{})
 	_, _, err := r.Run(t.Context(), 0, []Group{group("1", "q", "ok", "missing")})

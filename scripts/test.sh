@@ -22,6 +22,14 @@ passed=$(grep -c '^--- PASS' "$log" || true)
 failed=$(grep -c '^--- FAIL' "$log" || true)
 skipped=$(grep -c '^--- SKIP' "$log" || true)
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi # a build failure has no --- FAIL line
+if [ "$skipped" -gt 0 ]; then
+  # A skip is only honest when it says why (missing ../shared, no ollama
+  # binary, -short): print each reason with the number of tests it skipped.
+  echo "-- skipped tests, by reason:"
+  awk '/^=== RUN/ { msg = "" }
+       /^    [^ ]+\.go:[0-9]+: / { msg = $0; sub(/^ +[^ ]+\.go:[0-9]+: /, "", msg) }
+       /^--- SKIP: / { print (msg == "" ? "(no reason given)" : substr(msg, 1, 200)) }' "$log" | sort | uniq -c | sort -rn
+fi
 
 if [ "$rc" -eq 0 ]; then
   for s in scripts/test.d/*.sh; do

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"math"
+	"strings"
 
 	"github.com/himes-rl/himes/internal/fielderr"
 )
@@ -73,10 +74,26 @@ func DefaultEmbeddedConfig() EmbeddedConfig {
 	}
 }
 
+// RedactedToken stands for a literal token in a written config (config.yaml
+// of a run, `himes config show`): a secret must not land in a 0644 file or a
+// report. "$ENV" references are written as they are.
+const RedactedToken = "<redacted>"
+
+// Redacted returns c with a literal Token replaced by RedactedToken.
+func (c Config) Redacted() Config {
+	if c.Token != "" && !strings.HasPrefix(c.Token, "$") {
+		c.Token = RedactedToken
+	}
+	return c
+}
+
 // Validate checks the endpoint and the knobs.
 func (c Config) Validate() error {
 	if c.Endpoint == "" {
 		return fielderr.New("endpoint", "is required (\"embedded\" or a URL)")
+	}
+	if c.Token == RedactedToken {
+		return fielderr.New("token", "was redacted when the config was saved; pass it as --set trainer.token='$VAR' (an environment variable)")
 	}
 	if c.Endpoint != "embedded" {
 		if _, err := parseBaseURL(c.Endpoint); err != nil {
@@ -86,8 +103,8 @@ func (c Config) Validate() error {
 	if !(c.TimeoutSeconds > 0) || math.IsInf(c.TimeoutSeconds, 0) {
 		return fielderr.New("timeout_seconds", "must be > 0, got %v", c.TimeoutSeconds)
 	}
-	if c.Retries < 0 {
-		return fielderr.New("retries", "must be ≥ 0, got %d", c.Retries)
+	if c.Retries < 0 || c.Retries > 100 {
+		return fielderr.New("retries", "must be in [0, 100], got %d", c.Retries)
 	}
 	if err := c.Embedded.Validate(); err != nil {
 		return fielderr.Prefix("embedded", err)
@@ -97,8 +114,8 @@ func (c Config) Validate() error {
 
 // Validate checks the embedded policy's knobs.
 func (c EmbeddedConfig) Validate() error {
-	if c.MaxCandidates < 1 {
-		return fielderr.New("max_candidates", "must be ≥ 1, got %d", c.MaxCandidates)
+	if c.MaxCandidates < 1 || c.MaxCandidates > 1<<15 {
+		return fielderr.New("max_candidates", "must be in [1, %d], got %d", 1<<15, c.MaxCandidates)
 	}
 	if !finite(c.InitBias) {
 		return fielderr.New("init_bias", "must be finite, got %v", c.InitBias)
@@ -118,8 +135,8 @@ func (c EmbeddedConfig) Validate() error {
 	if c.CheckpointDir == "" {
 		return fielderr.New("checkpoint_dir", "is required")
 	}
-	if c.StepCache < 1 {
-		return fielderr.New("step_cache", "must be ≥ 1, got %d", c.StepCache)
+	if c.StepCache < 1 || c.StepCache > 1<<20 {
+		return fielderr.New("step_cache", "must be in [1, %d], got %d", 1<<20, c.StepCache)
 	}
 	for _, l := range []struct {
 		key string

@@ -95,13 +95,13 @@ func runRescore(ctx context.Context, stdout io.Writer, runDir, gridPath, data, k
 	if kb == "" {
 		kb = cfg.Data.KB
 	}
-	turns, _, err := datasets.LoadContext(ctx, data, datasets.LoadOptions{UserField: cfg.Data.UserField, Columns: cfg.Data.Columns})
+	turns, _, err := datasets.LoadContext(ctx, data, cfg.Data.LoadOptions())
 	if err != nil {
 		return fmt.Errorf("the run's training data (pass --data if it moved): %w", err)
 	}
 	if cfg.Data.Eval != "" {
 		// Some runs draw prompts from both files; references may live in either.
-		if more, _, err := datasets.LoadContext(ctx, cfg.Data.Eval, datasets.LoadOptions{UserField: cfg.Data.UserField, Columns: cfg.Data.Columns}); err == nil {
+		if more, _, err := datasets.LoadContext(ctx, cfg.Data.Eval, cfg.Data.LoadOptions()); err == nil {
 			turns = append(turns, more...)
 		}
 	}

@@ -64,7 +64,9 @@ grpo.best_metric kept), ollama:<model> (a chat model served by Ollama).
 Writes into --out: summary.md (also printed), summary.json (every number),
 turns.parquet (one row per system and turn), runs/<system>.trec and
 qrels.txt (check with: trec_eval -m recall.10 qrels.txt runs/raw.trec).
-Failed turns are counted per stage and left out of means and pairs.`,
+Failed turns are counted per stage and left out of means and pairs; when a
+system fails more than rollout.max_failed_fraction of its turns the command
+writes its outputs and exits with an error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runEval(cmd.Context(), cmd, f) },
 	}
@@ -292,12 +294,27 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 		return err
 	}
 	slog.Info("evaluation written", "dir", out, "elapsed_s", math.Round(rep.Seconds*10)/10)
-	failed := 0
+	return checkFailedTurns(rep, cfg.Rollout.MaxFailedFraction, filepath.Join(out, "turns.parquet"))
+}
+
+// checkFailedTurns fails the command when a system failed more turns than
+// rollout.max_failed_fraction allows (the outputs are written, and label the
+// failures), or when every turn failed.
+func checkFailedTurns(rep evaluate.Report, bound float64, turnsFile string) error {
+	var over []string
+	failed, total := 0, 0
 	for _, s := range rep.Systems {
-		failed += s.Failed
+		failed, total = failed+s.Failed, total+s.Turns
+		if float64(s.Failed) > bound*float64(s.Turns) {
+			over = append(over, fmt.Sprintf("%s %d of %d", s.Name, s.Failed, s.Turns))
+		}
 	}
-	if failed == total {
-		return fmt.Errorf("every turn failed (see %s)", filepath.Join(out, "turns.parquet"))
+	if len(over) > 0 {
+		return fmt.Errorf("failed turns above rollout.max_failed_fraction %g: %s; its numbers are not a comparison (failures in %s)",
+			bound, strings.Join(over, ", "), turnsFile)
+	}
+	if total > 0 && failed == total {
+		return fmt.Errorf("every turn failed (see %s)", turnsFile)
 	}
 	return nil
 }
@@ -337,7 +354,12 @@ func (f *evalFlags) rewriter(ctx context.Context, name string, cfg configs.Confi
 		if host == "" && len(cfg.Rollout.Ollama.Hosts) > 0 {
 			host = cfg.Rollout.Ollama.Hosts[0]
 		}
-		return evaluate.NewOllama(strings.TrimPrefix(name, "ollama:"), host, render)
+		o, err := evaluate.NewOllama(strings.TrimPrefix(name, "ollama:"), host, render)
+		if err != nil {
+			return nil, err
+		}
+		o.MaxTokens = cfg.GRPO.MaxTokens // the policy's rewrites have the same cap
+		return o, nil
 	}
 	return nil, fmt.Errorf("--rewriter %q: want raw, concat, gold, policy or ollama:<model>", name)
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -196,6 +197,9 @@ Both layouts load with datasets.load_dataset and TRL's SFTTrainer. With
 			if err != nil {
 				return err
 			}
+			if err := checkPrepKept("prep sft", st); err != nil {
+				return err
+			}
 			if st.NoRewriteShortfall > 0 {
 				slog.Warn("too few candidates for the no-rewrite ratio", "ratio", dcfg.Prep.NoRewriteRatio, "missing_examples", st.NoRewriteShortfall)
 			}
@@ -252,6 +256,9 @@ input is data.train.`,
 			if err != nil {
 				return err
 			}
+			if err := checkPrepKept("prep rl", st); err != nil {
+				return err
+			}
 			files, err := datasets.WriteRL(ctx, f.out, train, val)
 			if err != nil {
 				return err
@@ -287,6 +294,9 @@ With --config the input is data.train.`,
 				return err
 			}
 			qs := datasets.HistoricalQueries(turns)
+			if len(qs) == 0 {
+				return fmt.Errorf("prep queries: no user query in %d input turns; nothing written", len(turns))
+			}
 			if err := datasets.WriteJSONLValues(ctx, f.out, qs); err != nil {
 				return err
 			}
@@ -300,6 +310,23 @@ With --config the input is data.train.`,
 	}
 	f.register(cmd, "output JSONL file")
 	return cmd
+}
+
+// checkPrepKept fails a prep that kept no example (it used to write empty
+// files and exit 0), before anything is written, saying why each was dropped.
+func checkPrepKept(command string, st datasets.PrepStats) error {
+	if st.Train+st.Validation > 0 {
+		return nil
+	}
+	var reasons []string
+	for _, k := range sortedKeys(st.Dropped) {
+		reasons = append(reasons, fmt.Sprintf("%s %d", k, st.Dropped[k]))
+	}
+	why := "nothing was dropped"
+	if len(reasons) > 0 {
+		why = "dropped: " + strings.Join(reasons, ", ")
+	}
+	return fmt.Errorf("%s: no examples from %d input turns (%s); nothing written", command, st.Input, why)
 }
 
 // finishPrep writes summary.json and prints the counts per reason.

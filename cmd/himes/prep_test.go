@@ -109,3 +109,26 @@ func TestPrepErrors(t *testing.T) {
 		t.Errorf("bad ratio: %v", err)
 	}
 }
+
+// A prep that keeps no example used to write empty files and exit 0.
+func TestPrepZeroExamplesIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	// One turn without a reference answer (rl drops it) and with its rewrite
+	// equal to the question but ratio 0 (sft drops identity examples).
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(`{"conv_id": "a", "turn": 1, "question": "who is he", "rewrite": "who is he"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"rl", "--in", in, "--out", filepath.Join(dir, "rl")},
+		{"sft", "--in", in, "--out", filepath.Join(dir, "sft"), "--no-rewrite-ratio", "0"},
+	} {
+		_, err := runPrep(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "no examples from 1 input turns (dropped: ") || !strings.Contains(err.Error(), "nothing written") {
+			t.Errorf("prep %s: %v", args[0], err)
+		}
+		if _, serr := os.Stat(args[4]); !os.IsNotExist(serr) {
+			t.Errorf("prep %s wrote %s anyway", args[0], args[4])
+		}
+	}
+}

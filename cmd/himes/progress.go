@@ -71,6 +71,10 @@ func (p *barProgress) Eval(m grpo.EvalMetrics) {
 		line += fmt.Sprintf("  MRR %.3f (raw %.3f)", *m.Policy.MRR, *m.Raw.MRR)
 	}
 	fmt.Fprintln(p.w, line)
+	if m.Compared < m.Turns {
+		fmt.Fprintf(p.w, "  rewards over the %d of %d turns both completed (failed: policy %d, raw %d)\n",
+			m.Compared, m.Turns, m.Policy.Failed, m.Raw.Failed)
+	}
 }
 
 func (p *barProgress) Finish() { _ = p.bar.Finish() }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
 )
 
@@ -45,6 +46,7 @@ func newScoreCmd() *cobra.Command {
 	var (
 		cf      configFlags
 		skipBad bool
+		limits  scoreLimits
 		flagCfg = hser.DefaultConfig()
 	)
 	cmd := &cobra.Command{
@@ -108,7 +110,7 @@ count is reported on stderr.`,
 				defer f.Close()
 				name, in = args[0], f
 			}
-			return runScore(cmd, scorer, name, in, skipBad)
+			return runScore(cmd, scorer, name, in, skipBad, limits)
 		},
 	}
 	d := hser.DefaultConfig()
@@ -119,12 +121,20 @@ count is reported on stderr.`,
 	f.Float64Var(&flagCfg.Beta, "beta", d.Beta, "weight β of Hit in the reward")
 	f.StringVar(&flagCfg.Hit, "hit", d.Hit, "hit: answer (the prediction occurs in the context) or gold (the reference does)")
 	f.BoolVar(&skipBad, "skip-bad", false, "skip malformed lines (counted on stderr) instead of failing")
+	f.IntVar(&limits.line, "max-line-bytes", datasets.DefaultMaxRecordBytes, "longest input line accepted, in bytes")
+	f.IntVar(&limits.field, "max-field-bytes", datasets.DefaultMaxFieldBytes, "longest prediction, reference or context chunk accepted, in bytes")
 	cf.register(cmd, false)
 	return cmd
 }
 
+// scoreLimits bound one input line and each of its text fields, in bytes.
+type scoreLimits struct{ line, field int }
+
 // runScore streams in to the command's stdout.
-func runScore(cmd *cobra.Command, scorer *hser.Scorer, name string, in io.Reader, skipBad bool) error {
+func runScore(cmd *cobra.Command, scorer *hser.Scorer, name string, in io.Reader, skipBad bool, lim scoreLimits) error {
+	if lim.line < 1 || lim.field < 1 {
+		return fmt.Errorf("--max-line-bytes and --max-field-bytes must be ≥ 1, got %d and %d", lim.line, lim.field)
+	}
 	ctx := cmd.Context()
 	r := bufio.NewReaderSize(in, 1<<16)
 	w := bufio.NewWriter(cmd.OutOrStdout())
@@ -136,12 +146,15 @@ func runScore(cmd *cobra.Command, scorer *hser.Scorer, name string, in io.Reader
 		if ctx != nil && ctx.Err() != nil {
 			return ctx.Err()
 		}
-		raw, readErr := r.ReadBytes('\n')
+		raw, n, tooLong, readErr := datasets.ReadBoundedLine(r, lim.line)
 		if readErr != nil && !errors.Is(readErr, io.EOF) {
 			return fmt.Errorf("%s:%d: read: %w", name, line, readErr)
 		}
-		if len(bytes.TrimSpace(raw)) > 0 {
-			rec, err := parseScoreLine(raw)
+		if tooLong || len(bytes.TrimSpace(raw)) > 0 {
+			rec, err := parseScoreLine(raw, lim.field)
+			if tooLong {
+				err = fmt.Errorf("line is %d bytes, more than the %d allowed (--max-line-bytes)", n, lim.line)
+			}
 			switch {
 			case err != nil && skipBad:
 				skipped++
@@ -171,8 +184,15 @@ func runScore(cmd *cobra.Command, scorer *hser.Scorer, name string, in io.Reader
 }
 
 // parseScoreLine decodes one line; the error names the field at fault.
-func parseScoreLine(raw []byte) (scoreInput, error) {
+func parseScoreLine(raw []byte, maxField int) (scoreInput, error) {
 	var rec scoreInput
+	// encoding/json would replace invalid UTF-8 by U+FFFD and score the result.
+	if path, bad := datasets.InvalidUTF8Field(raw); bad {
+		if path == "" {
+			return rec, errors.New("invalid UTF-8")
+		}
+		return rec, fmt.Errorf("field %q: invalid UTF-8", path)
+	}
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
@@ -185,6 +205,21 @@ func parseScoreLine(raw []byte) (scoreInput, error) {
 	}
 	if rec.Reference == nil && len(rec.References) == 0 {
 		return rec, fmt.Errorf("field \"reference\": missing (want a string, or \"references\": a list of strings)")
+	}
+	fields := []struct {
+		name string
+		v    string
+	}{{"prediction", *rec.Prediction}, {"reference", *rec.Reference}}
+	for i, c := range rec.Context {
+		fields = append(fields, struct {
+			name string
+			v    string
+		}{fmt.Sprintf("context[%d]", i), c})
+	}
+	for _, f := range fields {
+		if len(f.v) > maxField {
+			return rec, fmt.Errorf("field %q: %d bytes, more than the %d allowed (--max-field-bytes)", f.name, len(f.v), maxField)
+		}
 	}
 	return rec, nil
 }

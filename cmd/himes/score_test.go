@@ -151,6 +151,34 @@ func TestScoreCommandMalformed(t *testing.T) {
 	}
 }
 
+// Invalid UTF-8 used to be replaced by U+FFFD and scored; oversized lines
+// and fields are refused (a 50 MB input line was read whole), and with
+// --skip-bad reading goes on at the next line.
+func TestScoreCommandInvalidUTF8AndSizes(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		args []string
+		want string
+	}{
+		{"{\"prediction\": \"caf\xe9\", \"reference\": \"a\"}", nil, `stdin:1: field "prediction": invalid UTF-8`},
+		{"{\"prediction\": \"a\", \"reference\": \"a\", \"context\": [\"ok\", \"\xff\"]}", nil, `stdin:1: field "context[1]": invalid UTF-8`},
+		{`{"prediction": "a", "reference": "` + strings.Repeat("r", 40) + `"}`, []string{"--max-field-bytes", "30"},
+			`stdin:1: field "reference": 40 bytes, more than the 30 allowed (--max-field-bytes)`},
+		{`{"prediction": "a", "reference": "` + strings.Repeat("r", 400) + `"}`, []string{"--max-line-bytes", "100"},
+			`stdin:1: line is 437 bytes, more than the 100 allowed (--max-line-bytes)`},
+	} {
+		_, _, err := runScoreCmd(t, c.in+"\n", append([]string{"score"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("input %.60q: error %v, want %q", c.in, err, c.want)
+		}
+	}
+	in := `{"prediction": "a", "reference": "` + strings.Repeat("r", 400) + `"}` + "\n" + `{"prediction": "b", "reference": "b"}` + "\n"
+	out, stderr, err := runScoreCmd(t, in, "score", "--skip-bad", "--max-line-bytes", "100")
+	if got := parseScoreLines(t, out); err != nil || len(got) != 1 || got[0].Line != 2 || !strings.Contains(stderr, "skipped 1 malformed") {
+		t.Errorf("skip-bad over a long line: %v %+v %q", err, got, stderr)
+	}
+}
+
 func TestScoreCommandBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"score", "--alpha", "-1"},

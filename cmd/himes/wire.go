@@ -89,7 +89,7 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 		return nil, err
 	}
 	if c.Renderer, err = datasets.NewRenderer(cfg.Data.Prompt); err != nil {
-		return nil, fmt.Errorf("prompt template: %w", err)
+		return nil, fmt.Errorf("data.prompt: %w", err)
 	}
 	if c.Scorer, err = hser.NewScorer(cfg.Reward); err != nil {
 		return nil, fmt.Errorf("reward: %w", err)

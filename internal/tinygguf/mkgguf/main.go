@@ -1,7 +1,7 @@
 // Command mkgguf writes the tiny random-weight llama GGUF that the rollout
 // integration tests serve with Ollama, and prints the Modelfile to create it:
 //
-//	go run ./rollout/internal/tinygguf/mkgguf -o /tmp/tiny.gguf
+//	go run ./internal/tinygguf/mkgguf -o /tmp/tiny.gguf
 //	ollama create tiny -f /tmp/tiny.Modelfile
 //
 // The model answers gibberish; it is for exercising the Ollama plumbing
@@ -15,7 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/himes-rl/himes/rollout/internal/tinygguf"
+	"github.com/himes-rl/himes/internal/tinygguf"
 )
 
 func main() {

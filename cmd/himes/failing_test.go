@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/internal/testdata"
+)
+
+// brokenOllama serves the model list, then answers every chat with a 200
+// that has no "message" while broken is set, and a fixed answer otherwise.
+func brokenOllama(t *testing.T, broken *atomic.Bool) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/tags", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"models": []map[string]any{{"name": "tiny:latest", "model": "tiny:latest", "digest": "d1"}}})
+	})
+	mux.HandleFunc("POST /api/chat", func(w http.ResponseWriter, _ *http.Request) {
+		if broken.Load() {
+			_ = json.NewEncoder(w).Encode(map[string]any{"model": "tiny", "done": true})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"model": "tiny", "done": true,
+			"message": map[string]string{"role": "assistant", "content": "the eiffel tower"}})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// A run whose every rollout fails used to exit 0 (640/640 failed): it stops
+// with a clear error and a checkpoint of the last completed step, and
+// --resume finishes it once the responder answers.
+func TestTrainStopsWhenEveryRolloutFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the CLI three times")
+	}
+	var broken atomic.Bool
+	url := brokenOllama(t, &broken)
+	out := t.TempDir()
+	cfg := filepath.Join(testdata.RepoRoot(t), "configs", "quickstart.yaml")
+	args := []string{"--config", cfg, "--set", "run.output_dir=" + out, "--set", "run.name=f",
+		"--set", "grpo.steps=2", "--set", "grpo.prompts_per_step=4", "--set", "grpo.group_size=4",
+		"--set", "data.eval=", "--set", "data.eval_fraction=0", // no evaluation: step 1 meets the failures
+		"--set", "rollout.responder=ollama", "--set", "rollout.ollama.model=tiny",
+		"--set", "rollout.ollama.hosts=[" + url + "]", "--set", "rollout.ollama.retries=0"}
+	broken.Store(true)
+	o, err := runHimesProcess(t, nil, append([]string{"train"}, args...)...)
+	if err == nil {
+		t.Fatalf("train exited 0 with every rollout failing:\n%s", o)
+	}
+	for _, w := range []string{"step 1: rollouts: 16 of 16 rollouts failed (malformed 16)", "max_failed_fraction 0.5", "no message", "--resume"} {
+		if !strings.Contains(o, w) {
+			t.Errorf("output lacks %q:\n%s", w, o)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "f", "ledger", "step-000001.parquet")); !os.IsNotExist(err) {
+		t.Errorf("the failed step has a ledger: %v", err)
+	}
+
+	broken.Store(false)
+	if o, err := runHimesProcess(t, nil, append([]string{"train", "--resume"}, args...)...); err != nil {
+		t.Fatalf("resume: %v\n%s", err, o)
+	}
+	steps := 0
+	for _, m := range readMetrics(t, filepath.Join(out, "f", "metrics.jsonl")) {
+		if m["kind"] == "step" {
+			steps++
+			if m["failed_rollouts"].(float64) != 0 {
+				t.Errorf("resumed step %v: %v failed rollouts", m["step"], m["failed_rollouts"])
+			}
+		}
+	}
+	if steps != 2 {
+		t.Errorf("%d step lines after resume, want 2", steps)
+	}
+
+	// himes eval against the broken responder: outputs written, exit non-zero.
+	broken.Store(true)
+	evalDir := filepath.Join(out, "ev")
+	o, err = runHimesProcess(t, nil, append([]string{"eval", "--rewriter", "raw", "--limit", "2", "--resamples", "10",
+		"--data", filepath.Join(testdata.RepoRoot(t), "datasets", "demo", "eval.jsonl"), "--out", evalDir}, args...)...)
+	if err == nil || !strings.Contains(o, "failed turns above rollout.max_failed_fraction 0.5: raw ") {
+		t.Errorf("eval with every turn failing: err %v\n%s", err, o)
+	}
+	if _, err := os.Stat(filepath.Join(evalDir, "turns.parquet")); err != nil {
+		t.Errorf("eval outputs not written: %v", err)
+	}
+}
+
+func TestCheckFailedTurns(t *testing.T) {
+	rep := evaluate.Report{Systems: []evaluate.SystemReport{{Name: "raw", Turns: 10, Failed: 5}, {Name: "gold", Turns: 10, Failed: 6}}}
+	err := checkFailedTurns(rep, 0.5, "x")
+	if err == nil || !strings.Contains(err.Error(), "gold 6 of 10") || strings.Contains(err.Error(), "raw 5") {
+		t.Errorf("bound 0.5: %v (5 of 10 is at the bound, 6 above)", err)
+	}
+	if err := checkFailedTurns(rep, 1, "x"); err != nil {
+		t.Errorf("bound 1: %v", err)
+	}
+	all := evaluate.Report{Systems: []evaluate.SystemReport{{Name: "raw", Turns: 3, Failed: 3}}}
+	if err := checkFailedTurns(all, 1, "x"); err == nil || !strings.Contains(err.Error(), "every turn failed") {
+		t.Errorf("all failed at bound 1: %v", err)
+	}
+}
