@@ -302,6 +302,9 @@ func (l *Loop) stopped(ctx context.Context, err error) error {
 	} else if cerr := l.checkpoint(ctx, nil); cerr != nil {
 		l.log.Warn("checkpoint of the last completed step failed; keeping the last one", "error", cerr)
 	}
+	if !l.Resumable() {
+		return fmt.Errorf("%w (nothing was trained yet: run the same command again once the responder answers)", err)
+	}
 	return fmt.Errorf("%w (resume with --resume once the responder answers; the last completed step is step %d)", err, l.state.Step)
 }
 

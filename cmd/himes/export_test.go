@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ollama/ollama/parser"
 
@@ -232,7 +233,9 @@ func TestExportOllamaRunCheckpoint(t *testing.T) {
 	for _, n := range []string{"step-000125", "step-000150"} {
 		writePEFTAdapter(t, filepath.Join(ckdir, n, "adapter"), "meta-llama/Llama-3.2-1B-Instruct")
 	}
-	best := grpo.State{Step: 125, PolicyVersion: 125, TrainerCheckpoint: "step-000125"}
+	// A state as the loop writes it (resume checks these fields).
+	best := grpo.State{RunID: "0123456789ab", Step: 125, PolicyVersion: 125, TrainerCheckpoint: "step-000125",
+		SFTDone: true, SavedAt: time.Now().UTC()}
 	best.Best = &grpo.BestCheckpoint{Metric: "eval.policy.recall_10", Mode: "max", Value: 0.587, Step: 125, TrainerCheckpoint: "step-000125"}
 	latest := best
 	latest.Step, latest.PolicyVersion, latest.TrainerCheckpoint = 150, 150, "step-000150"
