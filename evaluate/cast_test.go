@@ -82,3 +82,52 @@ func TestEvalSharedCollectionsReproduceReferenceRecall(t *testing.T) {
 		t.Fatalf("failures: raw %v, gold %v", raw.Failures, gold.Failures)
 	}
 }
+
+// The same evaluation with Pyserini's arithmetic and analyzer (retrieval
+// scoring lucene, analyzer lucene-english): Recall@10 of the raw question
+// and of the human rewrite over the 825 judged turns must be what the
+// independent Python transcription of Lucene/Anserini computes from its own
+// rankings (scripts/lucene_ref/lucene_ref.py: 0.4381 and 0.7156).
+func TestEvalSharedCollectionsLuceneParity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a BM25 index over the shared knowledge base")
+	}
+	data := testdata.SharedDir(t)
+	ctx := context.Background()
+	var turns []datasets.Turn
+	for _, f := range []string{"cast2020", "cast2021", "cast2022", "mtrag_human_eval_subset"} {
+		ts, _, err := datasets.LoadContext(ctx, filepath.Join(data, "conversations", f+".jsonl"), datasets.LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		turns = append(turns, ts...)
+	}
+	rcfg := retrieval.DefaultConfig()
+	rcfg.Scoring, rcfg.Analyzer = retrieval.ScoringLucene, retrieval.AnalyzerLuceneEnglish
+	ret, err := retrieval.Open(ctx, rcfg, filepath.Join(data, "kb", "passages.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rollout.NewResponder(ctx, rollout.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	scorer, err := hser.NewScorer(hser.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	systems := []System{{Name: "raw", Rewriter: Raw{}, Retriever: ret}, {Name: "gold", Rewriter: Gold{}, Retriever: ret}}
+	rep, _, err := Evaluate(ctx, turns, systems, resp, scorer,
+		Options{Concurrency: 2, Stats: stats.Config{Resamples: 200, Level: 0.95, Seed: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"raw": 0.4381, "gold": 0.7156}
+	for _, s := range rep.Systems {
+		r := s.Metrics[MRecall10]
+		t.Logf("%s (lucene, lucene-english): Recall@10 %.4f [%.3f, %.3f] over %d turns", s.Name, r.Mean, r.Lo, r.Hi, r.Turns)
+		if r.Turns != 825 || math.Abs(r.Mean-want[s.Name]) > 0.00005 {
+			t.Errorf("%s: Recall@10 %.5f over %d turns, the Python reference %.4f over 825", s.Name, r.Mean, r.Turns, want[s.Name])
+		}
+	}
+}

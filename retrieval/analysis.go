@@ -14,21 +14,36 @@ import (
 //
 // "english" applies, on top of the plain tokens, the Snowball English
 // stopword list and stemmer (github.com/kljensen/snowball).
+//
+// "lucene-english" is Pyserini's default analyzer (Anserini's
+// DefaultEnglishAnalyzer): Lucene's StandardTokenizer, EnglishPossessive-
+// Filter, LowerCaseFilter, StopFilter with Lucene's English stopwords and
+// PorterStemFilter (see luceneTokens, lucenePorter).
 type Analyzer struct {
-	english bool
+	kind uint8
 }
+
+const (
+	analyzerPlain uint8 = iota
+	analyzerSnowball
+	analyzerLucene
+)
 
 // Analyzer names accepted in configs.
 const (
-	AnalyzerPlain   = "plain"
-	AnalyzerEnglish = "english"
+	AnalyzerPlain         = "plain"
+	AnalyzerEnglish       = "english"
+	AnalyzerLuceneEnglish = "lucene-english"
 )
 
 // AnalyzerName identifies the plain analysis in persisted indexes, so an
 // index built with one analysis is never searched with another.
 const AnalyzerName = "plain-ascii-lower-v1"
 
-const analyzerEnglishID = "plain-ascii-lower-v1+snowball-english-stop-stem-v0.10.0"
+const (
+	analyzerEnglishID = "plain-ascii-lower-v1+snowball-english-stop-stem-v0.10.0"
+	analyzerLuceneID  = "lucene9-standard-possessive-lower-stop33-porter-v1"
+)
 
 // NewAnalyzer returns the analyzer a config names ("" means plain).
 func NewAnalyzer(name string) (Analyzer, error) {
@@ -36,9 +51,11 @@ func NewAnalyzer(name string) (Analyzer, error) {
 	case "", AnalyzerPlain:
 		return Analyzer{}, nil
 	case AnalyzerEnglish:
-		return Analyzer{english: true}, nil
+		return Analyzer{kind: analyzerSnowball}, nil
+	case AnalyzerLuceneEnglish:
+		return Analyzer{kind: analyzerLucene}, nil
 	}
-	return Analyzer{}, fmt.Errorf("analyzer %q: want plain or english", name)
+	return Analyzer{}, fmt.Errorf("analyzer %q: want plain, english or lucene-english", name)
 }
 
 // analyzerByID resolves the identifier stored in an index.
@@ -47,37 +64,52 @@ func analyzerByID(id string) (Analyzer, bool) {
 	case AnalyzerName:
 		return Analyzer{}, true
 	case analyzerEnglishID:
-		return Analyzer{english: true}, true
+		return Analyzer{kind: analyzerSnowball}, true
+	case analyzerLuceneID:
+		return Analyzer{kind: analyzerLucene}, true
 	}
 	return Analyzer{}, false
 }
 
 // ID is the versioned identifier recorded in persisted indexes.
 func (a Analyzer) ID() string {
-	if a.english {
+	switch a.kind {
+	case analyzerSnowball:
 		return analyzerEnglishID
+	case analyzerLucene:
+		return analyzerLuceneID
 	}
 	return AnalyzerName
 }
 
-// term maps a plain token to its index term; false drops it (a stopword).
+// term maps a token (a plain token, or for lucene-english one after the
+// possessive and lowercase filters) to its index term; false drops it (a
+// stopword).
 func (a Analyzer) term(tok string) (string, bool) {
-	if !a.english {
-		return tok, true
+	switch a.kind {
+	case analyzerSnowball:
+		if english.IsStopWord(tok) {
+			return "", false
+		}
+		return english.Stem(tok, false), true
+	case analyzerLucene:
+		return luceneTerm(tok)
 	}
-	if english.IsStopWord(tok) {
-		return "", false
-	}
-	return english.Stem(tok, false), true
+	return tok, true
 }
 
 // Tokenize returns the index terms of text, in order.
 func (a Analyzer) Tokenize(text string) []string {
 	var toks []string
-	forEachToken(text, func(tok []byte) {
-		if t, ok := a.term(string(tok)); ok {
+	add := func(tok string) {
+		if t, ok := a.term(tok); ok {
 			toks = append(toks, t)
 		}
-	})
+	}
+	if a.kind == analyzerLucene {
+		forEachLuceneToken(text, func(tok []byte) { add(string(tok)) })
+		return toks
+	}
+	forEachToken(text, func(tok []byte) { add(string(tok)) })
 	return toks
 }

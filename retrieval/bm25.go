@@ -10,10 +10,13 @@ import (
 	"sync"
 )
 
-// BM25Params are the Lucene BM25 parameters.
+// BM25Params are the Lucene BM25 parameters and the arithmetic they are
+// scored with (Scoring: "" or ScoringExact, or ScoringLucene; see
+// luceneStats).
 type BM25Params struct {
-	K1 float64 `json:"k1"`
-	B  float64 `json:"b"`
+	K1      float64 `json:"k1"`
+	B       float64 `json:"b"`
+	Scoring string  `json:"scoring,omitempty"`
 }
 
 // Index is an in-memory inverted index scored with Lucene's BM25 (Lucene ≥ 8,
@@ -32,6 +35,11 @@ type BM25Params struct {
 // number first. That is exactly trec_eval's order (score descending, then
 // docno descending by strcmp), so a run written from a ranking evaluates the
 // way it is displayed.
+//
+// With Params.Scoring = ScoringLucene the index scores instead exactly as
+// Lucene does for Pyserini's queries (float32, one-byte length norms,
+// repeated query tokens weighted by their count, ties by ascending id): see
+// luceneStats.
 //
 // An Index is immutable after building and safe for concurrent searches.
 type Index struct {
@@ -54,6 +62,8 @@ type Index struct {
 	impDoc []uint32
 	impSat []float64
 
+	luc *luceneStats // non-nil under ScoringLucene (the fields above then serve only IDF)
+
 	// scratch recycles per-query buffers (cursors hold two decoded blocks
 	// each, ≈1 KiB): a rollout's search would otherwise allocate them anew.
 	scratch sync.Pool
@@ -70,6 +80,7 @@ type searchScratch struct {
 	heap     []Hit
 	acc      []float64 // dense accumulator, one per document, all zero between searches
 	touched  []uint32
+	seen     []uint64 // Lucene's dense search: documents touched, one bit each
 }
 
 func (ix *Index) getScratch() *searchScratch {
@@ -101,6 +112,9 @@ func BuildIndexWith(ids, texts []string, p BM25Params, an Analyzer) (*Index, err
 	}
 	if p.K1 < 0 || p.B < 0 || p.B > 1 {
 		return nil, fmt.Errorf("build index: need k1 ≥ 0 and b in [0,1], got k1=%v b=%v", p.K1, p.B)
+	}
+	if err := checkScoring(p.Scoring); err != nil {
+		return nil, fmt.Errorf("build index: %w", err)
 	}
 	for i := 1; i < len(ids); i++ {
 		if strings.Compare(ids[i-1], ids[i]) >= 0 {
@@ -230,6 +244,10 @@ func (a *analysisWorker) analyze(p *chunkPart, texts []string, lo, hi int, docLe
 		a.vocab, a.termIDs = map[string]uint32{}, map[string]uint32{}
 	}
 	p.docs, p.docOff, p.pairs = p.docs[:0], append(p.docOff[:0], 0), p.pairs[:0]
+	if a.an.kind == analyzerLucene {
+		a.analyzeLucene(p, texts, lo, hi, docLen)
+		return
+	}
 	for d := lo; d < hi; d++ {
 		text := texts[d]
 		first := len(p.pairs)
@@ -330,6 +348,14 @@ func (ix *Index) finish(totalLen uint64) {
 	if ix.avgdl == 0 {
 		ix.avgdl = 1 // every document empty: lengths cannot matter
 	}
+	if normScoring(ix.params.Scoring) == ScoringLucene {
+		ix.luc = newLuceneStats(ix, totalLen)
+		ix.idf = make([]float64, len(ix.luc.idf))
+		for t, w := range ix.luc.idf {
+			ix.idf[t] = float64(w)
+		}
+		return
+	}
 	ix.norm = make([]float64, n)
 	for d, l := range ix.docLen {
 		ix.norm[d] = ix.params.K1 * (1 - ix.params.B + ix.params.B*float64(l)/ix.avgdl)
@@ -401,7 +427,8 @@ func (ix *Index) Params() BM25Params { return ix.params }
 // AvgDocLen is the mean document length in tokens.
 func (ix *Index) AvgDocLen() float64 { return ix.avgdl }
 
-// IDF is the BM25 idf of an analyzed term, 0 for a term not in the index.
+// IDF is the BM25 idf of an analyzed term (Lucene's float one under
+// ScoringLucene), 0 for a term not in the index.
 func (ix *Index) IDF(term string) float64 {
 	t, ok := ix.terms[term]
 	if !ok {
@@ -484,6 +511,9 @@ func better(a, b Hit) bool {
 // containing a query term (term at a time, summing in canonical order), sort
 // all of them, keep k.
 func (ix *Index) SearchExhaustive(tokens []string, k int) []Hit {
+	if ix.luc != nil {
+		return ix.searchLuceneExhaustive(tokens, k)
+	}
 	var pos map[uint32]int
 	qs := ix.prepare(tokens, nil, &pos)
 	acc := map[uint32]float64{}
@@ -572,6 +602,9 @@ func (ix *Index) Search(tokens []string, k int) []Hit {
 	if k <= 0 {
 		return nil
 	}
+	if ix.luc != nil {
+		return ix.searchLucene(tokens, k, len(ix.ids) <= denseMaxDocs)
+	}
 	sc := ix.getScratch()
 	defer ix.scratch.Put(sc)
 	sc.qs = ix.prepare(tokens, sc.qs, &sc.pos)
@@ -586,7 +619,7 @@ func (ix *Index) SearchText(text string, k int) []Hit {
 	if k <= 0 {
 		return nil
 	}
-	if ix.analyzer.english {
+	if ix.analyzer.kind != analyzerPlain || ix.luc != nil {
 		return ix.Search(ix.analyzer.Tokenize(text), k)
 	}
 	sc := ix.getScratch()

@@ -32,9 +32,16 @@ type Config struct {
 	// B is BM25 length normalization in [0, 1] (Pyserini default 0.4).
 	B float64 `yaml:"b"`
 	// Analyzer is "plain" (default: lowercase [a-z0-9] runs, the reference
-	// numbers' tokenization) or "english" (plus Snowball stopwords and
-	// stemming).
+	// numbers' tokenization), "english" (plus Snowball stopwords and
+	// stemming) or "lucene-english" (Pyserini's default analyzer: Lucene's
+	// StandardTokenizer, possessive and lowercase filters, Lucene's 33
+	// English stopwords, the original Porter stemmer).
 	Analyzer string `yaml:"analyzer"`
+	// Scoring is "exact" (default: Lucene's BM25 formula in float64, exact
+	// document lengths, a repeated query term counted once) or "lucene"
+	// (what Lucene/Pyserini compute: float32, one-byte length norms, a
+	// repeated query term weighted by its count, ties by ascending id).
+	Scoring string `yaml:"scoring"`
 	// ChunkWords and ChunkStride set the word windows; 0 means one chunk per passage.
 	ChunkWords  int `yaml:"chunk_words"`
 	ChunkStride int `yaml:"chunk_stride"`
@@ -298,7 +305,7 @@ const maxCandidates = 100_000
 
 // DefaultConfig returns the embedded defaults (Pyserini's BM25 parameters).
 func DefaultConfig() Config {
-	return Config{Method: "bm25", TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Analyzer: AnalyzerPlain, Embedder: "hash",
+	return Config{Method: "bm25", TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Analyzer: AnalyzerPlain, Scoring: ScoringExact, Embedder: "hash",
 		HashDim: 1024, LSADim: 64, LSAMinDF: 2, OllamaURL: "http://localhost:11434", EmbedModel: "nomic-embed-text", EmbedBatch: 32, RRFK: 60,
 		Remote:        RemoteConfig{Call: DefaultServiceConfig()},
 		Elasticsearch: ElasticConfig{Call: DefaultServiceConfig(), TextField: "contents"},
@@ -336,7 +343,10 @@ func (c Config) Validate() error {
 		return fielderr.New("b", "must be in [0, 1], got %v", c.B)
 	}
 	if _, err := NewAnalyzer(c.Analyzer); err != nil {
-		return fielderr.New("analyzer", "must be plain or english, got %q", c.Analyzer)
+		return fielderr.New("analyzer", "must be plain, english or lucene-english, got %q", c.Analyzer)
+	}
+	if c.Scoring != ScoringExact && c.Scoring != ScoringLucene {
+		return fielderr.New("scoring", "must be exact or lucene, got %q", c.Scoring)
 	}
 	if c.ChunkWords < 0 {
 		return fielderr.New("chunk_words", "must be ≥ 0, got %d", c.ChunkWords)

@@ -226,6 +226,9 @@ func checkIndexFile(path string, raw []byte) (IndexMeta, []byte, error) {
 	if _, ok := analyzerByID(meta.Analyzer); !ok {
 		return meta, nil, fmt.Errorf("%s: index analyzed with %q, which this himes does not know: rebuild it", path, meta.Analyzer)
 	}
+	if err := checkScoring(meta.Params.Scoring); err != nil {
+		return meta, nil, fmt.Errorf("%s: index built for %w, which this himes does not know: rebuild it", path, err)
+	}
 	return meta, r.b, nil
 }
 

@@ -137,7 +137,7 @@ func (p *Pipeline) openKB(ctx context.Context, kbPath string) error {
 			return err
 		}
 		ids, texts := chunkTexts(chunks)
-		if p.bm25, err = BuildIndexWith(ids, texts, BM25Params{K1: cfg.K1, B: cfg.B}, an); err != nil {
+		if p.bm25, err = BuildIndexWith(ids, texts, BM25Params{K1: cfg.K1, B: cfg.B, Scoring: cfg.Scoring}, an); err != nil {
 			return err
 		}
 	}
@@ -241,7 +241,7 @@ func BuildIndexDir(ctx context.Context, cfg Config, kbPath, dir string) (IndexMe
 		return IndexMeta{}, err
 	}
 	ids, texts := chunkTexts(chunks)
-	ix, err := BuildIndexWith(ids, texts, BM25Params{K1: cfg.K1, B: cfg.B}, an)
+	ix, err := BuildIndexWith(ids, texts, BM25Params{K1: cfg.K1, B: cfg.B, Scoring: cfg.Scoring}, an)
 	if err != nil {
 		return IndexMeta{}, err
 	}
@@ -292,6 +292,9 @@ func checkIndexMatches(meta IndexMeta, ix *Index, kb *KB, chunks []Chunk, cfg Co
 	}
 	if meta.Params.K1 != cfg.K1 || meta.Params.B != cfg.B {
 		return fmt.Errorf("built with k1=%v b=%v, config says k1=%v b=%v", meta.Params.K1, meta.Params.B, cfg.K1, cfg.B)
+	}
+	if got := normScoring(meta.Params.Scoring); got != normScoring(cfg.Scoring) {
+		return fmt.Errorf("built for scoring %q, config says %q: rebuild with `himes index build`", got, normScoring(cfg.Scoring))
 	}
 	if ix.Len() != len(chunks) {
 		return fmt.Errorf("has %d documents, the knowledge base gives %d chunks", ix.Len(), len(chunks))

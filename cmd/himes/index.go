@@ -50,7 +50,8 @@ be configured there, or the index is refused.`,
 	f.StringVar(&out, "out", "", "output directory (required)")
 	f.Float64Var(&cfg.K1, "k1", cfg.K1, "BM25 k1")
 	f.Float64Var(&cfg.B, "b", cfg.B, "BM25 b")
-	f.StringVar(&cfg.Analyzer, "analyzer", cfg.Analyzer, "plain (reference tokenization) or english (Snowball stopwords + stemming)")
+	f.StringVar(&cfg.Analyzer, "analyzer", cfg.Analyzer, "plain (reference tokenization), english (Snowball stopwords + stemming) or lucene-english (Pyserini's default)")
+	f.StringVar(&cfg.Scoring, "scoring", cfg.Scoring, "exact (float64 BM25) or lucene (Lucene's float32 scores, as Pyserini)")
 	f.IntVar(&cfg.ChunkWords, "chunk-words", cfg.ChunkWords, "words per chunk (0: one chunk per passage)")
 	f.IntVar(&cfg.ChunkStride, "chunk-stride", cfg.ChunkStride, "words between chunk starts (1..chunk-words)")
 	_ = cmd.MarkFlagRequired("kb")
@@ -79,7 +80,7 @@ func newIndexInfoCmd() *cobra.Command {
 			fmt.Fprintf(w, "knowledge base %s\n", meta.KBPath)
 			fmt.Fprintf(w, "kb sha256      %s\n", meta.KBFingerprint)
 			fmt.Fprintf(w, "analyzer       %s\n", meta.Analyzer)
-			fmt.Fprintf(w, "bm25           k1=%v b=%v\n", meta.Params.K1, meta.Params.B)
+			fmt.Fprintf(w, "bm25           k1=%v b=%v scoring=%s\n", meta.Params.K1, meta.Params.B, normScoringName(meta.Params.Scoring))
 			fmt.Fprintf(w, "chunking       words=%d stride=%d\n", meta.ChunkWords, meta.ChunkStride)
 			fmt.Fprintf(w, "documents      %d (avg %.1f tokens)\n", meta.Docs, meta.AvgDocLen)
 			fmt.Fprintf(w, "terms          %d\n", meta.Terms)
@@ -91,4 +92,13 @@ func newIndexInfoCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the metadata as JSON")
 	return cmd
+}
+
+// normScoringName shows the scoring of an index written before scoring was
+// recorded (all of them exact) as exact.
+func normScoringName(s string) string {
+	if s == "" {
+		return retrieval.ScoringExact
+	}
+	return s
 }

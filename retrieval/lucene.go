@@ -1,0 +1,329 @@
+package retrieval
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// Scoring names accepted in configs and recorded in persisted indexes.
+const (
+	// ScoringExact is the default: Lucene's BM25 formula in float64 with
+	// exact document lengths, a query term counted once (see Index).
+	ScoringExact = "exact"
+	// ScoringLucene is what Lucene 9/10 computes for Anserini's (Pyserini's)
+	// bag-of-words query; see luceneStats.
+	ScoringLucene = "lucene"
+)
+
+// checkScoring validates a scoring name ("" is the default, exact).
+func checkScoring(s string) error {
+	switch s {
+	case "", ScoringExact, ScoringLucene:
+		return nil
+	}
+	return fmt.Errorf("scoring %q: want %s or %s", s, ScoringExact, ScoringLucene)
+}
+
+// normScoring maps "" (indexes written before scoring was recorded, which
+// were all exact) to ScoringExact.
+func normScoring(s string) string {
+	if s == "" {
+		return ScoringExact
+	}
+	return s
+}
+
+// luceneStats are the statistics of Lucene's BM25Similarity (Lucene 9/10,
+// org.apache.lucene.search.similarities.BM25Similarity) in its own float32
+// arithmetic, for Anserini's BagOfWordsQueryGenerator query:
+//
+//   - k1, b are floats (Anserini passes 0.9f, 0.4f);
+//   - idf(t) = (float) log(1 + (docCount − df + 0.5) / (df + 0.5)) in double;
+//   - avgdl = (float) (sumTotalTermFreq / (double) docCount), docCount
+//     counting the documents with at least one token;
+//   - each document's length is stored as one byte, SmallFloat.intToByte4
+//     (exact below 40 tokens, 4 significant bits above), and
+//     cache[n] = 1f / (k1 · ((1 − b) + b · byte4ToInt(n) / avgdl)) in float;
+//   - a query token repeated c times is one clause with boost c (Anserini
+//     groups tokens with a count; older Anserini added one clause per token
+//     and Lucene's BooleanQuery.rewrite merges duplicate SHOULD clauses by
+//     summing their boosts: the same query), weight = (float) c · idf;
+//   - a clause scores weight − weight / (1f + freq · cache[norm]) in float;
+//   - a document's score is the sum of its clause scores accumulated in
+//     double and rounded to float (BooleanScorer's bucket, DisjunctionSum-,
+//     WAND- and MaxScore scorers all sum float clause scores into a double);
+//   - ties are ordered by the id string ascending (Anserini's
+//     BREAK_SCORE_TIES_BY_DOCID sort), i.e. by ascending document number.
+//
+// Java's float arithmetic is IEEE single precision without fused
+// multiply-adds; the explicit float32 conversions below forbid Go from
+// fusing. One caveat: Java's Math.log may differ from Go's math.Log in the
+// last bit of a double, which reaches the float idf only when the double is
+// within an ulp of a float rounding boundary.
+type luceneStats struct {
+	k1, b    float32
+	avgdl    float32
+	docCount int
+	idf      []float32 // per term
+	cache    [256]float32
+	norm     []uint8 // per document, SmallFloat.intToByte4(length)
+}
+
+// numFreeValues is SmallFloat's NUM_FREE_VALUES: 255 − longToInt4(MaxInt32).
+var numFreeValues = 255 - longToInt4(math.MaxInt32)
+
+// longToInt4 is SmallFloat.longToInt4: a float-like encoding of a
+// non-negative integer keeping 4 significant bits.
+func longToInt4(i int64) int {
+	numBits := 64 - bits.LeadingZeros64(uint64(i))
+	if numBits < 4 {
+		return int(i) // subnormal
+	}
+	shift := numBits - 4
+	encoded := int(uint64(i)>>uint(shift)) & 0x07 // the top bit is implicit
+	return encoded | (shift+1)<<3
+}
+
+// int4ToLong is SmallFloat.int4ToLong.
+func int4ToLong(i int) int64 {
+	b := int64(i & 0x07)
+	shift := (i >> 3) - 1
+	if shift == -1 {
+		return b
+	}
+	return (b | 0x08) << uint(shift)
+}
+
+// intToByte4 is SmallFloat.intToByte4, Lucene's one-byte length norm.
+func intToByte4(i int) uint8 {
+	if i < numFreeValues {
+		return uint8(i)
+	}
+	return uint8(numFreeValues + longToInt4(int64(i-numFreeValues)))
+}
+
+// byte4ToInt is SmallFloat.byte4ToInt.
+func byte4ToInt(b uint8) int {
+	i := int(b)
+	if i < numFreeValues {
+		return i
+	}
+	return int(int64(numFreeValues) + int4ToLong(i-numFreeValues))
+}
+
+// newLuceneStats derives Lucene's statistics from the index's exact ones.
+func newLuceneStats(ix *Index, totalLen uint64) *luceneStats {
+	ls := &luceneStats{k1: float32(ix.params.K1), b: float32(ix.params.B), norm: make([]uint8, len(ix.docLen))}
+	for d, l := range ix.docLen {
+		if l > 0 {
+			ls.docCount++
+		}
+		ls.norm[d] = intToByte4(int(min(l, math.MaxInt32)))
+	}
+	if ls.docCount > 0 {
+		ls.avgdl = float32(float64(totalLen) / float64(ls.docCount))
+	}
+	for n := range ls.cache {
+		// (1 − b) + b·dl/avgdl, k1·that, then 1/that, each rounded to float
+		dl := float32(byte4ToInt(uint8(n)))
+		x := float32(float32(ls.b*dl) / ls.avgdl)
+		x = float32(float32(1-ls.b) + x)
+		ls.cache[n] = float32(1 / float32(ls.k1*x))
+	}
+	ls.idf = make([]float32, len(ix.post.df))
+	n := float64(ls.docCount)
+	for t, df := range ix.post.df {
+		ls.idf[t] = float32(math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5)))
+	}
+	return ls
+}
+
+// score is one clause's score: weight − weight / (1 + freq · cache[norm]).
+func (ls *luceneStats) score(w float32, tf uint32, doc uint32) float32 {
+	x := float32(float32(tf) * ls.cache[ls.norm[doc]])
+	return float32(w - float32(w/float32(1+x)))
+}
+
+// lucQueryTerm is one distinct known query term with its clause weight.
+type lucQueryTerm struct {
+	t uint32
+	w float32
+}
+
+// luceneQuery groups the analyzed tokens into distinct known terms (first
+// appearance order) weighted (float) count · idf.
+func (ix *Index) luceneQuery(tokens []string) []lucQueryTerm {
+	var qs []lucQueryTerm
+	var counts []int
+	for _, tok := range tokens {
+		t, ok := ix.terms[tok]
+		if !ok {
+			continue
+		}
+		i := slices.IndexFunc(qs, func(q lucQueryTerm) bool { return q.t == t })
+		if i < 0 {
+			qs = append(qs, lucQueryTerm{t: t})
+			counts = append(counts, 0)
+			i = len(qs) - 1
+		}
+		counts[i]++
+	}
+	for i := range qs {
+		qs[i].w = float32(float32(counts[i]) * ix.luc.idf[qs[i].t])
+	}
+	return qs
+}
+
+// betterLucene reports whether a ranks above b in Anserini's order: score
+// descending, then document id (number) ascending.
+func betterLucene(a, b Hit) bool {
+	if a.Score != b.Score {
+		return a.Score > b.Score
+	}
+	return a.Doc < b.Doc
+}
+
+// searchLucene returns the top k under Lucene scoring: term at a time into
+// a dense accumulator on small collections, otherwise document at a time
+// over the query terms' cursors (memory proportional to the query). Both
+// sum each document's clause scores in the same (query) order.
+func (ix *Index) searchLucene(tokens []string, k int, dense bool) []Hit {
+	qs := ix.luceneQuery(tokens)
+	if k <= 0 || len(qs) == 0 {
+		return nil
+	}
+	sc := ix.getScratch()
+	defer ix.scratch.Put(sc)
+	h := sc.heap[:0]
+	push := func(hit Hit) {
+		switch {
+		case len(h) < k:
+			h = append(h, hit)
+			lucHeapUp(h, len(h)-1)
+		case betterLucene(hit, h[0]):
+			h[0] = hit
+			lucHeapDown(h, 0)
+		}
+	}
+	ls := ix.luc
+	if dense {
+		n := len(ix.ids)
+		if len(sc.acc) != n {
+			sc.acc = make([]float64, n)
+		}
+		if len(sc.seen) != (n+63)/64 {
+			sc.seen = make([]uint64, (n+63)/64)
+		}
+		acc, seen, touched := sc.acc, sc.seen, sc.touched[:0]
+		var c cursor
+		for _, q := range qs {
+			for c.init(ix.post, q.t); c.doc() != math.MaxUint32; c.next() {
+				d := c.doc()
+				// a clause may score 0 (1 + freq·cache rounds to 1), so
+				// "touched" is a bit, not a non-zero sum
+				if seen[d/64]&(1<<(d%64)) == 0 {
+					seen[d/64] |= 1 << (d % 64)
+					touched = append(touched, d)
+				}
+				acc[d] += float64(ls.score(q.w, c.tf(), d))
+			}
+		}
+		for _, d := range touched {
+			push(Hit{Doc: int(d), Score: float64(float32(acc[d]))})
+			acc[d] = 0
+			seen[d/64] = 0
+		}
+		sc.touched = touched
+	} else {
+		cs := make([]cursor, len(qs))
+		for i, q := range qs {
+			cs[i].init(ix.post, q.t)
+		}
+		for {
+			d := uint32(math.MaxUint32)
+			for i := range cs {
+				d = min(d, cs[i].doc())
+			}
+			if d == math.MaxUint32 {
+				break
+			}
+			s := 0.0
+			for i := range cs {
+				if cs[i].doc() == d {
+					s += float64(ls.score(qs[i].w, cs[i].tf(), d))
+					cs[i].next()
+				}
+			}
+			push(Hit{Doc: int(d), Score: float64(float32(s))})
+		}
+	}
+	out := make([]Hit, len(h))
+	for i := len(h) - 1; i >= 0; i-- {
+		out[i] = h[0]
+		h[0] = h[len(h)-1]
+		h = h[:len(h)-1]
+		lucHeapDown(h, 0)
+	}
+	sc.heap = h
+	return out
+}
+
+// searchLuceneExhaustive is the plain reference for searchLucene: every
+// matching document scored into a map, all sorted.
+func (ix *Index) searchLuceneExhaustive(tokens []string, k int) []Hit {
+	qs := ix.luceneQuery(tokens)
+	acc := map[uint32]float64{}
+	var c cursor
+	for _, q := range qs {
+		for c.init(ix.post, q.t); c.doc() != math.MaxUint32; c.next() {
+			acc[c.doc()] += float64(ix.luc.score(q.w, c.tf(), c.doc()))
+		}
+	}
+	hits := make([]Hit, 0, len(acc))
+	for d, s := range acc {
+		hits = append(hits, Hit{Doc: int(d), Score: float64(float32(s))})
+	}
+	slices.SortFunc(hits, func(a, b Hit) int {
+		if betterLucene(a, b) {
+			return -1
+		}
+		if betterLucene(b, a) {
+			return 1
+		}
+		return 0
+	})
+	return hits[:min(k, len(hits))]
+}
+
+// lucHeapUp and lucHeapDown keep a min-heap (worst kept hit on top) in
+// Anserini's order.
+func lucHeapUp(h []Hit, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !betterLucene(h[p], h[i]) {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func lucHeapDown(h []Hit, i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && betterLucene(h[l], h[r]) {
+			m = r
+		}
+		if !betterLucene(h[i], h[m]) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}

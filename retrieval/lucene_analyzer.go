@@ -1,0 +1,75 @@
+package retrieval
+
+import (
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// luceneStopWords is Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET, the
+// stopwords of Anserini's DefaultEnglishAnalyzer.
+var luceneStopWords = map[string]bool{
+	"a": true, "an": true, "and": true, "are": true, "as": true, "at": true, "be": true, "but": true,
+	"by": true, "for": true, "if": true, "in": true, "into": true, "is": true, "it": true, "no": true,
+	"not": true, "of": true, "on": true, "or": true, "such": true, "that": true, "the": true,
+	"their": true, "then": true, "there": true, "these": true, "they": true, "this": true, "to": true,
+	"was": true, "will": true, "with": true,
+}
+
+// forEachLuceneToken calls fn with each StandardTokenizer token of text after
+// EnglishPossessiveFilter (a trailing 's, ’s or ＇s removed, S too) and
+// LowerCaseFilter (Character.toLowerCase per code point). The slice passed
+// to fn is reused.
+func forEachLuceneToken(text string, fn func(tok []byte)) {
+	var buf []byte
+	luceneTokens(text, func(tok []rune) {
+		if n := len(tok); n >= 2 && (tok[n-2] == '\'' || tok[n-2] == '\u2019' || tok[n-2] == '\uFF07') &&
+			(tok[n-1] == 's' || tok[n-1] == 'S') {
+			tok = tok[:n-2]
+		}
+		buf = buf[:0]
+		for _, r := range tok {
+			buf = utf8.AppendRune(buf, unicode.ToLower(r))
+		}
+		fn(buf)
+	})
+}
+
+// luceneTerm applies StopFilter and PorterStemFilter to a lowercased token.
+func luceneTerm(tok string) (string, bool) {
+	if luceneStopWords[tok] {
+		return "", false
+	}
+	var s lucenePorter
+	return string(utf16.Decode(s.stem(utf16.Encode([]rune(tok))))), true
+}
+
+// analyzeLucene is analysisWorker.analyze for the lucene-english analyzer:
+// the same accounting over StandardTokenizer tokens.
+func (a *analysisWorker) analyzeLucene(p *chunkPart, texts []string, lo, hi int, docLen []uint32) {
+	for d := lo; d < hi; d++ {
+		first := len(p.pairs)
+		n := 0
+		forEachLuceneToken(texts[d], func(tok []byte) {
+			t, ok := a.vocab[string(tok)]
+			if !ok {
+				t = a.newToken(string(tok))
+			}
+			if t == dropToken {
+				return
+			}
+			n++
+			if a.lastSeen[t] != int32(d+1) {
+				a.lastSeen[t] = int32(d + 1)
+				a.slot[t] = uint32(len(p.pairs) - first)
+				p.pairs = append(p.pairs, t, 1)
+			} else {
+				p.pairs[first+int(a.slot[t])+1]++
+			}
+		})
+		docLen[d] = uint32(n)
+		p.docs = append(p.docs, d)
+		p.docOff = append(p.docOff, len(p.pairs))
+	}
+	p.strs = a.strs
+}
