@@ -11,18 +11,16 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/himes-rl/himes/internal/parquetfile"
+
 	"github.com/himes-rl/himes/internal/stats"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
-	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -345,19 +343,7 @@ func WriteTurnsParquet(path string, results [][]TurnResult) (err error) {
 	rec := b.NewRecordBatch()
 	defer rec.Release()
 
-	err = atomicfile.Write(path, 0o644, func(f io.Writer) error {
-		props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd))
-		// The bare io.Writer keeps pqarrow from closing the file.
-		w, err := pqarrow.NewFileWriter(turnsSchema, struct{ io.Writer }{f}, props, pqarrow.DefaultWriterProps())
-		if err != nil {
-			return err
-		}
-		if err := w.Write(rec); err != nil {
-			w.Close()
-			return err
-		}
-		return w.Close()
-	})
+	err = parquetfile.Write(path, turnsSchema, rec)
 	if err != nil {
 		return fmt.Errorf("write per-turn results: %w", err)
 	}

@@ -1,22 +1,20 @@
 package grpo
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strings"
+
+	"github.com/himes-rl/himes/internal/parquetfile"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/himes-rl/himes/datasets"
-	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/rollout"
 )
 
@@ -155,23 +153,7 @@ func WriteSamples(path string, rows []SampleRow) error {
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
-	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd))
-	err := atomicfile.Write(path, 0o644, func(f io.Writer) error {
-		bw := bufio.NewWriter(f)
-		// The bare io.Writer keeps pqarrow from closing the file.
-		w, err := pqarrow.NewFileWriter(samplesSchema, struct{ io.Writer }{bw}, props, pqarrow.DefaultWriterProps())
-		if err != nil {
-			return err
-		}
-		if err := w.Write(rec); err != nil {
-			w.Close()
-			return err
-		}
-		if err := w.Close(); err != nil {
-			return err
-		}
-		return bw.Flush()
-	})
+	err := parquetfile.Write(path, samplesSchema, rec)
 	if err != nil {
 		return fmt.Errorf("write samples: %w", err)
 	}
