@@ -45,6 +45,12 @@ type EmbeddedConfig struct {
 	CheckpointDir string `yaml:"checkpoint_dir"`
 	// StepCache is how many step_id results are remembered for replay (default 1024).
 	StepCache int `yaml:"step_cache"`
+	// SFTPosWeight weighs the "keep" terms in sft_step's cross-entropy
+	// (default 1: plain logistic regression). Few history terms are in a
+	// human rewrite (about 1 in 10 user-turn terms), so the calibrated
+	// p(keep) of a right term is often below ½ and greedy decoding drops it;
+	// a weight w moves the decision to p > 1/(1+w).
+	SFTPosWeight float64 `yaml:"sft_pos_weight"`
 }
 
 // DefaultConfig uses the embedded policy.
@@ -57,7 +63,7 @@ func DefaultEmbeddedConfig() EmbeddedConfig {
 	return EmbeddedConfig{
 		MaxCandidates: 64, InitSeed: 1,
 		AdamBeta1: 0.9, AdamBeta2: 0.999, AdamEps: 1e-8,
-		CheckpointDir: "checkpoints/trainer", StepCache: 1024,
+		CheckpointDir: "checkpoints/trainer", StepCache: 1024, SFTPosWeight: 1,
 	}
 }
 
@@ -108,6 +114,9 @@ func (c EmbeddedConfig) Validate() error {
 	}
 	if c.StepCache < 1 {
 		return fielderr.New("step_cache", "must be ≥ 1, got %d", c.StepCache)
+	}
+	if !(c.SFTPosWeight > 0) || !finite(c.SFTPosWeight) {
+		return fielderr.New("sft_pos_weight", "must be > 0, got %v", c.SFTPosWeight)
 	}
 	return nil
 }

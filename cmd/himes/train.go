@@ -12,6 +12,7 @@ import (
 	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/internal/buildinfo"
 	"github.com/himes-rl/himes/internal/rundir"
+	"github.com/himes-rl/himes/trainer"
 )
 
 func newTrainCmd() *cobra.Command {
@@ -74,6 +75,9 @@ trainer/ checkpoints.`,
 				"eval_turns", len(comp.Eval), "group_size", cfg.GRPO.GroupSize, "resume", resume)
 			if err := tr.Run(ctx, resume); err != nil {
 				return err
+			}
+			if e, ok := comp.Policy.(*trainer.Embedded); ok {
+				slog.Info("embedded policy weights", "weights", e.NamedWeights())
 			}
 			slog.Info("done", "metrics", run.File("metrics.jsonl"), "ledger", run.File("ledger"))
 			return nil
