@@ -84,7 +84,7 @@ func (e *Embedded) Info(ctx context.Context) (Info, error) {
 		return Info{}, err
 	}
 	e.mu.RLock()
-	v := e.st.version
+	v, w := e.st.version, namedWeights(e.st.w)
 	e.mu.RUnlock()
 	return Info{
 		ProtocolVersion: ProtocolVersion,
@@ -93,6 +93,7 @@ func (e *Embedded) Info(ctx context.Context) (Info, error) {
 		Adapter: map[string]any{
 			"type":           "term_selection",
 			"features":       append([]string(nil), featureNames[:]...),
+			"weights":        w,
 			"max_candidates": e.cfg.MaxCandidates,
 		},
 		PolicyVersion: v,
@@ -338,7 +339,8 @@ func (e *Embedded) adamStep(st *policyState, g []float64, lr, wd, maxNorm float6
 }
 
 // SFTStep fits the keep probabilities toward "the term occurs in the
-// completion" by logistic regression (mean binary cross-entropy, T = 1).
+// completion" by logistic regression (mean binary cross-entropy, T = 1,
+// keep targets weighted by EmbeddedConfig.SFTPosWeight).
 func (e *Embedded) SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, error) {
 	if err := ctx.Err(); err != nil {
 		return SFTResponse{}, err
@@ -418,8 +420,9 @@ func (e *Embedded) SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, er
 				z := logits(ex.phi, st.w)
 				dz := make([]float64, len(z))
 				for t := range z {
-					loss -= ex.y[t]*logSigmoid(z[t]) + (1-ex.y[t])*logSigmoid(-z[t])
-					dz[t] = (sigmoid(z[t]) - ex.y[t]) / n
+					l, d := weightedBCE(z[t], ex.y[t], e.cfg.SFTPosWeight)
+					loss += l
+					dz[t] = d / n
 				}
 				addGrad(g, ex.phi, dz)
 			}

@@ -66,10 +66,17 @@ func TestCandidatesByHand(t *testing.T) {
 	if !reflect.DeepEqual(terms, want) || truncated {
 		t.Fatalf("candidates = %v (truncated %v), want %v", terms, truncated, want)
 	}
-	//                 bias  log_tf     idf  recency user asst cap first lastUser num log_len
-	wantBronze := [numFeatures]float64{1, math.Log(3), 4.5, 0.5, 1, 1, 1, 1, 0, 0, math.Log(6)}
-	want1177 := [numFeatures]float64{1, math.Log(2), 0, 0.5, 0, 1, 0, 0, 0, 1, math.Log(4)}
-	wantFell := [numFeatures]float64{1, math.Log(2), 0, 1, 1, 0, 0, 0, 1, 0, math.Log(4)}
+	// bias log_tf idf recency user asst cap first lastUser num log_len,
+	// log_user_tf lastAsst in_kb npmi_max npmi_mean q_content q_anaphor lead npmi_gap.
+	// The question has two content words (caused, collapse): 2/5. Without
+	// co-occurrence statistics in_kb and the npmi features are 0. "bronze"
+	// and "1177" are among the first 12 words of the assistant message.
+	wantBronze := [numFeatures]float64{1, math.Log(3), 4.5, 0.5, 1, 1, 1, 1, 0, 0, math.Log(6),
+		math.Log(2), 1, 0, 0, 0, 0.4, 0, 1, 0}
+	want1177 := [numFeatures]float64{1, math.Log(2), 0, 0.5, 0, 1, 0, 0, 0, 1, math.Log(4),
+		0, 1, 0, 0, 0, 0.4, 0, 1, 0}
+	wantFell := [numFeatures]float64{1, math.Log(2), 0, 1, 1, 0, 0, 0, 1, 0, math.Log(4),
+		math.Log(2), 0, 0, 0, 0, 0.4, 0, 0, 0}
 	for _, c := range []struct {
 		got  [numFeatures]float64
 		want [numFeatures]float64
@@ -205,7 +212,7 @@ func TestSampleGreedyAndMaxTokens(t *testing.T) {
 func TestSampleLogprobsMatchScoring(t *testing.T) {
 	ctx := context.Background()
 	e := newTestEmbedded(t, mapStats{"bronze": 3, "espresso": 2})
-	e.st.w = []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05}
+	e.st.w = []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, 0.45, -0.1, -0.5, 0.3, 0.2, 0.4}
 	res, err := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze(), coffee()}, N: 3, Temperature: 0.7, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -281,7 +288,7 @@ func TestGRPOStepDirection(t *testing.T) {
 	ctx := context.Background()
 	for _, adv := range []float64{1, -1} {
 		e := newTestEmbedded(t, nil)
-		e.st.w = []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05}
+		e.st.w = []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, 0.45, -0.1, -0.5, 0.3, 0.2, 0.4}
 		res, _ := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze()}, Temperature: 1, Seed: 11})
 		s := res.Samples[0]
 		before := seqSum(t, e, bronze(), s.TokenIDs)
@@ -332,8 +339,8 @@ func TestGRPOFirstStepKLZero(t *testing.T) {
 
 func TestGRPOGradientMatchesFiniteDifferences(t *testing.T) {
 	e := newTestEmbedded(t, mapStats{"bronze": 2, "coffee": 1})
-	w := []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05}
-	ref := []float64{-0.1, 0.2, 0.1, 0.5, 0.3, 0, 0.2, 0.2, 0.4, -0.2, 0.1}
+	w := []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, 0.45, -0.1, -0.5, 0.3, 0.2, 0.4}
+	ref := []float64{-0.1, 0.2, 0.1, 0.5, 0.3, 0, 0.2, 0.2, 0.4, -0.2, 0.1, 0.1, -0.1, 0.2, 0.3, 0, -0.3, 0.2, 0.1, 0.2}
 	e.st.w = clone(ref)
 	res, _ := e.Sample(context.Background(), SampleRequest{Prompts: []Prompt{bronze(), coffee()}, N: 2, Temperature: 0.8, Seed: 2})
 	var samples []GRPOSample

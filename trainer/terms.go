@@ -1,12 +1,14 @@
 package trainer
 
 import (
-	"github.com/himes-rl/himes/internal/words"
+	"fmt"
 	"math"
 	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/himes-rl/himes/internal/words"
 )
 
 // word is one maximal run of letters/digits, lowercased, with whether its
@@ -57,6 +59,15 @@ const (
 	featLastUser           // occurs in the last user message of the history
 	featNumber             // all digits
 	featLogLen             // log(length in runes)
+	featUserTF             // log(1 + occurrences in user messages)
+	featLastAsst           // occurs in the last assistant message of the history
+	featInKB               // the knowledge base knows the term (df > 0); 0 without stats
+	featNPMIMax            // max NPMI(term, q) over the question's content words q in the KB
+	featNPMIMean           // mean of the same
+	featQContent           // min(the question's content words, 10)/5: self-contained questions have more
+	featQAnaphor           // the question has a pronoun or demonstrative that points back
+	featAsstLead           // occurs among the first leadWords words of an assistant message (a passage's title or topic)
+	featNPMIGap            // npmi_max_question minus the best npmi_max_question of the prompt's candidates (0 for the best)
 	numFeatures
 )
 
@@ -64,6 +75,47 @@ const (
 var featureNames = [numFeatures]string{
 	"bias", "log_tf", "idf", "recency", "in_user_turn", "in_assistant_turn",
 	"capitalized", "in_first_turn", "in_last_user_turn", "is_number", "log_len",
+	"log_user_tf", "in_last_assistant_turn", "in_kb", "npmi_max_question", "npmi_mean_question",
+	"question_content_words", "question_anaphor", "in_assistant_lead", "npmi_gap_to_best",
+}
+
+// namedWeights maps each feature name to its weight in w.
+func namedWeights(w []float64) map[string]float64 {
+	m := make(map[string]float64, len(w))
+	for k, v := range w {
+		m[featureNames[k]] = v
+	}
+	return m
+}
+
+// NamedWeights returns the current weights as "name=weight" pairs in feature
+// order, for logs: what the policy has learned, readable.
+func (e *Embedded) NamedWeights() string {
+	w := e.Weights()
+	parts := make([]string, len(w))
+	for k, v := range w {
+		parts[k] = fmt.Sprintf("%s=%+.3f", featureNames[k], v)
+	}
+	return strings.Join(parts, " ")
+}
+
+// leadWords is how many leading words of an assistant message count as its lead.
+const leadWords = 12
+
+// CooccurrenceStats are the knowledge-base counts behind the association
+// features; a TermStats that also implements it enables them.
+type CooccurrenceStats interface {
+	DF(term string) int
+	CoDF(a, b string) int
+	NumDocs() int
+}
+
+// anaphors are the question words that point back into the conversation.
+var anaphors = map[string]bool{
+	"it": true, "its": true, "they": true, "them": true, "their": true, "theirs": true,
+	"this": true, "that": true, "these": true, "those": true, "he": true, "him": true,
+	"his": true, "she": true, "her": true, "hers": true, "there": true, "such": true,
+	"former": true, "latter": true, "same": true, "one": true, "ones": true,
 }
 
 // candidate is one history term with its features.
@@ -105,30 +157,57 @@ func contextOf(p Prompt) rewriteContext {
 	return rewriteContext{question: p.Text}
 }
 
+// npmi is the normalized pointwise mutual information of two terms from
+// document counts: log(p(a,b)/(p(a)p(b))) / −log p(a,b), in [−1, 1]; −1 when
+// they never co-occur.
+func npmi(dfA, dfB, co, n int) float64 {
+	if co == 0 || dfA == 0 || dfB == 0 || n == 0 {
+		return -1
+	}
+	N := float64(n)
+	pab := float64(co) / N
+	if pab >= 1 {
+		return 1
+	}
+	return math.Log(pab/((float64(dfA)/N)*(float64(dfB)/N))) / -math.Log(pab)
+}
+
 // candidates returns the candidate terms of c, ranked (user-turn terms
 // first, then by recency, then by first occurrence), capped at limit, and
 // whether the cap cut any off.
 func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool) {
 	inQuestion := map[string]bool{}
+	var qContent []string
+	anaphor := false
 	for _, w := range splitWords(c.question) {
+		anaphor = anaphor || anaphors[w.lower]
+		if !inQuestion[w.lower] && !stopwords[w.lower] {
+			qContent = append(qContent, w.lower)
+		}
 		inQuestion[w.lower] = true
 	}
 	type acc struct {
-		tf                                 int
-		last                               int
-		user, asst, upper, first, lastUser bool
+		tf, userTF                                   int
+		last                                         int
+		user, asst, upper, first, lastUser, lastAsst bool
+		lead                                         bool
 	}
-	lastUser := -1
+	lastUser, lastAsst := -1, -1
 	for i, m := range c.history {
-		if m.Role == "user" {
+		switch m.Role {
+		case "user":
 			lastUser = i
+		case "assistant":
+			lastAsst = i
 		}
 	}
 	var order []string
 	seen := map[string]*acc{}
 	for i, m := range c.history {
-		for _, w := range splitWords(m.Content) {
-			if stopwords[w.lower] || inQuestion[w.lower] {
+		for pos, w := range splitWords(m.Content) {
+			// One-letter runs are initials and debris ("u", "s", a mojibake
+			// "â"): they never make a query better.
+			if stopwords[w.lower] || inQuestion[w.lower] || utf8.RuneCountInString(w.lower) < 2 {
 				continue
 			}
 			a := seen[w.lower]
@@ -139,11 +218,16 @@ func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool
 			}
 			a.tf++
 			a.last = i
+			if m.Role == "user" {
+				a.userTF++
+			}
 			a.user = a.user || m.Role == "user"
 			a.asst = a.asst || m.Role == "assistant"
 			a.upper = a.upper || w.upper
 			a.first = a.first || i == 0
 			a.lastUser = a.lastUser || i == lastUser
+			a.lastAsst = a.lastAsst || i == lastAsst
+			a.lead = a.lead || (m.Role == "assistant" && pos < leadWords)
 		}
 	}
 	// Rank so that a cap keeps the likeliest terms: user-turn terms before
@@ -161,10 +245,17 @@ func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool
 		}
 		return a.last > b.last
 	})
-	truncated := false
-	if len(order) > limit {
-		order, truncated = order[:limit], true
+	co, _ := stats.(CooccurrenceStats)
+	var qDF []int
+	var nDocs int
+	if co != nil {
+		nDocs = co.NumDocs()
+		qDF = make([]int, len(qContent))
+		for k, q := range qContent {
+			qDF[k] = co.DF(q)
+		}
 	}
+	qc := min(float64(len(qContent)), 10) / 5
 	out := make([]candidate, len(order))
 	for k, t := range order {
 		a := seen[t]
@@ -182,9 +273,59 @@ func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool
 		cd.phi[featLastUser] = b2f(a.lastUser)
 		cd.phi[featNumber] = b2f(isNumber(t))
 		cd.phi[featLogLen] = math.Log(float64(utf8.RuneCountInString(t)))
+		cd.phi[featUserTF] = math.Log1p(float64(a.userTF))
+		cd.phi[featLastAsst] = b2f(a.lastAsst)
+		cd.phi[featQContent] = qc
+		cd.phi[featQAnaphor] = b2f(anaphor)
+		cd.phi[featAsstLead] = b2f(a.lead)
+		if co != nil {
+			df := co.DF(t)
+			cd.phi[featInKB] = b2f(df > 0)
+			var maxN, sum float64
+			known := 0
+			maxN = -1
+			for j, q := range qContent {
+				if qDF[j] == 0 {
+					continue
+				}
+				known++
+				v := -1.0
+				if df > 0 {
+					v = npmi(df, qDF[j], co.CoDF(t, q), nDocs)
+				}
+				maxN = max(maxN, v)
+				sum += v
+			}
+			if known > 0 {
+				cd.phi[featNPMIMax] = maxN
+				cd.phi[featNPMIMean] = sum / float64(known)
+			}
+		}
 		out[k] = cd
 	}
-	return out, truncated
+	// The gap is taken over all candidates, before the cap, so that a
+	// capped list's features equal the full list's.
+	if co != nil && len(out) > 0 {
+		best := math.Inf(-1)
+		for _, cd := range out {
+			best = max(best, cd.phi[featNPMIMax])
+		}
+		for k := range out {
+			out[k].phi[featNPMIGap] = out[k].phi[featNPMIMax] - best
+		}
+	}
+	if len(out) > limit {
+		return out[:limit], true
+	}
+	return out, false
+}
+
+// weightedBCE is the cross-entropy of keep-logit z against target y ∈ {0, 1}
+// with the keep class weighted by pos, and its derivative in z.
+func weightedBCE(z, y, pos float64) (loss, dz float64) {
+	loss = -(pos*y*logSigmoid(z) + (1-y)*logSigmoid(-z))
+	dz = pos*y*(sigmoid(z)-1) + (1-y)*sigmoid(z)
+	return loss, dz
 }
 
 func b2f(b bool) float64 {

@@ -11,6 +11,7 @@ import (
 	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/internal/tbevent"
+	"github.com/himes-rl/himes/trainer"
 )
 
 func newTrainCmd() *cobra.Command {
@@ -109,6 +110,9 @@ config unless --allow-config-change.`,
 				"eval_turns", len(comp.Eval), "group_size", cfg.GRPO.GroupSize, "resume", resume)
 			if err := tr.Run(ctx, resume); err != nil {
 				return err
+			}
+			if e, ok := comp.Policy.(*trainer.Embedded); ok {
+				slog.Info("embedded policy weights", "weights", e.NamedWeights())
 			}
 			slog.Info("done", "metrics", run.File("metrics.jsonl"), "ledger", run.File("ledger"))
 			return nil
