@@ -54,7 +54,7 @@ func (p *wordPolicy) Info(context.Context) (trainer.Info, error) {
 }
 
 func (p *wordPolicy) Sample(_ context.Context, req trainer.SampleRequest) (trainer.SampleResponse, error) {
-	var out trainer.SampleResponse
+	out := trainer.SampleResponse{PolicyVersion: p.version}
 	for i, pr := range req.Prompts {
 		// Content words only, as a term-selection rewriter keeps (stopwords
 		// would make every BM25 query scan the longest posting lists).
