@@ -44,6 +44,7 @@ type Scorer struct {
 	unicode bool
 	gold    bool
 	pool    sync.Pool
+	chunks  chunkCache // normalized context chunks (Hit)
 }
 
 // NewScorer validates cfg and returns a scorer for it.
@@ -51,7 +52,8 @@ func NewScorer(cfg Config) (*Scorer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("reward config: %w", err)
 	}
-	s := &Scorer{cfg: cfg, unicode: cfg.Tokenizer == TokenizerUnicode, gold: cfg.Hit == HitGold}
+	s := &Scorer{cfg: cfg, unicode: cfg.Tokenizer == TokenizerUnicode, gold: cfg.Hit == HitGold,
+		chunks: chunkCache{maxBytes: defaultChunkCacheBytes}}
 	s.pool.New = func() any { return new(scratch) }
 	return s, nil
 }
@@ -138,8 +140,7 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 		}
 		if len(answer) > 0 {
 			for _, chunk := range context {
-				sc.normC = s.normalize(sc, sc.normC[:0], chunk)
-				if containsTokens(sc.normC, answer) {
+				if containsTokens(s.normalizedChunk(sc, chunk), answer) {
 					out.Hit = 1
 					break
 				}
@@ -148,6 +149,18 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 	}
 	out.Reward = s.cfg.Weights.Reward(out.RougeF1, out.EM, out.Hit)
 	return out
+}
+
+// normalizedChunk is s.normalize(chunk), from the chunk cache when it was
+// normalized before. The result must not be modified.
+func (s *Scorer) normalizedChunk(sc *scratch, chunk string) []byte {
+	if norm, ok := s.chunks.get(chunk); ok {
+		return norm
+	}
+	sc.normC = s.normalize(sc, sc.normC[:0], chunk)
+	norm := append([]byte(nil), sc.normC...)
+	s.chunks.put(chunk, norm)
+	return norm
 }
 
 // ScoreMulti scores a prediction against several reference answers as
