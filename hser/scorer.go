@@ -117,9 +117,11 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 		out.EM = s.unicodeEM(sc)
 	}
 	// The official SQuAD numbers: normalized answers are token strings
-	// joined by single spaces. On ASCII text the unicode tokenizer's
-	// interned tokens give them without normalizing again.
-	if s.unicode && !s.cfg.Stem && sc.direct && s.squadFromRouge(sc, prediction, reference) {
+	// joined by single spaces. On ASCII text the interned Rouge tokens give
+	// them without normalizing again (squadFromRouge); the normalized
+	// bytes are then only built where Hit needs them.
+	fused := !s.cfg.Stem && sc.direct && s.squadFromRouge(sc, prediction, reference)
+	if fused {
 		out.SquadEM, out.SquadF1 = squadFromIDs(sc, sc.sqPID, sc.sqRID)
 	} else {
 		sc.sqA = appendSQuADNormalized(sc.sqA[:0], prediction, &sc.tmp)
@@ -133,8 +135,15 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 	case !s.unicode:
 		// The reward's normalization is SQuAD's.
 		out.EM = out.SquadEM
-		sc.normA = append(sc.normA[:0], sc.sqA...)
-		sc.normRef = append(sc.normRef[:0], sc.sqRef...)
+		if len(context) > 0 {
+			if fused {
+				sc.normA = appendSQuADNormalized(sc.normA[:0], prediction, &sc.tmp)
+				sc.normRef = appendSQuADNormalized(sc.normRef[:0], reference, &sc.tmp)
+			} else {
+				sc.normA = append(sc.normA[:0], sc.sqA...)
+				sc.normRef = append(sc.normRef[:0], sc.sqRef...)
+			}
+		}
 	case s.cfg.Stem:
 		sc.normA = s.normalize(sc, sc.normA[:0], prediction)
 		sc.normRef = s.normalize(sc, sc.normRef[:0], reference)
@@ -413,7 +422,10 @@ func (s *Scorer) fastRouge(sc *scratch, split int) bool {
 	// ASCII.
 	sc.text = withTextSlack(sc.text)
 	clear(sc.text[len(sc.text) : len(sc.text)+textSlack])
-	fused := s.unicode && !s.cfg.Stem
+	// Without stemming the tokens stay as they are, for the fused SQuAD
+	// path, whose articles need their reserved ids (with stemming the ids
+	// are remapped to stems, and seeded keys have no bytes to stem).
+	fused := !s.cfg.Stem
 	tokens := maxASCIITokens(len(sc.text))
 	if fused {
 		// Room for the SQuAD tokens squadFromRouge may add (at most one

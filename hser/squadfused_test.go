@@ -61,31 +61,51 @@ func squadText(r *rand.Rand, control bool) string {
 }
 
 func TestSQuADFusedPath(t *testing.T) {
-	s := mustScorer(t, DefaultConfig())
-	r := rand.New(rand.NewPCG(16, 5))
-	fused := 0
-	for i := range 30000 {
-		pred, ref := squadText(r, i%17 == 0), squadText(r, i%19 == 0)
-		if i%5 == 0 {
-			ref = pred // exact matches and F1 1
+	for _, cfg := range []Config{DefaultConfig(), rougeCfg(false)} {
+		s := mustScorer(t, cfg)
+		r := rand.New(rand.NewPCG(16, 5))
+		fused := 0
+		for i := range 20000 {
+			pred, ref := squadText(r, i%17 == 0), squadText(r, i%19 == 0)
+			if i%5 == 0 {
+				ref = pred // exact matches and F1 1
+			}
+			var ctx []string
+			if i%3 == 0 {
+				ctx = []string{squadText(r, false) + " " + pred + " " + squadText(r, false), squadText(r, i%2 == 0)}
+			}
+			wantEM, wantF1 := refSQuAD(pred, ref)
+			g := s.Score(pred, ref, ctx)
+			if g.SquadEM != wantEM || g.SquadF1 != wantF1 {
+				t.Fatalf("%s: Score(%q, %q): squad EM %v F1 %v, want %v %v", cfg.Tokenizer, pred, ref, g.SquadEM, g.SquadF1, wantEM, wantF1)
+			}
+			if cfg.Tokenizer == TokenizerRougeScore {
+				// The reward's EM and Hit are SQuAD's normalization here.
+				var tmp []byte
+				ans := string(appendSQuADNormalizedGeneral(nil, pred, &tmp))
+				hit := 0.0
+				for _, c := range ctx {
+					if ans != "" && strings.Contains(" "+string(appendSQuADNormalizedGeneral(nil, c, &tmp))+" ", " "+ans+" ") {
+						hit = 1
+					}
+				}
+				if g.EM != wantEM || g.Hit != hit {
+					t.Fatalf("rouge-score: Score(%q, %q, %q): EM %v Hit %v, want %v %v", pred, ref, ctx, g.EM, g.Hit, wantEM, hit)
+				}
+			}
+			// Which path: without control characters, the fused one.
+			sc := new(scratch)
+			s.rouge(sc, pred, ref)
+			ok := sc.direct && s.squadFromRouge(sc, pred, ref)
+			if control := strings.ContainsAny(pred+ref, "\x00\x01\x1b\x7f\b"); ok == control {
+				t.Fatalf("%s: (%q, %q): fused path %v with control characters %v", cfg.Tokenizer, pred, ref, ok, control)
+			}
+			if ok {
+				fused++
+			}
 		}
-		wantEM, wantF1 := refSQuAD(pred, ref)
-		g := s.Score(pred, ref, nil)
-		if g.SquadEM != wantEM || g.SquadF1 != wantF1 {
-			t.Fatalf("Score(%q, %q): squad EM %v F1 %v, want %v %v", pred, ref, g.SquadEM, g.SquadF1, wantEM, wantF1)
+		if fused < 17000 {
+			t.Fatalf("%s: only %d of 20000 pairs took the fused path", cfg.Tokenizer, fused)
 		}
-		// Which path: without control characters, the fused one.
-		sc := new(scratch)
-		s.rouge(sc, pred, ref)
-		ok := sc.direct && s.squadFromRouge(sc, pred, ref)
-		if control := strings.ContainsAny(pred+ref, "\x00\x01\x1b\x7f\b"); ok == control {
-			t.Fatalf("(%q, %q): fused path %v with control characters %v", pred, ref, ok, control)
-		}
-		if ok {
-			fused++
-		}
-	}
-	if fused < 25000 {
-		t.Fatalf("only %d of 30000 pairs took the fused path", fused)
 	}
 }
