@@ -206,15 +206,16 @@ func parseScoreLine(raw []byte, maxField int) (scoreInput, error) {
 	if rec.Reference == nil && len(rec.References) == 0 {
 		return rec, fmt.Errorf("field \"reference\": missing (want a string, or \"references\": a list of strings)")
 	}
-	fields := []struct {
-		name string
-		v    string
-	}{{"prediction", *rec.Prediction}, {"reference", *rec.Reference}}
+	type field struct{ name, v string }
+	fields := []field{{"prediction", *rec.Prediction}}
+	if rec.Reference != nil { // "references" alone is allowed
+		fields = append(fields, field{"reference", *rec.Reference})
+	}
+	for i, r := range rec.References {
+		fields = append(fields, field{fmt.Sprintf("references[%d]", i), r})
+	}
 	for i, c := range rec.Context {
-		fields = append(fields, struct {
-			name string
-			v    string
-		}{fmt.Sprintf("context[%d]", i), c})
+		fields = append(fields, field{fmt.Sprintf("context[%d]", i), c})
 	}
 	for _, f := range fields {
 		if len(f.v) > maxField {
