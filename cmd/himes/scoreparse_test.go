@@ -100,8 +100,8 @@ func TestDecodeScoreLineFast(t *testing.T) {
 		}
 	}
 	for _, line := range []string{
-		`{"Prediction": "a", "reference": "b"}`,        // encoding/json matches keys case-insensitively
-		`{"prediction": "a", "prediction": "b"}`,       // the last one wins there
+		`{"Prediction": "a", "reference": "b"}`,         // encoding/json matches keys case-insensitively
+		`{"prediction": "a", "prediction": "b"}`,        // the last one wins there
 		`{"prediction": "caf\u00e9", "reference": "b"}`, // \u escapes
 		`{"prediction": null, "reference": "b"}`,
 		`{"prediction": "a", "reference": "b", "n": 1}`,
