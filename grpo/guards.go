@@ -90,13 +90,14 @@ func wordCount(s string) int {
 	return n
 }
 
-func copiesHistory(rewrite string, hist map[string]bool) bool {
+// copiesHistory reports whether the rewrite, normalized (words.Normalize:
+// applyGuards has it already), contains copyCoverage of the history's words.
+func copiesHistory(rw string, hist map[string]bool) bool {
 	if len(hist) < copyMinWords {
 		return false
 	}
 	// The rewrite's distinct words, without building a set: rewrites are a
 	// few words, so duplicates are found by scanning the earlier ones.
-	rw := words.Normalize(rewrite)
 	var seen [32]string
 	words := seen[:0]
 	var set map[string]bool // for long rewrites

@@ -86,7 +86,7 @@ func TestGuardHelpersMatchDefinitions(t *testing.T) {
 		if !maps.Equal(hw, ref) {
 			t.Fatalf("historyWords(%q, %q, %q) = %v, want %v", s, n, histText, hw, ref)
 		}
-		g, w := copiesHistory(rw, hist), refCopiesHistory(rw, hist)
+		g, w := copiesHistory(words.Normalize(rw), hist), refCopiesHistory(rw, hist)
 		if g != w {
 			t.Fatalf("copiesHistory(%q, %v) = %v, want %v", rw, hist, g, w)
 		}

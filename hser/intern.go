@@ -19,6 +19,10 @@ type internTable struct {
 	n     int
 	mask  uint64
 	gen   uint32 // current generation, 1 ≤ gen ≤ maxGen; slots of other generations are empty
+	// With keepPos, internRuns appends each token's source span to pos
+	// (the fused SQuAD path needs what lies between tokens).
+	keepPos bool
+	pos     []span
 }
 
 // internSlot is one hash-table entry. tag is gen<<8 | min(len, 255), so one
@@ -328,6 +332,9 @@ func (t *internTable) internRuns(ids []int32, dst, src []byte, off, end int, fie
 			}
 			sp := span{int32(w), int32(w + n)}
 			w += n
+			if t.keepPos {
+				t.pos = append(t.pos, span{int32(s), int32(e)})
+			}
 			// t.lookup, inlined for the common cases — a short token found
 			// at its first probe, or any token whose first probe is empty —
 			// without a branch between the two, as whether a token is new

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"unicode"
 	"unicode/utf8"
@@ -44,6 +45,7 @@ type Scorer struct {
 	unicode bool
 	gold    bool
 	pool    sync.Pool
+	chunks  chunkCache // normalized context chunks (Hit)
 }
 
 // NewScorer validates cfg and returns a scorer for it.
@@ -51,7 +53,8 @@ func NewScorer(cfg Config) (*Scorer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("reward config: %w", err)
 	}
-	s := &Scorer{cfg: cfg, unicode: cfg.Tokenizer == TokenizerUnicode, gold: cfg.Hit == HitGold}
+	s := &Scorer{cfg: cfg, unicode: cfg.Tokenizer == TokenizerUnicode, gold: cfg.Hit == HitGold,
+		chunks: chunkCache{maxBytes: defaultChunkCacheBytes}}
 	s.pool.New = func() any { return new(scratch) }
 	return s, nil
 }
@@ -80,6 +83,13 @@ type scratch struct {
 	sqA, sqRef     []byte // SQuAD-normalized answers (SQuAD EM and F1)
 	normC          []byte // a normalized context chunk
 	nspan          []span
+	// The fused SQuAD path (squadFromRouge): whether the last fastRouge
+	// ran on the texts themselves, where the prediction's tokens end in
+	// tab.pos, and the SQuAD token ids of both sides.
+	direct       bool
+	predTokens   int
+	predBuf      int // the end of the prediction's tokens in buf
+	sqPID, sqRID []int32
 }
 
 // Score scores prediction against reference; context is the retrieved
@@ -107,19 +117,33 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 		out.EM = s.unicodeEM(sc)
 	}
 	// The official SQuAD numbers: normalized answers are token strings
-	// joined by single spaces.
-	sc.sqA = appendSQuADNormalized(sc.sqA[:0], prediction, &sc.tmp)
-	sc.sqRef = appendSQuADNormalized(sc.sqRef[:0], reference, &sc.tmp)
-	if bytes.Equal(sc.sqA, sc.sqRef) {
-		out.SquadEM = 1
+	// joined by single spaces. On ASCII text the interned Rouge tokens give
+	// them without normalizing again (squadFromRouge); the normalized
+	// bytes are then only built where Hit needs them.
+	fused := !s.cfg.Stem && sc.direct && s.squadFromRouge(sc, prediction, reference)
+	if fused {
+		out.SquadEM, out.SquadF1 = squadFromIDs(sc, sc.sqPID, sc.sqRID)
+	} else {
+		sc.sqA = appendSQuADNormalized(sc.sqA[:0], prediction, &sc.tmp)
+		sc.sqRef = appendSQuADNormalized(sc.sqRef[:0], reference, &sc.tmp)
+		if bytes.Equal(sc.sqA, sc.sqRef) {
+			out.SquadEM = 1
+		}
+		out.SquadF1 = tokenF1(sc, sc.sqA, sc.sqRef)
 	}
-	out.SquadF1 = tokenF1(sc, sc.sqA, sc.sqRef)
 	switch {
 	case !s.unicode:
 		// The reward's normalization is SQuAD's.
 		out.EM = out.SquadEM
-		sc.normA = append(sc.normA[:0], sc.sqA...)
-		sc.normRef = append(sc.normRef[:0], sc.sqRef...)
+		if len(context) > 0 {
+			if fused {
+				sc.normA = appendSQuADNormalized(sc.normA[:0], prediction, &sc.tmp)
+				sc.normRef = appendSQuADNormalized(sc.normRef[:0], reference, &sc.tmp)
+			} else {
+				sc.normA = append(sc.normA[:0], sc.sqA...)
+				sc.normRef = append(sc.normRef[:0], sc.sqRef...)
+			}
+		}
 	case s.cfg.Stem:
 		sc.normA = s.normalize(sc, sc.normA[:0], prediction)
 		sc.normRef = s.normalize(sc, sc.normRef[:0], reference)
@@ -138,8 +162,7 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 		}
 		if len(answer) > 0 {
 			for _, chunk := range context {
-				sc.normC = s.normalize(sc, sc.normC[:0], chunk)
-				if containsTokens(sc.normC, answer) {
+				if containsTokens(s.normalizedChunk(sc, chunk), answer) {
 					out.Hit = 1
 					break
 				}
@@ -148,6 +171,18 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 	}
 	out.Reward = s.cfg.Weights.Reward(out.RougeF1, out.EM, out.Hit)
 	return out
+}
+
+// normalizedChunk is s.normalize(chunk), from the chunk cache when it was
+// normalized before. The result must not be modified.
+func (s *Scorer) normalizedChunk(sc *scratch, chunk string) []byte {
+	if norm, ok := s.chunks.get(chunk); ok {
+		return norm
+	}
+	sc.normC = s.normalize(sc, sc.normC[:0], chunk)
+	norm := append([]byte(nil), sc.normC...)
+	s.chunks.put(chunk, norm)
+	return norm
 }
 
 // ScoreMulti scores a prediction against several reference answers as
@@ -181,6 +216,35 @@ func (s *Scorer) ScoreMulti(prediction string, references []string, context []st
 	}
 	out.Reward = s.cfg.Weights.Reward(out.RougeF1, out.EM, out.Hit)
 	return out
+}
+
+// squadFromIDs is SQuAD's exact match and f1_score over token ids of one
+// table (equal ids are equal tokens).
+func squadFromIDs(sc *scratch, pred, ref []int32) (em, f1 float64) {
+	if slices.Equal(pred, ref) {
+		em = 1
+	}
+	if len(pred) == 0 || len(ref) == 0 {
+		return em, 0
+	}
+	sc.counts = resize(sc.counts, sc.tab.n)
+	clear(sc.counts)
+	for _, id := range ref {
+		sc.counts[id]++
+	}
+	same := 0
+	for _, id := range pred {
+		if sc.counts[id] > 0 {
+			sc.counts[id]--
+			same++
+		}
+	}
+	if same == 0 {
+		return em, 0
+	}
+	p := 1.0 * float64(same) / float64(len(pred))
+	r := 1.0 * float64(same) / float64(len(ref))
+	return em, (2 * p * r) / (p + r)
 }
 
 // unicodeEM computes the unicode EM from the interned Rouge tokens of the
@@ -279,9 +343,11 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 	// text (fastRouge). Without stemming the scan itself tells whether the
 	// text was ASCII; with stemming it is checked first, so that the stemmer
 	// only ever sees ASCII words.
+	sc.direct = false
 	if !s.cfg.Stem || isASCII(prediction) && isASCII(reference) {
 		sc.text = append(append(sc.text[:0], prediction...), reference...)
 		if s.fastRouge(sc, len(prediction)) {
+			sc.direct = true
 			return s.rougeFromIDs(sc, sc.k)
 		}
 	}
@@ -356,13 +422,26 @@ func (s *Scorer) fastRouge(sc *scratch, split int) bool {
 	// ASCII.
 	sc.text = withTextSlack(sc.text)
 	clear(sc.text[len(sc.text) : len(sc.text)+textSlack])
-	sc.tab.reset(maxASCIITokens(len(sc.text)) + articleIDs)
-	if s.unicode && !s.cfg.Stem {
+	// Without stemming the tokens stay as they are, for the fused SQuAD
+	// path, whose articles need their reserved ids (with stemming the ids
+	// are remapped to stems, and seeded keys have no bytes to stem).
+	fused := !s.cfg.Stem
+	tokens := maxASCIITokens(len(sc.text))
+	if fused {
+		// Room for the SQuAD tokens squadFromRouge may add (at most one
+		// per Rouge token).
+		tokens *= 2
+	}
+	sc.tab.reset(tokens + articleIDs)
+	sc.tab.keepPos, sc.tab.pos = fused, sc.tab.pos[:0]
+	if fused {
 		sc.tab.seedArticles()
 	}
 	var ok1, ok2 bool
 	sc.predID, sc.buf, ok1 = sc.tab.internASCII(sc.predID[:0], sc.buf[:0], sc.text, 0, split)
+	sc.predTokens, sc.predBuf = len(sc.tab.pos), len(sc.buf)
 	sc.refID, sc.buf, ok2 = sc.tab.internASCII(sc.refID[:0], sc.buf, sc.text, split, len(sc.text))
+	sc.tab.keepPos = false
 	if !ok1 || !ok2 {
 		return false
 	}
@@ -371,6 +450,91 @@ func (s *Scorer) fastRouge(sc *scratch, split int) bool {
 		sc.k = sc.stemIDs()
 	}
 	return true
+}
+
+// squadFromRouge sets sc.sqPID and sc.sqRID to the ids of the SQuAD
+// normalize_answer tokens of prediction and reference, from the tokens that
+// fastRouge just interned from the texts themselves (ASCII, unicode
+// tokenizer, no stemming). It reports false, having set nothing useful, if
+// the text holds an ASCII control character (kept by normalize_answer as
+// part of a token: the general path handles it).
+//
+// On ASCII text without control characters, normalize_answer's tokens are
+// the whitespace-separated fields with punctuation deleted, that is the
+// concatenation of the Rouge tokens (runs of [a-z0-9], lowercased) of each
+// field, without the fields that are "a", "an" or "the" and those that had
+// nothing but punctuation. A field of one Rouge token is that token (same
+// id); the Rouge tokens of a field lie back to back in sc.buf, so a longer
+// field is interned from there. Equal ids are equal bytes, so EM and F1 come
+// from the ids.
+func (s *Scorer) squadFromRouge(sc *scratch, prediction, reference string) bool {
+	var ok bool
+	if sc.sqPID, ok = squadIDs(sc, sc.sqPID[:0], prediction, 0, sc.predID, sc.tab.pos[:sc.predTokens]); !ok {
+		return false
+	}
+	sc.sqRID, ok = squadIDs(sc, sc.sqRID[:0], reference, len(prediction), sc.refID, sc.tab.pos[sc.predTokens:])
+	return ok
+}
+
+// squadIDs appends the SQuAD token ids of text, whose Rouge tokens have ids
+// ids and source spans pos (offsets into text shifted by off).
+func squadIDs(sc *scratch, dst []int32, text string, off int, ids []int32, pos []span) ([]int32, bool) {
+	// gap scans the bytes between tokens: it reports whether they hold
+	// whitespace, and false for ok on a control character.
+	gap := func(from, to int) (space, ok bool) {
+		for i := from; i < to; i++ {
+			switch squadClass[text[i]] {
+			case squadSpace:
+				space = true
+			case squadOther:
+				return false, false
+			}
+		}
+		return space, true
+	}
+	if len(ids) == 0 {
+		_, ok := gap(0, len(text))
+		return dst, ok
+	}
+	full := sc.buf[:cap(sc.buf)]
+	// The side's Rouge token bytes lie back to back in sc.buf from bufAt.
+	bufAt := 0
+	if off > 0 {
+		bufAt = sc.predBuf
+	}
+	prevEnd := 0
+	first, firstBuf, buf := 0, bufAt, bufAt
+	emit := func(k int, endBuf int) {
+		var id int32
+		if k == first+1 {
+			id = ids[first] // a field of one token
+		} else {
+			sp := [1]span{{int32(firstBuf), int32(endBuf)}}
+			var one [1]int32
+			id = sc.tab.intern(one[:0], full, sp[:])[0]
+		}
+		if id >= articleIDs {
+			dst = append(dst, id)
+		}
+	}
+	for k, p := range pos {
+		start, end := int(p.start)-off, int(p.end)-off
+		space, ok := gap(prevEnd, start)
+		if !ok {
+			return dst, false
+		}
+		if k > 0 && space {
+			emit(k, buf)
+			first, firstBuf = k, buf
+		}
+		buf += end - start
+		prevEnd = end
+	}
+	if _, ok := gap(prevEnd, len(text)); !ok {
+		return dst, false
+	}
+	emit(len(pos), buf)
+	return dst, true
 }
 
 // appendSeparatorsBlanked appends text to dst with every non-ASCII

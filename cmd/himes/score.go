@@ -193,7 +193,9 @@ func parseScoreLine(raw []byte, maxField int) (scoreInput, error) {
 		}
 		return rec, fmt.Errorf("field %q: invalid UTF-8", path)
 	}
-	if err := json.Unmarshal(raw, &rec); err != nil {
+	if fast, ok := decodeScoreLineFast(raw); ok {
+		rec = fast
+	} else if err := json.Unmarshal(raw, &rec); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			return rec, fmt.Errorf("field %q: want %s, got JSON %s", te.Field, te.Type, te.Value)
@@ -208,7 +210,7 @@ func parseScoreLine(raw []byte, maxField int) (scoreInput, error) {
 	}
 	type field struct{ name, v string }
 	fields := []field{{"prediction", *rec.Prediction}}
-	if rec.Reference != nil {
+	if rec.Reference != nil { // "references" alone is allowed
 		fields = append(fields, field{"reference", *rec.Reference})
 	}
 	for i, r := range rec.References {

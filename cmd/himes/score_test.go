@@ -164,6 +164,9 @@ func TestScoreCommandInvalidUTF8AndSizes(t *testing.T) {
 		{"{\"prediction\": \"a\", \"reference\": \"a\", \"context\": [\"ok\", \"\xff\"]}", nil, `stdin:1: field "context[1]": invalid UTF-8`},
 		{`{"prediction": "a", "reference": "` + strings.Repeat("r", 40) + `"}`, []string{"--max-field-bytes", "30"},
 			`stdin:1: field "reference": 40 bytes, more than the 30 allowed (--max-field-bytes)`},
+		// "references" entries are bounded too (they were not checked).
+		{`{"prediction": "a", "references": ["b", "` + strings.Repeat("r", 40) + `"]}`, []string{"--max-field-bytes", "30"},
+			`stdin:1: field "references[1]": 40 bytes, more than the 30 allowed (--max-field-bytes)`},
 		{`{"prediction": "a", "reference": "` + strings.Repeat("r", 400) + `"}`, []string{"--max-line-bytes", "100"},
 			`stdin:1: line is 437 bytes, more than the 100 allowed (--max-line-bytes)`},
 	} {
