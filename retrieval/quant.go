@@ -292,18 +292,33 @@ func (p *QuantQuery) Cosine(i int) float64 {
 	s := p.s
 	n := s.q.CodeBytes()
 	codes := s.codes[i*n : (i+1)*n]
-	var dot float32
+	// four accumulators: the sums do not wait on each other
+	var d0, d1, d2, d3 float32
+	j := 0
 	if p.x != nil {
 		x := p.x[:len(codes)]
-		for j, c := range codes {
-			dot += x[j] * float32(c)
+		for ; j+4 <= len(codes); j += 4 {
+			d0 += x[j] * float32(codes[j])
+			d1 += x[j+1] * float32(codes[j+1])
+			d2 += x[j+2] * float32(codes[j+2])
+			d3 += x[j+3] * float32(codes[j+3])
+		}
+		for ; j < len(codes); j++ {
+			d0 += x[j] * float32(codes[j])
 		}
 	} else {
 		lut := p.lut[:len(codes)*256]
-		for j, c := range codes {
-			dot += lut[j*256+int(c)]
+		for ; j+4 <= len(codes); j += 4 {
+			d0 += lut[j*256+int(codes[j])]
+			d1 += lut[(j+1)*256+int(codes[j+1])]
+			d2 += lut[(j+2)*256+int(codes[j+2])]
+			d3 += lut[(j+3)*256+int(codes[j+3])]
+		}
+		for ; j < len(codes); j++ {
+			d0 += lut[j*256+int(codes[j])]
 		}
 	}
+	dot := (d0 + d1) + (d2 + d3)
 	full := float64(s.mins[i])*p.sum + float64(s.steps[i])*float64(dot)
 	if p.norm == 0 || s.nrm[i] == 0 {
 		return 0
