@@ -117,7 +117,9 @@ to --out.`,
 type memQuantSet struct {
 	Name        string          `json:"name"`
 	Data        string          `json:"data"`
+	Rewriter    string          `json:"rewriter"`
 	Turns       int             `json:"turns"`
+	Skipped     int             `json:"skipped_turns"` // the rewriter failed on them
 	Judged      int             `json:"judged_turns"`
 	Labelled    int             `json:"labelled_turns"`
 	TopK        int             `json:"top_k"`
@@ -181,19 +183,31 @@ func runMemQuant(ctx context.Context, comp *components, turns []datasets.Turn, r
 	if dim == 0 {
 		return memQuantSet{}, errors.New("memory-quant: the data give no memories")
 	}
-	reqs := make([]retrieval.Request, len(turns))
-	texts := make([]string, len(turns))
-	for i, t := range turns {
+	// As in himes eval, a turn the rewriter fails on (gold without a human
+	// rewrite) is left out of every variant, and counted.
+	var reqs []retrieval.Request
+	var texts []string
+	var kept []datasets.Turn
+	skipped := 0
+	for _, t := range turns {
 		rewrite, err := rw.Rewrite(ctx, t)
 		if err != nil {
-			return memQuantSet{}, fmt.Errorf("turn %s: rewrite: %w", t.ID(), err)
+			skipped++
+			slog.Warn("memory-quant: turn left out", "turn", t.ID(), "rewriter", rw.Name(), "err", err)
+			continue
 		}
-		reqs[i] = retrieval.Request{User: t.User, Rewrite: rewrite, Query: t.Question, Seq: causal.Position(t.User, t.Question)}
-		texts[i] = rewrite
-		if strings.TrimSpace(texts[i]) == "" {
-			texts[i] = t.Question
+		kept = append(kept, t)
+		reqs = append(reqs, retrieval.Request{User: t.User, Rewrite: rewrite, Query: t.Question, Seq: causal.Position(t.User, t.Question)})
+		text := rewrite
+		if strings.TrimSpace(text) == "" {
+			text = t.Question
 		}
+		texts = append(texts, text)
 	}
+	if len(kept) == 0 {
+		return memQuantSet{}, fmt.Errorf("memory-quant: rewriter %s failed on every turn", rw.Name())
+	}
+	turns = kept
 	cands, errs := p.SearchBatch(ctx, texts, p.Config().Candidates)
 	for i, err := range errs {
 		if err != nil {
@@ -210,7 +224,7 @@ func runMemQuant(ctx context.Context, comp *components, turns []datasets.Turn, r
 			variants = append(variants, q)
 		}
 	}
-	set := memQuantSet{Turns: len(turns), TopK: p.Config().TopK, Dim: dim, Memories: base.Len()}
+	set := memQuantSet{Turns: len(turns), Skipped: skipped, Rewriter: rw.Name(), TopK: p.Config().TopK, Dim: dim, Memories: base.Len()}
 	per := make([][]memQuantTurn, len(variants))
 	for v, q := range variants {
 		store := base
@@ -449,8 +463,8 @@ func writeMemQuant(stdout io.Writer, out string, sets []memQuantSet) error {
 }
 
 func writeMemQuantTable(w io.Writer, s memQuantSet) {
-	fmt.Fprintf(w, "## %s (%d turns, %d judged, %d with memory labels; %d memories, %d dims, top_k %d)\n\n",
-		s.Name, s.Turns, s.Judged, s.Labelled, s.Memories, s.Dim, s.TopK)
+	fmt.Fprintf(w, "## %s, rewriter %s (%d turns, %d judged, %d with memory labels; %d left out; %d memories, %d dims, top_k %d)\n\n",
+		s.Name, s.Rewriter, s.Turns, s.Judged, s.Labelled, s.Skipped, s.Memories, s.Dim, s.TopK)
 	base := func(e *stats.Estimate) string {
 		if e == nil {
 			return "–"

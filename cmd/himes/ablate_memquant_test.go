@@ -64,6 +64,10 @@ func TestAblateMemoryQuantCLI(t *testing.T) {
 			lines.Write(append(b, '\n'))
 		}
 	}
+	// a turn without a human rewrite: the gold rewriter leaves it out
+	lines.WriteString(`{"conv_id": "u-garage", "turn": 4, "question": "And remotes?", "answer": "a", "history": [], "passages": [{"id": "MARCO_1381085", "relevance": 1}], "meta": {"ptkb": {"1": "I own a garage door opener.", "2": "I live in Utah.", "3": "I like skiing in the mountains."}, "ptkb_provenance": ["1"]}}` + "\n")
+	labelled++
+	judgedTurns++
 	if err := os.WriteFile(data, lines.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +122,14 @@ func TestAblateMemoryQuantCLI(t *testing.T) {
 	saved, err := os.ReadFile(filepath.Join(out, "memquant.md"))
 	if err != nil || string(saved) != md || !strings.Contains(md, "| q1+rot | 16 |") {
 		t.Fatalf("markdown: %v\n%s", err, md)
+	}
+	if _, err := runCLI(t, "ablate", "memory-quant", "--config", filepath.Join(root, "configs", "quickstart.yaml"),
+		"--set", "retrieval.hash_dim=32", "--data", data, "--rewriter", "gold", "--out", out, "--resamples", "50"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(filepath.Join(out, "memquant.json"))
+	if err := json.Unmarshal(b, &sets); err != nil || sets[0].Skipped != 1 || sets[0].Turns != judgedTurns-1 || sets[0].Rewriter != "gold" {
+		t.Fatalf("gold: %v, %+v", err, sets[0])
 	}
 	if _, err := runCLI(t, "ablate", "memory-quant", "--config", filepath.Join(root, "configs", "quickstart.yaml"),
 		"--rewriter", "policy", "--out", out); err == nil || !strings.Contains(err.Error(), "--rewriter") {
