@@ -309,12 +309,9 @@ func (m *MemoryStore) Quantizer() *Quantizer {
 	return m.quant.q
 }
 
-// sameQuery is the test for "a memory whose text equals the current query":
-// case and whitespace differences do not make it a different query.
-func sameQuery(a, b string) bool {
-	return strings.EqualFold(collapseSpace(a), collapseSpace(b))
-}
-
+// collapseSpace is half of the test for "a memory whose text equals the
+// current query" (EqualFold of both collapsed): case and whitespace
+// differences do not make it a different query.
 func collapseSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func sqNorm(v []float32) float64 {

@@ -220,3 +220,36 @@ func TestQuantizedStoreActivation(t *testing.T) {
 		t.Fatalf("quantizer of the wrong dimension: %v", err)
 	}
 }
+
+// A memory equal to the query up to case (Unicode folding: the Kelvin sign
+// folds to k) and spacing is the query itself and is never activated.
+func TestActivateSkipsTheQueryUnderFolding(t *testing.T) {
+	ctx := context.Background()
+	emb, _ := NewHashEmbedder(16)
+	tax, _ := DefaultTaxonomy()
+	cls, err := NewEmbeddingClassifier(ctx, tax, emb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := tax.Labels()[0]
+	v := []float32{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	cfg := DefaultConfig().Memory
+	cfg.TopN = 5
+	m, err := NewMemoryStore(ctx, cfg, emb, tax, cls, []MemoryEntry{
+		{User: "u", ID: "same", Text: "The \u212Aelvin   SCALE", Topic: l.Topic, Subtopic: l.Subtopic, Embedding: v},
+		{User: "u", ID: "other", Text: "The Celsius scale", Topic: l.Topic, Subtopic: l.Subtopic, Embedding: v},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mems, _, err := m.Activate(ctx, "u", "the kelvin scale", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mems) != 1 || mems[0].ID != "other" {
+		t.Fatalf("activated %+v, want only the other memory", mems)
+	}
+	if foldHash("The \u212Aelvin SCALE") != foldHash("the kelvin scale") {
+		t.Fatal("strings equal under folding hash differently")
+	}
+}
