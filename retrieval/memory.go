@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/himes-rl/himes/internal/words"
 )
@@ -49,6 +51,21 @@ type MemoryStore struct {
 	neighbours map[Label][]Label
 	entries    []MemoryEntry
 	parts      map[string]map[Label][]int // user → label → entry indexes
+	// The scan layout: every partition's memories side by side (scan
+	// position p holds entry order[p]; span[user][label] is its partition's
+	// range), with what activation reads of each in flat arrays, so a query
+	// streams through memory instead of chasing one pointer per memory.
+	order []int
+	span  map[string]map[Label][2]int
+	dim   int
+	vecs  []float32 // embeddings, dim per position; nil when quantized
+	norms []float64 // squared norms of vecs
+	seqs  []int64
+	fold  []uint64 // foldHash of the collapsed text: the same-query test
+	keys  []string // per entry: the text with whitespace collapsed
+	// quant, when set, holds the embeddings quantized, in scan order:
+	// activation scores from the codes (see Quantized)
+	quant *QuantSet
 }
 
 // BuildMemory builds a store from entries with the taxonomy and classifier
@@ -170,7 +187,9 @@ func NewMemoryStore(ctx context.Context, cfg MemoryConfig, emb Embedder, tax *Ta
 		report("classify", start+len(idx), len(toClassify))
 	}
 	dim := 0
+	m.keys = make([]string, len(m.entries))
 	for i, e := range m.entries {
+		m.keys[i] = collapseSpace(e.Text)
 		l := Label{Topic: e.Topic, Subtopic: e.Subtopic}
 		if !tax.Has(l) {
 			return nil, fmt.Errorf("memory entry %d (user %q, id %q): label %s is not in the taxonomy", i, e.User, e.ID, l)
@@ -186,7 +205,54 @@ func NewMemoryStore(ctx context.Context, cfg MemoryConfig, emb Embedder, tax *Ta
 		}
 		m.parts[e.User][l] = append(m.parts[e.User][l], i)
 	}
+	m.layout(dim)
 	return m, nil
+}
+
+// layout lays the partitions out for scanning (see MemoryStore.order) and
+// points each entry's embedding into the flat copy, so it is stored once.
+func (m *MemoryStore) layout(dim int) {
+	n := len(m.entries)
+	m.dim, m.order, m.span = dim, make([]int, 0, n), map[string]map[Label][2]int{}
+	m.vecs, m.norms = make([]float32, n*dim), make([]float64, n)
+	m.seqs, m.fold = make([]int64, n), make([]uint64, n)
+	users := slices.Sorted(maps.Keys(m.parts))
+	for _, u := range users {
+		m.span[u] = map[Label][2]int{}
+		labels := slices.SortedFunc(maps.Keys(m.parts[u]), func(a, b Label) int {
+			return cmp.Or(strings.Compare(a.Topic, b.Topic), strings.Compare(a.Subtopic, b.Subtopic))
+		})
+		for _, l := range labels {
+			lo := len(m.order)
+			for _, i := range m.parts[u][l] {
+				p := len(m.order)
+				m.order = append(m.order, i)
+				v := m.vecs[p*dim : (p+1)*dim : (p+1)*dim]
+				copy(v, m.entries[i].Embedding)
+				m.entries[i].Embedding = v
+				m.norms[p] = sqNorm(v)
+				m.seqs[p] = m.entries[i].Seq
+				m.fold[p] = foldHash(m.keys[i])
+			}
+			m.span[u][l] = [2]int{lo, len(m.order)}
+		}
+	}
+}
+
+// foldHash is FNV-1a of s with every rune replaced by the smallest rune of
+// its Unicode simple-folding orbit: strings.EqualFold(a, b) implies
+// foldHash(a) == foldHash(b).
+func foldHash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for _, r := range s {
+		lo := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			lo = min(lo, f)
+		}
+		h ^= uint64(lo)
+		h *= 1099511628211
+	}
+	return h
 }
 
 // Len is the number of stored queries.
@@ -210,10 +276,64 @@ func (m *MemoryStore) Partitions(user string) map[Label]int {
 	return out
 }
 
-// sameQuery is the test for "a memory whose text equals the current query":
-// case and whitespace differences do not make it a different query.
-func sameQuery(a, b string) bool {
-	return strings.EqualFold(strings.Join(strings.Fields(a), " "), strings.Join(strings.Fields(b), " "))
+// Quantized returns a copy of the store with every memory embedding
+// quantized by q and the float32 embeddings dropped (its entries carry
+// none): activation scores the codes against the query (see QuantSet), and
+// the activated memories' vectors, which re-rank the candidates, are decoded
+// then. Everything else (labels, partitions, texts) is shared with m.
+func (m *MemoryStore) Quantized(q *Quantizer) (*MemoryStore, error) {
+	vecs := make([][]float32, len(m.order))
+	for p := range m.order {
+		vecs[p] = m.vecs[p*m.dim : (p+1)*m.dim]
+	}
+	qs, err := NewQuantSet(q, vecs)
+	if err != nil {
+		return nil, fmt.Errorf("quantize memories (%s): %w", q.Name(), err)
+	}
+	out := *m
+	out.entries = slices.Clone(m.entries)
+	for i := range out.entries {
+		out.entries[i].Embedding = nil
+	}
+	out.vecs, out.norms = nil, nil
+	out.quant = qs
+	return &out, nil
+}
+
+// Quantizer returns the quantizer of a store made by Quantized (nil: the
+// embeddings are float32).
+func (m *MemoryStore) Quantizer() *Quantizer {
+	if m.quant == nil {
+		return nil
+	}
+	return m.quant.q
+}
+
+// collapseSpace is half of the test for "a memory whose text equals the
+// current query" (EqualFold of both collapsed): case and whitespace
+// differences do not make it a different query.
+func collapseSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func sqNorm(v []float32) float64 {
+	n := 0.0
+	for _, x := range v {
+		n += float64(x) * float64(x)
+	}
+	return n
+}
+
+// cosineNorm is Cosine(a, b) given |a|² and |b|², with the same arithmetic
+// (so the same bits).
+func cosineNorm(a []float32, na float64, b []float32, nb float64) float64 {
+	if na == 0 || nb == 0 {
+		return 0
+	}
+	dot := 0.0
+	b = b[:len(a)]
+	for i, x := range a {
+		dot += float64(x) * float64(b[i])
+	}
+	return dot / math.Sqrt(na*nb)
 }
 
 // HasUser reports whether the store holds memories of user.
@@ -263,63 +383,92 @@ func (m *MemoryStore) activate(ctx context.Context, user, query string, qvec []f
 		return nil, nil, fmt.Errorf("activate memory: %w", err)
 	}
 	l := labels[0]
-	var pool []int
-	take := func(lb Label) {
-		for _, i := range userParts[lb] {
-			e := &m.entries[i]
-			if seq > 0 && e.Seq >= seq {
-				continue
-			}
-			if !sameQuery(e.Text, query) {
-				pool = append(pool, i)
-			}
-		}
-	}
-	take(l)
-	for _, nb := range m.neighbours[l] {
-		if len(pool) >= max(m.cfg.MinPartition, 1) {
-			break
-		}
-		take(nb)
-	}
 	qwords := map[string]bool{}
 	if sig.Entities != 0 {
 		for _, w := range words.LowerFields(query) {
 			qwords[w] = true
 		}
 	}
+	qkey, qn := collapseSpace(query), sqNorm(qvec)
+	var qq *QuantQuery
+	if m.quant != nil {
+		if qq, err = m.quant.Prepare(qvec); err != nil {
+			return nil, nil, fmt.Errorf("activate memory: %w", err)
+		}
+	}
+	// The top TopN by (score, then more recent, then id): a total order, so
+	// keeping the best few while scanning equals sorting the whole pool.
 	type cand struct {
-		i          int
+		i, p       int // entry index, scan position
 		sim, score float64
 	}
-	cs := make([]cand, len(pool))
-	for j, i := range pool {
-		sim := Cosine(qvec, m.entries[i].Embedding)
-		cs[j] = cand{i, sim, MemoryScore(sig, m.cfg.RecencyHalfLife, sim, l, seq, qwords, m.entries[i])}
+	semanticOnly := sig == MemorySignals{Semantic: 1}
+	before := func(a, b cand) bool {
+		if a.score != b.score {
+			return a.score > b.score
+		}
+		ea, eb := &m.entries[a.i], &m.entries[b.i]
+		if ea.Seq != eb.Seq {
+			return ea.Seq > eb.Seq
+		}
+		if c := ea.Time.Compare(eb.Time); c != 0 {
+			return c > 0
+		}
+		return ea.ID < eb.ID
 	}
-	slices.SortFunc(cs, func(a, b cand) int {
-		switch {
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
+	cs := make([]cand, 0, m.cfg.TopN+1)
+	pool := 0
+	qfold := foldHash(qkey)
+	spans := m.span[user]
+	take := func(lb Label) {
+		r := spans[lb]
+		for p := r[0]; p < r[1]; p++ {
+			if seq > 0 && m.seqs[p] >= seq {
+				continue
+			}
+			i := m.order[p]
+			if m.fold[p] == qfold && strings.EqualFold(m.keys[i], qkey) {
+				continue
+			}
+			pool++
+			var sim float64
+			if qq != nil {
+				sim = qq.Cosine(p)
+			} else {
+				sim = cosineNorm(qvec, qn, m.vecs[p*m.dim:(p+1)*m.dim], m.norms[p])
+			}
+			c := cand{i, p, sim, sim}
+			if !semanticOnly { // else MemoryScore is 1·cos: the entry need not be read
+				c.score = MemoryScore(sig, m.cfg.RecencyHalfLife, sim, l, seq, qwords, m.entries[i])
+			}
+			if len(cs) == m.cfg.TopN && !before(c, cs[len(cs)-1]) {
+				continue
+			}
+			j := len(cs)
+			cs = append(cs, c)
+			for ; j > 0 && before(c, cs[j-1]); j-- {
+				cs[j] = cs[j-1]
+			}
+			cs[j] = c
+			cs = cs[:min(len(cs), m.cfg.TopN)]
 		}
-		ea, eb := m.entries[a.i], m.entries[b.i]
-		if c := cmp.Compare(eb.Seq, ea.Seq); c != 0 {
-			return c
+	}
+	take(l)
+	for _, nb := range m.neighbours[l] {
+		if pool >= max(m.cfg.MinPartition, 1) {
+			break
 		}
-		if c := eb.Time.Compare(ea.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(ea.ID, eb.ID)
-	})
-	cs = cs[:min(len(cs), m.cfg.TopN)]
+		take(nb)
+	}
 	mems := make([]Memory, len(cs))
 	vecs := make([][]float32, len(cs))
 	for j, c := range cs {
 		e := m.entries[c.i]
 		mems[j] = Memory{ID: e.ID, Text: e.Text, Topic: e.Topic, Subtopic: e.Subtopic, Sim: c.sim, Score: c.score}
 		vecs[j] = e.Embedding
+		if m.quant != nil {
+			vecs[j] = m.quant.q.Decode(m.quant.Code(c.p))
+		}
 	}
 	return mems, vecs, nil
 }

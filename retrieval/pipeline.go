@@ -545,8 +545,23 @@ func (p *Pipeline) RetrieveBatch(ctx context.Context, reqs []Request) ([]Result,
 	return out, errs
 }
 
+// RerankCandidates is the second stage of RetrieveAt on first-stage
+// candidates (from SearchBatch with cfg.Candidates): memory activation and
+// re-ranking. It also returns every candidate in its final order with its
+// final score (the re-ranked scores when the memories re-ranked, else the
+// retrieval order): what ablations compare rankings on.
+func (p *Pipeline) RerankCandidates(ctx context.Context, r Request, cands []Ranked) (Result, []Ranked, error) {
+	return p.rerankAll(ctx, r, cands)
+}
+
 // rerank activates the user's memories and re-ranks the candidates.
 func (p *Pipeline) rerank(ctx context.Context, r Request, cands []Ranked) (Result, error) {
+	res, _, err := p.rerankAll(ctx, r, cands)
+	return res, err
+}
+
+// rerankAll is rerank that also returns all candidates in final order.
+func (p *Pipeline) rerankAll(ctx context.Context, r Request, cands []Ranked) (Result, []Ranked, error) {
 	var res Result
 	res.Trace.Candidates = make([]Scored, len(cands))
 	for i, c := range cands {
@@ -556,11 +571,11 @@ func (p *Pipeline) rerank(ctx context.Context, r Request, cands []Ranked) (Resul
 	if m := p.mem.Load(); m != nil && p.cfg.Memory.Enabled && len(cands) > 0 && strings.TrimSpace(r.Query) != "" && m.HasUser(r.User) {
 		qv, err := m.emb.Embed(ctx, []string{r.Query})
 		if err != nil {
-			return Result{}, fmt.Errorf("embed query for memory: %w", err)
+			return Result{}, nil, fmt.Errorf("embed query for memory: %w", err)
 		}
 		mems, memVecs, err := m.ActivateAt(ctx, r.User, r.Query, qv[0], r.Seq)
 		if err != nil {
-			return Result{}, fmt.Errorf("activate memories: %w", err)
+			return Result{}, nil, fmt.Errorf("activate memories: %w", err)
 		}
 		res.Trace.Memories = mems
 		best := math.Inf(-1)
@@ -570,10 +585,10 @@ func (p *Pipeline) rerank(ctx context.Context, r Request, cands []Ranked) (Resul
 		if len(mems) > 0 && best >= p.cfg.Memory.RerankFloor {
 			candVecs, err := p.candidateVectors(ctx, m.emb, cands)
 			if err != nil {
-				return Result{}, fmt.Errorf("embed candidates for memory: %w", err)
+				return Result{}, nil, fmt.Errorf("embed candidates for memory: %w", err)
 			}
 			if final, err = Rerank(cands, candVecs, memVecs, p.cfg.Memory.RetrievalWeight); err != nil {
-				return Result{}, fmt.Errorf("memory re-rank: %w", err)
+				return Result{}, nil, fmt.Errorf("memory re-rank: %w", err)
 			}
 			res.Trace.Reranked = true
 		}
@@ -583,7 +598,7 @@ func (p *Pipeline) rerank(ctx context.Context, r Request, cands []Ranked) (Resul
 	for i, c := range res.Chunks {
 		res.Trace.Final[i] = Scored{ID: c.ID, Score: c.Score}
 	}
-	return res, nil
+	return res, final, nil
 }
 
 // candidateVectors returns E(c) for candidates: from the dense index when

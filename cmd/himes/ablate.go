@@ -37,7 +37,7 @@ values, e.g.
 (aliases: alpha, beta, hit, tokenizer, stem, aggregation, estimator, std,
 zero_variance). Points are the Cartesian product, first key outermost.`,
 	}
-	cmd.AddCommand(newAblateRescoreCmd(), newAblateSweepCmd(), newAblateTransferCmd())
+	cmd.AddCommand(newAblateRescoreCmd(), newAblateSweepCmd(), newAblateTransferCmd(), newAblateMemQuantCmd())
 	return cmd
 }
 
