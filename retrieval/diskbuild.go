@@ -26,7 +26,7 @@ import (
 // DiskBuildOptions tune BuildDiskIndex; zero values take the defaults.
 type DiskBuildOptions struct {
 	// BlockDocs is the number of documents analyzed together and spilled as
-	// one sorted run (default 65536): it bounds the build's working memory.
+	// one sorted run (default 32768): it bounds the build's working memory.
 	BlockDocs int
 	// Workers is the number of analysis goroutines (default GOMAXPROCS, ≤ 8).
 	Workers int
@@ -71,7 +71,7 @@ func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt Dis
 		return IndexMeta{}, fmt.Errorf("index build: %w", err)
 	}
 	if opt.BlockDocs <= 0 {
-		opt.BlockDocs = 1 << 16
+		opt.BlockDocs = 1 << 15
 	}
 	if opt.Workers <= 0 {
 		opt.Workers = max(1, min(runtime.GOMAXPROCS(0), 8))

@@ -98,7 +98,7 @@ func compareIndexes(t *testing.T, disk, mem *Index, chunks []Chunk, queries [][]
 		for _, k := range []int{1, 10, 100} {
 			want := mem.SearchExhaustive(q, k)
 			for name, got := range map[string][]Hit{
-				"Search": disk.Search(q, k),
+				"Search":   disk.Search(q, k),
 				"MaxScore": maxScoreSearch(disk, q, k), "Exhaustive": disk.SearchExhaustive(q, k),
 				"memory Search": mem.Search(q, k),
 			} {

@@ -132,6 +132,10 @@ func SaveIndex(ctx context.Context, dir string, ix *Index, meta IndexMeta) error
 	if err := os.Rename(tmp.Name(), filepath.Join(dir, IndexFile)); err != nil {
 		return fmt.Errorf("save index: %w", err)
 	}
+	// one index per directory: an older on-disk one would take precedence
+	if err := os.Remove(filepath.Join(dir, DiskIndexFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("save index: %w", err)
+	}
 	pretty, _ := json.MarshalIndent(meta, "", "  ")
 	if err := os.WriteFile(filepath.Join(dir, "meta.json"), append(pretty, '\n'), 0o644); err != nil {
 		return fmt.Errorf("save index: %w", err)

@@ -13,27 +13,41 @@ import (
 
 func newIndexCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "index", Short: "Build and inspect the persisted BM25 index"}
-	cmd.AddCommand(newIndexBuildCmd(), newIndexInfoCmd())
+	cmd.AddCommand(newIndexBuildCmd(), newIndexInfoCmd(), newIndexBenchCmd())
 	return cmd
 }
 
 func newIndexBuildCmd() *cobra.Command {
 	cfg := retrieval.DefaultConfig()
 	var kb, out string
+	var disk bool
+	var blockDocs int
 	cmd := &cobra.Command{
 		Use:   "build --kb FILE --out DIR",
 		Short: "Build the BM25 index of a knowledge base (JSONL or Parquet) and save it",
 		Long: `Chunks the knowledge base, builds the Lucene-BM25 inverted index and writes
 DIR/index.bin (versioned, SHA-256 checked, bound to the KB's fingerprint) and
 DIR/meta.json. Point retrieval.index at DIR; the same k1, b and chunking must
-be configured there, or the index is refused.`,
+be configured there, or the index is refused.
+
+With --disk it writes DIR/index.disk instead: postings, ids, terms and the
+chunks' texts laid out to be memory-mapped, built streaming (the KB is read
+twice, never held in memory) with sorted runs spilled to DIR and merged.
+A pipeline pointed at it opens in milliseconds and reads chunk texts from
+it instead of loading the KB.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("index build: %w", err)
 			}
 			start := time.Now()
-			meta, err := retrieval.BuildIndexDir(cmd.Context(), cfg, kb, out)
+			var meta retrieval.IndexMeta
+			var err error
+			if disk {
+				meta, err = retrieval.BuildDiskIndex(cmd.Context(), cfg, kb, out, retrieval.DiskBuildOptions{BlockDocs: blockDocs})
+			} else {
+				meta, err = retrieval.BuildIndexDir(cmd.Context(), cfg, kb, out)
+			}
 			if err != nil {
 				return err
 			}
@@ -53,6 +67,8 @@ be configured there, or the index is refused.`,
 	f.StringVar(&cfg.Analyzer, "analyzer", cfg.Analyzer, "plain (reference tokenization) or english (Snowball stopwords + stemming)")
 	f.IntVar(&cfg.ChunkWords, "chunk-words", cfg.ChunkWords, "words per chunk (0: one chunk per passage)")
 	f.IntVar(&cfg.ChunkStride, "chunk-stride", cfg.ChunkStride, "words between chunk starts (1..chunk-words)")
+	f.BoolVar(&disk, "disk", false, "write the memory-mapped on-disk index (index.disk) with a streaming build")
+	f.IntVar(&blockDocs, "block-docs", 0, "with --disk: chunks per sorted run, bounding build memory (0: 32768)")
 	_ = cmd.MarkFlagRequired("kb")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
@@ -62,10 +78,16 @@ func newIndexInfoCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "info DIR",
-		Short: "Verify a persisted index and print what it was built from",
+		Short: "Verify a persisted index (every section of an on-disk one) and print what it was built from",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			meta, err := retrieval.ReadIndexMeta(args[0])
+			var meta retrieval.IndexMeta
+			var err error
+			if retrieval.HasDiskIndex(args[0]) {
+				meta, err = verifyDisk(cmd, args[0])
+			} else {
+				meta, err = retrieval.ReadIndexMeta(args[0])
+			}
 			if err != nil {
 				return err
 			}
@@ -91,4 +113,17 @@ func newIndexInfoCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the metadata as JSON")
 	return cmd
+}
+
+// verifyDisk opens an on-disk index and checks every byte of it.
+func verifyDisk(cmd *cobra.Command, dir string) (retrieval.IndexMeta, error) {
+	ix, meta, err := retrieval.OpenDiskIndex(dir)
+	if err != nil {
+		return meta, err
+	}
+	defer ix.Close()
+	if err := retrieval.VerifyDiskIndex(cmd.Context(), ix); err != nil {
+		return meta, err
+	}
+	return meta, nil
 }
