@@ -365,6 +365,9 @@ func OpenDiskIndex(dir string) (*Index, IndexMeta, error) {
 		return nil, meta, err
 	}
 	ix.disk.unmap = unmap
+	for _, s := range []int{secTexts, secTextOff, secIDOff, secIDs, secTermOff, secTerms} {
+		adviseRandom(mem, ix.disk.secs[s].off, ix.disk.secs[s].len)
+	}
 	return ix, meta, nil
 }
 

@@ -136,10 +136,7 @@ func queriesFrom(chunks []Chunk, an Analyzer, n int, seed uint64) [][]string {
 }
 
 func TestDiskIndexRanksAsInMemoryDemoKB(t *testing.T) {
-	kb := filepath.Join("..", "..", "shared", "data", "kb", "passages.jsonl")
-	if _, err := os.Stat(kb); err != nil {
-		t.Skipf("shared KB not available: %v", err)
-	}
+	kb := filepath.Join("..", "datasets", "demo", "passages.jsonl")
 	for _, tc := range []struct {
 		analyzer      string
 		words, stride int
