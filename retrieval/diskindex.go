@@ -526,3 +526,21 @@ func VerifyDiskIndex(ctx context.Context, ix *Index) error {
 	}
 	return nil
 }
+
+// SectionSize is the size of one section of an on-disk index.
+type SectionSize struct {
+	Name  string
+	Bytes int64
+}
+
+// Sections lists an on-disk index's sections and their sizes (nil in memory).
+func (ix *Index) Sections() []SectionSize {
+	if ix.disk == nil {
+		return nil
+	}
+	out := make([]SectionSize, numSections)
+	for s, sec := range ix.disk.secs {
+		out[s] = SectionSize{Name: secNames[s], Bytes: int64(sec.len)}
+	}
+	return out
+}

@@ -82,9 +82,10 @@ func newIndexInfoCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var meta retrieval.IndexMeta
+			var secs []retrieval.SectionSize
 			var err error
 			if retrieval.HasDiskIndex(args[0]) {
-				meta, err = verifyDisk(cmd, args[0])
+				meta, secs, err = verifyDisk(cmd, args[0])
 			} else {
 				meta, err = retrieval.ReadIndexMeta(args[0])
 			}
@@ -97,7 +98,11 @@ func newIndexInfoCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(meta)
 			}
-			fmt.Fprintf(w, "index          %s (format v%d, checksum ok)\n", args[0], meta.FormatVersion)
+			layout := "index.bin"
+			if meta.Layout == "disk" {
+				layout = "index.disk, every section"
+			}
+			fmt.Fprintf(w, "index          %s (%s format v%d, checksum ok)\n", args[0], layout, meta.FormatVersion)
 			fmt.Fprintf(w, "knowledge base %s\n", meta.KBPath)
 			fmt.Fprintf(w, "kb sha256      %s\n", meta.KBFingerprint)
 			fmt.Fprintf(w, "analyzer       %s\n", meta.Analyzer)
@@ -108,6 +113,9 @@ func newIndexInfoCmd() *cobra.Command {
 			fmt.Fprintf(w, "postings       %d\n", meta.Postings)
 			fmt.Fprintf(w, "built          %s\n", meta.Built.Format(time.RFC3339))
 			fmt.Fprintf(w, "file sha256    %s\n", meta.Checksum)
+			for _, sec := range secs {
+				fmt.Fprintf(w, "  %-22s %12d bytes\n", sec.Name, sec.Bytes)
+			}
 			return nil
 		},
 	}
@@ -116,14 +124,14 @@ func newIndexInfoCmd() *cobra.Command {
 }
 
 // verifyDisk opens an on-disk index and checks every byte of it.
-func verifyDisk(cmd *cobra.Command, dir string) (retrieval.IndexMeta, error) {
+func verifyDisk(cmd *cobra.Command, dir string) (retrieval.IndexMeta, []retrieval.SectionSize, error) {
 	ix, meta, err := retrieval.OpenDiskIndex(dir)
 	if err != nil {
-		return meta, err
+		return meta, nil, err
 	}
 	defer ix.Close()
 	if err := retrieval.VerifyDiskIndex(cmd.Context(), ix); err != nil {
-		return meta, err
+		return meta, nil, err
 	}
-	return meta, nil
+	return meta, ix.Sections(), nil
 }
