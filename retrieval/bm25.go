@@ -63,6 +63,9 @@ type Index struct {
 	impSat []float64
 
 	luc *luceneStats // non-nil under ScoringLucene (the fields above then serve only IDF)
+	// disk holds the ids, terms and texts of an on-disk index (nil in
+	// memory); then ids, terms and termStr are unused.
+	disk *diskData
 
 	// scratch recycles per-query buffers (cursors hold two decoded blocks
 	// each, ≈1 KiB): a rollout's search would otherwise allocate them anew.
@@ -404,13 +407,32 @@ func (ix *Index) sat(tf, doc uint32) float64 {
 }
 
 // Len is the number of documents.
-func (ix *Index) Len() int { return len(ix.ids) }
+func (ix *Index) Len() int {
+	if ix.disk != nil {
+		return ix.disk.n
+	}
+	return len(ix.ids)
+}
 
 // ID is the id of document d.
-func (ix *Index) ID(d int) string { return ix.ids[d] }
+func (ix *Index) ID(d int) string {
+	if ix.disk != nil {
+		return ix.disk.id(d)
+	}
+	return ix.ids[d]
+}
+
+// termID looks an analyzed term up in the vocabulary.
+func (ix *Index) termID(s string) (uint32, bool) {
+	if ix.disk != nil {
+		return ix.disk.lookup(s)
+	}
+	t, ok := ix.terms[s]
+	return t, ok
+}
 
 // NumTerms is the vocabulary size.
-func (ix *Index) NumTerms() int { return len(ix.termStr) }
+func (ix *Index) NumTerms() int { return len(ix.post.df) }
 
 // NumPostings is the total number of (term, document) pairs.
 func (ix *Index) NumPostings() int { return ix.post.numPostings() }
@@ -430,7 +452,7 @@ func (ix *Index) AvgDocLen() float64 { return ix.avgdl }
 // IDF is the BM25 idf of an analyzed term (Lucene's float one under
 // ScoringLucene), 0 for a term not in the index.
 func (ix *Index) IDF(term string) float64 {
-	t, ok := ix.terms[term]
+	t, ok := ix.termID(term)
 	if !ok {
 		return 0
 	}
@@ -439,7 +461,7 @@ func (ix *Index) IDF(term string) float64 {
 
 // DF is the number of documents containing an analyzed term.
 func (ix *Index) DF(term string) int {
-	t, ok := ix.terms[term]
+	t, ok := ix.termID(term)
 	if !ok {
 		return 0
 	}
@@ -459,7 +481,7 @@ type queryTerm struct {
 func (ix *Index) prepare(tokens []string, qs []queryTerm, pos *map[uint32]int) []queryTerm {
 	qs = qs[:0]
 	for _, tok := range tokens {
-		t, ok := ix.terms[tok]
+		t, ok := ix.termID(tok)
 		if !ok {
 			continue
 		}
@@ -609,7 +631,7 @@ func (ix *Index) Search(tokens []string, k int) []Hit {
 	defer ix.scratch.Put(sc)
 	sc.qs = ix.prepare(tokens, sc.qs, &sc.pos)
 	clear(sc.pos)
-	return ix.searchWith(sc, k, len(ix.ids) <= denseMaxDocs)
+	return ix.searchWith(sc, k, ix.Len() <= denseMaxDocs)
 }
 
 // SearchText is Search for the analyzed tokens of text. With the plain
@@ -626,12 +648,12 @@ func (ix *Index) SearchText(text string, k int) []Hit {
 	defer ix.scratch.Put(sc)
 	sc.qs = sc.qs[:0]
 	forEachToken(text, func(tok []byte) {
-		if t, ok := ix.terms[string(tok)]; ok {
+		if t, ok := ix.termID(string(tok)); ok {
 			sc.qs = ix.addTerm(sc.qs, &sc.pos, t)
 		}
 	})
 	clear(sc.pos)
-	return ix.searchWith(sc, k, len(ix.ids) <= denseMaxDocs)
+	return ix.searchWith(sc, k, ix.Len() <= denseMaxDocs)
 }
 
 // denseMaxDocs is the largest collection searched term at a time into a
@@ -769,8 +791,8 @@ func (ix *Index) search(sc *searchScratch, k int) []Hit {
 // searchDense scores term at a time into a dense accumulator (canonical
 // summation order, as SearchExhaustive), then selects the top k.
 func (ix *Index) searchDense(sc *searchScratch, k int, impacts bool) []Hit {
-	if len(sc.acc) != len(ix.ids) {
-		sc.acc = make([]float64, len(ix.ids))
+	if len(sc.acc) != ix.Len() {
+		sc.acc = make([]float64, ix.Len())
 	}
 	if len(sc.cs) == 0 {
 		sc.cs = make([]cursor, 1)

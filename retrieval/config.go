@@ -45,7 +45,10 @@ type Config struct {
 	// ChunkWords and ChunkStride set the word windows; 0 means one chunk per passage.
 	ChunkWords  int `yaml:"chunk_words"`
 	ChunkStride int `yaml:"chunk_stride"`
-	// Index is an optional path to a persisted index built by `himes index build`.
+	// Index is an optional path to a persisted index built by `himes index build`
+	// (index.bin, loaded into memory with the KB), or by `himes index build
+	// --disk` (index.disk: memory-mapped, chunk texts read from it, the KB
+	// never loaded).
 	Index string `yaml:"index"`
 	// Embedder is "hash" (embedded default: feature hashing, lexical),
 	// "lsa" (latent semantic analysis fitted on the knowledge base in Go:

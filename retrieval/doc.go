@@ -16,10 +16,14 @@
 // in ascending id order, so rankings sort the way trec_eval sorts (score
 // desc, docno desc). SaveIndex/LoadIndex persist it (format-versioned,
 // SHA-256 checked, bound to the KB's fingerprint, chunking, k1/b and
-// analyzer, and scoring). The default analyzer is the reference numbers'
-// tokenization (lowercase [a-z0-9] runs); "english" adds Snowball stopwords
-// and stemming; "lucene-english" is Pyserini's default analyzer. Scoring
-// "lucene" computes Lucene's float32 scores (see luceneStats).
+// analyzer, and scoring). BuildDiskIndex/OpenDiskIndex are the on-disk
+// layout for large corpora: built streaming from the KB file (sorted runs
+// spilled and merged), memory-mapped with the chunks' texts, ranking exactly
+// as the in-memory index (exact scoring only). The default analyzer is the
+// reference numbers' tokenization (lowercase [a-z0-9] runs); "english" adds
+// Snowball stopwords and stemming; "lucene-english" is Pyserini's default
+// analyzer. Scoring "lucene" computes Lucene's float32 scores (see
+// luceneStats).
 //
 // Dense: Embedder (HashEmbedder: signed feature hashing of unigrams and
 // bigrams; OllamaEmbedder: /api/embed, batched, disk cache keyed by model

@@ -38,12 +38,23 @@ type IndexMeta struct {
 	KBPath        string     `json:"kb_path"`
 	// KBFingerprint is the SHA-256 of the knowledge-base file the index was
 	// built from; loading against a different KB is an error (stale index).
-	KBFingerprint string    `json:"kb_fingerprint"`
-	Docs          int       `json:"docs"`
-	Terms         int       `json:"terms"`
-	Postings      int       `json:"postings"`
-	AvgDocLen     float64   `json:"avg_doc_len"`
-	Built         time.Time `json:"built"`
+	KBFingerprint string `json:"kb_fingerprint"`
+	// KBSize and KBModTime (Unix nanoseconds) let an on-disk index refuse a
+	// changed KB without hashing it; when only the time differs the KB is
+	// hashed and compared with KBFingerprint.
+	KBSize    int64 `json:"kb_size,omitempty"`
+	KBModTime int64 `json:"kb_mod_time,omitempty"`
+	// Scoring names the scoring formula when it is not the default Lucene
+	// BM25 in float64 ("" is that default); an index of an unknown scoring
+	// is refused.
+	Scoring string `json:"scoring,omitempty"`
+	// Layout is "disk" for an on-disk index (DiskIndexFile), "" for index.bin.
+	Layout    string    `json:"layout,omitempty"`
+	Docs      int       `json:"docs"`
+	Terms     int       `json:"terms"`
+	Postings  int       `json:"postings"`
+	AvgDocLen float64   `json:"avg_doc_len"`
+	Built     time.Time `json:"built"`
 	// Checksum is the hex SHA-256 of the index file's body (filled on read).
 	Checksum string `json:"checksum,omitempty"`
 }
@@ -119,6 +130,10 @@ func SaveIndex(ctx context.Context, dir string, ix *Index, meta IndexMeta) error
 		return fmt.Errorf("save index: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), filepath.Join(dir, IndexFile)); err != nil {
+		return fmt.Errorf("save index: %w", err)
+	}
+	// one index per directory: an older on-disk one would take precedence
+	if err := os.Remove(filepath.Join(dir, DiskIndexFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("save index: %w", err)
 	}
 	pretty, _ := json.MarshalIndent(meta, "", "  ")

@@ -85,6 +85,9 @@ func (c *passageChecker) checkField(where string, p Passage, textField string) e
 	if strings.TrimSpace(p.Text) == "" {
 		return fmt.Errorf("%s:%s: field %q: empty text for passage %q", c.path, where, textField, p.ID)
 	}
+	if c.seen == nil { // the caller finds duplicates itself (a streaming build, by sorting)
+		return nil
+	}
 	if first, dup := c.seen[p.ID]; dup {
 		return fmt.Errorf("%s:%s: field \"id\": duplicate passage id %q (first at %s)", c.path, where, p.ID, first)
 	}

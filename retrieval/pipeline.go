@@ -25,8 +25,8 @@ import (
 // for concurrent use.
 type Pipeline struct {
 	cfg      Config
-	kb       *KB     // nil for a service without data.kb
-	chunks   []Chunk // sorted by id: position = document number
+	kb       *KB     // nil for a service without data.kb; no passages with an on-disk index
+	chunks   []Chunk // sorted by id: position = document number (nil with an on-disk index)
 	chunkPos map[string]int
 	passages map[string]bool // passage ids, to check a service's ids
 	bm25     *Index          // nil for a service without data.kb
@@ -86,7 +86,10 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 		}
 	}
 	if cfg.Method == "dense" || cfg.Method == "hybrid" {
-		_, texts := chunkTexts(p.chunks)
+		texts, err := p.allTexts()
+		if err != nil {
+			return nil, err
+		}
 		if p.dense, err = EmbedDocs(ctx, p.emb, texts, max(cfg.EmbedBatch, 256)); err != nil {
 			return nil, err
 		}
@@ -108,6 +111,9 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 func (p *Pipeline) openKB(ctx context.Context, kbPath string) error {
 	cfg := p.cfg
 	start := time.Now()
+	if cfg.Index != "" && HasDiskIndex(cfg.Index) {
+		return p.openDisk(ctx, kbPath, start)
+	}
 	kb, err := LoadKB(ctx, kbPath)
 	if err != nil {
 		return err
@@ -199,6 +205,11 @@ func (p *Pipeline) knownID() func(string) bool {
 		return nil
 	}
 	return func(id string) bool {
+		if p.chunks == nil { // on disk: every passage has a window 0
+			_, ok := p.bm25.DocNum(id)
+			_, ok0 := p.bm25.DocNum(id + "#0")
+			return ok || ok0
+		}
 		_, ok := p.chunkPos[id]
 		return ok || p.passages[id]
 	}
@@ -211,6 +222,9 @@ func (p *Pipeline) Service() Service { return p.service }
 func (p *Pipeline) Close() {
 	if p.service != nil {
 		p.service.Close()
+	}
+	if p.bm25 != nil {
+		_ = p.bm25.Close() // unmaps an on-disk index
 	}
 }
 
@@ -276,6 +290,16 @@ func chunkTexts(chunks []Chunk) (ids, texts []string) {
 	return ids, texts
 }
 
+// allTexts is what the index sees of every chunk (see allChunks).
+func (p *Pipeline) allTexts() ([]string, error) {
+	chunks, err := p.allChunks()
+	if err != nil {
+		return nil, err
+	}
+	_, texts := chunkTexts(chunks)
+	return texts, nil
+}
+
 // checkIndexMatches refuses a persisted index built from another KB, with
 // other chunking or other BM25 parameters.
 func checkIndexMatches(meta IndexMeta, ix *Index, kb *KB, chunks []Chunk, cfg Config) error {
@@ -283,6 +307,23 @@ func checkIndexMatches(meta IndexMeta, ix *Index, kb *KB, chunks []Chunk, cfg Co
 		return fmt.Errorf("stale: built from a knowledge base with SHA-256 %.12s…, %s has %.12s…: rebuild with `himes index build`",
 			meta.KBFingerprint, kb.Path, kb.Fingerprint)
 	}
+	if err := checkIndexConfig(meta, cfg); err != nil {
+		return err
+	}
+	if ix.Len() != len(chunks) {
+		return fmt.Errorf("has %d documents, the knowledge base gives %d chunks", ix.Len(), len(chunks))
+	}
+	for i, c := range chunks {
+		if ix.ID(i) != c.ID {
+			return fmt.Errorf("document %d is %q, the knowledge base gives %q", i, ix.ID(i), c.ID)
+		}
+	}
+	return nil
+}
+
+// checkIndexConfig refuses an index built with other chunking, analysis or
+// BM25 parameters than cfg.
+func checkIndexConfig(meta IndexMeta, cfg Config) error {
 	if meta.ChunkWords != cfg.ChunkWords || meta.ChunkStride != cfg.ChunkStride {
 		return fmt.Errorf("built with chunk_words=%d chunk_stride=%d, config says %d/%d",
 			meta.ChunkWords, meta.ChunkStride, cfg.ChunkWords, cfg.ChunkStride)
@@ -295,14 +336,6 @@ func checkIndexMatches(meta IndexMeta, ix *Index, kb *KB, chunks []Chunk, cfg Co
 	}
 	if got := normScoring(meta.Params.Scoring); got != normScoring(cfg.Scoring) {
 		return fmt.Errorf("built for scoring %q, config says %q: rebuild with `himes index build`", got, normScoring(cfg.Scoring))
-	}
-	if ix.Len() != len(chunks) {
-		return fmt.Errorf("has %d documents, the knowledge base gives %d chunks", ix.Len(), len(chunks))
-	}
-	for i, c := range chunks {
-		if ix.ID(i) != c.ID {
-			return fmt.Errorf("document %d is %q, the knowledge base gives %q", i, ix.ID(i), c.ID)
-		}
 	}
 	return nil
 }
@@ -341,21 +374,78 @@ func (p *Pipeline) KB() *KB { return p.kb }
 // Index returns the BM25 index.
 func (p *Pipeline) Index() *Index { return p.bm25 }
 
-// Chunks returns all chunks in document order (callers must not modify them).
+// Chunks returns all chunks in document order (callers must not modify
+// them); nil with an on-disk index, whose chunks stay on disk (see Chunk,
+// NumChunks).
 func (p *Pipeline) Chunks() []Chunk { return p.chunks }
 
-// Chunk returns the chunk with the given id.
+// NumChunks is the number of chunks (documents) of the knowledge base.
+func (p *Pipeline) NumChunks() int {
+	if p.chunks == nil && p.bm25 != nil {
+		return p.bm25.Len()
+	}
+	return len(p.chunks)
+}
+
+// Chunk returns the chunk with the given id (read from the document store
+// with an on-disk index).
 func (p *Pipeline) Chunk(id string) (Chunk, bool) {
-	i, ok := p.chunkPos[id]
+	i, ok := p.chunkIndex(id)
 	if !ok {
 		return Chunk{}, false
 	}
-	return p.chunks[i], true
+	c, err := p.chunkAt(i)
+	return c, err == nil
+}
+
+// chunkIndex is the document number of a chunk id.
+func (p *Pipeline) chunkIndex(id string) (int, bool) {
+	if p.chunks == nil {
+		if p.bm25 == nil {
+			return 0, false
+		}
+		return p.bm25.DocNum(id)
+	}
+	i, ok := p.chunkPos[id]
+	return i, ok
+}
+
+// chunkAt is chunk i, from the document store with an on-disk index.
+func (p *Pipeline) chunkAt(i int) (Chunk, error) {
+	if p.chunks != nil {
+		return p.chunks[i], nil
+	}
+	title, text, err := p.bm25.Doc(i)
+	if err != nil {
+		return Chunk{}, err
+	}
+	id := p.bm25.ID(i)
+	return Chunk{ID: id, PassageID: ChunkPassageID(id), Title: title, Text: text}, nil
+}
+
+// allChunks returns every chunk, reading them all from an on-disk index's
+// document store (for the stages that need every text: dense, LSA).
+func (p *Pipeline) allChunks() ([]Chunk, error) {
+	if p.chunks != nil {
+		return p.chunks, nil
+	}
+	out := make([]Chunk, p.bm25.Len())
+	for i := range out {
+		c, err := p.chunkAt(i)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
 }
 
 // PassageOf returns the passage id of a chunk id ("" if unknown).
 func (p *Pipeline) PassageOf(chunkID string) string {
-	if i, ok := p.chunkPos[chunkID]; ok {
+	if i, ok := p.chunkIndex(chunkID); ok {
+		if p.chunks == nil {
+			return ChunkPassageID(p.bm25.ID(i))
+		}
 		return p.chunks[i].PassageID
 	}
 	return ""
@@ -398,7 +488,10 @@ func (p *Pipeline) Embedder() (Embedder, error) {
 		if p.cfg.Index != "" {
 			p.lsa, p.lsaErr = LoadLSA(p.cfg.Index, meta, lcfg)
 		} else {
-			_, texts := chunkTexts(p.chunks)
+			var texts []string
+			if texts, p.lsaErr = p.allTexts(); p.lsaErr != nil {
+				return
+			}
 			p.lsa, p.lsaErr = FitLSA(context.Background(), texts, lcfg, meta)
 		}
 		if p.lsaErr == nil {
@@ -488,7 +581,11 @@ func (p *Pipeline) searchLocal(ctx context.Context, text string, k int) ([]Ranke
 	}
 	out := make([]Ranked, len(hits))
 	for i, h := range hits {
-		out[i] = Ranked{Chunk: p.chunks[h.Doc], Score: h.Score}
+		c, err := p.chunkAt(h.Doc)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = Ranked{Chunk: c, Score: h.Score}
 	}
 	return out, nil
 }
@@ -610,13 +707,15 @@ func (p *Pipeline) candidateVectors(ctx context.Context, emb Embedder, cands []R
 	out := make([][]float32, len(cands))
 	if p.dense != nil && p.dense.name == emb.Name() {
 		for i, c := range cands {
-			out[i] = p.dense.Vector(p.chunkPos[c.ID])
+			d, _ := p.chunkIndex(c.ID)
+			out[i] = p.dense.Vector(d)
 		}
 		return out, nil
 	}
 	var missing []int
 	for i, c := range cands {
-		if v := p.chunkVecs[p.chunkPos[c.ID]].Load(); v != nil {
+		d, _ := p.chunkIndex(c.ID)
+		if v := p.chunkVecs[d].Load(); v != nil {
 			out[i] = *v
 		} else {
 			missing = append(missing, i)
@@ -635,7 +734,8 @@ func (p *Pipeline) candidateVectors(ctx context.Context, emb Embedder, cands []R
 	}
 	for j, i := range missing {
 		out[i] = vs[j]
-		p.chunkVecs[p.chunkPos[cands[i].ID]].Store(&vs[j])
+		d, _ := p.chunkIndex(cands[i].ID)
+		p.chunkVecs[d].Store(&vs[j])
 	}
 	return out, nil
 }

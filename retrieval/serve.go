@@ -98,7 +98,7 @@ func NewHandler(p *Pipeline, defaultK int) http.Handler {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "method": p.cfg.Method,
-			"documents": len(p.chunks), "analyzer": p.analyzer.ID(), "default_topk": defaultK})
+			"documents": p.NumChunks(), "analyzer": p.analyzer.ID(), "default_topk": defaultK})
 	})
 	return mux
 }

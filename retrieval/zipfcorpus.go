@@ -1,7 +1,9 @@
 package retrieval
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -52,4 +54,30 @@ func ZipfQueries(seed uint64, n, vocab, skip int, s float64) [][]string {
 		}
 	}
 	return out
+}
+
+// WriteZipfKB streams the corpus of ZipfCorpus (same seed, same texts) to w
+// as a JSONL knowledge base of {"id", "text"} records, holding one
+// document at a time: benchmarks build corpora larger than memory with it.
+func WriteZipfKB(w io.Writer, seed uint64, docs, vocab, meanLen int, s float64) error {
+	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	z := rand.NewZipf(r, s, 1, uint64(vocab-1))
+	bw := bufio.NewWriterSize(w, 1<<20)
+	var b []byte
+	for d := range docs {
+		b = fmt.Appendf(b[:0], `{"id":"doc%08d","text":"`, d)
+		n := meanLen/2 + r.IntN(meanLen+1)
+		for i := range n {
+			if i > 0 {
+				b = append(b, ' ')
+			}
+			b = append(b, 'w')
+			b = strconv.AppendUint(b, z.Uint64(), 10)
+		}
+		b = append(b, "\"}\n"...)
+		if _, err := bw.Write(b); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
 }

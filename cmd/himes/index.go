@@ -13,27 +13,41 @@ import (
 
 func newIndexCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "index", Short: "Build and inspect the persisted BM25 index"}
-	cmd.AddCommand(newIndexBuildCmd(), newIndexInfoCmd())
+	cmd.AddCommand(newIndexBuildCmd(), newIndexInfoCmd(), newIndexBenchCmd())
 	return cmd
 }
 
 func newIndexBuildCmd() *cobra.Command {
 	cfg := retrieval.DefaultConfig()
 	var kb, out string
+	var disk bool
+	var blockDocs int
 	cmd := &cobra.Command{
 		Use:   "build --kb FILE --out DIR",
 		Short: "Build the BM25 index of a knowledge base (JSONL or Parquet) and save it",
 		Long: `Chunks the knowledge base, builds the Lucene-BM25 inverted index and writes
 DIR/index.bin (versioned, SHA-256 checked, bound to the KB's fingerprint) and
 DIR/meta.json. Point retrieval.index at DIR; the same k1, b and chunking must
-be configured there, or the index is refused.`,
+be configured there, or the index is refused.
+
+With --disk it writes DIR/index.disk instead: postings, ids, terms and the
+chunks' texts laid out to be memory-mapped, built streaming (the KB is read
+twice, never held in memory) with sorted runs spilled to DIR and merged.
+A pipeline pointed at it opens in milliseconds and reads chunk texts from
+it instead of loading the KB.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("index build: %w", err)
 			}
 			start := time.Now()
-			meta, err := retrieval.BuildIndexDir(cmd.Context(), cfg, kb, out)
+			var meta retrieval.IndexMeta
+			var err error
+			if disk {
+				meta, err = retrieval.BuildDiskIndex(cmd.Context(), cfg, kb, out, retrieval.DiskBuildOptions{BlockDocs: blockDocs})
+			} else {
+				meta, err = retrieval.BuildIndexDir(cmd.Context(), cfg, kb, out)
+			}
 			if err != nil {
 				return err
 			}
@@ -54,6 +68,8 @@ be configured there, or the index is refused.`,
 	f.StringVar(&cfg.Scoring, "scoring", cfg.Scoring, "exact (float64 BM25) or lucene (Lucene's float32 scores, as Pyserini)")
 	f.IntVar(&cfg.ChunkWords, "chunk-words", cfg.ChunkWords, "words per chunk (0: one chunk per passage)")
 	f.IntVar(&cfg.ChunkStride, "chunk-stride", cfg.ChunkStride, "words between chunk starts (1..chunk-words)")
+	f.BoolVar(&disk, "disk", false, "write the memory-mapped on-disk index (index.disk) with a streaming build")
+	f.IntVar(&blockDocs, "block-docs", 0, "with --disk: chunks per sorted run, bounding build memory (0: 32768)")
 	_ = cmd.MarkFlagRequired("kb")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
@@ -63,10 +79,17 @@ func newIndexInfoCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "info DIR",
-		Short: "Verify a persisted index and print what it was built from",
+		Short: "Verify a persisted index (every section of an on-disk one) and print what it was built from",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			meta, err := retrieval.ReadIndexMeta(args[0])
+			var meta retrieval.IndexMeta
+			var secs []retrieval.SectionSize
+			var err error
+			if retrieval.HasDiskIndex(args[0]) {
+				meta, secs, err = verifyDisk(cmd, args[0])
+			} else {
+				meta, err = retrieval.ReadIndexMeta(args[0])
+			}
 			if err != nil {
 				return err
 			}
@@ -76,7 +99,11 @@ func newIndexInfoCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(meta)
 			}
-			fmt.Fprintf(w, "index          %s (format v%d, checksum ok)\n", args[0], meta.FormatVersion)
+			layout := "index.bin"
+			if meta.Layout == "disk" {
+				layout = "index.disk, every section"
+			}
+			fmt.Fprintf(w, "index          %s (%s format v%d, checksum ok)\n", args[0], layout, meta.FormatVersion)
 			fmt.Fprintf(w, "knowledge base %s\n", meta.KBPath)
 			fmt.Fprintf(w, "kb sha256      %s\n", meta.KBFingerprint)
 			fmt.Fprintf(w, "analyzer       %s\n", meta.Analyzer)
@@ -87,6 +114,9 @@ func newIndexInfoCmd() *cobra.Command {
 			fmt.Fprintf(w, "postings       %d\n", meta.Postings)
 			fmt.Fprintf(w, "built          %s\n", meta.Built.Format(time.RFC3339))
 			fmt.Fprintf(w, "file sha256    %s\n", meta.Checksum)
+			for _, sec := range secs {
+				fmt.Fprintf(w, "  %-22s %12d bytes\n", sec.Name, sec.Bytes)
+			}
 			return nil
 		},
 	}
@@ -101,4 +131,17 @@ func normScoringName(s string) string {
 		return retrieval.ScoringExact
 	}
 	return s
+}
+
+// verifyDisk opens an on-disk index and checks every byte of it.
+func verifyDisk(cmd *cobra.Command, dir string) (retrieval.IndexMeta, []retrieval.SectionSize, error) {
+	ix, meta, err := retrieval.OpenDiskIndex(dir)
+	if err != nil {
+		return meta, nil, err
+	}
+	defer ix.Close()
+	if err := retrieval.VerifyDiskIndex(cmd.Context(), ix); err != nil {
+		return meta, nil, err
+	}
+	return meta, ix.Sections(), nil
 }

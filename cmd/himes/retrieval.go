@@ -56,7 +56,7 @@ retrieval.memory is ignored here. The first line on stdout is
 			// The same slow-client bounds as the trainer endpoint's server.
 			srv := trainer.NewServer(retrieval.NewHandler(p, rc.Candidates), trainer.ServerOptions{})
 			return serveHTTP(cmd, ln, srv, "retrieval service",
-				"method", rc.Method, "documents", len(p.Chunks()))
+				"method", rc.Method, "documents", p.NumChunks())
 		},
 	}
 	cf.register(cmd, true)

@@ -63,6 +63,24 @@ func TestIndexBuildThenSearchMatchesInMemory(t *testing.T) {
 		t.Errorf("top chunk does not mention the query: %.80q", persisted.Chunks[0].Text)
 	}
 
+	// The on-disk index ranks the same and serves the same texts.
+	disk := filepath.Join(t.TempDir(), "disk")
+	if _, err := runCLI(t, "index", "build", "--kb", kb, "--out", disk, "--disk", "--block-docs", "500"); err != nil {
+		t.Fatal(err)
+	}
+	onDisk := search("--index", disk)
+	if len(onDisk.Chunks) != len(inMemory.Chunks) {
+		t.Fatalf("on disk %d results, in memory %d", len(onDisk.Chunks), len(inMemory.Chunks))
+	}
+	for i := range inMemory.Chunks {
+		if onDisk.Chunks[i] != inMemory.Chunks[i] {
+			t.Fatalf("rank %d: on disk %+v, in memory %+v", i, onDisk.Chunks[i], inMemory.Chunks[i])
+		}
+	}
+	if out, err := runCLI(t, "index", "info", disk); err != nil || !strings.Contains(out, "checksum ok") {
+		t.Fatalf("index info on disk: %v\n%s", err, out)
+	}
+
 	// An index built with other BM25 parameters is refused, not silently used.
 	other := filepath.Join(t.TempDir(), "ix2")
 	if _, err := runCLI(t, "index", "build", "--kb", kb, "--out", other, "--k1", "1.2"); err != nil {

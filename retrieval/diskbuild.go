@@ -1,0 +1,692 @@
+package retrieval
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// DiskBuildOptions tune BuildDiskIndex; zero values take the defaults.
+type DiskBuildOptions struct {
+	// BlockDocs is the number of documents analyzed together and spilled as
+	// one sorted run (default 32768): it bounds the build's working memory.
+	BlockDocs int
+	// Workers is the number of analysis goroutines (default GOMAXPROCS, ≤ 8).
+	Workers int
+}
+
+// chunkRef locates one chunk in the knowledge base: the passage's record
+// (byte offset and length of its JSONL line, or its Parquet row) and the
+// window index within it.
+type chunkRef struct {
+	id   string
+	off  int64
+	n    int32
+	line int32
+	win  int32
+}
+
+// BuildDiskIndex builds the on-disk index (DiskIndexFile) of a knowledge
+// base in dir with cfg's analyzer, k1, b and chunking, without holding the
+// KB or the postings in memory:
+//
+//  1. the KB is streamed once (JSONL; Parquet is read whole) to hash it,
+//     check every record and list its chunk ids with where they come from;
+//     the ids are sorted, giving the document numbers (duplicates are
+//     adjacent, so found here);
+//  2. chunks are re-read in document order, a block of BlockDocs at a time:
+//     their texts go straight to the document store, the block is analyzed
+//     in parallel and its postings are spilled as a run sorted by term;
+//  3. the runs are merged term by term into the compressed posting blocks,
+//     with idf and MaxScore bounds computed on the way.
+//
+// The resulting index ranks exactly as BuildIndexWith over the same chunks.
+func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt DiskBuildOptions) (IndexMeta, error) {
+	if cfg.Embedder == "lsa" {
+		return IndexMeta{}, errors.New("index build --disk: the lsa embedder is fitted on the texts in memory; build it with the in-memory index (without --disk)")
+	}
+	if normScoring(cfg.Scoring) != ScoringExact {
+		return IndexMeta{}, fmt.Errorf("index build --disk: retrieval.scoring %q is not supported by the on-disk index yet (it scores exactly); build it in memory (without --disk)", cfg.Scoring)
+	}
+	an, err := NewAnalyzer(cfg.Analyzer)
+	if err != nil {
+		return IndexMeta{}, err
+	}
+	params := BM25Params{K1: cfg.K1, B: cfg.B}
+	if err := ix0params(params); err != nil {
+		return IndexMeta{}, fmt.Errorf("index build: %w", err)
+	}
+	if opt.BlockDocs <= 0 {
+		opt.BlockDocs = 1 << 15
+	}
+	if opt.Workers <= 0 {
+		opt.Workers = max(1, min(runtime.GOMAXPROCS(0), 8))
+	}
+	src, err := openPassageSource(kbPath)
+	if err != nil {
+		return IndexMeta{}, err
+	}
+	defer src.close()
+	refs, err := src.scan(ctx, cfg)
+	if err != nil {
+		return IndexMeta{}, err
+	}
+	if len(refs) == 0 {
+		return IndexMeta{}, fmt.Errorf("%s: knowledge base has no passages", kbPath)
+	}
+	slices.SortFunc(refs, func(a, b chunkRef) int { return strings.Compare(a.id, b.id) })
+	for i := 1; i < len(refs); i++ {
+		if refs[i].id == refs[i-1].id {
+			a, b := refs[i-1], refs[i]
+			if a.line > b.line {
+				a, b = b, a
+			}
+			return IndexMeta{}, fmt.Errorf("%s:%s: field \"id\": duplicate passage id %q (first at %s)", kbPath, src.where(b),
+				ChunkPassageID(b.id), src.where(a))
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return IndexMeta{}, fmt.Errorf("index build: %w", err)
+	}
+	runDir, err := os.MkdirTemp(dir, ".runs-*")
+	if err != nil {
+		return IndexMeta{}, fmt.Errorf("index build: %w", err)
+	}
+	defer os.RemoveAll(runDir)
+	tmp, err := os.CreateTemp(dir, ".index-*.tmp")
+	if err != nil {
+		return IndexMeta{}, fmt.Errorf("index build: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	defer tmp.Close()
+	b := &diskBuilder{an: an, params: params, opt: opt, src: src, refs: refs, runDir: runDir, w: newDiskWriter(tmp),
+		gterms: map[string]uint32{}}
+	if err := b.build(ctx, cfg); err != nil {
+		return IndexMeta{}, fmt.Errorf("index build %s: %w", dir, err)
+	}
+	abs, err := filepath.Abs(kbPath)
+	if err != nil {
+		abs = kbPath
+	}
+	meta := IndexMeta{FormatVersion: DiskFormatVersion, Layout: "disk", Analyzer: an.ID(), Params: params,
+		ChunkWords: cfg.ChunkWords, ChunkStride: cfg.ChunkStride, KBPath: abs, KBFingerprint: src.fingerprint,
+		KBSize: src.size, KBModTime: src.modTime, Docs: len(refs), Terms: len(b.gstrs), Postings: b.postings,
+		AvgDocLen: b.avgdl, Built: time.Now().UTC().Truncate(time.Second)}
+	mj, err := json.Marshal(meta)
+	if err != nil {
+		return IndexMeta{}, fmt.Errorf("index build: %w", err)
+	}
+	if err := b.w.finish(mj); err != nil {
+		return IndexMeta{}, fmt.Errorf("index build %s: %w", dir, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return IndexMeta{}, fmt.Errorf("index build: %w", err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return IndexMeta{}, fmt.Errorf("index build: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, DiskIndexFile)); err != nil {
+		return IndexMeta{}, fmt.Errorf("index build: %w", err)
+	}
+	// one index per directory: an older in-memory one would be ambiguous
+	if err := os.Remove(filepath.Join(dir, IndexFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return IndexMeta{}, fmt.Errorf("index build: %w", err)
+	}
+	pretty, _ := json.MarshalIndent(meta, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "meta.json"), append(pretty, '\n'), 0o644); err != nil {
+		return IndexMeta{}, fmt.Errorf("index build: %w", err)
+	}
+	return meta, nil
+}
+
+type diskBuilder struct {
+	an       Analyzer
+	params   BM25Params
+	opt      DiskBuildOptions
+	src      *passageSource
+	refs     []chunkRef
+	runDir   string
+	runs     []string
+	w        *diskWriter
+	gterms   map[string]uint32 // global term numbers, in first-appearance order
+	gstrs    []string
+	postings int
+	avgdl    float64
+}
+
+// block is one block of documents read in document order.
+type block struct {
+	start int
+	texts []string // what the index sees (title + text)
+	recs  [][2]string
+	err   error
+}
+
+func (b *diskBuilder) build(ctx context.Context, cfg Config) error {
+	n := len(b.refs)
+	textOff := make([]uint64, n+1)
+	docLen := make([]uint32, n)
+	blocks := make(chan *block, 1)
+	readCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go b.readBlocks(readCtx, cfg, blocks)
+	w := b.w
+	w.begin(secTexts)
+	base := w.off
+	ws := make([]analysisWorker, b.opt.Workers)
+	for i := range ws {
+		ws[i].an = b.an
+	}
+	parts := make([]chunkPart, len(ws))
+	l2g := make([][]uint32, len(ws))
+	var total uint64
+	var rec []byte
+	var sc runScratch
+	for blk := range blocks {
+		if blk.err != nil {
+			return blk.err
+		}
+		for k, r := range blk.recs {
+			rec = binary.AppendUvarint(rec[:0], uint64(len(r[0])))
+			rec = append(append(rec, r[0]...), r[1]...)
+			w.Write(rec)
+			textOff[blk.start+k+1] = w.off - base
+		}
+		bl := docLen[blk.start : blk.start+len(blk.texts)]
+		per := (len(blk.texts) + len(ws) - 1) / len(ws)
+		var wg sync.WaitGroup
+		for i := range ws {
+			lo, hi := min(i*per, len(blk.texts)), min((i+1)*per, len(blk.texts))
+			clear(ws[i].lastSeen) // document numbers restart in every block
+			wg.Go(func() { ws[i].analyze(&parts[i], blk.texts, lo, hi, bl) })
+		}
+		wg.Wait()
+		for _, l := range bl {
+			total += uint64(l)
+		}
+		if err := b.spill(&sc, parts, l2g); err != nil {
+			return err
+		}
+		if w.err != nil {
+			return w.err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w.begin(secTextOff)
+	w.u64s(textOff)
+	textOff = nil
+	w.begin(secIDOff)
+	off := uint64(0)
+	w.u64(0)
+	for _, r := range b.refs {
+		off += uint64(len(r.id))
+		w.u64(off)
+	}
+	w.begin(secIDs)
+	for _, r := range b.refs {
+		w.Write([]byte(r.id))
+	}
+	b.refs = nil
+	w.begin(secDocLen)
+	w.u32s(docLen)
+	b.avgdl = float64(total) / float64(n)
+	if b.avgdl == 0 {
+		b.avgdl = 1 // every document empty: lengths cannot matter (as finish)
+	}
+	norm := make([]float64, n)
+	for d, l := range docLen {
+		norm[d] = b.params.K1 * (1 - b.params.B + b.params.B*float64(l)/b.avgdl)
+	}
+	docLen = nil
+	w.begin(secNorm)
+	w.f64s(norm)
+	if w.err != nil {
+		return w.err
+	}
+	return b.merge(ctx, norm)
+}
+
+// readBlocks re-reads the chunks in document order, a block at a time,
+// overlapping the parsing with the analysis of the previous block.
+func (b *diskBuilder) readBlocks(ctx context.Context, cfg Config, out chan<- *block) {
+	defer close(out)
+	var lastOff int64 = -1
+	var chunks []Chunk
+	for start := 0; start < len(b.refs); start += b.opt.BlockDocs {
+		end := min(start+b.opt.BlockDocs, len(b.refs))
+		blk := &block{start: start, texts: make([]string, 0, end-start), recs: make([][2]string, 0, end-start)}
+		for _, r := range b.refs[start:end] {
+			if r.off != lastOff {
+				p, err := b.src.passage(r)
+				if err == nil {
+					chunks, err = ChunkPassages([]Passage{p}, cfg.ChunkWords, cfg.ChunkStride)
+				}
+				if err != nil {
+					blk.err = err
+					break
+				}
+				lastOff = r.off
+			}
+			if int(r.win) >= len(chunks) || chunks[r.win].ID != r.id {
+				blk.err = fmt.Errorf("%s:%s: passage changed while indexing", b.src.path, b.src.where(r))
+				break
+			}
+			c := chunks[r.win]
+			blk.texts = append(blk.texts, indexText(c))
+			blk.recs = append(blk.recs, [2]string{c.Title, c.Text})
+		}
+		if blk.err == nil {
+			blk.err = ctx.Err()
+		}
+		select {
+		case out <- blk:
+		case <-ctx.Done():
+			return
+		}
+		if blk.err != nil {
+			return
+		}
+	}
+}
+
+// runScratch is reused across blocks by spill.
+type runScratch struct {
+	g, d, tf []uint32 // postings of the block in analysis order
+	cnt      []uint32
+	sd, stf  []uint32
+	present  []uint32
+	buf      []byte
+}
+
+// spill maps the workers' terms to global terms and writes the block's
+// postings as a run: terms in ascending byte order, each with its postings
+// (block-relative document gaps and tfs) in document order.
+func (b *diskBuilder) spill(sc *runScratch, parts []chunkPart, l2g [][]uint32) error {
+	sc.g, sc.d, sc.tf = sc.g[:0], sc.d[:0], sc.tf[:0]
+	for w := range parts {
+		part := &parts[w]
+		for len(l2g[w]) < len(part.strs) {
+			l2g[w] = append(l2g[w], 0)
+		}
+		m := l2g[w]
+		for k, d := range part.docs {
+			pairs := part.pairs[part.docOff[k]:part.docOff[k+1]]
+			for x := 0; x < len(pairs); x += 2 {
+				lt := pairs[x]
+				if m[lt] == 0 {
+					s := part.strs[lt]
+					g, ok := b.gterms[s]
+					if !ok {
+						g = uint32(len(b.gstrs))
+						b.gterms[s] = g
+						b.gstrs = append(b.gstrs, s)
+					}
+					m[lt] = g + 1
+				}
+				sc.g, sc.d, sc.tf = append(sc.g, m[lt]-1), append(sc.d, uint32(d)), append(sc.tf, pairs[x+1])
+			}
+		}
+	}
+	// counting sort by global term, stable: documents stay ascending
+	for len(sc.cnt) < len(b.gstrs)+1 {
+		sc.cnt = append(sc.cnt, 0)
+	}
+	cnt := sc.cnt[:len(b.gstrs)+1]
+	clear(cnt)
+	sc.present = sc.present[:0]
+	for _, g := range sc.g {
+		if cnt[g+1] == 0 {
+			sc.present = append(sc.present, g)
+		}
+		cnt[g+1]++
+	}
+	for i := 1; i < len(cnt); i++ {
+		cnt[i] += cnt[i-1]
+	}
+	sc.sd, sc.stf = slices.Grow(sc.sd[:0], len(sc.g))[:len(sc.g)], slices.Grow(sc.stf[:0], len(sc.g))[:len(sc.g)]
+	for i, g := range sc.g {
+		j := cnt[g]
+		cnt[g]++
+		sc.sd[j], sc.stf[j] = sc.d[i], sc.tf[i]
+	}
+	// cnt[g] is now the end of g's postings; its start is the previous end
+	slices.SortFunc(sc.present, func(x, y uint32) int { return strings.Compare(b.gstrs[x], b.gstrs[y]) })
+	f, err := os.Create(filepath.Join(b.runDir, "run-"+strconv.Itoa(len(b.runs))))
+	if err != nil {
+		return err
+	}
+	b.runs = append(b.runs, f.Name())
+	bw := bufio.NewWriterSize(f, 1<<16)
+	for _, g := range sc.present {
+		hi := cnt[g]
+		lo := uint32(0)
+		if g > 0 {
+			lo = cnt[g-1]
+		}
+		buf := binary.AppendUvarint(sc.buf[:0], uint64(g))
+		buf = binary.AppendUvarint(buf, uint64(hi-lo))
+		prev := uint32(0)
+		for j := lo; j < hi; j++ {
+			buf = binary.AppendUvarint(buf, uint64(sc.sd[j]-prev))
+			buf = binary.AppendUvarint(buf, uint64(sc.stf[j]))
+			prev = sc.sd[j]
+		}
+		sc.buf = buf
+		if _, err := bw.Write(buf); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// runReader reads one spilled run sequentially.
+type runReader struct {
+	f    *os.File
+	r    *bufio.Reader
+	base uint32 // the run's first document
+	head int64  // global term of the next entry, −1 at the end
+	err  error
+}
+
+func (r *runReader) advance() {
+	g, err := binary.ReadUvarint(r.r)
+	switch {
+	case errors.Is(err, io.EOF):
+		r.head = -1
+	case err != nil:
+		r.head, r.err = -1, err
+	default:
+		r.head = int64(g)
+	}
+}
+
+func (r *runReader) uvarint() uint32 {
+	v, err := binary.ReadUvarint(r.r)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return uint32(v)
+}
+
+// merge writes the postings term by term (terms in ascending byte order,
+// their postings from the runs in document order) and the tables.
+func (b *diskBuilder) merge(ctx context.Context, norm []float64) error {
+	w := b.w
+	order := make([]uint32, len(b.gstrs))
+	for i := range order {
+		order[i] = uint32(i)
+	}
+	slices.SortFunc(order, func(x, y uint32) int { return strings.Compare(b.gstrs[x], b.gstrs[y]) })
+	runs := make([]*runReader, len(b.runs))
+	for i, name := range b.runs {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		runs[i] = &runReader{f: f, r: bufio.NewReaderSize(f, 1<<16), base: uint32(i * b.opt.BlockDocs)}
+		runs[i].advance()
+	}
+	nt := len(order)
+	df := make([]uint32, 0, nt)
+	termBlk := make([]uint32, 1, nt+1)
+	idf := make([]float64, 0, nt)
+	maxSat := make([]float64, 0, nt)
+	var blockOff []uint64
+	var blockLast []uint32
+	w.begin(secPostings)
+	base := w.off
+	var buf []byte
+	n := float64(len(norm))
+	for t, g := range order {
+		if t%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		var cnt, last uint32
+		m := 0.0
+		for _, r := range runs {
+			if r.head != int64(g) {
+				continue
+			}
+			k := r.uvarint()
+			prev := r.base
+			for j := uint32(0); j < k; j++ {
+				doc := prev + r.uvarint()
+				tf := r.uvarint()
+				prev = doc
+				if r.err != nil || doc >= uint32(len(norm)) || tf == 0 {
+					return fmt.Errorf("run %s: damaged (%v)", r.f.Name(), r.err)
+				}
+				if cnt%blockSize == 0 {
+					blockOff = append(blockOff, w.off-base+uint64(len(buf)))
+				}
+				buf = binary.AppendUvarint(buf, uint64(doc-last)) // the first posting's gap is the document itself
+				buf = binary.AppendUvarint(buf, uint64(tf))
+				last = doc
+				cnt++
+				if cnt%blockSize == 0 {
+					blockLast = append(blockLast, doc)
+				}
+				f := float64(tf)
+				m = max(m, float64(f/float64(f+norm[doc]))) // as Index.sat
+			}
+			r.advance()
+			if r.err != nil {
+				return fmt.Errorf("run %s: %w", r.f.Name(), r.err)
+			}
+		}
+		if cnt == 0 {
+			return fmt.Errorf("term %q has no postings in any run", b.gstrs[g])
+		}
+		if cnt%blockSize != 0 {
+			blockLast = append(blockLast, last)
+		}
+		if len(buf) >= 1<<16 {
+			w.Write(buf)
+			buf = buf[:0]
+		}
+		termBlk = append(termBlk, uint32(len(blockLast)))
+		df = append(df, cnt)
+		d := float64(cnt)
+		idf = append(idf, math.Log(1+(n-d+0.5)/(d+0.5))) // as finish
+		maxSat = append(maxSat, m)
+		b.postings += int(cnt)
+	}
+	w.Write(buf)
+	for _, r := range runs {
+		if r.head != -1 || r.err != nil {
+			return fmt.Errorf("run %s not consumed (%v)", r.f.Name(), r.err)
+		}
+	}
+	w.begin(secTermOff)
+	off := uint64(0)
+	w.u64(0)
+	for _, g := range order {
+		off += uint64(len(b.gstrs[g]))
+		w.u64(off)
+	}
+	w.begin(secTerms)
+	for _, g := range order {
+		io.WriteString(w, b.gstrs[g])
+	}
+	w.begin(secDF)
+	w.u32s(df)
+	w.begin(secTermBlk)
+	w.u32s(termBlk)
+	w.begin(secIDF)
+	w.f64s(idf)
+	w.begin(secMaxSat)
+	w.f64s(maxSat)
+	w.begin(secBlockOff)
+	w.u64s(blockOff)
+	w.begin(secBlockLast)
+	w.u32s(blockLast)
+	return w.err
+}
+
+// passageSource reads knowledge-base records: a JSONL file is streamed and
+// re-read by offset; a Parquet file is loaded whole (its passages are the
+// records).
+type passageSource struct {
+	path        string
+	f           *os.File
+	parquet     []Passage
+	fingerprint string
+	size        int64
+	modTime     int64
+	win         []byte // a window of the file at winOff, for sequential re-reads
+	winOff      int64
+}
+
+func openPassageSource(path string) (*passageSource, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("load knowledge base: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("load knowledge base: %w", err)
+	}
+	return &passageSource{path: path, f: f, size: st.Size(), modTime: st.ModTime().UnixNano()}, nil
+}
+
+func (s *passageSource) close() { s.f.Close() }
+
+func (s *passageSource) where(r chunkRef) string {
+	if s.parquet != nil {
+		return "row " + strconv.Itoa(int(r.line))
+	}
+	return strconv.Itoa(int(r.line))
+}
+
+// scan reads every record once: hashes the file, checks each record as
+// LoadKB does (except duplicates, found after sorting) and lists its chunks.
+func (s *passageSource) scan(ctx context.Context, cfg Config) ([]chunkRef, error) {
+	var refs []chunkRef
+	add := func(p Passage, off int64, n, line int) error {
+		chunks, err := ChunkPassages([]Passage{p}, cfg.ChunkWords, cfg.ChunkStride)
+		if err != nil {
+			return err
+		}
+		if line > math.MaxInt32 || n > math.MaxInt32 {
+			return fmt.Errorf("%s:%d: record or line number too large", s.path, line)
+		}
+		for i, c := range chunks {
+			refs = append(refs, chunkRef{id: c.ID, off: off, n: int32(n), line: int32(line), win: int32(i)})
+		}
+		return nil
+	}
+	chk := &passageChecker{path: s.path}
+	if strings.HasSuffix(strings.ToLower(s.path), ".parquet") {
+		kb, err := LoadKB(ctx, s.path)
+		if err != nil {
+			return nil, err
+		}
+		s.parquet, s.fingerprint = kb.Passages, kb.Fingerprint
+		for i, p := range kb.Passages {
+			if err := add(p, int64(i), 0, i+1); err != nil {
+				return nil, err
+			}
+		}
+		return refs, nil
+	}
+	h := sha256.New()
+	br := bufio.NewReaderSize(io.TeeReader(s.f, h), 1<<20)
+	var off int64
+	for lineNo := 1; ; lineNo++ {
+		if lineNo%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long := append([]byte(nil), line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s:%d: read: %w", s.path, lineNo, err)
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			where := strconv.Itoa(lineNo)
+			if !utf8.Valid(line) {
+				return nil, fmt.Errorf("%s:%s: invalid UTF-8", s.path, where)
+			}
+			p, field, jerr := decodePassageLine(line)
+			if jerr != nil {
+				return nil, fmt.Errorf("%s:%s: %w", s.path, where, jerr)
+			}
+			if cerr := chk.checkField(where, p, field); cerr != nil {
+				return nil, cerr
+			}
+			if err := add(p, off, len(line), lineNo); err != nil {
+				return nil, err
+			}
+		}
+		off += int64(len(line))
+		if errors.Is(err, io.EOF) {
+			break
+		}
+	}
+	if off != s.size {
+		return nil, fmt.Errorf("%s: changed while reading (%d bytes, %d at the start)", s.path, off, s.size)
+	}
+	s.fingerprint = hex.EncodeToString(h.Sum(nil))
+	return refs, nil
+}
+
+// passage re-reads the record of r.
+func (s *passageSource) passage(r chunkRef) (Passage, error) {
+	if s.parquet != nil {
+		return s.parquet[r.off], nil
+	}
+	end := r.off + int64(r.n)
+	if r.off < s.winOff || end > s.winOff+int64(len(s.win)) {
+		size := max(int64(r.n), 1<<20)
+		if cap(s.win) < int(size) {
+			s.win = make([]byte, size)
+		}
+		s.win = s.win[:min(size, s.size-r.off)]
+		if _, err := s.f.ReadAt(s.win, r.off); err != nil && !errors.Is(err, io.EOF) {
+			return Passage{}, fmt.Errorf("%s:%d: re-read: %w", s.path, r.line, err)
+		}
+		s.winOff = r.off
+	}
+	line := s.win[r.off-s.winOff : end-s.winOff]
+	p, _, err := decodePassageLine(line)
+	if err != nil {
+		return Passage{}, fmt.Errorf("%s:%d: changed while indexing: %w", s.path, r.line, err)
+	}
+	return p, nil
+}
