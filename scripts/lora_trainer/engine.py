@@ -107,6 +107,9 @@ class Engine:
         # A request that leaves max_tokens 0 must not get more than the advertised limit.
         self.default_max_tokens = min(default_max_tokens, self.limits.max_tokens or default_max_tokens)
         self.policy_version = 0
+        # A backend that can copy a cache between rows computes each distinct
+        # prompt of a batch once (see _prefill); the others run every row.
+        self.share_prompts = hasattr(backend, "expand_cache")
         self.params = backend.trainable_parameters()
         # The learning rate and weight decay are set per call (the protocol
         # sends them; a request's weight_decay 0 means this default). AdamW
@@ -190,7 +193,7 @@ class Engine:
         """The logits that predict the completion tokens, [B, C, V].
         prefill: _prefill(batch)'s result when the caller has it (sample)."""
         c = batch.targets.shape[1]
-        if c > 0 and hasattr(self.backend, "expand_cache"):
+        if c > 0 and self.share_prompts:
             # The prompt once per distinct prompt, then the completions on its
             # cache: the same function as one pass over prompt + completion.
             first, past = prefill if prefill is not None else self._prefill(batch)
@@ -272,7 +275,7 @@ class Engine:
         attn, pos = b.attention_mask, b.position_ids
         gens = [torch.Generator().manual_seed(sample_seed(seed, i, j)) for i, j in rows]
         prefill = None
-        if hasattr(self.backend, "expand_cache"):
+        if self.share_prompts:
             prefill = self._prefill(b)  # each prompt once for its n samples, reused for the logprobs
             logits, past = prefill
         else:
