@@ -64,7 +64,7 @@ class Batch:
     targets: torch.Tensor  # [B, C] completion tokens (pad where mask is 0)
     mask: torch.Tensor  # [B, C] float, 1 on real completion tokens
     prompt_len: int  # P
-    prompts: "Prompts"  # the distinct prompts, padded to P, and each row's
+    prompts: "Prompts"  # the distinct prompts, padded to P, and which one each row has
 
 
 @dataclass
@@ -269,7 +269,8 @@ class Engine:
             results.extend(part)
         return results
 
-    def _generate(self, rows, prompts, temperature, top_p, max_tokens, stop, seed) -> List[Dict]:
+    def _generate(self, rows, prompts, temperature, top_p, max_tokens, stop, seed):
+        """The samples of rows [(prompt, sample)] and the prefill they started from (None without share_prompts)."""
         dev = self.backend.device
         b = self._batch([prompts[i] for i, _ in rows], [[] for _ in rows])
         attn, pos = b.attention_mask, b.position_ids

@@ -160,7 +160,7 @@ class Block(nn.Module):
         h = self.n_heads
         hd = d // h
         y = self.ln1(x)
-        # q is scaled before the product: t*hd multiplications instead of t*keys.
+        # Scaling q before the product costs one multiplication per q entry, not one per score.
         q = (self.q_proj(y) * (1.0 / math.sqrt(hd))).view(b, t, h, hd).transpose(1, 2)
         k = self.k_proj(y).view(b, t, h, hd).transpose(1, 2)
         v = self.v_proj(y).view(b, t, h, hd).transpose(1, 2)
