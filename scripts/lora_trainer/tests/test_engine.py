@@ -468,3 +468,16 @@ def test_sampling_does_not_depend_on_micro_batches_that_split_groups():
     assert [s["token_ids"] for s in a] == [s["token_ids"] for s in b]
     for sa, sb in zip(a, b):
         assert sa["logprobs"] == pytest.approx(sb["logprobs"], abs=1e-5)
+
+
+def test_sampling_without_shared_prompts_gives_the_same_samples():
+    # The path of a backend without expand_cache (hf): a forward per row.
+    shared, rows = tiny_engine(), tiny_engine()
+    rows.share_prompts = False
+    prompts = [prompt_ids(shared, "one"), prompt_ids(shared, "two, longer")]
+    a = shared.sample(prompts, 3, 1.0, 1.0, 5, [], seed=4)
+    b = rows.sample(prompts, 3, 1.0, 1.0, 5, [], seed=4)
+    assert [s["token_ids"] for s in a] == [s["token_ids"] for s in b]
+    for sa, sb in zip(a, b):
+        assert sa["logprobs"] == pytest.approx(sb["logprobs"], abs=1e-5)
+        assert sb["logprobs"] == pytest.approx(unbatched_logprobs(rows, prompts[sb["prompt_index"]], sb["token_ids"]), abs=1e-5)
