@@ -54,6 +54,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="info.limits.max_batch: most samples per grpo_step, examples per sft_step, items per logprobs call")
     p.add_argument("--read-timeout", type=float, default=60.0,
                    help="seconds a client may take to send a request's headers, and its body; a slower client is disconnected")
+    p.add_argument("--threads", type=int, default=0,
+                   help="CPU threads for PyTorch's operators; 0 = every core this process may run on")
     p.add_argument("--tiny-d-model", type=int, default=64)
     p.add_argument("--tiny-layers", type=int, default=2)
     p.add_argument("--log-level", default="info")
@@ -62,7 +64,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         p.error("--backend hf needs --base-model NAME_OR_PATH (or use --backend tiny)")
     if a.max_prompt_tokens < 0:
         a.max_prompt_tokens = 1024 if a.backend == "tiny" else 0
-    for flag in ("lora_rank", "micro_batch_size", "max_new_tokens", "limit_prompts", "limit_n", "limit_tokens", "limit_batch"):
+    for flag in ("threads", "lora_rank", "micro_batch_size", "max_new_tokens", "limit_prompts", "limit_n", "limit_tokens", "limit_batch"):
         if getattr(a, flag) < 0:
             p.error(f"--{flag.replace('_', '-')}: must be >= 0")
     if not a.read_timeout > 0:
@@ -83,7 +85,19 @@ def resolve_token(token: str) -> str:
     return token
 
 
+def cpu_threads(requested: int) -> int:
+    """--threads: 0 = the cores of this process's CPU affinity (PyTorch's own
+    default may be 1, e.g. under a container's CPU limit)."""
+    if requested:
+        return requested
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def build_engine(a: argparse.Namespace) -> Engine:
+    torch.set_num_threads(cpu_threads(a.threads))
     device = a.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -64,6 +64,18 @@ class Batch:
     targets: torch.Tensor  # [B, C] completion tokens (pad where mask is 0)
     mask: torch.Tensor  # [B, C] float, 1 on real completion tokens
     prompt_len: int  # P
+    prompts: "Prompts"  # the distinct prompts, padded to P, and which one each row has
+
+
+@dataclass
+class Prompts:
+    """The distinct prompts of a batch, left-padded to the batch's P, and which one each row has:
+    rows that share a prompt (a group's G samples) share its forward pass."""
+
+    input_ids: torch.Tensor  # [U, P]
+    attention_mask: torch.Tensor  # [U, P]
+    position_ids: torch.Tensor  # [U, P]
+    row: torch.Tensor  # [B] long, index into the U prompts
 
 
 def render_plain(messages: Sequence[Dict[str, str]]) -> str:
@@ -95,6 +107,9 @@ class Engine:
         # A request that leaves max_tokens 0 must not get more than the advertised limit.
         self.default_max_tokens = min(default_max_tokens, self.limits.max_tokens or default_max_tokens)
         self.policy_version = 0
+        # A backend that can copy a cache between rows computes each distinct
+        # prompt of a batch once (see _prefill); the others run every row.
+        self.share_prompts = hasattr(backend, "expand_cache")
         self.params = backend.trainable_parameters()
         # The learning rate and weight decay are set per call (the protocol
         # sends them; a request's weight_decay 0 means this default). AdamW
@@ -144,18 +159,54 @@ class Engine:
             cmask.append([1.0] * len(co) + [0.0] * (c - len(co)))
         input_ids = torch.tensor(ids, dtype=torch.long, device=dev)
         attention_mask = torch.tensor(attn, dtype=torch.long, device=dev)
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        seen: Dict[Tuple[int, ...], int] = {}
+        row, firsts = [], []  # each row's distinct prompt; the first row of each distinct prompt
+        for r, pr in enumerate(prompts):
+            u = seen.setdefault(tuple(pr), len(seen))
+            if u == len(firsts):
+                firsts.append(r)
+            row.append(u)
         return Batch(
             input_ids=input_ids,
             attention_mask=attention_mask,
-            position_ids=(attention_mask.cumsum(-1) - 1).clamp(min=0),
+            position_ids=position_ids,
             targets=torch.tensor(tgt, dtype=torch.long, device=dev).view(len(prompts), c),
             mask=torch.tensor(cmask, dtype=torch.float32, device=dev).view(len(prompts), c),
             prompt_len=p,
+            prompts=Prompts(
+                input_ids=input_ids[firsts, :p],
+                attention_mask=attention_mask[firsts, :p],
+                position_ids=position_ids[firsts, :p],
+                row=torch.tensor(row, dtype=torch.long, device=dev),
+            ),
         )
 
-    def _completion_logits(self, batch: Batch) -> torch.Tensor:
-        """The logits that predict the completion tokens, [B, C, V]."""
+    def _prefill(self, batch: Batch):
+        """The forward pass of each distinct prompt once, copied to its rows:
+        (the logits predicting each row's first completion token [B, 1, V], its cache)."""
+        pr = batch.prompts
+        logits, past = self.backend.forward(pr.input_ids, pr.attention_mask, pr.position_ids, use_cache=True, keep_last=1)
+        return logits[:, -1:].index_select(0, pr.row), self.backend.expand_cache(past, pr.row)
+
+    def _completion_logits(self, batch: Batch, prefill=None) -> torch.Tensor:
+        """The logits that predict the completion tokens, [B, C, V].
+        prefill: _prefill(batch)'s result when the caller has it (sample)."""
         c = batch.targets.shape[1]
+        if c > 0 and self.share_prompts:
+            # The prompt once per distinct prompt, then the completions on its
+            # cache: the same function as one pass over prompt + completion.
+            first, past = prefill if prefill is not None else self._prefill(batch)
+            if c == 1:
+                return first
+            p = batch.prompt_len
+            rest, _ = self.backend.forward(
+                batch.input_ids[:, p : p + c - 1],
+                batch.attention_mask[:, : p + c - 1],
+                batch.position_ids[:, p : p + c - 1],
+                past=past,
+            )
+            return torch.cat([first, rest], dim=1)
         # Completions are right-aligned up to padding, so the last c+1 positions
         # hold every prediction we need: the prompt's logits (vocabulary-wide,
         # the largest tensor of a forward pass) are never materialized.
@@ -176,16 +227,15 @@ class Engine:
         self.backend.train(False)
         out: List[List[float]] = []
         for rows in self._chunks(len(prompts)):
-            ps = [prompts[k] for k in rows]
-            cs = [completions[k] for k in rows]
-            if max(len(x) for x in cs) == 0:
-                out.extend([] for _ in rows)
-                continue
-            b = self._batch(ps, cs)
-            lp = losses.token_logprobs(self._completion_logits(b), b.targets, temperature)
-            for r, co in enumerate(cs):
-                out.append([min(float(v), 0.0) for v in lp[r, : len(co)].tolist()])
+            out.extend(self._chunk_logprobs([prompts[k] for k in rows], [completions[k] for k in rows], temperature))
         return out
+
+    def _chunk_logprobs(self, ps, cs, temperature: float, prefill=None) -> List[List[float]]:
+        if max(len(x) for x in cs) == 0:
+            return [[] for _ in cs]
+        b = self._batch(ps, cs)
+        lp = losses.token_logprobs(self._completion_logits(b, prefill), b.targets, temperature)
+        return [[min(float(v), 0.0) for v in lp[r, : len(co)].tolist()] for r, co in enumerate(cs)]
 
     @torch.no_grad()
     def sample(
@@ -206,21 +256,31 @@ class Engine:
         rows = [(i, j) for i in range(len(prompts)) for j in range(n)]
         results: List[Dict] = []
         for chunk in self._chunks(len(rows)):
-            results.extend(self._generate([rows[k] for k in chunk], prompts, temperature, top_p, max_tokens, stop, seed))
-        # Logprobs come from a fresh forward pass over prompt + completion: the
-        # exact computation grpo_step uses for its ratio, so r = 1 on-policy.
-        lps = self.logprobs([prompts[r["prompt_index"]] for r in results], [r["token_ids"] for r in results], temperature or 1.0)
-        for r, lp in zip(results, lps):
-            r["logprobs"] = lp
-            r["policy_version"] = self.policy_version
+            part, prefill = self._generate([rows[k] for k in chunk], prompts, temperature, top_p, max_tokens, stop, seed)
+            # Logprobs come from a fresh forward pass over the completions (on
+            # the prompts' cache of the prefill when the backend shares
+            # prompts): the computation grpo_step uses for its ratio, so r = 1 on-policy.
+            lps = self._chunk_logprobs(
+                [prompts[r["prompt_index"]] for r in part], [r["token_ids"] for r in part], temperature or 1.0, prefill
+            )
+            for r, lp in zip(part, lps):
+                r["logprobs"] = lp
+                r["policy_version"] = self.policy_version
+            results.extend(part)
         return results
 
-    def _generate(self, rows, prompts, temperature, top_p, max_tokens, stop, seed) -> List[Dict]:
+    def _generate(self, rows, prompts, temperature, top_p, max_tokens, stop, seed):
+        """The samples of rows [(prompt, sample)] and the prefill they started from (None without share_prompts)."""
         dev = self.backend.device
         b = self._batch([prompts[i] for i, _ in rows], [[] for _ in rows])
         attn, pos = b.attention_mask, b.position_ids
         gens = [torch.Generator().manual_seed(sample_seed(seed, i, j)) for i, j in rows]
-        logits, past = self.backend.forward(b.input_ids, attn, pos, use_cache=True, keep_last=1)
+        prefill = None
+        if self.share_prompts:
+            prefill = self._prefill(b)  # each prompt once for its n samples, reused for the logprobs
+            logits, past = prefill
+        else:
+            logits, past = self.backend.forward(b.input_ids, attn, pos, use_cache=True, keep_last=1)
         last = logits[:, -1].float()
         tokens: List[List[int]] = [[] for _ in rows]
         finish: List[Optional[str]] = [None] * len(rows)
@@ -258,7 +318,7 @@ class Engine:
                     "finish_reason": finish[r] or "length",
                 }
             )
-        return out
+        return out, prefill
 
     @staticmethod
     def _choose(logits: torch.Tensor, temperature: float, top_p: float, gens) -> torch.Tensor:

@@ -96,6 +96,51 @@ class TinyModelConfig:
 KVCache = List[Tuple[torch.Tensor, torch.Tensor]]
 
 
+def attention_bias(attention_mask: torch.Tensor, t: int, dtype: torch.dtype) -> torch.Tensor:
+    """The additive mask of t queries (the last t positions) over all keys: [B, 1, t, keys].
+
+    0 where a query may look (a real key at or before it), the dtype's most
+    negative finite value elsewhere: a padding query, which has no real key,
+    then attends uniformly instead of giving NaN (its output is never read),
+    and a real query gives exp(min - max) = 0 to every masked key, as with -inf.
+    One token (decoding) needs only the key padding: every key precedes it.
+    """
+    total = attention_mask.shape[1]
+    neg = torch.finfo(dtype).min
+    pad = (1 - attention_mask.to(dtype)) * neg  # [B, keys]
+    if t == 1:
+        return pad[:, None, None, :]
+    q_idx = torch.arange(total - t, total, device=attention_mask.device).unsqueeze(1)
+    k_idx = torch.arange(total, device=attention_mask.device).unsqueeze(0)
+    causal = (k_idx > q_idx).to(dtype) * neg  # [t, keys]
+    # Either term alone is already the minimum; clamp keeps their sum finite.
+    return (pad[:, None, None, :] + causal).clamp(min=neg)
+
+
+# Queries per block of causal_attention: [B, heads, 128, keys] scores stay
+# small enough for the CPU's caches.
+QUERY_BLOCK = 128
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """softmax(q k^T + bias) v for the last t = q.shape[2] of k's positions.
+
+    In blocks of queries, each over the keys up to its last query only: the
+    keys after it are masked for every query of the block (weight exactly 0),
+    so this is the full product with the masked upper triangle skipped.
+    """
+    t, past = q.shape[2], k.shape[2] - q.shape[2]
+    if t <= QUERY_BLOCK:
+        return torch.softmax(q @ k.transpose(-1, -2) + bias, dim=-1) @ v
+    out = []
+    for q0 in range(0, t, QUERY_BLOCK):
+        q1 = min(q0 + QUERY_BLOCK, t)
+        e = past + q1
+        att = torch.softmax(q[:, :, q0:q1] @ k[:, :, :e].transpose(-1, -2) + bias[:, :, q0:q1, :e], dim=-1)
+        out.append(att @ v[:, :, :e])
+    return torch.cat(out, dim=2)
+
+
 class Block(nn.Module):
     def __init__(self, cfg: TinyModelConfig):
         super().__init__()
@@ -115,15 +160,14 @@ class Block(nn.Module):
         h = self.n_heads
         hd = d // h
         y = self.ln1(x)
-        q = self.q_proj(y).view(b, t, h, hd).transpose(1, 2)
+        # Scaling q before the product costs one multiplication per q entry, not one per score.
+        q = (self.q_proj(y) * (1.0 / math.sqrt(hd))).view(b, t, h, hd).transpose(1, 2)
         k = self.k_proj(y).view(b, t, h, hd).transpose(1, 2)
         v = self.v_proj(y).view(b, t, h, hd).transpose(1, 2)
         if past is not None:
             k = torch.cat([past[0], k], dim=2)
             v = torch.cat([past[1], v], dim=2)
-        att = (q @ k.transpose(-1, -2)) / math.sqrt(hd) + bias
-        att = torch.softmax(att, dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        y = causal_attention(q, k, v, bias).transpose(1, 2).reshape(b, t, d)
         x = x + self.o_proj(y)
         x = x + self.down_proj(torch.nn.functional.gelu(self.up_proj(self.ln2(x))))
         return x, (k, v)
@@ -160,18 +204,9 @@ class TinyCausalLM(nn.Module):
     ):
         """attention_mask covers past + current positions ([B, P+T]); returns (logits, cache).
         keep_last > 0 computes the logits of the last keep_last positions only."""
-        b, t = input_ids.shape
-        total = attention_mask.shape[1]
-        past_len = total - t
-        # Causal mask over (current query, all keys) plus key padding.
-        q_idx = torch.arange(past_len, total, device=input_ids.device).unsqueeze(1)
-        k_idx = torch.arange(total, device=input_ids.device).unsqueeze(0)
-        allowed = (k_idx <= q_idx).unsqueeze(0) & attention_mask.bool().unsqueeze(1)
-        # A fully masked row (a padding query) would give NaN; let it see itself.
-        allowed = allowed | (k_idx == q_idx).unsqueeze(0)
-        bias = torch.zeros(allowed.shape, dtype=torch.float32, device=input_ids.device)
-        bias = bias.masked_fill(~allowed, float("-inf")).unsqueeze(1)
+        t = input_ids.shape[1]
         x = self.embed(input_ids) + self.pos(position_ids.clamp(min=0))
+        bias = attention_bias(attention_mask, t, x.dtype)
         new_cache: KVCache = []
         for i, blk in enumerate(self.blocks):
             x, kv = blk(x, bias, past[i] if past is not None else None)
@@ -236,6 +271,13 @@ class TinyBackend:
     def forward(self, input_ids, attention_mask, position_ids, past=None, use_cache=False, keep_last=0):
         logits, cache = self.model(input_ids, attention_mask, position_ids, past, keep_last)
         return logits, (cache if use_cache else None)
+
+    # The engine computes a prompt shared by several rows (the G samples of a
+    # group) once and copies its cache to each row; gradients flow back
+    # through the copy. A backend without this method gets a forward per row.
+    def expand_cache(self, past: KVCache, index: torch.Tensor) -> KVCache:
+        """The cache of row index[r] of past, for each r."""
+        return [(k.index_select(0, index), v.index_select(0, index)) for k, v in past]
 
     @contextlib.contextmanager
     def adapter_disabled(self):

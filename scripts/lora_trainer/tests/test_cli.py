@@ -2,7 +2,11 @@
 
 import pytest
 
-from lora_trainer.cli import build_engine, parse_args, resolve_token
+import os
+
+import torch
+
+from lora_trainer.cli import build_engine, cpu_threads, parse_args, resolve_token
 
 
 def test_backend_dependent_defaults():
@@ -20,6 +24,7 @@ def test_backend_dependent_defaults():
         (["--backend", "tiny", "--lora-rank", "0"], "--lora-rank: must be >= 1"),
         (["--backend", "tiny", "--lora-dropout", "1.5"], "--lora-dropout: must be in [0, 1)"),
         (["--backend", "tiny", "--micro-batch-size", "-1"], "--micro-batch-size: must be >= 0"),
+        (["--backend", "tiny", "--threads", "-1"], "--threads: must be >= 0"),
     ],
 )
 def test_bad_flags(argv, message, capsys):
@@ -45,3 +50,16 @@ def test_build_tiny_engine_with_target_modules():
     assert e.limits.max_n == 4
     with pytest.raises(ValueError, match="tiny backend has no module"):
         build_engine(parse_args(["--backend", "tiny", "--device", "cpu", "--lora-target-modules", "gate_proj"]))
+
+
+def test_threads_default_to_every_allowed_core():
+    want = len(os.sched_getaffinity(0))
+    assert cpu_threads(0) == want
+    assert cpu_threads(3) == 3
+    before = torch.get_num_threads()
+    try:
+        build_engine(parse_args(["--backend", "tiny", "--device", "cpu", "--tiny-d-model", "32", "--tiny-layers", "1",
+                                 "--threads", "2"]))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -1,5 +1,6 @@
 """The engine on the tiny backend: sampling, scoring, updates, save/load."""
 
+import copy
 import math
 
 import pytest
@@ -354,3 +355,129 @@ def test_weight_decay_zero_in_the_request_means_the_server_default(tmp_path):
     e.grpo_step(batch, LOSS)
     without = _zero_advantage_step(e, batch, 0.0)
     assert not all(torch.equal(a, b) for a, b in zip(runs[0], without))
+
+
+# ---------------------------------------------------------------- speed-ups of the tiny backend
+
+
+def naive_logits(model, seq):
+    """The tiny model on one unpadded sequence, attention written out per head in
+    float64 with a -inf causal mask: independent of attention_bias, the query
+    blocks of causal_attention, the cache and the shared prompts."""
+    model = copy.deepcopy(model).double()
+    ids = torch.tensor(seq)
+    x = model.embed(ids) + model.pos(torch.arange(len(seq)))
+    n = len(seq)
+    upper = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)
+    for blk in model.blocks:
+        h = blk.n_heads
+        hd = x.shape[-1] // h
+        y = blk.ln1(x)
+        q, k, v = (getattr(blk, m)(y) for m in ("q_proj", "k_proj", "v_proj"))
+        heads = []
+        for i in range(h):
+            sl = slice(i * hd, (i + 1) * hd)
+            att = (q[:, sl] @ k[:, sl].T) / math.sqrt(hd)
+            heads.append(torch.softmax(att.masked_fill(upper, float("-inf")), dim=-1) @ v[:, sl])
+        x = x + blk.o_proj(torch.cat(heads, dim=-1))
+        x = x + blk.down_proj(torch.nn.functional.gelu(blk.up_proj(blk.ln2(x))))
+    return model.lm_head(model.ln_f(x))
+
+
+def randomize_adapter(e: Engine, seed: int = 0):
+    """LoRA B is 0 at init; give the adapter weights so that it changes the model."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in e.params:
+            p.copy_(torch.randn(p.shape, generator=g) * 0.2)
+
+
+@pytest.mark.parametrize("block", [3, 128])
+def test_tiny_forward_equals_naive_attention(monkeypatch, block):
+    from lora_trainer import tiny
+
+    monkeypatch.setattr(tiny, "QUERY_BLOCK", block)  # 3: several query blocks, some of them partial
+    e = tiny_engine()
+    randomize_adapter(e)
+    prompts = [prompt_ids(e, "a longer prompt here"), prompt_ids(e, "short")]
+    comps = [[5, 6, 7], [8, 9, 10, 11, 12]]
+    b = e._batch(prompts, comps)  # left-padded prompts, right-padded completions
+    with torch.no_grad():
+        logits, _ = e.backend.forward(b.input_ids, b.attention_mask, b.position_ids)
+        for r, (p, c) in enumerate(zip(prompts, comps)):
+            want = naive_logits(e.backend.model, p + c)
+            start = b.prompt_len - len(p)
+            got = logits[r, start : start + len(p) + len(c)]
+            assert torch.allclose(got.double(), want, atol=1e-5), (r, (got.double() - want).abs().max())
+            assert torch.isfinite(logits[r]).all()  # padding queries too: no NaN
+
+
+def test_prompt_is_computed_once_per_group_and_not_again_for_the_logprobs():
+    e = tiny_engine()
+    rows_seen = []
+    forward = e.backend.forward
+
+    def counting(input_ids, *a, **k):
+        rows_seen.append(tuple(input_ids.shape))
+        return forward(input_ids, *a, **k)
+
+    e.backend.forward = counting
+    prompts = [prompt_ids(e, "first prompt"), prompt_ids(e, "second")]
+    out = e.sample(prompts, 4, 1.0, 1.0, 3, [], seed=2)
+    p = len(prompts[0])
+    # One prefill of the 2 distinct prompts, then 8 rows of one token per step,
+    # then the logprobs: 8 rows of (completion - 1) tokens on the prefill's cache.
+    assert rows_seen[0] == (2, p)
+    assert all(s[0] == 8 and s[1] < p for s in rows_seen[1:]), rows_seen
+    for s in out:
+        want = unbatched_logprobs(e, prompts[s["prompt_index"]], s["token_ids"])
+        assert s["logprobs"] == pytest.approx(want, abs=1e-5)
+
+
+def test_shared_prompts_give_the_full_forward_values_and_gradients():
+    shared, full = tiny_engine(), tiny_engine()
+    full.share_prompts = False  # every row's prompt + completion in one pass
+    for e in (shared, full):
+        randomize_adapter(e, seed=3)
+    p0, p1 = prompt_ids(shared, "group one"), prompt_ids(shared, "group two is longer")
+    prompts = [p0, p0, p0, p1, p1]
+    comps = [[1, 2, 3], [4], [5, 6], [7, 8, 9, 10], []]
+    grads, values = [], []
+    for e in (shared, full):
+        b = e._batch(prompts, comps)
+        e.optimizer.zero_grad(set_to_none=True)
+        logits = e._completion_logits(b)
+        lp = losses.token_logprobs(logits, b.targets, 1.0)
+        (lp * b.mask * torch.arange(1, 6).unsqueeze(1)).sum().backward()  # rows weighted differently
+        values.append(lp * b.mask)
+        grads.append([p.grad.clone() for p in e.params])
+    assert torch.allclose(values[0], values[1], atol=1e-5)
+    for g_shared, g_full in zip(*grads):
+        assert g_full.abs().max() > 0
+        assert torch.allclose(g_shared, g_full, atol=1e-5, rtol=1e-4)
+    for r, (p, c) in enumerate(zip(prompts, comps)):
+        if c:
+            assert values[0][r, : len(c)].tolist() == pytest.approx(unbatched_logprobs(shared, p, c), abs=1e-5)
+
+
+def test_sampling_does_not_depend_on_micro_batches_that_split_groups():
+    whole, split = tiny_engine(), tiny_engine(micro_batch_size=3)  # 3 does not divide the groups of 4
+    prompts = [prompt_ids(whole, "alpha"), prompt_ids(whole, "beta gamma")]
+    a = whole.sample(prompts, 4, 1.0, 0.9, 6, [], seed=11)
+    b = split.sample(prompts, 4, 1.0, 0.9, 6, [], seed=11)
+    assert [s["token_ids"] for s in a] == [s["token_ids"] for s in b]
+    for sa, sb in zip(a, b):
+        assert sa["logprobs"] == pytest.approx(sb["logprobs"], abs=1e-5)
+
+
+def test_sampling_without_shared_prompts_gives_the_same_samples():
+    # The path of a backend without expand_cache (hf): a forward per row.
+    shared, rows = tiny_engine(), tiny_engine()
+    rows.share_prompts = False
+    prompts = [prompt_ids(shared, "one"), prompt_ids(shared, "two, longer")]
+    a = shared.sample(prompts, 3, 1.0, 1.0, 5, [], seed=4)
+    b = rows.sample(prompts, 3, 1.0, 1.0, 5, [], seed=4)
+    assert [s["token_ids"] for s in a] == [s["token_ids"] for s in b]
+    for sa, sb in zip(a, b):
+        assert sa["logprobs"] == pytest.approx(sb["logprobs"], abs=1e-5)
+        assert sb["logprobs"] == pytest.approx(unbatched_logprobs(rows, prompts[sb["prompt_index"]], sb["token_ids"]), abs=1e-5)
