@@ -166,26 +166,15 @@ func BuildIndexWith(ids, texts []string, p BM25Params, an Analyzer) (*Index, err
 	)
 	for res := range parts {
 		for w, part := range res {
-			for len(l2g[w]) < len(part.strs) {
-				l2g[w] = append(l2g[w], 0)
-			}
-			m := l2g[w]
+			m := growTermMap(&l2g[w], len(part.strs))
 			for k, d := range part.docs {
 				pairs := part.pairs[part.docOff[k]:part.docOff[k+1]]
 				for x := 0; x < len(pairs); x += 2 {
-					lt := pairs[x]
-					if m[lt] == 0 {
-						s := part.strs[lt]
-						g, ok := ix.terms[s]
-						if !ok {
-							g = uint32(len(ix.termStr))
-							ix.terms[s] = g
-							ix.termStr = append(ix.termStr, s)
-							tb = append(tb, termBuilder{})
-						}
-						m[lt] = g + 1
+					g, added := internTerm(m, pairs[x], part.strs, ix.terms, &ix.termStr)
+					if added {
+						tb = append(tb, termBuilder{})
 					}
-					tb[m[lt]-1].add(uint32(d), pairs[x+1])
+					tb[g].add(uint32(d), pairs[x+1])
 				}
 				total += uint64(ix.docLen[d])
 			}
@@ -195,6 +184,34 @@ func BuildIndexWith(ids, texts []string, p BM25Params, an Analyzer) (*Index, err
 	ix.post = flattenPostings(tb)
 	ix.finish(total)
 	return ix, nil
+}
+
+// growTermMap extends a worker's term map (worker term → global term + 1;
+// 0 = not yet mapped) to cover its n terms, and returns it.
+func growTermMap(m *[]uint32, n int) []uint32 {
+	for len(*m) < n {
+		*m = append(*m, 0)
+	}
+	return *m
+}
+
+// internTerm returns the global id of worker term lt, mapping it through m
+// the first time: its string strs[lt] is looked up in (or added to) the
+// global table ids/all. added reports a term new to the table.
+func internTerm(m []uint32, lt uint32, strs []string, ids map[string]uint32, all *[]string) (g uint32, added bool) {
+	if m[lt] != 0 {
+		return m[lt] - 1, false
+	}
+	s := strs[lt]
+	g, ok := ids[s]
+	if !ok {
+		g = uint32(len(*all))
+		ids[s] = g
+		*all = append(*all, s)
+		added = true
+	}
+	m[lt] = g + 1
+	return g, added
 }
 
 // analysisWorker tokenizes a range of documents into (worker term, tf)

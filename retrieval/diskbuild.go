@@ -324,25 +324,12 @@ func (b *diskBuilder) spill(sc *runScratch, parts []chunkPart, l2g [][]uint32) e
 	sc.g, sc.d, sc.tf = sc.g[:0], sc.d[:0], sc.tf[:0]
 	for w := range parts {
 		part := &parts[w]
-		for len(l2g[w]) < len(part.strs) {
-			l2g[w] = append(l2g[w], 0)
-		}
-		m := l2g[w]
+		m := growTermMap(&l2g[w], len(part.strs))
 		for k, d := range part.docs {
 			pairs := part.pairs[part.docOff[k]:part.docOff[k+1]]
 			for x := 0; x < len(pairs); x += 2 {
-				lt := pairs[x]
-				if m[lt] == 0 {
-					s := part.strs[lt]
-					g, ok := b.gterms[s]
-					if !ok {
-						g = uint32(len(b.gstrs))
-						b.gterms[s] = g
-						b.gstrs = append(b.gstrs, s)
-					}
-					m[lt] = g + 1
-				}
-				sc.g, sc.d, sc.tf = append(sc.g, m[lt]-1), append(sc.d, uint32(d)), append(sc.tf, pairs[x+1])
+				g, _ := internTerm(m, pairs[x], part.strs, b.gterms, &b.gstrs)
+				sc.g, sc.d, sc.tf = append(sc.g, g), append(sc.d, uint32(d)), append(sc.tf, pairs[x+1])
 			}
 		}
 	}
