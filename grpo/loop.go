@@ -136,9 +136,6 @@ const maxTrainerReloads = 3
 // and continues from there, exactly as --resume would; without a checkpoint
 // it starts over on a fresh policy, or stops.
 func (l *Loop) Run(ctx context.Context, resume bool) error {
-	if err := l.checkWeightDecay(ctx); err != nil {
-		return err
-	}
 	reloads, lastStep := 0, -1
 	for {
 		err := l.run(ctx, resume)
@@ -156,6 +153,15 @@ func (l *Loop) Run(ctx context.Context, resume bool) error {
 	}
 }
 
+// keepBest checkpoints the run as its best when evaluation m sets a new
+// best (between checkpoint_every steps too).
+func (l *Loop) keepBest(ctx context.Context, m *EvalMetrics) error {
+	if best := l.newBest(m); best != nil {
+		return l.checkpoint(ctx, best)
+	}
+	return nil
+}
+
 func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 	// A reload restores the checkpoint's elapsed time; the steps redone since
 	// count once, from here.
@@ -164,11 +170,6 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 		return err
 	}
 	l.elapsedBase = l.state.ElapsedSeconds
-	info, err := l.deps.Policy.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("trainer info: %w", err)
-	}
-	l.caps = info.Capabilities
 	if err := l.writeStatus(StateRunning, nil); err != nil {
 		return err
 	}
@@ -228,10 +229,8 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 		if err != nil {
 			return err
 		}
-		if best := l.newBest(m); best != nil {
-			if err := l.checkpoint(ctx, best); err != nil {
-				return err
-			}
+		if err := l.keepBest(ctx, m); err != nil {
+			return err
 		}
 	}
 	// An evaluation due at the checkpointed step that did not complete
@@ -241,10 +240,8 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 		if err != nil {
 			return l.stopped(ctx, err)
 		}
-		if best := l.newBest(m); best != nil {
-			if err := l.checkpoint(ctx, best); err != nil {
-				return err
-			}
+		if err := l.keepBest(ctx, m); err != nil {
+			return err
 		}
 	}
 	for step := l.state.Step + 1; step <= l.cfg.Steps; step++ {
@@ -620,13 +617,9 @@ func (l *Loop) learningRate(step int) float64 {
 // checkWeightDecay refuses weight decay with an endpoint that would ignore
 // it (one without capabilities.weight_decay): the run would silently train
 // without it.
-func (l *Loop) checkWeightDecay(ctx context.Context) error {
+func (l *Loop) checkWeightDecay(info trainer.Info) error {
 	if l.cfg.Optimizer.WeightDecay == 0 {
 		return nil
-	}
-	info, err := l.deps.Policy.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("trainer info: %w", err)
 	}
 	if !info.Capabilities.WeightDecay {
 		return fmt.Errorf("grpo.optimizer.weight_decay %v: the trainer endpoint (%s) does not support weight_decay (info.capabilities.weight_decay is false)",

@@ -49,9 +49,15 @@ func (l *Loop) restore(ctx context.Context, resume bool) error {
 	if err != nil {
 		return fmt.Errorf("trainer info: %w", err)
 	}
+	// One info call at the start: limits, capabilities, and the version the
+	// fresh-policy check below needs.
 	if err := l.checkLimits(info.Limits); err != nil {
 		return err
 	}
+	if err := l.checkWeightDecay(info); err != nil {
+		return err
+	}
+	l.caps = info.Capabilities
 	if !resume {
 		return l.freshState(info, false, 0)
 	}
