@@ -18,6 +18,7 @@ type internTable struct {
 	keys  []span // id → its first occurrence
 	n     int
 	mask  uint64
+	shift uint // a key's first slot is its hash >> shift (the top bits)
 	gen   uint32 // current generation, 1 ≤ gen ≤ maxGen; slots of other generations are empty
 	// With keepPos, internRuns appends each token's source span to pos
 	// (the fused SQuAD path needs what lies between tokens).
@@ -44,9 +45,10 @@ const maxGen = 1<<24 - 1
 
 // reset empties the table for at most tokens distinct tokens.
 func (t *internTable) reset(tokens int) {
-	size := 16
+	size, bits := 16, 4
 	for size < 2*tokens {
 		size <<= 1
+		bits++
 	}
 	if len(t.slots) < size {
 		t.slots = make([]internSlot, size)
@@ -61,6 +63,7 @@ func (t *internTable) reset(tokens int) {
 	// slots are used (so a small call stays in cache); the generation makes
 	// every slot this call has not written empty.
 	t.mask = uint64(size - 1)
+	t.shift = uint(64 - bits)
 	t.keys = slices.Grow(t.keys[:0], tokens+1)
 	t.n = 0
 }
@@ -109,11 +112,10 @@ var packMaskTab = func() (t [maxPacked + 2][2]uint64) {
 	return t
 }()
 
-// hashPacked mixes a token of at most 16 bytes (wyhash-style: one 128-bit
-// multiply of the two key words).
+// hashPacked hashes a token of at most 16 bytes: two multiplications, so
+// only its top bits are well mixed (tables index by them).
 func hashPacked(lo, hi uint64, n int) uint64 {
-	h, l := bits.Mul64(lo^uint64(n)<<56^0xa0761d6478bd642f, hi^0xe7037ed1a0b428db)
-	return h ^ l
+	return (lo*0x9E3779B97F4A7C15 ^ hi ^ uint64(n)) * 0xD6E8FEB86659FD93
 }
 
 // intern appends the ids of spans (tokens of buf, which must have
@@ -142,7 +144,7 @@ func (t *internTable) intern(ids []int32, buf []byte, spans []span) []int32 {
 func (t *internTable) lookup(buf []byte, sp span, lo, hi, h uint64) int32 {
 	n := int(sp.end - sp.start)
 	tag := t.gen<<8 | uint32(min(n, 255))
-	for i := h & t.mask; ; i = (i + 1) & t.mask {
+	for i := h >> t.shift; ; i = (i + 1) & t.mask {
 		sl := &t.slots[i]
 		if sl.tag == tag && sl.lo == lo && sl.hi == hi {
 			if n <= maxPacked {
@@ -264,7 +266,7 @@ func (t *internTable) internRuns(ids []int32, dst, src []byte, off, end int, fie
 	if fields {
 		lower = 0
 	}
-	slots, mask, gen := t.slots, t.mask, t.gen
+	slots, shift, gen := t.slots, t.shift, t.gen
 	// The keys slice has room for every token (reset) plus the key written
 	// but not kept after the last one.
 	nk := len(t.keys)
@@ -341,7 +343,7 @@ func (t *internTable) internRuns(ids []int32, dst, src []byte, off, end int, fie
 			// is unpredictable: the slot and the key are written either
 			// way (a found slot gets its own values again) and only a new
 			// key is kept.
-			sl := &slots[h&mask]
+			sl := &slots[h>>shift]
 			tag := gen<<8 | uint32(min(n, 255))
 			empty := sl.tag>>8 != gen
 			if empty || n <= maxPacked && sl.tag == tag && sl.lo == lo && sl.hi == hi {
