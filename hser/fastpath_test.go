@@ -53,8 +53,11 @@ func fastTokens(pred, ref string) (pt, rt []string, pid, rid []int32) {
 		np++
 	}
 	tab.reset(n)
-	pid, buf = tab.internTokens(nil, &a, text, buf, 0, np)
-	rid, buf = tab.internTokens(nil, &a, text, buf, np, n)
+	for i := range a.tok[:n] {
+		a.tok[i].field = 1 // no SQuAD fields: only the tokens' own ids
+	}
+	pid, _, buf = tab.internTokens(nil, nil, &a, text, buf, 0, np)
+	rid, _, buf = tab.internTokens(nil, nil, &a, text, buf, np, n)
 	// A token's text is that of its id's first occurrence.
 	for _, id := range pid {
 		k := tab.keys[id]

@@ -153,27 +153,35 @@ func hasControl(text []byte) bool {
 	return false
 }
 
-// internTokens interns tokens [from, to) of the last scan of text: it
-// appends their ids to dst and their lowercased bytes to buf (back to back;
-// t.keys[id] is the span of an id's first occurrence there). buf must have
-// room for all of text's tokens plus 2*maxPacked bytes (growBuf), and the
-// table for their ids (reset).
+// internTokens interns tokens [from, to) of the last scan of text, one
+// side: it appends their ids to ids, their lowercased bytes to buf (back to
+// back; t.keys[id] is the span of an id's first occurrence there), and the
+// ids of the side's SQuAD tokens to sq: one per field (tokens not separated
+// by whitespace), the token's id for a field of one token, that of the
+// concatenation of its tokens' bytes for a longer one, articles (ids below
+// articleIDs) left out. buf must have room for all of text's tokens plus
+// 2*maxPacked bytes (growBuf), and the table for their ids and one per
+// field of several tokens (reset).
 //
 // A token of at most maxPacked bytes is its own key (two little-endian
-// words, zero-padded) and is interned by the loop below; a longer one, or
-// one whose first probe holds another key, leaves the loop for the general
-// lookup.
-func (t *internTable) internTokens(dst []int32, a *asciiScan, text, buf []byte, from, to int) ([]int32, []byte) {
+// words, zero-padded) and is interned by the loop below; a longer one, one
+// whose first probe holds another key, or one that continues a field,
+// leaves the loop for internSlow.
+func (t *internTable) internTokens(ids, sq []int32, a *asciiScan, text, buf []byte, from, to int) ([]int32, []int32, []byte) {
 	tok := a.tok[from:to]
-	d := len(dst)
-	dst = slices.Grow(dst, len(tok))
-	ids := dst[d : d+len(tok)]
+	if len(tok) == 0 {
+		return ids, sq, buf
+	}
+	tok[0].field = 1 // a side starts a field
+	d, ns := len(ids), len(sq)
+	ids, sq = slices.Grow(ids, len(tok)), slices.Grow(sq, len(tok))
+	idv, sqv := ids[d:d+len(tok)], sq[:cap(sq)]
 	t.keys = slices.Grow(t.keys, len(tok))
 	full := text[:cap(text)]
 	out := buf[:cap(buf)]
 	w := len(buf)
 	const lower = 0x2020202020202020 // [A-Z] → [a-z]; digits unchanged
-	for k := 0; k < len(tok); k++ {
+	for k := 0; k < len(tok); {
 		slots, shift, gen := t.slots, t.shift, t.gen<<8
 		keys := t.keys[:cap(t.keys)]
 		nk := len(t.keys)
@@ -181,16 +189,16 @@ func (t *internTable) internTokens(dst []int32, a *asciiScan, text, buf []byte, 
 			tk := &tok[k]
 			s := int(tk.start)
 			n := uint(tk.end - tk.start)
-			if n > maxPacked {
+			if n > maxPacked || tk.field == 0 {
 				break
 			}
 			m := &packMaskTab[n]
-			_ = full[s+15]
-			lo := (binary.LittleEndian.Uint64(full[s:]) | lower) & m[0]
-			hi := (binary.LittleEndian.Uint64(full[s+8:]) | lower) & m[1]
-			_ = out[w+15]
-			binary.LittleEndian.PutUint64(out[w:], lo)
-			binary.LittleEndian.PutUint64(out[w+8:], hi)
+			src := (*[16]byte)(full[s:])
+			lo := (binary.LittleEndian.Uint64(src[:8]) | lower) & m[0]
+			hi := (binary.LittleEndian.Uint64(src[8:]) | lower) & m[1]
+			dst := (*[16]byte)(out[w:])
+			binary.LittleEndian.PutUint64(dst[:8], lo)
+			binary.LittleEndian.PutUint64(dst[8:], hi)
 			tag := gen | uint32(n)
 			// The common cases — found at the first probe, or the first
 			// probe is empty — without a branch between them (whether a
@@ -210,35 +218,62 @@ func (t *internTable) internTokens(dst []int32, a *asciiScan, text, buf []byte, 
 			keys[nk] = span{int32(w), int32(w + int(n))}
 			nk += empty
 			*sl = internSlot{lo, hi, tag, id}
-			ids[k] = id
+			idv[k] = id
+			sqv[ns] = id
+			ns += b2i(id >= articleIDs)
 			w += int(n)
 		}
 		t.keys = keys[:nk]
 		if k == len(tok) {
 			break
 		}
-		// A long token or a collision (rare): the general lookup.
+		// A rare case: the token, and if it continues a field the rest of
+		// the field.
 		tk := &tok[k]
-		s, n := int(tk.start), int(tk.end-tk.start)
-		for i := 0; i < n; i += 8 {
-			binary.LittleEndian.PutUint64(out[w+i:], binary.LittleEndian.Uint64(full[s+i:])|lower)
+		if tk.field != 0 {
+			idv[k], w = t.internSlow(text, out, w, tk)
+			sqv[ns] = idv[k]
+			ns += b2i(idv[k] >= articleIDs)
+			k++
+			continue
 		}
-		sp := span{int32(w), int32(w + n)}
-		w += n
-		var lo, hi, h uint64
-		if n <= maxPacked {
-			ml, mh := packMasks(n)
-			lo = binary.LittleEndian.Uint64(out[sp.start:]) & ml
-			hi = binary.LittleEndian.Uint64(out[sp.start+8:]) & mh
-			h = hashPacked(lo, hi, n)
-		} else {
-			h = hashToken(out[sp.start:sp.end])
-			lo = h
+		// Token k-1 started the field, and its id was written to sq.
+		prev := &tok[k-1]
+		fieldW := w - int(prev.end-prev.start)
+		ns -= b2i(idv[k-1] >= articleIDs)
+		for ; k < len(tok) && tok[k].field == 0; k++ {
+			idv[k], w = t.internSlow(text, out, w, &tok[k])
 		}
-		ids[k] = t.lookup(out, sp, lo, hi, h)
+		var one [1]int32
+		id := t.intern(one[:0], out, []span{{int32(fieldW), int32(w)}})[0]
+		sqv[ns] = id
+		ns += b2i(id >= articleIDs)
 	}
 	t.n = len(t.keys)
-	return dst[:d+len(tok)], out[:w]
+	return ids[:d+len(tok)], sq[:ns], out[:w]
+}
+
+// internSlow interns token tk of text by the general lookup, its bytes
+// appended to out at w; it returns its id and the new end of out.
+func (t *internTable) internSlow(text, out []byte, w int, tk *scanToken) (int32, int) {
+	const lower = 0x2020202020202020
+	full := text[:cap(text)]
+	s, n := int(tk.start), int(tk.end-tk.start)
+	for i := 0; i < n; i += 8 {
+		binary.LittleEndian.PutUint64(out[w+i:], binary.LittleEndian.Uint64(full[s+i:])|lower)
+	}
+	var lo, hi, h uint64
+	if n <= maxPacked {
+		ml, mh := packMasks(n)
+		lo = binary.LittleEndian.Uint64(out[w:]) & ml
+		hi = binary.LittleEndian.Uint64(out[w+8:]) & mh
+		h = hashPacked(lo, hi, n)
+	} else {
+		h = hashToken(out[w : w+n])
+		lo = h
+	}
+	t.keys = slices.Grow(t.keys, 1)
+	return t.lookup(out, span{int32(w), int32(w + n)}, lo, hi, h), w + n
 }
 
 // growBuf empties buf and gives it room for the tokens of text and the

@@ -83,7 +83,7 @@ type scratch struct {
 	sqA, sqRef     []byte // SQuAD-normalized answers (SQuAD EM and F1)
 	normC          []byte // a normalized context chunk
 	nspan          []span
-	scan          asciiScan
+	scan           asciiScan
 	// The fused SQuAD path (fastRouge): whether the last fastRouge set
 	// the SQuAD token ids of both sides.
 	sqFused      bool
@@ -226,16 +226,19 @@ func squadFromIDs(sc *scratch, pred, ref []int32) (em, f1 float64) {
 		return em, 0
 	}
 	sc.counts = resize(sc.counts, sc.tab.n)
-	clear(sc.counts)
+	counts := sc.counts
+	clear(counts)
 	for _, id := range ref {
-		sc.counts[id]++
+		counts[id]++
 	}
+	// Take one of id from the reference's multiset if there is one left,
+	// without a branch on it (c ≥ 0; d = 1 if c > 0).
 	same := 0
 	for _, id := range pred {
-		if sc.counts[id] > 0 {
-			sc.counts[id]--
-			same++
-		}
+		c := counts[id]
+		d := int32(uint32(-c) >> 31)
+		counts[id] = c - d
+		same += int(d)
 	}
 	if same == 0 {
 		return em, 0
@@ -356,7 +359,7 @@ func (sc *scratch) stemIDs() int {
 	sc.stemTab.reset(t.n)
 	sc.stemBuf = sc.stemBuf[:0]
 	sc.stemID = resize(sc.stemID, t.n)
-	full := sc.buf[:cap(sc.buf)] // internASCII leaves 16 bytes of slack
+	full := sc.buf[:cap(sc.buf)] // internTokens leaves 16 bytes of slack
 	for id, k := range t.keys {
 		n := int(k.end - k.start)
 		if n <= maxPacked {
@@ -425,52 +428,22 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 	if seed {
 		sc.tab.seedArticles()
 	}
-	sc.predID, sc.buf = sc.tab.internTokens(sc.predID[:0], &sc.scan, sc.text, sc.buf, 0, np)
-	predBuf := len(sc.buf)
-	sc.refID, sc.buf = sc.tab.internTokens(sc.refID[:0], &sc.scan, sc.text, sc.buf, np, tokens)
+	if !squad {
+		// No SQuAD fields: each token on its own, so that interning adds
+		// no concatenations.
+		for i := range sc.scan.tok[:tokens] {
+			sc.scan.tok[i].field = 1
+		}
+	}
+	sc.predID, sc.sqPID, sc.buf = sc.tab.internTokens(sc.predID[:0], sc.sqPID[:0], &sc.scan, sc.text, sc.buf, 0, np)
+	sc.refID, sc.sqRID, sc.buf = sc.tab.internTokens(sc.refID[:0], sc.sqRID[:0], &sc.scan, sc.text, sc.buf, np, tokens)
 	if s.cfg.Stem {
 		sc.k = sc.stemIDs()
 		return true
 	}
-	if squad && !(control && hasControl(sc.text)) {
-		sc.sqPID = sc.squadFields(sc.sqPID[:0], sc.predID, 0, 0)
-		sc.sqRID = sc.squadFields(sc.sqRID[:0], sc.refID, np, predBuf)
-		sc.sqFused = true
-	}
+	sc.sqFused = squad && !(control && hasControl(sc.text))
 	sc.k = sc.tab.n
 	return true
-}
-
-// squadFields appends to dst the SQuAD token ids of one side: the tokens
-// from first on of the last scan, whose Rouge ids are ids and whose bytes
-// lie back to back in sc.buf from w (see fastRouge).
-func (sc *scratch) squadFields(dst, ids []int32, first, w int) []int32 {
-	if len(ids) == 0 {
-		return dst
-	}
-	tok := sc.scan.tok[first : first+len(ids)]
-	full := sc.buf[:cap(sc.buf)]
-	d := len(dst)
-	dst = slices.Grow(dst, len(ids))
-	out := dst[:cap(dst)]
-	start, startW := 0, w // the current field's first token and its bytes
-	for k := 1; k <= len(ids); k++ {
-		last := &tok[k-1]
-		w += int(last.end - last.start)
-		if k < len(ids) && tok[k].field == 0 {
-			continue
-		}
-		id := ids[start]
-		if k-start > 1 { // the field's tokens, back to back in buf
-			sp := [1]span{{int32(startW), int32(w)}}
-			var one [1]int32
-			id = sc.tab.intern(one[:0], full, sp[:])[0]
-		}
-		out[d] = id
-		d += b2i(id >= articleIDs)
-		start, startW = k, w
-	}
-	return out[:d]
 }
 
 // appendSeparatorsBlanked appends text to dst with every non-ASCII
