@@ -34,12 +34,15 @@
 // allocate in steady state and is safe for concurrent use.
 //
 // ASCII text, where both tokenizers make the same tokens, takes a fast path
-// that tokenizes and interns in one pass (internRuns: 64-byte blocks
-// classified eight bytes at a time, tokens of up to 16 bytes packed into two
-// words that are their own hash-table key, a table emptied by a generation
-// counter instead of clearing). With stemming, each distinct token is
-// stemmed once through a fixed-size memo. The unicode EM and F1 reuse the
-// Rouge ids (the articles are ids 0–2). Other text takes the general
-// tokenizers; both paths give the same tokens on ASCII text, which the
-// tests check on random text and the NLTK vocabulary.
+// (scan.go): one pass classifies 64-byte blocks eight bytes at a time into
+// bit masks and finds the tokens and the SQuAD field breaks from the masks'
+// edges; a second packs each token of up to 16 bytes into two words that
+// are its own hash-table key and interns it, in a table emptied by a
+// generation counter instead of clearing. The same pass gives the SQuAD
+// tokens (whitespace-separated fields, punctuation deleted) as ids, so EM
+// and F1 need no second normalization. With stemming, each distinct token is
+// stemmed once through a fixed-size memo. The unicode EM reuses the Rouge
+// ids (the articles are ids 0–2). Other text takes the general tokenizers;
+// both paths give the same tokens and scores on ASCII text, which the tests
+// check on random text, the NLTK vocabulary and by fuzzing.
 package hser

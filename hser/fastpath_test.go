@@ -37,19 +37,27 @@ func randomASCII(r *rand.Rand) string {
 	return s[r.IntN(len(s)+1):] // sometimes start or end inside a word
 }
 
-// fastTokens runs internASCII on pred and ref as Score does and returns the
-// token strings and ids of each side.
+// fastTokens runs the fast path's scan, pack and intern on pred and ref as
+// Score does and returns the token strings and ids of each side.
 func fastTokens(pred, ref string) (pt, rt []string, pid, rid []int32) {
+	var a asciiScan
 	var tab internTable
-	text := withTextSlack([]byte(pred + ref))
-	tab.reset(maxASCIITokens(len(text)))
-	var buf []byte
-	clear(text[len(text) : len(text)+textSlack])
-	pid, buf, ok1 := tab.internASCII(nil, buf, text, 0, len(pred))
-	rid, buf, ok2 := tab.internASCII(nil, buf, text, len(pred), len(text))
-	if !ok1 || !ok2 {
+	text, split := fillText(nil, pred, ref)
+	n, ascii, _ := a.scan(text)
+	if !ascii {
 		panic("ASCII text reported as non-ASCII")
 	}
+	buf := growBuf(nil, text)
+	np := 0
+	for np < n && int(a.tok[np].start) < split {
+		np++
+	}
+	tab.reset(n)
+	for i := range a.tok[:n] {
+		a.tok[i].field = 1 // no SQuAD fields: only the tokens' own ids
+	}
+	pid, _, buf = tab.internTokens(nil, nil, &a, text, buf, 0, np)
+	rid, _, buf = tab.internTokens(nil, nil, &a, text, buf, np, n)
 	// A token's text is that of its id's first occurrence.
 	for _, id := range pid {
 		k := tab.keys[id]

@@ -18,11 +18,8 @@ type internTable struct {
 	keys  []span // id → its first occurrence
 	n     int
 	mask  uint64
+	shift uint   // a key's first slot is its hash >> shift (the top bits)
 	gen   uint32 // current generation, 1 ≤ gen ≤ maxGen; slots of other generations are empty
-	// With keepPos, internRuns appends each token's source span to pos
-	// (the fused SQuAD path needs what lies between tokens).
-	keepPos bool
-	pos     []span
 }
 
 // internSlot is one hash-table entry. tag is gen<<8 | min(len, 255), so one
@@ -44,9 +41,10 @@ const maxGen = 1<<24 - 1
 
 // reset empties the table for at most tokens distinct tokens.
 func (t *internTable) reset(tokens int) {
-	size := 16
+	size, bits := 16, 4
 	for size < 2*tokens {
 		size <<= 1
+		bits++
 	}
 	if len(t.slots) < size {
 		t.slots = make([]internSlot, size)
@@ -61,6 +59,7 @@ func (t *internTable) reset(tokens int) {
 	// slots are used (so a small call stays in cache); the generation makes
 	// every slot this call has not written empty.
 	t.mask = uint64(size - 1)
+	t.shift = uint(64 - bits)
 	t.keys = slices.Grow(t.keys[:0], tokens+1)
 	t.n = 0
 }
@@ -109,11 +108,10 @@ var packMaskTab = func() (t [maxPacked + 2][2]uint64) {
 	return t
 }()
 
-// hashPacked mixes a token of at most 16 bytes (wyhash-style: one 128-bit
-// multiply of the two key words).
+// hashPacked hashes a token of at most 16 bytes: two multiplications, so
+// only its top bits are well mixed (tables index by them).
 func hashPacked(lo, hi uint64, n int) uint64 {
-	h, l := bits.Mul64(lo^uint64(n)<<56^0xa0761d6478bd642f, hi^0xe7037ed1a0b428db)
-	return h ^ l
+	return (lo*0x9E3779B97F4A7C15 ^ hi ^ uint64(n)) * 0xD6E8FEB86659FD93
 }
 
 // intern appends the ids of spans (tokens of buf, which must have
@@ -142,7 +140,7 @@ func (t *internTable) intern(ids []int32, buf []byte, spans []span) []int32 {
 func (t *internTable) lookup(buf []byte, sp span, lo, hi, h uint64) int32 {
 	n := int(sp.end - sp.start)
 	tag := t.gen<<8 | uint32(min(n, 255))
-	for i := h & t.mask; ; i = (i + 1) & t.mask {
+	for i := h >> t.shift; ; i = (i + 1) & t.mask {
 		sl := &t.slots[i]
 		if sl.tag == tag && sl.lo == lo && sl.hi == hi {
 			if n <= maxPacked {
@@ -212,59 +210,34 @@ func b2i(b bool) int {
 	return 0
 }
 
-// textSlack is the number of addressable bytes internASCII needs past the
-// text: it loads 64 bytes at a time.
+// textSlack is the number of addressable bytes internFields and the fast
+// path's scan need past the text: they load 64 bytes at a time.
 const textSlack = 64
 
-// withTextSlack makes sure textSlack bytes past len(buf) are addressable
-// (see internASCII).
+// withTextSlack makes sure textSlack bytes past len(buf) are addressable.
 func withTextSlack(buf []byte) []byte {
 	n := len(buf)
 	return slices.Grow(buf, textSlack)[:n]
 }
 
-// maxASCIITokens bounds the distinct tokens of n bytes of ASCII text: at
-// most 36 of one character ([a-z0-9]), and every longer one takes at least
-// 3 bytes with its separator (the last one of a text 2).
-func maxASCIITokens(n int) int { return 37 + n/3 }
-
-// internASCII tokenizes src[off:end] into runs of ASCII letters and digits
-// — the tokens of both tokenizers (unstemmed) on ASCII text — and appends
-// them lowercased to dst and their interned ids to ids (the first
-// occurrence of each is t.keys[id], a span of dst). cap(src) must be at least end+textSlack, and the table must have
-// been reset for all the tokens. It also reports whether all the bytes it
-// loaded, src[off:] up to the end of the last 64-byte block, were ASCII; if
-// not, the results are meaningless (but every access stays in bounds) and
-// the caller must reset the table and take the general path.
+// internFields appends the ids of the fields of src[off:end] — the runs
+// of bytes other than ' ' (any bytes, kept as they are), as in a normalized
+// answer — to ids and their bytes to dst (the first occurrence of each is
+// t.keys[id], a span of dst). cap(src) must be at least end+textSlack, and
+// the table must have been reset for all the fields.
 //
-// This is the fast path of scoring. A 64-byte block is classified eight
-// bytes at a time (alnumBits) into a bit mask; token starts and ends are
-// its 0→1 and 1→0 edges, taken pairwise, so the loop branches per token and
-// per block, not per byte. Each token is lowercased, packed and hashed with
-// a few word operations. Stores go to dst, never to src: a load that partly
-// overlaps an earlier store stalls the CPU.
-func (t *internTable) internASCII(ids []int32, dst, src []byte, off, end int) (_ []int32, _ []byte, ascii bool) {
-	return t.internRuns(ids, dst, src, off, end, false)
-}
-
-// internFields is internASCII for the fields of a normalized answer: the
-// runs of bytes other than ' ' (any bytes, not lowercased).
+// A 64-byte block is classified eight bytes at a time (nonSpaceBits) into
+// a bit mask; field starts and ends are its 0→1 and 1→0 edges, taken
+// pairwise, so the loop branches per field and per block, not per byte.
+// Stores go to dst, never to src: a load that partly overlaps an earlier
+// store stalls the CPU.
 func (t *internTable) internFields(ids []int32, dst, src []byte, off, end int) ([]int32, []byte) {
-	ids, dst, _ = t.internRuns(ids, dst, src, off, end, true)
-	return ids, dst
-}
-
-func (t *internTable) internRuns(ids []int32, dst, src []byte, off, end int, fields bool) (_ []int32, _ []byte, ascii bool) {
 	src = src[:cap(src)]
 	_ = src[end+textSlack-1]
 	w := len(dst)
 	dst = slices.Grow(dst, end-off+maxPacked)
 	out := dst[:cap(dst)]
-	var lower uint64 = 0x2020202020202020
-	if fields {
-		lower = 0
-	}
-	slots, mask, gen := t.slots, t.mask, t.gen
+	slots, shift, gen := t.slots, t.shift, t.gen
 	// The keys slice has room for every token (reset) plus the key written
 	// but not kept after the last one.
 	nk := len(t.keys)
@@ -275,7 +248,6 @@ func (t *internTable) internRuns(ids []int32, dst, src []byte, off, end int, fie
 	ni := len(ids)
 	ids = slices.Grow(ids, (end-off+1)/2)
 	idv := ids[:cap(ids)]
-	var orAll uint64 // OR of every byte loaded
 	var carry uint64 // 1 when the byte before the block is in a token
 	open := 0        // start of that token
 	// base runs one block past the text when its length is a multiple of
@@ -284,13 +256,7 @@ func (t *internTable) internRuns(ids []int32, dst, src []byte, off, end int, fie
 		blk := src[base : base+64]
 		var m uint64
 		for k := range 8 {
-			x := binary.LittleEndian.Uint64(blk[8*k:])
-			orAll |= x
-			if fields {
-				m |= nonSpaceBits(x) << (8 * k)
-			} else {
-				m |= alnumBits(x) << (8 * k)
-			}
+			m |= nonSpaceBits(binary.LittleEndian.Uint64(blk[8*k:])) << (8 * k)
 		}
 		if r := end - base; r < 64 {
 			m &= 1<<uint(r) - 1
@@ -314,13 +280,13 @@ func (t *internTable) internRuns(ids []int32, dst, src []byte, off, end int, fie
 			// Both words are computed for every token (no branch on the
 			// length); a token of up to 16 bytes is its own key.
 			ml, mh := packMasks(n)
-			lo := (binary.LittleEndian.Uint64(src[s:]) | lower) & ml
-			hi := (binary.LittleEndian.Uint64(src[s+8:]) | lower) & mh
+			lo := binary.LittleEndian.Uint64(src[s:]) & ml
+			hi := binary.LittleEndian.Uint64(src[s+8:]) & mh
 			binary.LittleEndian.PutUint64(out[w:], lo)
 			binary.LittleEndian.PutUint64(out[w+8:], hi)
 			if n > maxPacked { // the rest of a long token
 				for j := 16; j < n; j += 8 {
-					binary.LittleEndian.PutUint64(out[w+j:], binary.LittleEndian.Uint64(src[s+j:])|lower)
+					binary.LittleEndian.PutUint64(out[w+j:], binary.LittleEndian.Uint64(src[s+j:]))
 				}
 			}
 			var h uint64
@@ -332,16 +298,13 @@ func (t *internTable) internRuns(ids []int32, dst, src []byte, off, end int, fie
 			}
 			sp := span{int32(w), int32(w + n)}
 			w += n
-			if t.keepPos {
-				t.pos = append(t.pos, span{int32(s), int32(e)})
-			}
 			// t.lookup, inlined for the common cases — a short token found
 			// at its first probe, or any token whose first probe is empty —
 			// without a branch between the two, as whether a token is new
 			// is unpredictable: the slot and the key are written either
 			// way (a found slot gets its own values again) and only a new
 			// key is kept.
-			sl := &slots[h&mask]
+			sl := &slots[h>>shift]
 			tag := gen<<8 | uint32(min(n, 255))
 			empty := sl.tag>>8 != gen
 			if empty || n <= maxPacked && sl.tag == tag && sl.lo == lo && sl.hi == hi {
@@ -367,5 +330,5 @@ func (t *internTable) internRuns(ids []int32, dst, src []byte, off, end int, fie
 	}
 	t.keys = keys[:nk]
 	t.n = nk
-	return idv[:ni], out[:w], orAll&0x8080808080808080 == 0
+	return idv[:ni], out[:w]
 }

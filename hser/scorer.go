@@ -83,12 +83,10 @@ type scratch struct {
 	sqA, sqRef     []byte // SQuAD-normalized answers (SQuAD EM and F1)
 	normC          []byte // a normalized context chunk
 	nspan          []span
-	// The fused SQuAD path (squadFromRouge): whether the last fastRouge
-	// ran on the texts themselves, where the prediction's tokens end in
-	// tab.pos, and the SQuAD token ids of both sides.
-	direct       bool
-	predTokens   int
-	predBuf      int // the end of the prediction's tokens in buf
+	scan           asciiScan
+	// The fused SQuAD path (fastRouge): whether the last fastRouge set
+	// the SQuAD token ids of both sides.
+	sqFused      bool
 	sqPID, sqRID []int32
 }
 
@@ -120,7 +118,7 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 	// joined by single spaces. On ASCII text the interned Rouge tokens give
 	// them without normalizing again (squadFromRouge); the normalized
 	// bytes are then only built where Hit needs them.
-	fused := !s.cfg.Stem && sc.direct && s.squadFromRouge(sc, prediction, reference)
+	fused := sc.sqFused
 	if fused {
 		out.SquadEM, out.SquadF1 = squadFromIDs(sc, sc.sqPID, sc.sqRID)
 	} else {
@@ -228,16 +226,19 @@ func squadFromIDs(sc *scratch, pred, ref []int32) (em, f1 float64) {
 		return em, 0
 	}
 	sc.counts = resize(sc.counts, sc.tab.n)
-	clear(sc.counts)
+	counts := sc.counts
+	clear(counts)
 	for _, id := range ref {
-		sc.counts[id]++
+		counts[id]++
 	}
+	// Take one of id from the reference's multiset if there is one left,
+	// without a branch on it (c ≥ 0; d = 1 if c > 0).
 	same := 0
 	for _, id := range pred {
-		if sc.counts[id] > 0 {
-			sc.counts[id]--
-			same++
-		}
+		c := counts[id]
+		d := int32(uint32(-c) >> 31)
+		counts[id] = c - d
+		same += int(d)
 	}
 	if same == 0 {
 		return em, 0
@@ -248,35 +249,11 @@ func squadFromIDs(sc *scratch, pred, ref []int32) (em, f1 float64) {
 }
 
 // unicodeEM computes the unicode EM from the interned Rouge tokens of the
-// last rouge call, leaving out the articles.
+// last rouge call, leaving out the articles (ids below articleIDs, see
+// seedArticles). Either side may be empty: then EM is 1 only if the other
+// has nothing but articles, as in SQuAD.
 func (s *Scorer) unicodeEM(sc *scratch) float64 {
-	// Either side may be empty: then EM is 1 only if the other has nothing
-	// but articles, as in SQuAD.
-	// Articles have ids 0–2 (seedArticles): nonArticle is 0 for them and 1
-	// otherwise, so the loops below need no data-dependent branches.
-	nonArticle := func(id int32) int { return int((uint32(articleIDs-1) - uint32(id)) >> 31) }
-	sc.counts = resize(sc.counts, sc.tab.n)
-	counts := sc.counts
-	clear(counts)
-	nr := 0
-	for _, id := range sc.refID {
-		x := nonArticle(id)
-		nr += x
-		counts[id] += int32(x)
-	}
-	np, same := 0, 0
-	for _, id := range sc.predID {
-		np += nonArticle(id)
-		// Take one of id from the reference's multiset if there is one
-		// left (articles have count 0).
-		c := counts[id]
-		d := int32(uint32(-c) >> 31) // c ≥ 0; d = 1 if c > 0
-		counts[id] = c - d
-		same += int(d)
-	}
-	// EM: the sequences without articles are equal. They can only be if
-	// they are the same multiset, which the counts just told.
-	if np == nr && same == np && equalNonArticles(sc.predID, sc.refID) {
+	if equalNonArticles(sc.predID, sc.refID) {
 		return 1
 	}
 	return 0
@@ -339,26 +316,26 @@ func (s *Scorer) tokenize(buf *[]byte, spans []span, text string, stem bool, st 
 func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float64) {
 	// On ASCII text both tokenizers make the same tokens: runs of [a-z0-9]
 	// after lowercasing, stemmed when longer than 3 bytes if stemming is
-	// on. They are tokenized and interned in one pass over a copy of the
-	// text (fastRouge). Without stemming the scan itself tells whether the
-	// text was ASCII; with stemming it is checked first, so that the stemmer
-	// only ever sees ASCII words.
-	sc.direct = false
-	if !s.cfg.Stem || isASCII(prediction) && isASCII(reference) {
-		sc.text = append(append(sc.text[:0], prediction...), reference...)
-		if s.fastRouge(sc, len(prediction)) {
-			sc.direct = true
-			return s.rougeFromIDs(sc, sc.k)
-		}
+	// on. They are found, packed and interned from a copy of the text
+	// (fastRouge), which also gives the SQuAD tokens.
+	var split int
+	sc.text, split = fillText(sc.text, prediction, reference)
+	if s.fastRouge(sc, split, true) {
+		return s.rougeFromIDs(sc, sc.k)
 	}
 	// Text whose only non-ASCII characters are separators (’ “ ” — … and
-	// the like) has the tokens of its ASCII part: the fast path again.
+	// the like) has the tokens of its ASCII part: the fast path again (but
+	// not for SQuAD, which keeps those characters).
 	var ok1, ok2 bool
 	sc.text, ok1 = appendSeparatorsBlanked(sc.text[:0], prediction)
-	split := len(sc.text)
+	sc.text = append(sc.text, scanSep)
+	split = len(sc.text)
 	sc.text, ok2 = appendSeparatorsBlanked(sc.text, reference)
-	if ok1 && ok2 && s.fastRouge(sc, split) {
-		return s.rougeFromIDs(sc, sc.k)
+	if ok1 && ok2 {
+		sc.text = padText(sc.text)
+		if s.fastRouge(sc, split, false) {
+			return s.rougeFromIDs(sc, sc.k)
+		}
 	}
 	sc.buf = sc.buf[:0]
 	sc.pred = s.tokenize(&sc.buf, sc.pred[:0], prediction, s.cfg.Stem, &sc.stem)
@@ -382,7 +359,7 @@ func (sc *scratch) stemIDs() int {
 	sc.stemTab.reset(t.n)
 	sc.stemBuf = sc.stemBuf[:0]
 	sc.stemID = resize(sc.stemID, t.n)
-	full := sc.buf[:cap(sc.buf)] // internASCII leaves 16 bytes of slack
+	full := sc.buf[:cap(sc.buf)] // internTokens leaves 16 bytes of slack
 	for id, k := range t.keys {
 		n := int(k.end - k.start)
 		if n <= maxPacked {
@@ -413,51 +390,14 @@ func (sc *scratch) stemIDs() int {
 	return sc.stemTab.n
 }
 
-// fastRouge tokenizes and interns sc.text, the prediction's bytes up to
-// split and then the reference's, on the ASCII fast path, setting predID,
-// refID and k (the number of distinct ids). It reports false, having done
-// nothing useful, if the text is not ASCII.
-func (s *Scorer) fastRouge(sc *scratch, split int) bool {
-	// Zeroed slack, so that only the text's own bytes decide whether it was
-	// ASCII.
-	sc.text = withTextSlack(sc.text)
-	clear(sc.text[len(sc.text) : len(sc.text)+textSlack])
-	// Without stemming the tokens stay as they are, for the fused SQuAD
-	// path, whose articles need their reserved ids (with stemming the ids
-	// are remapped to stems, and seeded keys have no bytes to stem).
-	fused := !s.cfg.Stem
-	tokens := maxASCIITokens(len(sc.text))
-	if fused {
-		// Room for the SQuAD tokens squadFromRouge may add (at most one
-		// per Rouge token).
-		tokens *= 2
-	}
-	sc.tab.reset(tokens + articleIDs)
-	sc.tab.keepPos, sc.tab.pos = fused, sc.tab.pos[:0]
-	if fused {
-		sc.tab.seedArticles()
-	}
-	var ok1, ok2 bool
-	sc.predID, sc.buf, ok1 = sc.tab.internASCII(sc.predID[:0], sc.buf[:0], sc.text, 0, split)
-	sc.predTokens, sc.predBuf = len(sc.tab.pos), len(sc.buf)
-	sc.refID, sc.buf, ok2 = sc.tab.internASCII(sc.refID[:0], sc.buf, sc.text, split, len(sc.text))
-	sc.tab.keepPos = false
-	if !ok1 || !ok2 {
-		return false
-	}
-	sc.k = sc.tab.n
-	if s.cfg.Stem {
-		sc.k = sc.stemIDs()
-	}
-	return true
-}
-
-// squadFromRouge sets sc.sqPID and sc.sqRID to the ids of the SQuAD
-// normalize_answer tokens of prediction and reference, from the tokens that
-// fastRouge just interned from the texts themselves (ASCII, unicode
-// tokenizer, no stemming). It reports false, having set nothing useful, if
-// the text holds an ASCII control character (kept by normalize_answer as
-// part of a token: the general path handles it).
+// fastRouge tokenizes and interns sc.text (padded by padText), the
+// prediction's bytes before split and the reference's from there, on the
+// ASCII fast path, setting predID, refID and k (the number of distinct ids).
+// With squad, and without stemming, it also sets sqPID and sqRID to the ids
+// of the SQuAD normalize_answer tokens and sqFused, unless the text holds an
+// ASCII control character (kept by normalize_answer as part of a token:
+// the general path handles it). It reports false, having done nothing
+// useful, if the text is not ASCII.
 //
 // On ASCII text without control characters, normalize_answer's tokens are
 // the whitespace-separated fields with punctuation deleted, that is the
@@ -467,74 +407,43 @@ func (s *Scorer) fastRouge(sc *scratch, split int) bool {
 // id); the Rouge tokens of a field lie back to back in sc.buf, so a longer
 // field is interned from there. Equal ids are equal bytes, so EM and F1 come
 // from the ids.
-func (s *Scorer) squadFromRouge(sc *scratch, prediction, reference string) bool {
-	var ok bool
-	if sc.sqPID, ok = squadIDs(sc, sc.sqPID[:0], prediction, 0, sc.predID, sc.tab.pos[:sc.predTokens]); !ok {
+func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
+	sc.sqFused = false
+	tokens, ascii, control := sc.scan.scan(sc.text)
+	if !ascii {
 		return false
 	}
-	sc.sqRID, ok = squadIDs(sc, sc.sqRID[:0], reference, len(prediction), sc.refID, sc.tab.pos[sc.predTokens:])
-	return ok
-}
-
-// squadIDs appends the SQuAD token ids of text, whose Rouge tokens have ids
-// ids and source spans pos (offsets into text shifted by off).
-func squadIDs(sc *scratch, dst []int32, text string, off int, ids []int32, pos []span) ([]int32, bool) {
-	// gap scans the bytes between tokens: it reports whether they hold
-	// whitespace, and false for ok on a control character.
-	gap := func(from, to int) (space, ok bool) {
-		for i := from; i < to; i++ {
-			switch squadClass[text[i]] {
-			case squadSpace:
-				space = true
-			case squadOther:
-				return false, false
-			}
-		}
-		return space, true
+	sc.buf = growBuf(sc.buf, sc.text)
+	np, _ := slices.BinarySearchFunc(sc.scan.tok[:tokens], int32(split), func(t scanToken, at int32) int { return int(t.start - at) })
+	// Without stemming the tokens stay as they are, for the unicode EM and
+	// SQuAD, whose articles need their reserved ids (with stemming the ids
+	// are remapped to stems, and seeded keys have no bytes to stem).
+	seed := !s.cfg.Stem
+	squad = squad && seed
+	room := tokens + articleIDs
+	if squad {
+		room += tokens / 2 // a field of several tokens may add an id
 	}
-	if len(ids) == 0 {
-		_, ok := gap(0, len(text))
-		return dst, ok
+	sc.tab.reset(4 * room)
+	if seed {
+		sc.tab.seedArticles()
 	}
-	full := sc.buf[:cap(sc.buf)]
-	// The side's Rouge token bytes lie back to back in sc.buf from bufAt.
-	bufAt := 0
-	if off > 0 {
-		bufAt = sc.predBuf
-	}
-	prevEnd := 0
-	first, firstBuf, buf := 0, bufAt, bufAt
-	emit := func(k int, endBuf int) {
-		var id int32
-		if k == first+1 {
-			id = ids[first] // a field of one token
-		} else {
-			sp := [1]span{{int32(firstBuf), int32(endBuf)}}
-			var one [1]int32
-			id = sc.tab.intern(one[:0], full, sp[:])[0]
-		}
-		if id >= articleIDs {
-			dst = append(dst, id)
+	if !squad {
+		// No SQuAD fields: each token on its own, so that interning adds
+		// no concatenations.
+		for i := range sc.scan.tok[:tokens] {
+			sc.scan.tok[i].field = 1
 		}
 	}
-	for k, p := range pos {
-		start, end := int(p.start)-off, int(p.end)-off
-		space, ok := gap(prevEnd, start)
-		if !ok {
-			return dst, false
-		}
-		if k > 0 && space {
-			emit(k, buf)
-			first, firstBuf = k, buf
-		}
-		buf += end - start
-		prevEnd = end
+	sc.predID, sc.sqPID, sc.buf = sc.tab.internTokens(sc.predID[:0], sc.sqPID[:0], &sc.scan, sc.text, sc.buf, 0, np)
+	sc.refID, sc.sqRID, sc.buf = sc.tab.internTokens(sc.refID[:0], sc.sqRID[:0], &sc.scan, sc.text, sc.buf, np, tokens)
+	if s.cfg.Stem {
+		sc.k = sc.stemIDs()
+		return true
 	}
-	if _, ok := gap(prevEnd, len(text)); !ok {
-		return dst, false
-	}
-	emit(len(pos), buf)
-	return dst, true
+	sc.sqFused = squad && !(control && hasControl(sc.text))
+	sc.k = sc.tab.n
+	return true
 }
 
 // appendSeparatorsBlanked appends text to dst with every non-ASCII

@@ -96,7 +96,7 @@ func TestSQuADFusedPath(t *testing.T) {
 			// Which path: without control characters, the fused one.
 			sc := new(scratch)
 			s.rouge(sc, pred, ref)
-			ok := sc.direct && s.squadFromRouge(sc, pred, ref)
+			ok := sc.sqFused
 			if control := strings.ContainsAny(pred+ref, "\x00\x01\x1b\x7f\b"); ok == control {
 				t.Fatalf("%s: (%q, %q): fused path %v with control characters %v", cfg.Tokenizer, pred, ref, ok, control)
 			}

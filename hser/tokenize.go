@@ -53,7 +53,9 @@ type stemEntry struct {
 // stemMemoSize is the number of memo entries, in sets of two (a word goes
 // to the first entry of its set and pushes the older one to the second):
 // 8192 × 40 bytes holds the working vocabulary of typical answers.
-const stemMemoSize = 8192 // a power of two
+const stemMemoSize = 1 << stemMemoBits
+
+const stemMemoBits = 13
 
 // stemPacked returns the stem of the lowercase ASCII word of n ≤ 16 bytes
 // packed in lo and hi, packed the same way.
@@ -61,7 +63,7 @@ func (st *stemmer) stemPacked(lo, hi uint64, n int) (uint64, uint64, int) {
 	if st.memo == nil {
 		st.memo = make([]stemEntry, stemMemoSize)
 	}
-	set := st.memo[hashPacked(lo, hi, n)&(stemMemoSize-2):][:2]
+	set := st.memo[hashPacked(lo, hi, n)>>(64-stemMemoBits)&^1:][:2]
 	for i := range set {
 		if e := &set[i]; e.n != 0 && e.lo == lo && e.hi == hi {
 			return e.slo, e.shi, int(e.n) - 1

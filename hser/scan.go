@@ -1,0 +1,283 @@
+package hser
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"slices"
+)
+
+// asciiScan is the fast path's per-token working memory. The path runs as
+// two short loops — find the tokens (scan), then pack, hash and intern them
+// (internTokens) — rather than one loop doing everything: each loop's
+// variables then fit in registers, and neither branches on data except to
+// leave (rare cases are handled outside the loops, which they break out of,
+// so that no call keeps the loop's values out of registers).
+type asciiScan struct {
+	tok []scanToken
+}
+
+// scanToken is one token of the fast path.
+type scanToken struct {
+	start, end int32  // offsets in the text
+	field      uint32 // 1 when whitespace lies between it and the token before
+}
+
+// scanSep is the byte fillText puts between the prediction and the
+// reference and after them: whitespace for every tokenizer, so no token
+// runs from one side into the other and the last one is closed.
+const scanSep = ' '
+
+// fillText sets dst to pred, scanSep, ref, followed by textSlack bytes of
+// scanSep within its capacity, and returns it and where ref starts.
+func fillText(dst []byte, pred, ref string) ([]byte, int) {
+	dst = append(append(append(dst[:0], pred...), scanSep), ref...)
+	return padText(dst), len(pred) + 1
+}
+
+// padText makes the textSlack bytes past len(text) scanSep.
+func padText(text []byte) []byte {
+	n := len(text)
+	text = slices.Grow(text, textSlack)
+	pad := text[n : n+textSlack]
+	for i := range pad {
+		pad[i] = scanSep
+	}
+	return text
+}
+
+// scan finds the tokens of text — runs of ASCII letters and digits — and
+// for each whether whitespace (Python's, on ASCII: \t \n \v \f \r,
+// U+001C–U+001F, ' ') separates it from the one before. text must be
+// followed by textSlack bytes of scanSep (padText). It returns the number of
+// tokens, false for ascii (and nothing useful) if text is not ASCII, and
+// whether text may hold an ASCII control character other than whitespace
+// (the SQuAD normalization keeps those: the caller checks exactly with
+// hasControl).
+//
+// A 64-byte block is classified eight bytes at a time into bit masks (bit i
+// for byte i): letters and digits (alnumBits), and bytes ≤ ' '. Token starts
+// and ends are the mask's 0→1 and 1→0 edges. Whether a gap between two
+// tokens holds a space is one addition over the whole text: the gaps are the
+// runs of ones of ^alnum; adding the space bits (a subset of them) carries
+// out of a run, into the next token's first bit, exactly when the run holds
+// a space (a run of L ones is 2^L-1; adding s with 0 < s < 2^L overflows it,
+// and nothing carries into a run, since the bit before it is a token's, 0
+// in both). Control characters are bytes < ' ' or 0x7f; ≤ ' ' counts as
+// whitespace only when there are none.
+func (a *asciiScan) scan(text []byte) (tokens int, ascii, control bool) {
+	n := len(text)
+	full := text[:n+textSlack]
+	a.tok = resize(a.tok, n/2+1) // tokens are separated by at least one byte
+	tok := a.tok
+	var low uint64 = ^uint64(0) // a high bit clear: some byte < ' '
+	var ctl uint64              // a high bit set: some 0x7f
+	var carryAl, carrySp uint64 // the last byte of the previous block is alnum; the gap addition's carry
+	k, j := 0, 0
+	// base runs one block past the text when its length is a multiple of
+	// 64, so that a token ending the text is closed by the slack.
+	for base := 0; base <= n; base += 64 {
+		al, sp, lw, del, ok := classify((*[64]byte)(full[base : base+64]))
+		if !ok {
+			return 0, false, false
+		}
+		low &= lw
+		ctl |= del
+		prev := al<<1 | carryAl
+		carryAl = al >> 63
+		starts, ends := al&^prev, prev&^al
+		var gapSp uint64
+		gapSp, carrySp = bits.Add64(^al, sp, carrySp)
+		for starts != 0 {
+			i := bits.TrailingZeros64(starts)
+			t := &tok[k]
+			t.start = int32(base + i)
+			t.field = uint32(gapSp>>uint(i)) & 1
+			k++
+			starts &= starts - 1
+		}
+		for ends != 0 {
+			tok[j].end = int32(base + bits.TrailingZeros64(ends))
+			j++
+			ends &= ends - 1
+		}
+	}
+	const high = 0x8080808080808080
+	return k, true, low&high != high || ctl&high != 0
+}
+
+// classify returns the bit masks of the ASCII letters and digits and of the
+// bytes ≤ ' ' of blk, the AND of x + (0x80-' ') over its words x (a byte <
+// ' ' clears a high bit) and their OR of x+1 (0x7f sets one), and false for
+// ok if blk is not ASCII (then the rest is meaningless).
+func classify(blk *[64]byte) (al, sp, low, del uint64, ok bool) {
+	const ones, high = 0x0101010101010101, 0x8080808080808080
+	low = ^uint64(0)
+	var or uint64
+	// Per byte (ASCII), the high bit of x + (0x80-c) is set iff the byte
+	// is ≥ c.
+	word := func(x uint64) (al, sp uint64) {
+		or |= x
+		low &= x + ones*(0x80-' ')
+		del |= x + ones
+		return alnumBits(x), (high &^ (x + ones*(0x80-'!'))) * 0x0002040810204081 >> 56
+	}
+	var a, s uint64
+	a, s = word(binary.LittleEndian.Uint64(blk[0:]))
+	al, sp = a, s
+	a, s = word(binary.LittleEndian.Uint64(blk[8:]))
+	al, sp = al|a<<8, sp|s<<8
+	a, s = word(binary.LittleEndian.Uint64(blk[16:]))
+	al, sp = al|a<<16, sp|s<<16
+	a, s = word(binary.LittleEndian.Uint64(blk[24:]))
+	al, sp = al|a<<24, sp|s<<24
+	a, s = word(binary.LittleEndian.Uint64(blk[32:]))
+	al, sp = al|a<<32, sp|s<<32
+	a, s = word(binary.LittleEndian.Uint64(blk[40:]))
+	al, sp = al|a<<40, sp|s<<40
+	a, s = word(binary.LittleEndian.Uint64(blk[48:]))
+	al, sp = al|a<<48, sp|s<<48
+	a, s = word(binary.LittleEndian.Uint64(blk[56:]))
+	al, sp = al|a<<56, sp|s<<56
+	return al, sp, low, del, or&high == 0
+}
+
+// hasControl reports whether ASCII text holds a byte that SQuAD's
+// normalization neither deletes (punctuation) nor splits on (whitespace)
+// outside tokens: an ASCII control character.
+func hasControl(text []byte) bool {
+	for _, c := range text {
+		if squadClass[c] == squadOther {
+			return true
+		}
+	}
+	return false
+}
+
+// internTokens interns tokens [from, to) of the last scan of text, one
+// side: it appends their ids to ids, their lowercased bytes to buf (back to
+// back; t.keys[id] is the span of an id's first occurrence there), and the
+// ids of the side's SQuAD tokens to sq: one per field (tokens not separated
+// by whitespace), the token's id for a field of one token, that of the
+// concatenation of its tokens' bytes for a longer one, articles (ids below
+// articleIDs) left out. buf must have room for all of text's tokens plus
+// 2*maxPacked bytes (growBuf), and the table for their ids and one per
+// field of several tokens (reset).
+//
+// A token of at most maxPacked bytes is its own key (two little-endian
+// words, zero-padded) and is interned by the loop below; a longer one, one
+// whose first probe holds another key, or one that continues a field,
+// leaves the loop for internSlow.
+func (t *internTable) internTokens(ids, sq []int32, a *asciiScan, text, buf []byte, from, to int) ([]int32, []int32, []byte) {
+	tok := a.tok[from:to]
+	if len(tok) == 0 {
+		return ids, sq, buf
+	}
+	tok[0].field = 1 // a side starts a field
+	d, ns := len(ids), len(sq)
+	ids, sq = slices.Grow(ids, len(tok)), slices.Grow(sq, len(tok))
+	idv, sqv := ids[d:d+len(tok)], sq[:cap(sq)]
+	t.keys = slices.Grow(t.keys, len(tok))
+	full := text[:cap(text)]
+	out := buf[:cap(buf)]
+	w := len(buf)
+	const lower = 0x2020202020202020 // [A-Z] → [a-z]; digits unchanged
+	for k := 0; k < len(tok); {
+		slots, shift, gen := t.slots, t.shift, t.gen<<8
+		keys := t.keys[:cap(t.keys)]
+		nk := len(t.keys)
+		for ; k < len(tok); k++ {
+			tk := &tok[k]
+			s := int(tk.start)
+			n := uint(tk.end - tk.start)
+			if n > maxPacked || tk.field == 0 {
+				break
+			}
+			m := &packMaskTab[n]
+			src := (*[16]byte)(full[s:])
+			lo := (binary.LittleEndian.Uint64(src[:8]) | lower) & m[0]
+			hi := (binary.LittleEndian.Uint64(src[8:]) | lower) & m[1]
+			dst := (*[16]byte)(out[w:])
+			binary.LittleEndian.PutUint64(dst[:8], lo)
+			binary.LittleEndian.PutUint64(dst[8:], hi)
+			tag := gen | uint32(n)
+			// The common cases — found at the first probe, or the first
+			// probe is empty — without a branch between them (whether a
+			// token is new is unpredictable): the slot and the key are
+			// written either way (a found slot gets its own values again)
+			// and only a new key is kept.
+			sl := &slots[hashPacked(lo, hi, int(n))>>shift]
+			empty := b2i(sl.tag&^0xff != gen)
+			found := b2i((sl.lo^lo)|(sl.hi^hi)|uint64(sl.tag^tag) == 0)
+			if empty|found == 0 {
+				break
+			}
+			id := sl.id
+			if empty != 0 {
+				id = int32(nk)
+			}
+			keys[nk] = span{int32(w), int32(w + int(n))}
+			nk += empty
+			*sl = internSlot{lo, hi, tag, id}
+			idv[k] = id
+			sqv[ns] = id
+			ns += b2i(id >= articleIDs)
+			w += int(n)
+		}
+		t.keys = keys[:nk]
+		if k == len(tok) {
+			break
+		}
+		// A rare case: the token, and if it continues a field the rest of
+		// the field.
+		tk := &tok[k]
+		if tk.field != 0 {
+			idv[k], w = t.internSlow(text, out, w, tk)
+			sqv[ns] = idv[k]
+			ns += b2i(idv[k] >= articleIDs)
+			k++
+			continue
+		}
+		// Token k-1 started the field, and its id was written to sq.
+		prev := &tok[k-1]
+		fieldW := w - int(prev.end-prev.start)
+		ns -= b2i(idv[k-1] >= articleIDs)
+		for ; k < len(tok) && tok[k].field == 0; k++ {
+			idv[k], w = t.internSlow(text, out, w, &tok[k])
+		}
+		var one [1]int32
+		id := t.intern(one[:0], out, []span{{int32(fieldW), int32(w)}})[0]
+		sqv[ns] = id
+		ns += b2i(id >= articleIDs)
+	}
+	t.n = len(t.keys)
+	return ids[:d+len(tok)], sq[:ns], out[:w]
+}
+
+// internSlow interns token tk of text by the general lookup, its bytes
+// appended to out at w; it returns its id and the new end of out.
+func (t *internTable) internSlow(text, out []byte, w int, tk *scanToken) (int32, int) {
+	const lower = 0x2020202020202020
+	full := text[:cap(text)]
+	s, n := int(tk.start), int(tk.end-tk.start)
+	for i := 0; i < n; i += 8 {
+		binary.LittleEndian.PutUint64(out[w+i:], binary.LittleEndian.Uint64(full[s+i:])|lower)
+	}
+	var lo, hi, h uint64
+	if n <= maxPacked {
+		ml, mh := packMasks(n)
+		lo = binary.LittleEndian.Uint64(out[w:]) & ml
+		hi = binary.LittleEndian.Uint64(out[w+8:]) & mh
+		h = hashPacked(lo, hi, n)
+	} else {
+		h = hashToken(out[w : w+n])
+		lo = h
+	}
+	t.keys = slices.Grow(t.keys, 1)
+	return t.lookup(out, span{int32(w), int32(w + n)}, lo, hi, h), w + n
+}
+
+// growBuf empties buf and gives it room for the tokens of text and the
+// slack internTokens writes.
+func growBuf(buf, text []byte) []byte {
+	return slices.Grow(buf[:0], len(text)+2*maxPacked)
+}
