@@ -289,28 +289,42 @@ func (a *analysisWorker) analyze(p *chunkPart, texts []string, lo, hi int, docLe
 			if len(a.tok) == 0 {
 				continue
 			}
-			t, ok := a.vocab[string(a.tok)]
-			if !ok {
-				t = a.newToken(string(a.tok))
+			if a.count(p, d, first, a.tok) {
+				n++
 			}
 			a.tok = a.tok[:0]
-			if t == dropToken {
-				continue
-			}
-			n++
-			if a.lastSeen[t] != int32(d+1) {
-				a.lastSeen[t] = int32(d + 1)
-				a.slot[t] = uint32(len(p.pairs) - first)
-				p.pairs = append(p.pairs, t, 1)
-			} else {
-				p.pairs[first+int(a.slot[t])+1]++
-			}
 		}
-		docLen[d] = uint32(n)
-		p.docs = append(p.docs, d)
-		p.docOff = append(p.docOff, len(p.pairs))
+		a.endDoc(p, d, n, docLen)
 	}
 	p.strs = a.strs
+}
+
+// count adds one token of document d (whose pairs start at first) to the
+// part and reports whether it counts towards the document's length (a
+// stopword, dropToken, does not). Both analyzers' loops end here.
+func (a *analysisWorker) count(p *chunkPart, d, first int, tok []byte) bool {
+	t, ok := a.vocab[string(tok)]
+	if !ok {
+		t = a.newToken(string(tok))
+	}
+	if t == dropToken {
+		return false
+	}
+	if a.lastSeen[t] != int32(d+1) {
+		a.lastSeen[t] = int32(d + 1)
+		a.slot[t] = uint32(len(p.pairs) - first)
+		p.pairs = append(p.pairs, t, 1)
+	} else {
+		p.pairs[first+int(a.slot[t])+1]++
+	}
+	return true
+}
+
+// endDoc closes document d of n counted tokens.
+func (a *analysisWorker) endDoc(p *chunkPart, d, n int, docLen []uint32) {
+	docLen[d] = uint32(n)
+	p.docs = append(p.docs, d)
+	p.docOff = append(p.docOff, len(p.pairs))
 }
 
 // termBuilder accumulates one term's compressed postings during a build.

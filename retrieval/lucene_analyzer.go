@@ -51,25 +51,11 @@ func (a *analysisWorker) analyzeLucene(p *chunkPart, texts []string, lo, hi int,
 		first := len(p.pairs)
 		n := 0
 		forEachLuceneToken(texts[d], func(tok []byte) {
-			t, ok := a.vocab[string(tok)]
-			if !ok {
-				t = a.newToken(string(tok))
-			}
-			if t == dropToken {
-				return
-			}
-			n++
-			if a.lastSeen[t] != int32(d+1) {
-				a.lastSeen[t] = int32(d + 1)
-				a.slot[t] = uint32(len(p.pairs) - first)
-				p.pairs = append(p.pairs, t, 1)
-			} else {
-				p.pairs[first+int(a.slot[t])+1]++
+			if a.count(p, d, first, tok) {
+				n++
 			}
 		})
-		docLen[d] = uint32(n)
-		p.docs = append(p.docs, d)
-		p.docOff = append(p.docOff, len(p.pairs))
+		a.endDoc(p, d, n, docLen)
 	}
 	p.strs = a.strs
 }
