@@ -1,7 +1,6 @@
 package datasets
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,8 +15,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/himes-rl/himes/internal/parquetfile"
 )
 
 // parquetRowGroup bounds the rows per record batch and row group.
@@ -253,18 +253,9 @@ func readParquetRecords(ctx context.Context, path string, rename map[string]stri
 	if err != nil {
 		return nil, fmt.Errorf("open dataset: %w", err)
 	}
-	pf, err := file.NewParquetReader(bytes.NewReader(raw))
+	tbl, err := parquetfile.ReadTable(ctx, path, raw, parquetRowGroup)
 	if err != nil {
-		return nil, fmt.Errorf("%s: open parquet: %w", path, err)
-	}
-	defer pf.Close()
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: parquetRowGroup}, memory.DefaultAllocator)
-	if err != nil {
-		return nil, fmt.Errorf("%s: parquet reader: %w", path, err)
-	}
-	tbl, err := fr.ReadTable(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: read parquet: %w", path, err)
+		return nil, err
 	}
 	defer tbl.Release()
 	cols := map[string]arrow.Array{}

@@ -18,9 +18,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/himes-rl/himes/internal/parquetfile"
 )
 
 // Passage is one knowledge-base record.
@@ -174,18 +173,9 @@ func decodePassageLine(line []byte) (Passage, string, error) {
 }
 
 func parsePassagesParquet(ctx context.Context, path string, raw []byte) ([]Passage, error) {
-	pf, err := file.NewParquetReader(bytes.NewReader(raw))
+	tbl, err := parquetfile.ReadTable(ctx, path, raw, 4096)
 	if err != nil {
-		return nil, fmt.Errorf("%s: open parquet: %w", path, err)
-	}
-	defer pf.Close()
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 4096}, memory.DefaultAllocator)
-	if err != nil {
-		return nil, fmt.Errorf("%s: parquet reader: %w", path, err)
-	}
-	tbl, err := fr.ReadTable(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: read parquet: %w", path, err)
+		return nil, err
 	}
 	defer tbl.Release()
 	cols := map[string]int{}

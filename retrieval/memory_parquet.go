@@ -1,7 +1,6 @@
 package retrieval
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -16,8 +15,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/himes-rl/himes/internal/parquetfile"
 )
 
 // MemoryFormat tags persisted memory files.
@@ -151,27 +151,12 @@ func LoadMemory(ctx context.Context, path string, cfg MemoryConfig, emb Embedder
 	if err != nil {
 		return nil, fmt.Errorf("load memory: %w", err)
 	}
-	pf, err := file.NewParquetReader(bytes.NewReader(raw))
+	tbl, err := parquetfile.ReadTable(ctx, path, raw, 1<<16)
 	if err != nil {
-		return nil, fmt.Errorf("%s: open parquet: %w", path, err)
-	}
-	defer pf.Close()
-	kv := pf.MetaData().KeyValueMetadata()
-	get := func(k string) string {
-		if v := kv.FindValue(k); v != nil {
-			return *v
-		}
-		return ""
-	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1 << 16}, memory.DefaultAllocator)
-	if err != nil {
-		return nil, fmt.Errorf("%s: parquet reader: %w", path, err)
-	}
-	tbl, err := fr.ReadTable(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: read parquet: %w", path, err)
+		return nil, err
 	}
 	defer tbl.Release()
+	get := tbl.Meta
 	if f := get(metaFormat); f == "himes-memory-v1" {
 		return nil, fmt.Errorf("%s: a memory file of an older himes (%s, without ids): rebuild with `himes memory build`", path, f)
 	} else if f != MemoryFormat {
