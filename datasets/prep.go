@@ -187,7 +187,7 @@ func buildSFTSplit(ctx context.Context, turns []Turn, r *Renderer, cfg PrepConfi
 			stats.Dropped[DropEmptyPair]++
 			return false
 		}
-		p, err := r.Render(t)
+		p, err := r.RenderContext(ctx, t)
 		if err != nil {
 			stats.Dropped[DropRenderError]++
 			return false

@@ -2,6 +2,8 @@ package datasets
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"text/template"
@@ -20,8 +22,10 @@ type PromptConfig struct {
 	Instruction string `yaml:"instruction"`
 	// Template renders the user message (Go text/template). Fields:
 	// .Instruction, .History ([]{Role, Text}, the window after the limits
-	// below), .Question, .ConvID, .Turn. Functions: speaker ("user" →
-	// "User", "assistant" → "Assistant"), trim.
+	// below), .Question, .ConvID, .Turn, .Memories ([]{ID, Text, Score}, the
+	// user's activated long-term memories when memories.enabled, best
+	// first; empty otherwise). Functions: speaker ("user" → "User",
+	// "assistant" → "Assistant"), trim.
 	Template string `yaml:"template"`
 	// MaxTurns keeps the last N user turns of the history, each with the
 	// assistant replies that follow it; 0 keeps all.
@@ -40,7 +44,31 @@ type PromptConfig struct {
 	// IncludeAssistant keeps the assistant replies in the history; false
 	// shows only the user's earlier questions.
 	IncludeAssistant bool `yaml:"include_assistant"`
+	// Memories hands the user's activated long-term memories to the
+	// rewriter (an ablation, off by default: HiMeS keeps memories out of
+	// prompts and uses them only to re-rank).
+	Memories PromptMemoryConfig `yaml:"memories"`
 }
+
+// PromptMemoryConfig configures memories as rewriter input. When enabled,
+// each turn's memory is activated causally (the user's facts and the
+// questions they asked before this turn, never this turn's own or a later
+// question) with the raw question as the query and retrieval.memory's
+// taxonomy, classifier and signals, and the top_n memories go to the
+// template (.Memories) and to the trainer (prompt.dialogue.memories, which
+// the embedded policy draws candidate terms from).
+type PromptMemoryConfig struct {
+	// Enabled turns memories as rewriter input on (default false). The
+	// long-term memory is built from the data even when
+	// retrieval.memory.enabled is false (then memories do not re-rank).
+	Enabled bool `yaml:"enabled"`
+	// TopN memories activated for the prompt (default 3).
+	TopN int `yaml:"top_n"`
+}
+
+// maxPromptMemories bounds memories.top_n: a typo must not put thousands
+// of memories into every prompt.
+const maxPromptMemories = 100
 
 // DefaultPromptTemplate is the default user message.
 const DefaultPromptTemplate = `{{.Instruction}}
@@ -64,6 +92,7 @@ func DefaultPromptConfig() PromptConfig {
 		MaxMessageChars:  1000,
 		MaxChars:         5000,
 		IncludeAssistant: true,
+		Memories:         PromptMemoryConfig{TopN: 3},
 	}
 }
 
@@ -77,10 +106,14 @@ func (c PromptConfig) Validate() error {
 			return fielderr.New(f.name, "must be ≥ 0 (0 = no limit), got %d", f.v)
 		}
 	}
+	if c.Memories.TopN < 0 || c.Memories.TopN > maxPromptMemories || (c.Memories.Enabled && c.Memories.TopN == 0) {
+		return fielderr.New("memories.top_n", "must be in [1, %d], got %d", maxPromptMemories, c.Memories.TopN)
+	}
 	if strings.TrimSpace(c.Template) == "" {
 		return fielderr.New("template", "is required")
 	}
-	if _, err := NewRenderer(c); err != nil {
+	// the template is checked without a memory source: the command wires it
+	if _, err := NewRenderer(c, WithMemories(func(context.Context, Turn) ([]PromptMemory, error) { return nil, nil })); err != nil {
 		return fielderr.New("template", "%v", err)
 	}
 	return nil
@@ -93,7 +126,21 @@ type Prompt struct {
 	Messages     []Message // [{system, System}, {user, User}]; no system message when System is ""
 	History      []Message // the history window actually used (after max_turns and the budgets)
 	Question     string
+	// Memories are the activated memories the prompt was rendered with
+	// (memories.enabled; nil otherwise).
+	Memories []PromptMemory
 }
+
+// PromptMemory is one activated long-term memory shown to the rewriter.
+type PromptMemory struct {
+	ID    string
+	Text  string
+	Score float64 // activation score (retrieval.MemoryScore)
+}
+
+// MemorySource returns the memories a turn's prompt shows: what the turn's
+// user had before the turn, best first.
+type MemorySource func(ctx context.Context, t Turn) ([]PromptMemory, error)
 
 // PromptData is what the template sees.
 type PromptData struct {
@@ -102,6 +149,7 @@ type PromptData struct {
 	Question    string
 	ConvID      string
 	Turn        int
+	Memories    []PromptMemory
 }
 
 // Renderer renders turns into prompts. It is safe for concurrent use.
@@ -109,6 +157,7 @@ type Renderer struct {
 	cfg    PromptConfig
 	tmpl   *template.Template
 	tokens func(string) int
+	mems   MemorySource
 }
 
 // RendererOption adjusts a Renderer.
@@ -119,6 +168,16 @@ type RendererOption func(*Renderer)
 func WithTokenCounter(count func(string) int) RendererOption {
 	return func(r *Renderer) { r.tokens = count }
 }
+
+// WithMemories is where the renderer takes each turn's memories from when
+// PromptConfig.Memories.Enabled (required then).
+func WithMemories(src MemorySource) RendererOption {
+	return func(r *Renderer) { r.mems = src }
+}
+
+// errNoMemorySource: memories as rewriter input asked for where no
+// long-term memory is wired.
+var errNoMemorySource = errors.New("memories.enabled: this command renders prompts without long-term memory (no memory source is wired; `himes prep` exports SFT data without memories), turn it off for this command")
 
 // NewRenderer parses the template; unknown fields are template errors.
 func NewRenderer(cfg PromptConfig, opts ...RendererOption) (*Renderer, error) {
@@ -140,27 +199,42 @@ func NewRenderer(cfg PromptConfig, opts ...RendererOption) (*Renderer, error) {
 	for _, o := range opts {
 		o(r)
 	}
+	if cfg.Memories.Enabled && r.mems == nil {
+		return nil, errNoMemorySource
+	}
 	// Execute once on a sample, so a template that refers to a field that
 	// does not exist fails here rather than on the first training step.
-	sample := PromptData{Instruction: "i", History: []Message{{"user", "u"}, {"assistant", "a"}}, Question: "q", ConvID: "c", Turn: 2}
+	sample := PromptData{Instruction: "i", History: []Message{{"user", "u"}, {"assistant", "a"}}, Question: "q", ConvID: "c", Turn: 2,
+		Memories: []PromptMemory{{ID: "m1", Text: "m", Score: 0.5}}}
 	if err := tmpl.Execute(&bytes.Buffer{}, sample); err != nil {
 		return nil, fmt.Errorf("prompt template: %w", err)
 	}
 	return r, nil
 }
 
-// Render renders one turn. A turn without a question cannot be rendered.
-func (r *Renderer) Render(t Turn) (Prompt, error) {
+// Render is RenderContext without a context.
+func (r *Renderer) Render(t Turn) (Prompt, error) { return r.RenderContext(context.Background(), t) }
+
+// RenderContext renders one turn, with its memories when
+// memories.enabled. A turn without a question cannot be rendered.
+func (r *Renderer) RenderContext(ctx context.Context, t Turn) (Prompt, error) {
 	q := strings.TrimSpace(t.Question)
 	if q == "" {
 		return Prompt{}, fmt.Errorf("render %s: the turn has no question", t.ID())
 	}
+	var mems []PromptMemory
+	if r.cfg.Memories.Enabled {
+		var err error
+		if mems, err = r.mems(ctx, t); err != nil {
+			return Prompt{}, fmt.Errorf("render %s: memories: %w", t.ID(), err)
+		}
+	}
 	hist := r.Window(t.History)
 	var buf bytes.Buffer
-	if err := r.tmpl.Execute(&buf, PromptData{Instruction: r.cfg.Instruction, History: hist, Question: q, ConvID: t.ConvID, Turn: t.Turn}); err != nil {
+	if err := r.tmpl.Execute(&buf, PromptData{Instruction: r.cfg.Instruction, History: hist, Question: q, ConvID: t.ConvID, Turn: t.Turn, Memories: mems}); err != nil {
 		return Prompt{}, fmt.Errorf("render %s: %w", t.ID(), err)
 	}
-	p := Prompt{System: r.cfg.System, User: strings.TrimSpace(buf.String()), History: hist, Question: q}
+	p := Prompt{System: r.cfg.System, User: strings.TrimSpace(buf.String()), History: hist, Question: q, Memories: mems}
 	if p.System != "" {
 		p.Messages = append(p.Messages, Message{Role: "system", Text: p.System})
 		p.Text = p.System + "\n\n"

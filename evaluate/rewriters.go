@@ -65,8 +65,9 @@ func (Gold) Rewrite(_ context.Context, t datasets.Turn) (string, error) {
 	return *t.Rewrite, nil
 }
 
-// PromptFunc renders the rewriter prompt of a turn, as training renders it.
-type PromptFunc func(datasets.Turn) (trainer.Prompt, error)
+// PromptFunc renders the rewriter prompt of a turn, as training renders it
+// (with the same memories when data.prompt.memories is on).
+type PromptFunc func(context.Context, datasets.Turn) (trainer.Prompt, error)
 
 // Policy rewrites greedily (temperature 0) with a trainer endpoint's policy,
 // from the same prompt training samples from.
@@ -88,7 +89,7 @@ func (p Policy) Name() string {
 
 // Rewrite samples one greedy completion.
 func (p Policy) Rewrite(ctx context.Context, t datasets.Turn) (string, error) {
-	prompt, err := p.Render(t)
+	prompt, err := p.Render(ctx, t)
 	if err != nil {
 		return "", fmt.Errorf("render prompt: %w", err)
 	}
@@ -140,7 +141,7 @@ func (o *Ollama) Name() string { return "ollama:" + o.Model }
 
 // Rewrite asks the model for the rewrite at temperature 0.
 func (o *Ollama) Rewrite(ctx context.Context, t datasets.Turn) (string, error) {
-	p, err := o.Render(t)
+	p, err := o.Render(ctx, t)
 	if err != nil {
 		return "", fmt.Errorf("render prompt: %w", err)
 	}

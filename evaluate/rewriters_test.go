@@ -41,7 +41,7 @@ func TestBuiltinRewriters(t *testing.T) {
 	}
 }
 
-func render(t datasets.Turn) (trainer.Prompt, error) {
+func render(_ context.Context, t datasets.Turn) (trainer.Prompt, error) {
 	return trainer.Prompt{Text: "rewrite: " + t.Question,
 		Messages: []trainer.Message{{Role: "system", Content: "rewrite"}, {Role: "user", Content: t.Question}}}, nil
 }

@@ -32,7 +32,7 @@ func (l *Loop) evaluate(ctx context.Context, step int, phase string) (*EvalMetri
 		}
 		return nil, nil
 	}
-	prompts, err := l.render(turns)
+	prompts, err := l.render(ctx, turns)
 	if err != nil {
 		return nil, err
 	}

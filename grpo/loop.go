@@ -318,7 +318,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 	// moves only once the step is complete, so an interrupted step is redone.
 	l.fault("before_sample", step)
 	turns, next := l.drawPrompts()
-	prompts, err := l.render(turns)
+	prompts, err := l.render(ctx, turns)
 	if err != nil {
 		return StepMetrics{}, err
 	}
@@ -425,11 +425,13 @@ func (l *Loop) drawPrompts() ([]datasets.Turn, dataCursor) {
 }
 
 // render turns dialogue turns into trainer prompts (text, chat and
-// structured forms, so any endpoint can use the one it understands).
-func (l *Loop) render(turns []datasets.Turn) ([]trainer.Prompt, error) {
+// structured forms, so any endpoint can use the one it understands), with
+// each turn's memories when data.prompt.memories is on: sampling, updates,
+// SFT and evaluation all render through here or the same renderer.
+func (l *Loop) render(ctx context.Context, turns []datasets.Turn) ([]trainer.Prompt, error) {
 	prompts := make([]trainer.Prompt, len(turns))
 	for i, turn := range turns {
-		p, err := l.deps.Renderer.Render(turn)
+		p, err := l.deps.Renderer.RenderContext(ctx, turn)
 		if err != nil {
 			return nil, fmt.Errorf("render prompt %s: %w", turn.ID(), err)
 		}
@@ -564,7 +566,7 @@ func (l *Loop) sftPhase(ctx context.Context) error {
 		if turn.Rewrite == nil || strings.TrimSpace(*turn.Rewrite) == "" {
 			continue
 		}
-		p, err := l.deps.Renderer.Render(turn)
+		p, err := l.deps.Renderer.RenderContext(ctx, turn)
 		if err != nil {
 			return fmt.Errorf("render SFT prompt %s: %w", turn.ID(), err)
 		}

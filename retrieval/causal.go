@@ -54,6 +54,33 @@ func (c *CausalRetriever) RetrieveBatch(ctx context.Context, reqs []Request) ([]
 	return c.Pipeline.RetrieveBatch(ctx, rs)
 }
 
+// ActivateBefore returns the top n memories user had before asking query
+// (facts, imported memories and earlier questions), activated with query
+// and the signal weights sig: what a prompt may show. Unlike Retrieve it is
+// strict about time: a query the view does not know (it cannot be placed in
+// the user's history) sees the user's facts and imported memories only,
+// never a question, so no prompt shows a question asked after it. Without
+// memory, or for a user without memories, it returns none.
+func (c *CausalRetriever) ActivateBefore(ctx context.Context, user, query string, sig MemorySignals, n int) ([]Memory, error) {
+	m := c.Memory()
+	if m == nil || n <= 0 || !m.HasUser(user) {
+		return nil, nil
+	}
+	seq := c.Position(user, query)
+	if seq == 0 {
+		seq = 1 // only Seq-0 memories are visible before the first question
+	}
+	qv, err := m.Embedder().Embed(ctx, []string{query})
+	if err != nil {
+		return nil, fmt.Errorf("embed query for memory: %w", err)
+	}
+	mems, err := m.ActivateTop(ctx, user, query, qv[0], seq, sig, n)
+	if err != nil {
+		return nil, fmt.Errorf("activate memories: %w", err)
+	}
+	return mems, nil
+}
+
 // AttachMemory gives p the long-term memory of the data: the memories
 // loaded from retrieval.memory.partitions (if any) together with entries
 // (the users' facts and questions from the conversations the run sees, see

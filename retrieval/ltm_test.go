@@ -341,3 +341,63 @@ func TestPipelineLSAPersistedWithIndex(t *testing.T) {
 		t.Fatalf("index without a model: %v", err)
 	}
 }
+
+// Memories for a prompt (ActivateBefore): at every question a user gets
+// their fact and only the questions asked before it, never the question
+// itself or a later one; n caps them; an unknown query (a turn the view
+// cannot place in time) gets the fact alone; and with the same n and
+// signals they are exactly the re-rank's H_n.
+func TestActivateBeforeIsCausalAndStrict(t *testing.T) {
+	kb := writeFile(t, "kb.jsonl", tinyKB)
+	cfg := DefaultConfig()
+	cfg.Memory.Enabled, cfg.Memory.TopN, cfg.Memory.MinPartition = true, 50, 1000
+	p, err := Open(t.Context(), cfg, kb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := []string{"garage door opener noise", "garage door springs", "which lubrication for the door", "red wine with fish"}
+	entries := []MemoryEntry{{User: "ann", ID: "f1", Text: "ann owns a garage door"}}
+	for i, q := range qs {
+		entries = append(entries, MemoryEntry{User: "ann", ID: fmt.Sprintf("q%d", i+1), Text: q, Seq: int64(i + 1)})
+	}
+	causal, err := AttachMemory(t.Context(), cfg.Memory, p, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := MemorySignals{Semantic: 1}
+	for k, q := range qs {
+		mems, err := causal.ActivateBefore(t.Context(), "ann", q, sig, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range mems {
+			got = append(got, m.ID)
+		}
+		slices.Sort(got)
+		want := []string{"f1"}
+		for j := range k {
+			want = append(want, fmt.Sprintf("q%d", j+1))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("question %d: prompt memories %v, want %v", k+1, got, want)
+		}
+		res, err := causal.Retrieve(t.Context(), "ann", q, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(mems, res.Trace.Memories) {
+			t.Errorf("question %d: prompt memories %v differ from the re-rank's %v", k+1, mems, res.Trace.Memories)
+		}
+		if two, _ := causal.ActivateBefore(t.Context(), "ann", q, sig, 2); len(two) != min(2, k+1) || (len(two) > 0 && two[0] != mems[0]) {
+			t.Errorf("question %d: n=2 gave %v, want the first %d of %v", k+1, two, min(2, k+1), mems)
+		}
+	}
+	mems, err := causal.ActivateBefore(t.Context(), "ann", "a question nobody asked", sig, 50)
+	if err != nil || len(mems) != 1 || mems[0].ID != "f1" {
+		t.Errorf("unknown query: %v, %v; want the fact f1 alone", mems, err)
+	}
+	if mems, err := causal.ActivateBefore(t.Context(), "zoe", qs[0], sig, 50); err != nil || len(mems) != 0 {
+		t.Errorf("user without memories: %v, %v", mems, err)
+	}
+}

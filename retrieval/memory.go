@@ -367,15 +367,24 @@ func (m *MemoryStore) Activate(ctx context.Context, user, query string, qvec []f
 // later questions); 0 means no restriction and no recency. It returns the
 // activated memories and their embeddings.
 func (m *MemoryStore) ActivateAt(ctx context.Context, user, query string, qvec []float32, seq int64) ([]Memory, [][]float32, error) {
-	return m.activate(ctx, user, query, qvec, seq, m.cfg.Signals)
+	return m.activate(ctx, user, query, qvec, seq, m.cfg.Signals, m.cfg.TopN)
 }
 
-func (m *MemoryStore) activate(ctx context.Context, user, query string, qvec []float32, seq int64, sig MemorySignals) ([]Memory, [][]float32, error) {
+// ActivateTop is ActivateAt keeping the top n memories by the signal
+// weights sig instead of the store's top_n and signals (memories as
+// rewriter input have their own top_n, and keep the run's signals under an
+// evaluation's memory variants).
+func (m *MemoryStore) ActivateTop(ctx context.Context, user, query string, qvec []float32, seq int64, sig MemorySignals, n int) ([]Memory, error) {
+	mems, _, err := m.activate(ctx, user, query, qvec, seq, sig, n)
+	return mems, err
+}
+
+func (m *MemoryStore) activate(ctx context.Context, user, query string, qvec []float32, seq int64, sig MemorySignals, topN int) ([]Memory, [][]float32, error) {
 	if sig == (MemorySignals{}) {
 		sig.Semantic = 1
 	}
 	userParts := m.parts[user]
-	if len(userParts) == 0 || m.cfg.TopN <= 0 {
+	if len(userParts) == 0 || topN <= 0 {
 		return nil, nil, nil
 	}
 	labels, err := m.cls.Classify(ctx, []string{query}, [][]float32{qvec})
@@ -416,7 +425,7 @@ func (m *MemoryStore) activate(ctx context.Context, user, query string, qvec []f
 		}
 		return ea.ID < eb.ID
 	}
-	cs := make([]cand, 0, m.cfg.TopN+1)
+	cs := make([]cand, 0, topN+1)
 	pool := 0
 	qfold := foldHash(qkey)
 	spans := m.span[user]
@@ -441,7 +450,7 @@ func (m *MemoryStore) activate(ctx context.Context, user, query string, qvec []f
 			if !semanticOnly { // else MemoryScore is 1·cos: the entry need not be read
 				c.score = MemoryScore(sig, m.cfg.RecencyHalfLife, sim, l, seq, qwords, m.entries[i])
 			}
-			if len(cs) == m.cfg.TopN && !before(c, cs[len(cs)-1]) {
+			if len(cs) == topN && !before(c, cs[len(cs)-1]) {
 				continue
 			}
 			j := len(cs)
@@ -450,7 +459,7 @@ func (m *MemoryStore) activate(ctx context.Context, user, query string, qvec []f
 				cs[j] = cs[j-1]
 			}
 			cs[j] = c
-			cs = cs[:min(len(cs), m.cfg.TopN)]
+			cs = cs[:min(len(cs), topN)]
 		}
 	}
 	take(l)

@@ -12,7 +12,7 @@ import (
 func TestWeightDecayAloneShrinksWeights(t *testing.T) {
 	ctx := context.Background()
 	e := newTestEmbedded(t, nil)
-	w0 := []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, -0.45, 0.55, -0.1, 0.2, -0.3, 0.4}
+	w0 := []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, -0.45, 0.55, -0.1, 0.2, -0.3, 0.4, 0.3}
 	e.st.w = append([]float64(nil), w0...)
 	res, _ := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze()}, Temperature: 1, Seed: 3})
 	s := res.Samples[0]
@@ -33,7 +33,7 @@ func TestWeightDecayAloneShrinksWeights(t *testing.T) {
 // it, independently of the gradient (decoupled, not L2 added to g).
 func TestFirstAdamWStepByHand(t *testing.T) {
 	ctx := context.Background()
-	w0 := []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, -0.45, 0.55, -0.1, 0.2, -0.3, 0.4}
+	w0 := []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, -0.45, 0.55, -0.1, 0.2, -0.3, 0.4, 0.3}
 	const lr, wd = 0.05, 0.1
 	step := func(decay float64) []float64 {
 		e := newTestEmbedded(t, nil)

@@ -240,23 +240,54 @@ func readCheckpoint(path string) (checkpointFile, *Error) {
 				cf.Checksum, want)
 		}
 	}
+	n := len(cf.Features)
 	switch {
 	case cf.Format != checkpointFormat && cf.Format != checkpointFormatV1:
 		return cf, bad("format", "%q, want %q", cf.Format, checkpointFormat)
-	case len(cf.Features) != numFeatures || strings.Join(cf.Features, ",") != strings.Join(featureNames[:], ","):
+	case !featuresCompatible(cf.Features):
 		return cf, bad("features", "%v do not match this build's %v", cf.Features, featureNames)
-	case len(cf.Weights) != numFeatures:
-		return cf, bad("weights", "%d values, want %d", len(cf.Weights), numFeatures)
-	case len(cf.AdamM) != numFeatures:
-		return cf, bad("adam_m", "%d values, want %d", len(cf.AdamM), numFeatures)
-	case len(cf.AdamV) != numFeatures:
-		return cf, bad("adam_v", "%d values, want %d", len(cf.AdamV), numFeatures)
-	case cf.Reference != nil && len(cf.Reference) != numFeatures:
-		return cf, bad("reference", "%d values, want %d or null", len(cf.Reference), numFeatures)
+	case len(cf.Weights) != n:
+		return cf, bad("weights", "%d values, want %d", len(cf.Weights), n)
+	case len(cf.AdamM) != n:
+		return cf, bad("adam_m", "%d values, want %d", len(cf.AdamM), n)
+	case len(cf.AdamV) != n:
+		return cf, bad("adam_v", "%d values, want %d", len(cf.AdamV), n)
+	case cf.Reference != nil && len(cf.Reference) != n:
+		return cf, bad("reference", "%d values, want %d or null", len(cf.Reference), n)
 	case cf.AdamT < 0 || cf.PolicyVersion < 0:
 		return cf, bad("adam_t/policy_version", "must be ≥ 0")
 	}
+	// A checkpoint from before the zero-compatible features gets them with
+	// weight (and moments) 0: the same policy.
+	pad := func(x []float64) []float64 {
+		if x == nil {
+			return nil
+		}
+		return append(x, make([]float64, numFeatures-n)...)
+	}
+	cf.Weights, cf.AdamM, cf.AdamV, cf.Reference = pad(cf.Weights), pad(cf.AdamM), pad(cf.AdamV), pad(cf.Reference)
 	return cf, nil
+}
+
+// zeroCompatible are the trailing features with which a policy whose weight
+// for them is 0 behaves exactly like the build before them, so a checkpoint
+// of that build loads: from_memory is 0 for every candidate of a prompt
+// without memories, and such prompts have the same candidates as before.
+var zeroCompatible = map[string]bool{"from_memory": true}
+
+// featuresCompatible reports whether a checkpoint with these features
+// loads: this build's feature list, or a prefix of it lacking only
+// zero-compatible features.
+func featuresCompatible(fs []string) bool {
+	if len(fs) > numFeatures || strings.Join(fs, ",") != strings.Join(featureNames[:len(fs)], ",") {
+		return false
+	}
+	for _, f := range featureNames[len(fs):] {
+		if !zeroCompatible[f] {
+			return false
+		}
+	}
+	return true
 }
 
 // Checkpoints lists the checkpoints in CheckpointDir, sorted by name.

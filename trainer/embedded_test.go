@@ -212,7 +212,7 @@ func TestSampleGreedyAndMaxTokens(t *testing.T) {
 func TestSampleLogprobsMatchScoring(t *testing.T) {
 	ctx := context.Background()
 	e := newTestEmbedded(t, mapStats{"bronze": 3, "espresso": 2})
-	e.st.w = []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, 0.45, -0.1, -0.5, 0.3, 0.2, 0.4}
+	e.st.w = []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, 0.45, -0.1, -0.5, 0.3, 0.2, 0.4, 0.3}
 	res, err := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze(), coffee()}, N: 3, Temperature: 0.7, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -288,7 +288,7 @@ func TestGRPOStepDirection(t *testing.T) {
 	ctx := context.Background()
 	for _, adv := range []float64{1, -1} {
 		e := newTestEmbedded(t, nil)
-		e.st.w = []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, 0.45, -0.1, -0.5, 0.3, 0.2, 0.4}
+		e.st.w = []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, 0.45, -0.1, -0.5, 0.3, 0.2, 0.4, 0.3}
 		res, _ := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze()}, Temperature: 1, Seed: 11})
 		s := res.Samples[0]
 		before := seqSum(t, e, bronze(), s.TokenIDs)
@@ -339,8 +339,8 @@ func TestGRPOFirstStepKLZero(t *testing.T) {
 
 func TestGRPOGradientMatchesFiniteDifferences(t *testing.T) {
 	e := newTestEmbedded(t, mapStats{"bronze": 2, "coffee": 1})
-	w := []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, 0.45, -0.1, -0.5, 0.3, 0.2, 0.4}
-	ref := []float64{-0.1, 0.2, 0.1, 0.5, 0.3, 0, 0.2, 0.2, 0.4, -0.2, 0.1, 0.1, -0.1, 0.2, 0.3, 0, -0.3, 0.2, 0.1, 0.2}
+	w := []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, 0.45, -0.1, -0.5, 0.3, 0.2, 0.4, 0.3}
+	ref := []float64{-0.1, 0.2, 0.1, 0.5, 0.3, 0, 0.2, 0.2, 0.4, -0.2, 0.1, 0.1, -0.1, 0.2, 0.3, 0, -0.3, 0.2, 0.1, 0.2, 0.1}
 	e.st.w = clone(ref)
 	res, _ := e.Sample(context.Background(), SampleRequest{Prompts: []Prompt{bronze(), coffee()}, N: 2, Temperature: 0.8, Seed: 2})
 	var samples []GRPOSample

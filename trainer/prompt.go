@@ -14,6 +14,10 @@ func PromptFromRendered(id string, p datasets.Prompt) Prompt {
 	for i, m := range p.History {
 		hist[i] = Message{Role: m.Role, Content: m.Text}
 	}
+	var mems []DialogueMemory
+	for _, m := range p.Memories {
+		mems = append(mems, DialogueMemory{ID: m.ID, Text: m.Text, Score: m.Score})
+	}
 	return Prompt{ID: id, Text: p.Text, Messages: msgs,
-		Dialogue: &Dialogue{History: hist, Question: p.Question}}
+		Dialogue: &Dialogue{History: hist, Question: p.Question, Memories: mems}}
 }

@@ -68,6 +68,7 @@ const (
 	featQAnaphor           // the question has a pronoun or demonstrative that points back
 	featAsstLead           // occurs among the first leadWords words of an assistant message (a passage's title or topic)
 	featNPMIGap            // npmi_max_question minus the best npmi_max_question of the prompt's candidates (0 for the best)
+	featFromMemory         // occurs only in the dialogue's memories, not in the history
 	numFeatures
 )
 
@@ -77,6 +78,7 @@ var featureNames = [numFeatures]string{
 	"capitalized", "in_first_turn", "in_last_user_turn", "is_number", "log_len",
 	"log_user_tf", "in_last_assistant_turn", "in_kb", "npmi_max_question", "npmi_mean_question",
 	"question_content_words", "question_anaphor", "in_assistant_lead", "npmi_gap_to_best",
+	"from_memory",
 }
 
 // namedWeights maps each feature name to its weight in w.
@@ -129,13 +131,14 @@ type candidate struct {
 type rewriteContext struct {
 	history  []Message
 	question string
+	memories []DialogueMemory // activated memories, best first (Dialogue only)
 }
 
 // contextOf resolves a prompt to (history, question): Dialogue first, then
 // Messages (history = messages before the last user one), then Text.
 func contextOf(p Prompt) rewriteContext {
 	if p.Dialogue != nil {
-		return rewriteContext{history: p.Dialogue.History, question: p.Dialogue.Question}
+		return rewriteContext{history: p.Dialogue.History, question: p.Dialogue.Question, memories: p.Dialogue.Memories}
 	}
 	if len(p.Messages) > 0 {
 		last := -1
@@ -173,8 +176,9 @@ func npmi(dfA, dfB, co, n int) float64 {
 }
 
 // candidates returns the candidate terms of c, ranked (user-turn terms
-// first, then by recency, then by first occurrence), capped at limit, and
-// whether the cap cut any off.
+// first, then by recency, then by first occurrence; terms that occur only in
+// the memories after the user-turn terms, in memory order), capped at limit,
+// and whether the cap cut any off.
 func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool) {
 	inQuestion := map[string]bool{}
 	var qContent []string
@@ -191,6 +195,7 @@ func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool
 		last                                         int
 		user, asst, upper, first, lastUser, lastAsst bool
 		lead                                         bool
+		mem                                          bool // only in the memories
 	}
 	lastUser, lastAsst := -1, -1
 	for i, m := range c.history {
@@ -230,8 +235,27 @@ func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool
 			a.lead = a.lead || (m.Role == "assistant" && pos < leadWords)
 		}
 	}
+	// Memory terms the history lacks: candidates of their own, marked
+	// from_memory; a term the history has keeps its history features.
+	for _, m := range c.memories {
+		for _, w := range splitWords(m.Text) {
+			if stopwords[w.lower] || inQuestion[w.lower] || utf8.RuneCountInString(w.lower) < 2 {
+				continue
+			}
+			a := seen[w.lower]
+			if a == nil {
+				a = &acc{mem: true}
+				seen[w.lower] = a
+				order = append(order, w.lower)
+			}
+			if a.mem {
+				a.upper = a.upper || w.upper
+			}
+		}
+	}
 	// Rank so that a cap keeps the likeliest terms: user-turn terms before
-	// assistant-only ones (answers are long passages), then the most recent.
+	// memory-only ones before assistant-only ones (answers are long
+	// passages), then the most recent (memory-only terms in memory order).
 	// The ranking does not depend on the cap, so a shorter candidate list is
 	// always a prefix of a longer one (max_tokens truncation stays scorable).
 	first := make(map[string]int, len(order))
@@ -240,8 +264,11 @@ func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool
 	}
 	sort.SliceStable(order, func(i, j int) bool {
 		a, b := seen[order[i]], seen[order[j]]
-		if a.user != b.user {
-			return a.user
+		if ra, rb := rankClass(a.user, a.mem), rankClass(b.user, b.mem); ra != rb {
+			return ra < rb
+		}
+		if a.mem {
+			return false // both memory-only: memory order (the sort is stable)
 		}
 		return a.last > b.last
 	})
@@ -265,7 +292,9 @@ func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool
 		if stats != nil {
 			cd.phi[featIDF] = stats.IDF(t)
 		}
-		cd.phi[featRecency] = 1 / float64(1+len(c.history)-1-a.last)
+		if !a.mem {
+			cd.phi[featRecency] = 1 / float64(1+len(c.history)-1-a.last)
+		}
 		cd.phi[featUser] = b2f(a.user)
 		cd.phi[featAssistant] = b2f(a.asst)
 		cd.phi[featCapitalized] = b2f(a.upper)
@@ -278,6 +307,7 @@ func candidates(c rewriteContext, stats TermStats, limit int) ([]candidate, bool
 		cd.phi[featQContent] = qc
 		cd.phi[featQAnaphor] = b2f(anaphor)
 		cd.phi[featAsstLead] = b2f(a.lead)
+		cd.phi[featFromMemory] = b2f(a.mem)
 		if co != nil {
 			df := co.DF(t)
 			cd.phi[featInKB] = b2f(df > 0)
@@ -326,6 +356,18 @@ func weightedBCE(z, y, pos float64) (loss, dz float64) {
 	loss = -(pos*y*logSigmoid(z) + (1-y)*logSigmoid(-z))
 	dz = pos*y*(sigmoid(z)-1) + (1-y)*sigmoid(z)
 	return loss, dz
+}
+
+// rankClass orders candidates: terms of user turns (0), terms only in the
+// memories (1), the rest (2, assistant-only).
+func rankClass(user, mem bool) int {
+	switch {
+	case user:
+		return 0
+	case mem:
+		return 1
+	}
+	return 2
 }
 
 func b2f(b bool) float64 {

@@ -187,7 +187,7 @@ func TestInfoNamesWeights(t *testing.T) {
 	if !ok || len(w) != numFeatures || w["npmi_gap_to_best"] != 0.25 || w["bias"] != 0 {
 		t.Errorf("info weights %v", info.Adapter["weights"])
 	}
-	if s := e.NamedWeights(); !strings.HasPrefix(s, "bias=+0.000 log_tf=+0.000") || !strings.HasSuffix(s, "npmi_gap_to_best=+0.250") {
+	if s := e.NamedWeights(); !strings.HasPrefix(s, "bias=+0.000 log_tf=+0.000") || !strings.HasSuffix(s, "npmi_gap_to_best=+0.250 from_memory=+0.000") {
 		t.Errorf("NamedWeights = %q", s)
 	}
 }

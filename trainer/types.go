@@ -41,6 +41,17 @@ type Message struct {
 type Dialogue struct {
 	History  []Message `json:"history"`
 	Question string    `json:"question"`
+	// Memories are the user's activated long-term memories, best first,
+	// when the harness hands them to the rewriter (data.prompt.memories);
+	// absent otherwise.
+	Memories []DialogueMemory `json:"memories,omitempty"`
+}
+
+// DialogueMemory is one activated memory of a Dialogue.
+type DialogueMemory struct {
+	ID    string  `json:"id"`
+	Text  string  `json:"text"`
+	Score float64 `json:"score"`
 }
 
 // Prompt is one prompt: rendered text, chat messages, and/or structured context.

@@ -239,8 +239,14 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 		}
 	}
 
-	render := func(t datasets.Turn) (trainer.Prompt, error) {
-		p, err := first.Renderer.Render(t)
+	// Prompts use the run's memory settings under every --memory variant,
+	// the ones the policy was trained with.
+	renderer, err := first.newRenderer(cfg)
+	if err != nil {
+		return err
+	}
+	render := func(ctx context.Context, t datasets.Turn) (trainer.Prompt, error) {
+		p, err := renderer.RenderContext(ctx, t)
 		if err != nil {
 			return trainer.Prompt{}, err
 		}

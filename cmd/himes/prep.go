@@ -186,7 +186,7 @@ Both layouts load with datasets.load_dataset and TRL's SFTTrainer. With
 			}
 			r, err := datasets.NewRenderer(dcfg.Prompt)
 			if err != nil {
-				return err
+				return fmt.Errorf("data.prompt: %w", err)
 			}
 			ctx := cmd.Context()
 			turns, lst, err := f.load(ctx, dcfg, inputs)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/himes-rl/himes/configs"
@@ -33,6 +35,9 @@ type components struct {
 	// known are all training and held-out turns: their users' facts and
 	// questions are the long-term memory.
 	known []datasets.Turn
+	// causal is the causal view of the long-term memory (nil when none is
+	// built): prompts take their memories from it (data.prompt.memories).
+	causal *retrieval.CausalRetriever
 }
 
 // buildOptions adjust wiring for a command.
@@ -88,8 +93,8 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	if err := c.attachMemory(ctx, cfg, c.known); err != nil {
 		return nil, err
 	}
-	if c.Renderer, err = datasets.NewRenderer(cfg.Data.Prompt); err != nil {
-		return nil, fmt.Errorf("data.prompt: %w", err)
+	if c.Renderer, err = c.newRenderer(cfg); err != nil {
+		return nil, err
 	}
 	if c.Scorer, err = hser.NewScorer(cfg.Reward); err != nil {
 		return nil, fmt.Errorf("reward: %w", err)
@@ -103,6 +108,9 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	tcfg := cfg.Trainer
 	if opts.trainerDir != "" {
 		tcfg.Embedded.CheckpointDir = opts.trainerDir
+	}
+	if cfg.Data.Prompt.Memories.Enabled && tcfg.Endpoint != "embedded" && !strings.Contains(cfg.Data.Prompt.Template, ".Memories") {
+		slog.Warn("data.prompt.memories is on but the prompt template does not show .Memories: an LLM rewriter sees them only in prompt.dialogue.memories")
 	}
 	if tcfg.Endpoint == "embedded" && !c.Retriever.HasTermStats() {
 		slog.Warn("the embedded policy's idf feature is 0: no knowledge base to take term statistics from (set data.kb to the service's corpus)",
@@ -134,13 +142,48 @@ func (c *components) rankPassages(ctx context.Context, user, rewrite, query stri
 	return retrieval.PassageRanking(res), nil
 }
 
+// newRenderer is the rewriter prompt renderer of cfg; with
+// data.prompt.memories on, each prompt shows the top_n memories its user
+// had before the turn (activated with the raw question and cfg's
+// retrieval.memory signals; see retrieval.CausalRetriever.ActivateBefore).
+func (c *components) newRenderer(cfg configs.Config) (*datasets.Renderer, error) {
+	var opts []datasets.RendererOption
+	if pm := cfg.Data.Prompt.Memories; pm.Enabled {
+		sig := cfg.Retrieval.Memory.Signals
+		opts = append(opts, datasets.WithMemories(func(ctx context.Context, t datasets.Turn) ([]datasets.PromptMemory, error) {
+			if c.causal == nil {
+				return nil, errors.New("no long-term memory was built")
+			}
+			user := t.User
+			if user == "" {
+				user = t.ConvID // as datasets.UserMemories names users
+			}
+			mems, err := c.causal.ActivateBefore(ctx, user, strings.TrimSpace(t.Question), sig, pm.TopN)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]datasets.PromptMemory, len(mems))
+			for i, m := range mems {
+				out[i] = datasets.PromptMemory{ID: m.ID, Text: m.Text, Score: m.Score}
+			}
+			return out, nil
+		}))
+	}
+	r, err := datasets.NewRenderer(cfg.Data.Prompt, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("data.prompt: %w", err)
+	}
+	return r, nil
+}
+
 // attachMemory gives the pipeline the long-term memory of the turns (their
 // users' facts and questions, next to retrieval.memory.partitions) when
-// memory is on, and makes Retrieve its causal view: each turn sees what its
-// user had before it, so a held-out user has memory from their second turn
-// on. Labels of relevant memories must name memories the user has.
+// memory is on (to re-rank, or as rewriter input: data.prompt.memories),
+// and makes Retrieve its causal view: each turn sees what its user had
+// before it, so a held-out user has memory from their second turn on.
+// Labels of relevant memories must name memories the user has.
 func (c *components) attachMemory(ctx context.Context, cfg configs.Config, turns []datasets.Turn) error {
-	if !cfg.Retrieval.Memory.Enabled {
+	if !cfg.Retrieval.Memory.Enabled && !cfg.Data.Prompt.Memories.Enabled {
 		return nil
 	}
 	entries, err := memoryEntries(turns)
@@ -159,7 +202,7 @@ func (c *components) attachMemory(ctx context.Context, cfg configs.Config, turns
 			}
 		}
 	}
-	c.Retrieve = causal
+	c.Retrieve, c.causal = causal, causal
 	return nil
 }
 

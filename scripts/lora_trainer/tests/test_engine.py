@@ -50,6 +50,18 @@ def test_prompt_falls_back_to_dialogue():
     assert e.tok.decode(e.encode_prompt(p, "x")[1:]) == "user: a\nuser: b\nassistant: "
 
 
+def test_dialogue_memories_are_accepted_and_ignored():
+    # data.prompt.memories sends dialogue.memories; an LLM endpoint tokenizes
+    # the prompt exactly as without them.
+    from lora_trainer import protocol
+
+    e = tiny_engine()
+    d = {"history": [{"role": "user", "content": "a"}], "question": "b"}
+    with_mem = protocol.prompt({"text": "", "dialogue": dict(d, memories=[{"id": "f1", "text": "I live in Crete", "score": 0.8}])}, "p")
+    without = protocol.prompt({"text": "", "dialogue": d}, "p")
+    assert e.encode_prompt(with_mem, "x") == e.encode_prompt(without, "x")
+
+
 def test_adapter_starts_as_the_base_model():
     e = tiny_engine()
     p, c = prompt_ids(e, "hello"), [1, 2, 3]
