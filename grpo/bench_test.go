@@ -140,7 +140,7 @@ func (p *wordPolicy) Checkpoints(context.Context) ([]trainer.CheckpointInfo, err
 
 // benchLoop wires the real demo data, BM25 over the demo KB, the real
 // reward and rollout runner, a slow responder and a free policy.
-func benchLoop(b *testing.B, latency time.Duration, slots, prompts, group int, withBM25 bool) *Loop {
+func benchLoop(b testing.TB, latency time.Duration, slots, prompts, group int, withBM25 bool) *Loop {
 	b.Helper()
 	demo := filepath.Join("..", "datasets", "demo")
 	turns, _, err := datasets.Load(filepath.Join(demo, "train.jsonl"), datasets.LoadOptions{UserField: "conv_id"})

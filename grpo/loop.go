@@ -84,9 +84,9 @@ type Loop struct {
 	deleteChecked bool
 	// limits are the trainer's request limits (info.limits), checked at start.
 	limits trainer.Limits
-	// histWords caches each training turn's distinct history words for the
-	// copies-history guard (histories are long; turns recur every epoch).
-	histWords map[string]map[string]bool
+	// guardTurns caches each training turn's normalized guard inputs
+	// (histories and answers are long; turns recur every epoch).
+	guardTurns map[string]*guardTurn
 	// caps are the trainer's capabilities (does it compute entropy?).
 	caps trainer.Capabilities
 	// ledger holds the completed steps not yet in a ledger file (ledger.go).
@@ -387,21 +387,6 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 	return m, nil
 }
 
-func (l *Loop) historyWords(turn datasets.Turn) map[string]bool {
-	if l.cfg.Guards.CopiesHistory == "off" {
-		return nil
-	}
-	if l.histWords == nil {
-		l.histWords = map[string]map[string]bool{}
-	}
-	w, ok := l.histWords[turn.ID()]
-	if !ok {
-		w = historyWords(turn.History)
-		l.histWords[turn.ID()] = w
-	}
-	return w
-}
-
 func (l *Loop) fault(point string, step int) {
 	if l.deps.Fault != nil {
 		l.deps.Fault(point, step)
@@ -498,7 +483,7 @@ func (l *Loop) sampleAndRollOut(ctx context.Context, step, round int, turns []da
 		for k := range b.groups[i].records {
 			b.groups[i].records[k].GroupIndex = b.groups[i].index
 		}
-		b.groups[i].guards = applyGuards(l.cfg.Guards, b.groups[i].turn, l.historyWords(b.groups[i].turn), b.groups[i].records)
+		b.groups[i].guards = applyGuards(l.cfg.Guards, l.guardTurn(b.groups[i].turn), b.groups[i].records)
 	}
 	b.stats = addStats(b.stats, stats)
 	timing.retrieve += time.Duration(stats.RetrieveSeconds * float64(time.Second))

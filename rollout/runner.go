@@ -191,6 +191,7 @@ type job struct {
 
 	retrieved               bool // by the step's batch
 	chunks                  []retrieval.Ranked
+	texts                   []string // the chunks' texts, for scoring
 	trace                   retrieval.Trace
 	answer                  string
 	err                     error
@@ -287,13 +288,18 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 			Dedup: j.samples[0] != i, CacheHit: j.cacheHit,
 			RetrieveSeconds: j.retrieveSec, RespondSeconds: j.respondSec,
 		}
-		for _, c := range j.chunks {
-			rec.ChunkIDs = append(rec.ChunkIDs, c.ID)
-			rec.ChunkScores = append(rec.ChunkScores, c.Score)
+		// Sized up front (nil when empty, as the ledger reads them back).
+		if n := len(j.chunks); n > 0 {
+			rec.ChunkIDs, rec.ChunkScores = make([]string, n), make([]float64, n)
+			for k, c := range j.chunks {
+				rec.ChunkIDs[k], rec.ChunkScores[k] = c.ID, c.Score
+			}
 		}
-		for _, m := range j.trace.Memories {
-			rec.Memories = append(rec.Memories, m.Text)
-			rec.MemorySims = append(rec.MemorySims, m.Sim)
+		if n := len(j.trace.Memories); n > 0 {
+			rec.Memories, rec.MemorySims = make([]string, n), make([]float64, n)
+			for k, m := range j.trace.Memories {
+				rec.Memories[k], rec.MemorySims[k] = m.Text, m.Sim
+			}
 		}
 		if rec.Dedup {
 			stats.DedupHits++
@@ -303,12 +309,14 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 			stats.Failed++
 		} else {
 			rec.Answer = j.answer
-			texts := make([]string, len(j.chunks))
-			for k, c := range j.chunks {
-				texts[k] = c.Text
+			if j.texts == nil { // once per job: its samples share the chunks
+				j.texts = make([]string, len(j.chunks))
+				for k, c := range j.chunks {
+					j.texts[k] = c.Text
+				}
 			}
 			t0 := time.Now()
-			sc := r.scorer.ScoreMulti(j.answer, g.Turn.References(), texts)
+			sc := r.scorer.ScoreMulti(j.answer, g.Turn.References(), j.texts)
 			rec.ScoreSeconds = time.Since(t0).Seconds()
 			stats.ScoreSeconds += rec.ScoreSeconds
 			setScore(&rec, sc)
