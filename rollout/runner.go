@@ -494,7 +494,59 @@ func (r *Runner) cacheKey(question string, chunks []retrieval.Ranked) (string, e
 // whitespace collapsed. Retrievers tokenize case-insensitively, so two
 // rewrites that differ only there retrieve the same chunks.
 func NormalizeRewrite(s string) string {
+	if out, ok := normalizeRewriteASCII(s); ok {
+		return out
+	}
 	return strings.Join(strings.Fields(strings.ToLower(s)), " ")
+}
+
+// normalizeRewriteASCII is NormalizeRewrite for ASCII text in one pass (one
+// allocation, none when s is already normal); false for any other text.
+func normalizeRewriteASCII(s string) (string, bool) {
+	isSpace := func(c byte) bool { return c == ' ' || ('\t' <= c && c <= '\r') } // unicode.IsSpace on ASCII
+	normal, n, inWord := true, 0, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 0x80:
+			return "", false
+		case isSpace(c):
+			if c != ' ' || !inWord || i+1 == len(s) || isSpace(s[i+1]) {
+				normal = false // not one space between two words
+			}
+			inWord = false
+		default:
+			if 'A' <= c && c <= 'Z' {
+				normal = false
+			}
+			if !inWord && n > 0 {
+				n++ // the separating space
+			}
+			inWord = true
+			n++
+		}
+	}
+	if normal {
+		return s, true
+	}
+	b := make([]byte, 0, n)
+	inWord = false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if isSpace(c) {
+			inWord = false
+			continue
+		}
+		if !inWord && len(b) > 0 {
+			b = append(b, ' ')
+		}
+		inWord = true
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return string(b), true
 }
 
 // CacheLen reports how many answers the in-memory cache holds.
