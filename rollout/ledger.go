@@ -24,7 +24,7 @@ import (
 // the Record fields under their json names: scalars as flat columns, slices
 // as list columns, so pandas, polars and duckdb read it directly:
 //
-//	duckdb -c "select step, avg(reward) from 'rollouts.parquet' where error = '' group by step"
+//	duckdb -c "select step, avg(reward) from 'RUN/ledger/*.parquet' where error = '' group by step"
 //
 // The schema is derived from Record by reflection, so a field added to Record
 // is a new column without touching this file.
