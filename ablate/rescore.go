@@ -19,6 +19,7 @@ import (
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/rollout"
 )
@@ -356,24 +357,25 @@ func summarizeRescore(st Setting, steps [][]ledgerGroup, r, own rescored) Rescor
 // LedgerDir is where a run keeps its rollout ledgers.
 const LedgerDir = "ledger"
 
-// ReadRunLedgers reads every runDir/ledger/*.parquet in name order.
+// ReadRunLedgers reads every ledger file of runDir (runDir/ledger: the
+// steps-F-L.parquet chunks and an older himes's step-N.parquet files) in
+// step order.
 func ReadRunLedgers(ctx context.Context, runDir string) ([]rollout.Record, error) {
-	files, err := filepath.Glob(filepath.Join(runDir, LedgerDir, "*.parquet"))
+	files, err := rundir.LedgerFiles(runDir)
 	if err != nil {
 		return nil, fmt.Errorf("ledgers of %s: %w", runDir, err)
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("no rollout ledgers in %s", filepath.Join(runDir, LedgerDir))
 	}
-	sort.Strings(files)
 	var all []rollout.Record
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		recs, err := rollout.ReadLedger(f)
+		recs, err := rollout.ReadLedger(f.Path)
 		if err != nil {
-			return nil, fmt.Errorf("ledger %s: %w", f, err)
+			return nil, fmt.Errorf("ledger %s: %w", f.Path, err)
 		}
 		all = append(all, recs...)
 	}

@@ -109,12 +109,13 @@ func TestRescoreReproducesLoggedRunAndRanksHandComputed(t *testing.T) {
 	own := SettingOf("own", nil, base) // α = β = 1, unicode, hit=answer, group/population/sum
 	turns, chunks, recs := syntheticRun(t, own)
 
-	// Through the Parquet ledger, as a run directory stores it.
+	// Through the Parquet ledger, as a run directory stores it (a chunk file
+	// next to an older himes's one-step file).
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, LedgerDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := rollout.WriteLedger(filepath.Join(dir, LedgerDir, "step-000002.parquet"), recs[7:]); err != nil {
+	if err := rollout.WriteLedger(filepath.Join(dir, LedgerDir, "steps-000002-000002.parquet"), recs[7:]); err != nil {
 		t.Fatal(err)
 	}
 	if err := rollout.WriteLedger(filepath.Join(dir, LedgerDir, "step-000001.parquet"), recs[:7]); err != nil {

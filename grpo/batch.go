@@ -56,7 +56,11 @@ func (b *stepBatch) applyAdvantages(adv Advantages) {
 }
 
 func (b *stepBatch) records() []rollout.Record {
-	var out []rollout.Record
+	n := 0
+	for _, g := range b.groups {
+		n += len(g.records)
+	}
+	out := make([]rollout.Record, 0, n)
 	for _, g := range b.groups {
 		out = append(out, g.records...)
 	}

@@ -140,7 +140,7 @@ func (p *wordPolicy) Checkpoints(context.Context) ([]trainer.CheckpointInfo, err
 
 // benchLoop wires the real demo data, BM25 over the demo KB, the real
 // reward and rollout runner, a slow responder and a free policy.
-func benchLoop(b *testing.B, latency time.Duration, slots, prompts, group int, withBM25 bool) *Loop {
+func benchLoop(b testing.TB, latency time.Duration, slots, prompts, group int, withBM25 bool) *Loop {
 	b.Helper()
 	demo := filepath.Join("..", "datasets", "demo")
 	turns, _, err := datasets.Load(filepath.Join(demo, "train.jsonl"), datasets.LoadOptions{UserField: "conv_id"})
@@ -175,6 +175,9 @@ func benchLoop(b *testing.B, latency time.Duration, slots, prompts, group int, w
 	}
 	cfg := DefaultConfig()
 	cfg.PromptsPerStep, cfg.GroupSize = prompts, group
+	// A run's checkpoints close ledger files too: with the default
+	// checkpoint_every a file holds that many steps, not ledger_steps.
+	cfg.LedgerSteps = min(cfg.LedgerSteps, cfg.CheckpointEvery)
 	tr, err := NewLoop(cfg, Deps{Policy: &wordPolicy{}, Runner: runner, Renderer: rend, Train: turns,
 		Reward: hser.DefaultConfig().Weights, Run: run, Seed: 1})
 	if err != nil {
@@ -196,7 +199,7 @@ func cpuTime() time.Duration {
 }
 
 // BenchmarkStepOverhead measures the harness's own CPU per GRPO step (data,
-// prompts, retrieval, reward, advantages, guards, ledger, metrics) as a
+// prompts, retrieval, reward, advantages, guards, ledger files, metrics) as a
 // share of the step's wall time, with a responder of 200 ms per answer and
 // 64 slots and 16 prompts × G = 8 per step; "no-retrieval" replaces BM25 by
 // an echo to show the loop's own bookkeeping.
@@ -223,6 +226,10 @@ func BenchmarkStepOverhead(b *testing.B) {
 				if _, err := tr.Step(ctx, i); err != nil {
 					b.Fatal(err)
 				}
+			}
+			// The steps still held count too: their file is written here.
+			if err := tr.flushLedger(); err != nil {
+				b.Fatal(err)
 			}
 			wall, stub := time.Since(wall0), pol.stubCPU-stub0
 			cpu := cpuTime() - cpu0 - stub

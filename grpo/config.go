@@ -46,6 +46,12 @@ type Config struct {
 	CheckpointEvery int `yaml:"checkpoint_every"`
 	// KeepCheckpoints is how many harness checkpoints to keep (0: all).
 	KeepCheckpoints int `yaml:"keep_checkpoints"`
+	// LedgerSteps is how many steps one rollout ledger file holds at most
+	// (ledger/steps-FIRST-LAST.parquet); a checkpoint and the end of the run
+	// also close the file. The steps of the open file are in memory only: a
+	// crash loses them, and --resume redoes them (it redoes every step after
+	// the checkpoint anyway). 1 writes a file per step.
+	LedgerSteps int `yaml:"ledger_steps"`
 	// BestMetric keeps the checkpoint with the best value of this evaluation
 	// metric outside the keep_checkpoints rotation (state/best.json and its
 	// trainer checkpoint; `himes eval --checkpoint best` loads it):
@@ -124,6 +130,7 @@ const (
 	maxGroupSize       = 1024
 	maxRolloutsPerStep = 1 << 18 // prompts_per_step × group_size; also SFT's batch
 	maxTokens          = 1 << 15
+	maxLedgerSteps     = 10_000
 )
 
 // DefaultConfig returns the documented defaults.
@@ -142,6 +149,7 @@ func DefaultConfig() Config {
 		EvalSamples:     8,
 		CheckpointEvery: 10,
 		KeepCheckpoints: 3,
+		LedgerSteps:     25,
 		BestMetric:      "eval.policy.reward",
 		BestMode:        "auto",
 	}
@@ -179,6 +187,8 @@ func (c Config) Validate() error {
 		return fielderr.New("checkpoint_every", "must be ≥ 0, got %d", c.CheckpointEvery)
 	case c.KeepCheckpoints < 0:
 		return fielderr.New("keep_checkpoints", "must be ≥ 0, got %d", c.KeepCheckpoints)
+	case c.LedgerSteps < 1 || c.LedgerSteps > maxLedgerSteps:
+		return fielderr.New("ledger_steps", "must be in [1, %d], got %d", maxLedgerSteps, c.LedgerSteps)
 	}
 	switch c.BestMode {
 	case "auto", "max", "min":

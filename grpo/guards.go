@@ -4,7 +4,6 @@ import (
 	"github.com/himes-rl/himes/internal/words"
 	"slices"
 	"strings"
-	"unicode"
 
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/rollout"
@@ -22,21 +21,38 @@ const (
 	copyMinWords = 8
 )
 
+// guardTurn is what the guards compare a turn's rewrites with, normalized
+// once per turn (the loop keeps it across epochs: reference answers can be
+// paragraphs, and normalizing them for every group cost more than the
+// checks).
+type guardTurn struct {
+	answers  []string        // every reference answer, normalized
+	question string          // normalized
+	hist     map[string]bool // the history's distinct words; nil when copies_history is off
+}
+
+func newGuardTurn(cfg GuardConfig, turn datasets.Turn) *guardTurn {
+	gt := &guardTurn{question: words.Normalize(turn.Question)}
+	for _, a := range turn.References() {
+		if w := words.Normalize(a); w != "" {
+			gt.answers = append(gt.answers, w)
+		}
+	}
+	if cfg.CopiesHistory != "off" {
+		gt.hist = historyWords(turn.History)
+	}
+	return gt
+}
+
 // applyGuards detects reward hacking in a group's rollouts and, for guards in
 // "penalty" mode, replaces the reward with the configured penalty: the
 // record names the guards (Guard) and carries the penalty as its own term
 // (GuardPenalty); the Rouge-L, EM and Hit columns keep the answer's real
 // scores, so a rescoring sees both. Failed rollouts are left alone: they
 // carry no reward to hack.
-func applyGuards(cfg GuardConfig, turn datasets.Turn, histWords map[string]bool, recs []rollout.Record) guardCounts {
+func applyGuards(cfg GuardConfig, gt *guardTurn, recs []rollout.Record) guardCounts {
 	var c guardCounts
-	var answers []string // every reference answer: leaking any one is a leak
-	for _, a := range turn.References() {
-		if w := words.Normalize(a); w != "" {
-			answers = append(answers, w)
-		}
-	}
-	question := words.Normalize(turn.Question)
+	answers, question, histWords := gt.answers, gt.question, gt.hist
 	for i := range recs {
 		r := &recs[i]
 		if r.Failed() {
@@ -55,7 +71,7 @@ func applyGuards(cfg GuardConfig, turn datasets.Turn, histWords map[string]bool,
 				return containsWords(rw, a) && !containsWords(question, a)
 			}), &c.leak},
 			{"empty", cfg.Empty, rw == "", &c.empty},
-			{"too_long", cfg.TooLong, wordCount(rw) > cfg.MaxRewriteWords, &c.tooLong},
+			{"too_long", cfg.TooLong, normalizedWordCount(rw) > cfg.MaxRewriteWords, &c.tooLong},
 			{"copies_history", cfg.CopiesHistory, copiesHistory(rw, histWords), &c.copiesHistory},
 		}
 		var caught []string
@@ -77,17 +93,13 @@ func applyGuards(cfg GuardConfig, turn datasets.Turn, histWords map[string]bool,
 	return c
 }
 
-// wordCount is len(strings.Fields(s)) without building the slice.
-func wordCount(s string) int {
-	n, in := 0, false
-	for _, r := range s {
-		sp := unicode.IsSpace(r)
-		if !sp && !in {
-			n++
-		}
-		in = !sp
+// normalizedWordCount is len(strings.Fields(s)) for text in
+// words.Normalize's form (words separated by single spaces).
+func normalizedWordCount(s string) int {
+	if s == "" {
+		return 0
 	}
-	return n
+	return strings.Count(s, " ") + 1
 }
 
 // copiesHistory reports whether the rewrite, normalized (words.Normalize:
@@ -164,4 +176,18 @@ func historyWords(hist []datasets.Message) map[string]bool {
 		}
 	}
 	return set
+}
+
+// guardTurn returns the turn's normalized guard inputs, computed once per
+// training turn.
+func (l *Loop) guardTurn(turn datasets.Turn) *guardTurn {
+	if l.guardTurns == nil {
+		l.guardTurns = map[string]*guardTurn{}
+	}
+	gt, ok := l.guardTurns[turn.ID()]
+	if !ok {
+		gt = newGuardTurn(l.cfg.Guards, turn)
+		l.guardTurns[turn.ID()] = gt
+	}
+	return gt
 }

@@ -84,11 +84,13 @@ type Loop struct {
 	deleteChecked bool
 	// limits are the trainer's request limits (info.limits), checked at start.
 	limits trainer.Limits
-	// histWords caches each training turn's distinct history words for the
-	// copies-history guard (histories are long; turns recur every epoch).
-	histWords map[string]map[string]bool
+	// guardTurns caches each training turn's normalized guard inputs
+	// (histories and answers are long; turns recur every epoch).
+	guardTurns map[string]*guardTurn
 	// caps are the trainer's capabilities (does it compute entropy?).
 	caps trainer.Capabilities
+	// ledger holds the completed steps not yet in a ledger file (ledger.go).
+	ledger *rollout.LedgerChunk
 	// sessionStart and elapsedBase give elapsed_s: the training time the
 	// checkpoint covered plus this session's.
 	sessionStart time.Time
@@ -176,6 +178,12 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 	defer func() {
 		if serr := l.writeStatus(endState(err), err); serr != nil && err == nil {
 			err = serr
+		}
+	}()
+	// The steps completed since the last ledger file, whatever ends the run.
+	defer func() {
+		if ferr := l.flushLedger(); ferr != nil && err == nil {
+			err = ferr
 		}
 	}()
 	covered := l.state.Step
@@ -308,8 +316,8 @@ func (l *Loop) stopped(ctx context.Context, err error) error {
 // Step runs one GRPO step, top to bottom: draw prompts, sample G rewrites
 // each, roll them out (retrieve → respond → HSER), apply the reward-hacking
 // guards, turn rewards into group-normalized advantages (re-sampling
-// zero-variance groups if configured), write the ledger, and only then send
-// the policy update.
+// zero-variance groups if configured), send the policy update, and add the
+// step's rollouts to the ledger.
 func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 	start := time.Now()
 	var timing stageTimes
@@ -352,13 +360,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 	batch.applyAdvantages(adv)
 	timing.score += time.Since(scoreStart)
 
-	// 6. The ledger is written before the update is sent: if the process
-	// dies in between, the rollouts are on disk and resume replays the step.
-	if err := rollout.WriteLedger(l.deps.Run.LedgerPath(step), batch.records()); err != nil {
-		return StepMetrics{}, err // "write ledger: ..." already
-	}
-
-	// 7. The policy update, idempotent through its step_id.
+	// 6. The policy update, idempotent through its step_id.
 	l.fault("before_update", step)
 	updateStart := time.Now()
 	upd, err := l.update(ctx, step, batch)
@@ -371,27 +373,18 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 	l.state.PolicyVersion = upd.resp.PolicyVersion
 	l.state.Epoch, l.state.Cursor = next.Epoch, next.Cursor
 
+	// 7. The ledger gets the completed step's rollouts (in memory until its
+	// chunk is written: grpo/ledger.go).
+	if err := l.appendLedger(step, batch.records()); err != nil {
+		return StepMetrics{}, err
+	}
+
 	// 8. Metrics.
 	m := stepMetrics(step, l.state.Epoch, batch, adv, upd, resampled)
 	m.LR = l.learningRate(step)
 	timing.total = time.Since(start)
 	timing.fill(&m)
 	return m, nil
-}
-
-func (l *Loop) historyWords(turn datasets.Turn) map[string]bool {
-	if l.cfg.Guards.CopiesHistory == "off" {
-		return nil
-	}
-	if l.histWords == nil {
-		l.histWords = map[string]map[string]bool{}
-	}
-	w, ok := l.histWords[turn.ID()]
-	if !ok {
-		w = historyWords(turn.History)
-		l.histWords[turn.ID()] = w
-	}
-	return w
 }
 
 func (l *Loop) fault(point string, step int) {
@@ -492,7 +485,7 @@ func (l *Loop) sampleAndRollOut(ctx context.Context, step, round int, turns []da
 		for k := range b.groups[i].records {
 			b.groups[i].records[k].GroupIndex = b.groups[i].index
 		}
-		b.groups[i].guards = applyGuards(l.cfg.Guards, b.groups[i].turn, l.historyWords(b.groups[i].turn), b.groups[i].records)
+		b.groups[i].guards = applyGuards(l.cfg.Guards, l.guardTurn(b.groups[i].turn), b.groups[i].records)
 	}
 	b.stats = addStats(b.stats, stats)
 	timing.retrieve += time.Duration(stats.RetrieveSeconds * float64(time.Second))

@@ -186,7 +186,7 @@ func startMetrics(t *testing.T, tr *Loop) {
 	tr.metrics = m
 }
 
-func TestStepExcludesFailedRolloutsAndWritesLedgerFirst(t *testing.T) {
+func TestStepExcludesFailedRolloutsAndLedgersThem(t *testing.T) {
 	run, err := rundir.Open(t.TempDir(), "r", rundir.New)
 	if err != nil {
 		t.Fatal(err)
@@ -194,21 +194,25 @@ func TestStepExcludesFailedRolloutsAndWritesLedgerFirst(t *testing.T) {
 	// Suffix " paris" answers "paris" (Rouge-L F1 2/3 against "paris france"),
 	// "" answers "it" (F1 0), " FAIL" makes the responder fail.
 	pol := newFakePolicy(" paris", "", " FAIL", "")
+	var tr *Loop
 	pol.onGRPO = func(req trainer.GRPORequest) error {
-		recs, err := rollout.ReadLedger(run.LedgerPath(1))
-		if err != nil {
-			return fmt.Errorf("ledger not on disk before the update: %w", err)
-		}
-		if len(recs) != 8 {
-			return fmt.Errorf("ledger has %d records, want 8", len(recs))
+		// Only completed steps enter the ledger.
+		if tr.ledger != nil && tr.ledger.Rows() != 0 {
+			return fmt.Errorf("the ledger holds %d rows before the step's update", tr.ledger.Rows())
 		}
 		return nil
 	}
-	tr := newTestLoop(t, testConfig(), pol, run)
+	tr = newTestLoop(t, testConfig(), pol, run)
 	startMetrics(t, tr)
 	m, err := tr.Step(context.Background(), 1)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := tr.flushLedger(); err != nil {
+		t.Fatal(err)
+	}
+	if recs := stepLedgers(t, run.Path)[1]; len(recs) != 8 {
+		t.Fatalf("ledger of step 1 has %d records, want 8", len(recs))
 	}
 	if m.FailedRollouts != 2 || m.Rollouts != 8 {
 		t.Fatalf("failed=%d rollouts=%d, want 2 of 8", m.FailedRollouts, m.Rollouts)
@@ -239,7 +243,7 @@ func TestStepExcludesFailedRolloutsAndWritesLedgerFirst(t *testing.T) {
 	if !strings.Contains(req.StepID, "/r0/grpo-000001") {
 		t.Errorf("step_id %q does not name the run generation and step", req.StepID)
 	}
-	recs, _ := rollout.ReadLedger(run.LedgerPath(1))
+	recs := stepLedgers(t, run.Path)[1]
 	for _, rec := range recs {
 		if rec.Failed() && (rec.Included || rec.Reward != 0) {
 			t.Errorf("failed rollout %d scored or included: %+v", rec.SampleIndex, rec)
@@ -283,7 +287,13 @@ func TestGuardsPenalizeAnswerLeak(t *testing.T) {
 	if m.GuardLeak != 2 {
 		t.Fatalf("answer leaks counted %d, want 2 (one per group)", m.GuardLeak)
 	}
-	recs, _ := rollout.ReadLedger(run.LedgerPath(1))
+	if err := tr.flushLedger(); err != nil {
+		t.Fatal(err)
+	}
+	recs := stepLedgers(t, run.Path)[1]
+	if len(recs) != 8 {
+		t.Fatalf("ledger of step 1: %d records, want 8", len(recs))
+	}
 	for _, r := range recs {
 		if r.SampleIndex == 0 && r.Reward != -1 {
 			t.Errorf("leaking rewrite got reward %v, want the penalty -1", r.Reward)
@@ -437,4 +447,28 @@ func TestRetentionDeletesTrainerCheckpoints(t *testing.T) {
 	if steps, _ := run.StateSteps(); fmt.Sprint(steps) != "[3 4]" {
 		t.Fatalf("harness keeps %v", steps)
 	}
+}
+
+// stepLedgers reads every ledger file of the run at runPath and returns the
+// records by step, failing on a step held by two files.
+func stepLedgers(t *testing.T, runPath string) map[int][]rollout.Record {
+	t.Helper()
+	files, err := rundir.LedgerFiles(runPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int][]rollout.Record{}
+	for _, f := range files {
+		recs, err := rollout.ReadLedger(f.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if r.Step < f.First || r.Step > f.Last {
+				t.Fatalf("%s holds a record of step %d", f.Path, r.Step)
+			}
+			out[r.Step] = append(out[r.Step], r)
+		}
+	}
+	return out
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/internal/rundir"
-	"github.com/himes-rl/himes/rollout"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -112,7 +111,7 @@ func TestResumeFallsBackPastCorruptCheckpoint(t *testing.T) {
 			edit(t, statePath(base, 4), func(string) string { return "{}" })
 		},
 		"truncated ledger of the checkpointed step": func(t *testing.T, base string) {
-			edit(t, filepath.Join(base, "r", "ledger", "step-000004.parquet"), func(s string) string { return s[:len(s)/2] })
+			edit(t, filepath.Join(base, "r", "ledger", "steps-000004-000004.parquet"), func(s string) string { return s[:len(s)/2] })
 		},
 		"valid checksum, invalid fields": func(t *testing.T, base string) {
 			run, err := rundir.Open(base, "r", rundir.Resume)
@@ -136,10 +135,10 @@ func TestResumeFallsBackPastCorruptCheckpoint(t *testing.T) {
 			if len(pol.loads) != 1 || pol.loads[0] != want || pol.version != 5 {
 				t.Fatalf("loads %v version %d; want step-000003 loaded, then steps 4 and 5", pol.loads, pol.version)
 			}
+			ledgers := stepLedgers(t, filepath.Join(base, "r"))
 			for step := 1; step <= 5; step++ {
-				recs, err := rollout.ReadLedger(filepath.Join(base, "r", "ledger", fmt.Sprintf("step-%06d.parquet", step)))
-				if err != nil || len(recs) != 8 {
-					t.Fatalf("ledger of step %d: %d records, %v", step, len(recs), err)
+				if recs := ledgers[step]; len(recs) != 8 {
+					t.Fatalf("ledger of step %d: %d records", step, len(recs))
 				}
 			}
 			if _, err := os.Stat(statePath(base, 4) + ".invalid"); err != nil {

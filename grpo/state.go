@@ -74,7 +74,11 @@ func (l *Loop) restore(ctx context.Context, resume bool) error {
 		if step < 0 {
 			l.log.Warn("resume: no checkpoint yet, starting from the beginning")
 			// Step ids must not collide with the lost attempts.
-			return l.freshState(info, true, max(1, l.deps.Run.Generation()))
+			if err := l.freshState(info, true, max(1, l.deps.Run.Generation())); err != nil {
+				return err
+			}
+			// The lost attempts' ledgers are set aside: this run writes its own.
+			return l.deps.Run.Adopt(0)
 		}
 		if st.Cursor >= len(l.deps.Train) && len(l.deps.Train) > 0 {
 			return fmt.Errorf("resume: checkpoint of step %d: cursor %d is beyond the %d training turns: the training data changed",
@@ -268,6 +272,10 @@ func (l *Loop) checkpoint(ctx context.Context, best *BestCheckpoint) error {
 		if err := t.Flush(); err != nil {
 			return fmt.Errorf("tracker: %w", err)
 		}
+	}
+	// The checkpoint covers whole ledger files: write the open chunk.
+	if err := l.flushLedger(); err != nil {
+		return err
 	}
 	prev := l.state.Best
 	if best != nil {

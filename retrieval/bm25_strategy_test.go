@@ -3,6 +3,7 @@ package retrieval
 import (
 	"math/rand/v2"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -116,6 +117,29 @@ func TestSearchTextMatchesTokenize(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("%s analyzer, %q: SearchText %v, Search %v", name, text, got, want)
 			}
+		}
+	}
+}
+
+// SearchBatch (one worker per core over the queries) returns each query's
+// own ranking, in the queries' order, as searchLocal does one at a time.
+func TestSearchBatchKeepsQueryOrder(t *testing.T) {
+	p, err := Open(t.Context(), DefaultConfig(), filepath.Join("..", "datasets", "demo", "passages.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := append(demoLongTexts(t), "", "water level", "zzzunknown")
+	lists, errs := p.SearchBatch(t.Context(), texts, 20)
+	if len(lists) != len(texts) || len(errs) != len(texts) {
+		t.Fatalf("%d lists, %d errors for %d queries", len(lists), len(errs), len(texts))
+	}
+	for i, text := range texts {
+		want, err := p.searchLocal(t.Context(), text, 20)
+		if err != nil || errs[i] != nil {
+			t.Fatalf("query %d: %v, %v", i, err, errs[i])
+		}
+		if !reflect.DeepEqual(lists[i], want) {
+			t.Fatalf("query %d (%q): batch %v, alone %v", i, text, lists[i], want)
 		}
 	}
 }

@@ -544,15 +544,18 @@ func (p *Pipeline) SearchBatch(ctx context.Context, texts []string, k int) ([][]
 	}
 	lists := make([][]Ranked, len(texts))
 	errs := make([]error, len(texts))
-	var eg errgroup.Group
-	eg.SetLimit(runtime.GOMAXPROCS(0))
-	for i, t := range texts {
-		eg.Go(func() error {
-			lists[i], errs[i] = p.searchLocal(ctx, t, k)
-			return nil
+	// One worker per core takes the queries in turn: a goroutine per query
+	// would be started (and woken) for every rollout of the step.
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range min(runtime.GOMAXPROCS(0), len(texts)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(texts); i = int(next.Add(1) - 1) {
+				lists[i], errs[i] = p.searchLocal(ctx, texts[i], k)
+			}
 		})
 	}
-	_ = eg.Wait()
+	wg.Wait()
 	return lists, errs
 }
 

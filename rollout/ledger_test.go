@@ -157,3 +157,60 @@ func TestLedgerKeyColumnStatistics(t *testing.T) {
 		}
 	}
 }
+
+// A chunk of several steps reads back as all their records in order; steps
+// must ascend; a finished chunk starts empty again.
+func TestLedgerChunkOfSeveralSteps(t *testing.T) {
+	c, err := NewLedgerChunk()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := sampleRecords(), sampleRecords()
+	for i := range b {
+		b[i].Step, b[i].Answer = 5, "answer of step 5"
+	}
+	if err := c.Append(4, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Append(5, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Append(5, b); err == nil {
+		t.Fatal("step 5 appended twice")
+	}
+	if first, last, n := c.Steps(); first != 4 || last != 5 || n != 2 || c.Rows() != 4 {
+		t.Fatalf("Steps() = %d %d %d, Rows() = %d; want 4 5 2, 4", first, last, n, c.Rows())
+	}
+	data, err := c.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "steps.parquet")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := append(append([]Record{}, a...), b...); !reflect.DeepEqual(got, want) {
+		t.Errorf("chunk reads back\n %+v\nwant %+v", got, want)
+	}
+	if _, _, n := c.Steps(); n != 0 || c.Rows() != 0 {
+		t.Fatalf("after Finish the chunk holds %d steps, %d rows", n, c.Rows())
+	}
+	// Reused: the next chunk starts at any later step and holds only its own.
+	if err := c.Append(9, a[:1]); err != nil {
+		t.Fatal(err)
+	}
+	data, err = c.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadLedger(path); err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], a[0]) {
+		t.Fatalf("second chunk: %+v, %v", got, err)
+	}
+}

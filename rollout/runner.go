@@ -191,6 +191,7 @@ type job struct {
 
 	retrieved               bool // by the step's batch
 	chunks                  []retrieval.Ranked
+	texts                   []string // the chunks' texts, for scoring
 	trace                   retrieval.Trace
 	answer                  string
 	err                     error
@@ -287,13 +288,18 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 			Dedup: j.samples[0] != i, CacheHit: j.cacheHit,
 			RetrieveSeconds: j.retrieveSec, RespondSeconds: j.respondSec,
 		}
-		for _, c := range j.chunks {
-			rec.ChunkIDs = append(rec.ChunkIDs, c.ID)
-			rec.ChunkScores = append(rec.ChunkScores, c.Score)
+		// Sized up front (nil when empty, as the ledger reads them back).
+		if n := len(j.chunks); n > 0 {
+			rec.ChunkIDs, rec.ChunkScores = make([]string, n), make([]float64, n)
+			for k, c := range j.chunks {
+				rec.ChunkIDs[k], rec.ChunkScores[k] = c.ID, c.Score
+			}
 		}
-		for _, m := range j.trace.Memories {
-			rec.Memories = append(rec.Memories, m.Text)
-			rec.MemorySims = append(rec.MemorySims, m.Sim)
+		if n := len(j.trace.Memories); n > 0 {
+			rec.Memories, rec.MemorySims = make([]string, n), make([]float64, n)
+			for k, m := range j.trace.Memories {
+				rec.Memories[k], rec.MemorySims[k] = m.Text, m.Sim
+			}
 		}
 		if rec.Dedup {
 			stats.DedupHits++
@@ -303,12 +309,14 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 			stats.Failed++
 		} else {
 			rec.Answer = j.answer
-			texts := make([]string, len(j.chunks))
-			for k, c := range j.chunks {
-				texts[k] = c.Text
+			if j.texts == nil { // once per job: its samples share the chunks
+				j.texts = make([]string, len(j.chunks))
+				for k, c := range j.chunks {
+					j.texts[k] = c.Text
+				}
 			}
 			t0 := time.Now()
-			sc := r.scorer.ScoreMulti(j.answer, g.Turn.References(), texts)
+			sc := r.scorer.ScoreMulti(j.answer, g.Turn.References(), j.texts)
 			rec.ScoreSeconds = time.Since(t0).Seconds()
 			stats.ScoreSeconds += rec.ScoreSeconds
 			setScore(&rec, sc)
@@ -486,7 +494,59 @@ func (r *Runner) cacheKey(question string, chunks []retrieval.Ranked) (string, e
 // whitespace collapsed. Retrievers tokenize case-insensitively, so two
 // rewrites that differ only there retrieve the same chunks.
 func NormalizeRewrite(s string) string {
+	if out, ok := normalizeRewriteASCII(s); ok {
+		return out
+	}
 	return strings.Join(strings.Fields(strings.ToLower(s)), " ")
+}
+
+// normalizeRewriteASCII is NormalizeRewrite for ASCII text in one pass (one
+// allocation, none when s is already normal); false for any other text.
+func normalizeRewriteASCII(s string) (string, bool) {
+	isSpace := func(c byte) bool { return c == ' ' || ('\t' <= c && c <= '\r') } // unicode.IsSpace on ASCII
+	normal, n, inWord := true, 0, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 0x80:
+			return "", false
+		case isSpace(c):
+			if c != ' ' || !inWord || i+1 == len(s) || isSpace(s[i+1]) {
+				normal = false // not one space between two words
+			}
+			inWord = false
+		default:
+			if 'A' <= c && c <= 'Z' {
+				normal = false
+			}
+			if !inWord && n > 0 {
+				n++ // the separating space
+			}
+			inWord = true
+			n++
+		}
+	}
+	if normal {
+		return s, true
+	}
+	b := make([]byte, 0, n)
+	inWord = false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if isSpace(c) {
+			inWord = false
+			continue
+		}
+		if !inWord && len(b) > 0 {
+			b = append(b, ' ')
+		}
+		inWord = true
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return string(b), true
 }
 
 // CacheLen reports how many answers the in-memory cache holds.

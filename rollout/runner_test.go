@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync"
@@ -403,6 +404,35 @@ func TestNormalizeRewrite(t *testing.T) {
 		if got := NormalizeRewrite(in); got != want {
 			t.Errorf("NormalizeRewrite(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The ASCII fast path equals the definition (lowercase, strings.Fields,
+// joined by one space) on random text over letters, digits, every ASCII
+// space and a few non-ASCII runes, and returns an already normal string as is.
+func TestNormalizeRewriteMatchesDefinition(t *testing.T) {
+	alphabet := []string{"a", "Z", "q", "7", " ", " ", "\t", "\n", "\v", "\f", "\r", "\x00", ".", "É", "\u0085", "\u00a0", "ß"}
+	r := rand.New(rand.NewPCG(3, 4))
+	fast := 0
+	for range 50000 {
+		var b strings.Builder
+		for range r.IntN(12) {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		in := b.String()
+		want := strings.Join(strings.Fields(strings.ToLower(in)), " ")
+		if got := NormalizeRewrite(in); got != want {
+			t.Fatalf("NormalizeRewrite(%q) = %q, want %q", in, got, want)
+		}
+		if _, ok := normalizeRewriteASCII(in); ok {
+			fast++
+		}
+	}
+	if fast < 5000 {
+		t.Fatalf("only %d inputs took the ASCII path", fast)
+	}
+	if s := "already normal 42"; NormalizeRewrite(s) != s || testing.AllocsPerRun(10, func() { NormalizeRewrite(s) }) != 0 {
+		t.Error("a normal rewrite is copied")
 	}
 }
 

@@ -46,7 +46,7 @@ func newAblateRescoreCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rescore RUN_DIR --grid grid.yaml",
 		Short: "Re-score a run's logged rollouts under other reward settings, without calling any model",
-		Long: `rescore reads RUN_DIR/ledger/*.parquet and RUN_DIR/config.yaml, re-scores
+		Long: `rescore reads RUN_DIR/ledger/steps-*.parquet and RUN_DIR/config.yaml, re-scores
 every logged answer under each grid point (reward.* and grpo.advantage.*
 keys), recomputes the advantages step by step, and reports per setting: mean
 reward and terms, reward-term correlations, the share of zero-variance groups,

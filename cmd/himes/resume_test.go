@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/internal/testdata"
 
 	"github.com/himes-rl/himes/rollout"
@@ -61,29 +62,43 @@ func TestResumeAfterSIGKILLIsExact(t *testing.T) {
 		t.Fatal("reference run wrote no metrics")
 	}
 
-	for _, kill := range []string{"before_sample:1", "before_sample:3", "before_update:4", "after_update:3", "after_update:6"} {
-		t.Run(kill, func(t *testing.T) {
+	kills := []struct {
+		at   string
+		sets []string
+		// stale: a ledger file of a step after the resumed checkpoint, set aside.
+		stale string
+	}{
+		{at: "before_sample:1"}, {at: "before_sample:3"}, {at: "before_update:4"}, {at: "after_update:3"}, {at: "after_update:6"},
+		// A file per step: step 1's is on disk when the kill comes, after the
+		// checkpoint of step 0; resume sets it aside and writes step 1 again.
+		{at: "before_sample:2", sets: []string{"--set", "grpo.ledger_steps=1"}, stale: "steps-000001-000001.parquet.stale"},
+	}
+	for _, kill := range kills {
+		t.Run(strings.Join(append([]string{kill.at}, kill.sets...), " "), func(t *testing.T) {
 			dir := t.TempDir()
 			cfg := writeResumeConfig(t, dir)
-			out, err := runHimesProcess(t, []string{faultEnv + "=" + kill}, "train", "--config", cfg)
+			out, err := runHimesProcess(t, []string{faultEnv + "=" + kill.at}, append([]string{"train", "--config", cfg}, kill.sets...)...)
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("want the run killed by SIGKILL at %s, got %v\n%s", kill, err, out)
+				t.Fatalf("want the run killed by SIGKILL at %s, got %v\n%s", kill.at, err, out)
 			}
-			if out, err := runHimesProcess(t, nil, "train", "--config", cfg, "--resume"); err != nil {
+			if out, err := runHimesProcess(t, nil, append([]string{"train", "--config", cfg, "--resume"}, kill.sets...)...); err != nil {
 				t.Fatalf("resume: %v\n%s", err, out)
+			}
+			if kill.stale != "" {
+				if _, err := os.Stat(filepath.Join(dir, "r", "ledger", kill.stale)); err != nil {
+					t.Errorf("the killed run's ledger of a step after the checkpoint is not set aside: %v", err)
+				}
 			}
 			got := readMetrics(t, filepath.Join(dir, "r", "metrics.jsonl"))
 			if !reflect.DeepEqual(got, refMetrics) {
 				t.Errorf("metrics differ from the uninterrupted run:\n got %d lines\nwant %d lines\nfirst difference: %s",
 					len(got), len(refMetrics), firstDiff(got, refMetrics))
 			}
+			a, b := runLedgers(t, filepath.Join(refDir, "r")), runLedgers(t, filepath.Join(dir, "r"))
 			for step := 1; step <= 6; step++ {
-				name := fmt.Sprintf("step-%06d.parquet", step)
-				a := readLedger(t, filepath.Join(refDir, "r", "ledger", name))
-				b := readLedger(t, filepath.Join(dir, "r", "ledger", name))
-				if !reflect.DeepEqual(a, b) {
-					t.Errorf("ledger %s differs from the uninterrupted run", name)
+				if len(a[step]) == 0 || !reflect.DeepEqual(a[step], b[step]) {
+					t.Errorf("ledger of step %d differs from the uninterrupted run (%d vs %d records)", step, len(b[step]), len(a[step]))
 				}
 			}
 		})
@@ -113,6 +128,22 @@ func readMetrics(t *testing.T, path string) []map[string]any {
 			}
 		}
 		out = append(out, m)
+	}
+	return out
+}
+
+// runLedgers reads a run's ledger files (readLedger) by step.
+func runLedgers(t *testing.T, runPath string) map[int][]rollout.Record {
+	t.Helper()
+	files, err := rundir.LedgerFiles(runPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int][]rollout.Record{}
+	for _, f := range files {
+		for _, r := range readLedger(t, f.Path) {
+			out[r.Step] = append(out[r.Step], r)
+		}
 	}
 	return out
 }

@@ -26,7 +26,7 @@ func newTrainCmd() *cobra.Command {
 endpoint, then GRPO steps (sample G rewrites per prompt, roll them out through
 retrieval and the frozen responder, score with HSER, send group-normalized
 advantages to the trainer). Outputs go to <run.output_dir>/<run.name>/:
-config.yaml, version.json, status.json, metrics.jsonl, ledger/step-*.parquet,
+config.yaml, version.json, status.json, metrics.jsonl, ledger/steps-*.parquet,
 samples/step-*.parquet (each evaluation's sample rewrites), tb/ (TensorBoard
 events, run.tensorboard), state/ and trainer/ checkpoints. One process at a
 time uses a run directory (it holds a lock on it); --resume refuses a changed

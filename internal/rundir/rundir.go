@@ -63,8 +63,9 @@ type RunDir struct {
 	resumes int
 	lock    *os.File
 	// ledgers are the sha256 of the ledger files the next saved state
-	// covers, by step: loaded from the adopted state, extended as steps run.
-	ledgers map[int]string
+	// covers, by file name: loaded from the adopted state, extended as
+	// ledgers are written.
+	ledgers map[string]string
 }
 
 // Check reports, without changing anything, whether Open would refuse
@@ -281,15 +282,8 @@ func (r *RunDir) Close() error {
 // File returns the path of a file in the run directory.
 func (r *RunDir) File(name string) string { return filepath.Join(r.Path, name) }
 
-// LedgerPath is the Parquet ledger file of one step.
-func (r *RunDir) LedgerPath(step int) string {
-	return filepath.Join(r.Path, "ledger", ledgerName(step))
-}
-
 // SamplesPath is the samples table of the evaluation at step in phase
 // (init, sft or grpo: step 0 can have two evaluations).
 func (r *RunDir) SamplesPath(step int, phase string) string {
 	return filepath.Join(r.Path, "samples", fmt.Sprintf("step-%06d-%s.parquet", step, phase))
 }
-
-func ledgerName(step int) string { return fmt.Sprintf("step-%06d.parquet", step) }

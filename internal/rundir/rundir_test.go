@@ -266,7 +266,7 @@ func TestStateRetention(t *testing.T) {
 func writeLedgers(t *testing.T, r *RunDir, steps int) {
 	t.Helper()
 	for s := 1; s <= steps; s++ {
-		if err := atomicfile.WriteFile(r.LedgerPath(s), []byte(strings.Repeat(fmt.Sprint(s), 100)), 0o644); err != nil {
+		if err := atomicfile.WriteFile(r.LedgerFile(s, s), []byte(strings.Repeat(fmt.Sprint(s), 100)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -320,15 +320,15 @@ func TestLoadStateFallsBackPastInvalidCheckpoints(t *testing.T) {
 			editFile(t, r.statePath(3), func(s string) string { return s[:len(s)/2] })
 		}, 2},
 		{"truncated ledger of the newest step", func(t *testing.T, r *RunDir) {
-			editFile(t, r.LedgerPath(3), func(s string) string { return s[:10] })
+			editFile(t, r.LedgerFile(3, 3), func(s string) string { return s[:10] })
 		}, 2},
 		{"deleted ledger of step 2", func(t *testing.T, r *RunDir) {
-			if err := os.Remove(r.LedgerPath(2)); err != nil {
+			if err := os.Remove(r.LedgerFile(2, 2)); err != nil {
 				t.Fatal(err)
 			}
 		}, 1},
 		{"altered ledger of step 1", func(t *testing.T, r *RunDir) {
-			editFile(t, r.LedgerPath(1), func(s string) string { return "2" + s[1:] })
+			editFile(t, r.LedgerFile(1, 1), func(s string) string { return "2" + s[1:] })
 		}, 0},
 	}
 	for _, c := range cases {
@@ -367,18 +367,18 @@ func TestLoadStateFailsWhenNoCheckpointIsValid(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	editFile(t, r.LedgerPath(1), func(s string) string { return s + "x" })
+	editFile(t, r.LedgerFile(1, 1), func(s string) string { return s + "x" })
 	_, step, err := LoadState(r, math.MaxInt, checkStep)
 	if err == nil || step != -1 {
 		t.Fatalf("every checkpoint covers the damaged ledger: got step %d err %v", step, err)
 	}
-	for _, want := range []string{"step 2:", "step 1:", "step-000001.parquet changed"} {
+	for _, want := range []string{"step 2:", "step 1:", "steps-000001-000001.parquet changed"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
 	// A check that refuses the state's fields also makes it invalid.
-	editFile(t, r.LedgerPath(1), func(s string) string { return s[:len(s)-1] })
+	editFile(t, r.LedgerFile(1, 1), func(s string) string { return s[:len(s)-1] })
 	refuse := func(int, *testState) error { return fmt.Errorf("field cursor: out of range") }
 	if _, _, err := LoadState(r, math.MaxInt, refuse); err == nil || !strings.Contains(err.Error(), "field cursor") {
 		t.Fatalf("check's error: got %v", err)
@@ -410,10 +410,10 @@ func TestStateChecksumIsOverStateAndLedgers(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledger := sha256Hex(strings.Repeat("1", 100))
-	if len(f.Ledgers) != 1 || f.Ledgers["step-000001.parquet"] != ledger {
-		t.Fatalf("ledgers %v, want step-000001.parquet → %s", f.Ledgers, ledger)
+	if len(f.Ledgers) != 1 || f.Ledgers["steps-000001-000001.parquet"] != ledger {
+		t.Fatalf("ledgers %v, want steps-000001-000001.parquet → %s", f.Ledgers, ledger)
 	}
-	want := sha256Hex("himes-state/1\n" + `{"step":1,"note":""}` + "\n" + "step-000001.parquet " + ledger + "\n")
+	want := sha256Hex("himes-state/1\n" + `{"step":1,"note":""}` + "\n" + "steps-000001-000001.parquet " + ledger + "\n")
 	if f.SHA256 != want || f.Format != "himes-state/1" {
 		t.Fatalf("sha256 %s format %s, want %s", f.SHA256, f.Format, want)
 	}

@@ -119,33 +119,6 @@ func (r *RunDir) checkStateDir() error {
 	return nil
 }
 
-// coveredLedgers returns the checksums of the ledgers of steps 1..step,
-// hashing those not yet known (each ledger is hashed once per process: a
-// step's ledger is only rewritten when a resume replays the step, and the
-// adopted checkpoint then does not cover it).
-func (r *RunDir) coveredLedgers(step int) (map[string]string, error) {
-	if r.ledgers == nil {
-		r.ledgers = map[int]string{}
-	}
-	out := map[string]string{}
-	for s := 1; s <= step; s++ {
-		sum, ok := r.ledgers[s]
-		if !ok {
-			var err error
-			sum, err = fileSum(r.LedgerPath(s))
-			if errors.Is(err, os.ErrNotExist) {
-				continue // no ledger for this step
-			}
-			if err != nil {
-				return nil, fmt.Errorf("checksum ledger: %w", err)
-			}
-			r.ledgers[s] = sum
-		}
-		out[ledgerName(s)] = sum
-	}
-	return out, nil
-}
-
 func fileSum(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -223,8 +196,8 @@ func LoadState[T any](r *RunDir, before int, check func(step int, st *T) error) 
 }
 
 // readState verifies the state file of step and decodes its state into v,
-// returning the ledger checksums it covers by step.
-func (r *RunDir) readState(step int, v any) (map[int]string, error) {
+// returning the ledger checksums it covers by file name.
+func (r *RunDir) readState(step int, v any) (map[string]string, error) {
 	path := r.statePath(step)
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -247,20 +220,19 @@ func (r *RunDir) readState(step int, v any) (map[int]string, error) {
 	if sum != f.SHA256 {
 		return nil, fmt.Errorf("checkpoint %s: checksum mismatch (recorded %.12s…, content %.12s…): the file was changed after himes wrote it", path, f.SHA256, sum)
 	}
-	ledgers := map[int]string{}
+	ledgers := map[string]string{}
 	for name, want := range f.Ledgers {
-		var s int
-		if _, err := fmt.Sscanf(name, "step-%06d.parquet", &s); err != nil || ledgerName(s) != name || s < 1 || s > step {
+		if _, last, ok := ParseLedgerName(name); !ok || last > step {
 			return nil, fmt.Errorf("checkpoint %s: field ledgers: unexpected entry %q", path, name)
 		}
-		got, err := fileSum(r.LedgerPath(s))
+		got, err := fileSum(r.ledgerPath(name))
 		if err != nil {
-			return nil, fmt.Errorf("ledger of step %d, which checkpoint %s covers: %w", s, path, err)
+			return nil, fmt.Errorf("ledger %s, which checkpoint %s covers: %w", name, path, err)
 		}
 		if got != want {
-			return nil, fmt.Errorf("ledger %s changed after checkpoint %s covered it (sha256 %.12s…, recorded %.12s…)", r.LedgerPath(s), path, got, want)
+			return nil, fmt.Errorf("ledger %s changed after checkpoint %s covered it (sha256 %.12s…, recorded %.12s…)", r.ledgerPath(name), path, got, want)
 		}
-		ledgers[s] = got
+		ledgers[name] = got
 	}
 	if err := json.Unmarshal(f.State, v); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: field state: %w", path, err)
@@ -271,8 +243,14 @@ func (r *RunDir) readState(step int, v any) (map[int]string, error) {
 // Adopt makes the checkpoint of step the run's current one: the checkpoints
 // after it (invalid, or superseded because the run continues from an older
 // one) are set aside as step-N.json.invalid, so neither retention nor a later
-// resume mistakes them for the run's state. Nothing is deleted.
+// resume mistakes them for the run's state, and the ledgers of the steps
+// after it as NAME.stale, so no reader counts a step twice once the run
+// writes it again. Nothing is deleted. Adopt(0) with no checkpoint at all
+// sets aside every ledger (a run that starts over).
 func (r *RunDir) Adopt(step int) error {
+	if err := r.setAsideLedgers(step); err != nil {
+		return err
+	}
 	steps, err := r.StateSteps()
 	if err != nil {
 		return err
