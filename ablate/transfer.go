@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
@@ -32,6 +33,37 @@ type TransferVariant struct {
 	Name string `json:"name"`
 	// Overrides are --set overrides on top of the fold's data keys.
 	Overrides []string `json:"overrides,omitempty"`
+	// Base and Seed are set for a recipe repeated over seeds (see
+	// SeededVariants): Base is the recipe's name, Seed its run.seed.
+	Base string `json:"base,omitempty"`
+	Seed int    `json:"seed,omitempty"`
+}
+
+// SeededVariants repeats every variant once per seed ("sft seed 2", with
+// run.seed=2), so a fold's table shows how much of a difference between
+// recipes is the seed's. No seeds returns the variants unchanged.
+func SeededVariants(vs []TransferVariant, seeds []int) ([]TransferVariant, error) {
+	if len(seeds) == 0 {
+		return vs, nil
+	}
+	seen := map[int]bool{}
+	for _, s := range seeds {
+		if seen[s] {
+			return nil, fmt.Errorf("transfer: seed %d is given twice", s)
+		}
+		seen[s] = true
+	}
+	var out []TransferVariant
+	for _, v := range vs {
+		for _, s := range seeds {
+			out = append(out, TransferVariant{
+				Name:      fmt.Sprintf("%s seed %d", v.Name, s),
+				Overrides: append(append([]string(nil), v.Overrides...), fmt.Sprintf("%s=%d", SeedKey, s)),
+				Base:      v.Name, Seed: s,
+			})
+		}
+	}
+	return out, nil
 }
 
 // TransferVariants are the recipes a config supports: SFT alone (the
@@ -240,6 +272,9 @@ type TransferSystem struct {
 	// raw → human-rewrite gap the rewriter closes; nil for the fixed systems
 	// or when gold does not beat raw.
 	GapClosed *float64 `json:"gap_closed_recall_10,omitempty"`
+	// Base and Seed name the recipe and seed of a run repeated over seeds.
+	Base string `json:"base,omitempty"`
+	Seed int    `json:"seed,omitempty"`
 }
 
 // TransferRow is one left-out collection's results.
@@ -249,7 +284,70 @@ type TransferRow struct {
 	Turns         int              `json:"turns"`
 	Conversations int              `json:"conversations"`
 	Systems       []TransferSystem `json:"systems"`
-	Errors        []string         `json:"errors,omitempty"`
+	// OverSeeds summarizes each recipe repeated over seeds (empty without
+	// --seeds): the seeds' spread, not the turns', is the uncertainty of a
+	// recipe's result.
+	OverSeeds []TransferSeedSummary `json:"over_seeds,omitempty"`
+	Errors    []string              `json:"errors,omitempty"`
+}
+
+// TransferSeedSummary is one recipe of a fold over its seeds' runs: the
+// share of the gap closed and Recall@10, each as mean ± sd with a Student-t
+// interval over the seeds that finished, and their range.
+type TransferSeedSummary struct {
+	Variant   string   `json:"variant"`
+	Seeds     []int    `json:"seeds"` // the seeds that finished
+	Failed    int      `json:"failed"`
+	GapClosed SeedStat `json:"gap_closed_recall_10"`
+	GapMin    *float64 `json:"gap_closed_min,omitempty"`
+	GapMax    *float64 `json:"gap_closed_max,omitempty"`
+	Recall10  SeedStat `json:"recall_10"`
+}
+
+// seedLevel is the confidence level of the over-seeds intervals.
+const seedLevel = 0.95
+
+// summarizeSeeds groups a fold's seeded runs by recipe.
+func summarizeSeeds(f TransferFold, row TransferRow) []TransferSeedSummary {
+	var out []TransferSeedSummary
+	index := map[string]int{}
+	gaps := map[string][]float64{}
+	recalls := map[string][]float64{}
+	for _, r := range f.Runs {
+		v := r.Variant
+		if v.Base == "" {
+			continue
+		}
+		i, ok := index[v.Base]
+		if !ok {
+			i = len(out)
+			index[v.Base] = i
+			out = append(out, TransferSeedSummary{Variant: v.Base})
+		}
+		s := row.system(v.Name)
+		if s == nil || s.GapClosed == nil || math.IsNaN(*s.GapClosed) {
+			out[i].Failed++
+			continue
+		}
+		out[i].Seeds = append(out[i].Seeds, v.Seed)
+		gaps[v.Base] = append(gaps[v.Base], *s.GapClosed)
+		recalls[v.Base] = append(recalls[v.Base], s.Metrics[evaluate.MRecall10].Estimate.Mean)
+	}
+	for i := range out {
+		g := gaps[out[i].Variant]
+		out[i].GapClosed = seedStat(g)
+		out[i].Recall10 = seedStat(recalls[out[i].Variant])
+		if len(g) > 0 {
+			lo, hi := slices.Min(g), slices.Max(g)
+			out[i].GapMin, out[i].GapMax = &lo, &hi
+		}
+	}
+	return out
+}
+
+func seedStat(xs []float64) SeedStat {
+	s := stats.TInterval(xs, seedLevel)
+	return SeedStat{N: s.N, Mean: finitePtr(s.Mean), SD: finitePtr(s.SD), Lo: finitePtr(s.Lo), Hi: finitePtr(s.Hi)}
 }
 
 // GatherTransfer reads each run's evaluation (summary.json) into one row
@@ -293,7 +391,7 @@ func GatherTransfer(folds []TransferFold, errs [][]error) []TransferRow {
 				}
 				switch s.Name {
 				case "policy":
-					sys.Name = r.Variant.Name
+					sys.Name, sys.Base, sys.Seed = r.Variant.Name, r.Variant.Base, r.Variant.Seed
 					policies = append(policies, sys)
 				default:
 					if !fixed[s.Name] {
@@ -317,6 +415,7 @@ func GatherTransfer(folds []TransferFold, errs [][]error) []TransferRow {
 				s.GapClosed = &v
 			}
 		}
+		row.OverSeeds = summarizeSeeds(f, row)
 		rows[i] = row
 	}
 	return rows
@@ -399,6 +498,7 @@ func WriteTransferMarkdown(w io.Writer, rows []TransferRow) error {
 		}
 		b.WriteString("\n")
 	}
+	writeSeedSummaries(&b, rows)
 	for _, r := range rows {
 		for _, e := range r.Errors {
 			fmt.Fprintf(&b, "\nfold %s failed: %s\n", evaluate.MarkdownEscape(r.HeldOut), evaluate.MarkdownEscape(strings.ReplaceAll(e, "\n", " ")))
@@ -406,6 +506,62 @@ func WriteTransferMarkdown(w io.Writer, rows []TransferRow) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeSeedSummaries adds the over-seeds table when recipes were repeated
+// over seeds: per fold and recipe, the gap closed as mean ± sd [t interval]
+// (min–max) and Recall@10's mean ± sd.
+func writeSeedSummaries(b *strings.Builder, rows []TransferRow) {
+	var recipes []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		for _, s := range r.OverSeeds {
+			if !seen[s.Variant] {
+				seen[s.Variant] = true
+				recipes = append(recipes, s.Variant)
+			}
+		}
+	}
+	if len(recipes) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n### over seeds: share of the gap closed, mean ± sd [%.0f%% Student-t interval] (min – max); Recall@10 mean ± sd\n\n| left out |", 100*seedLevel)
+	for _, n := range recipes {
+		fmt.Fprintf(b, " %s |", evaluate.MarkdownEscape(n))
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---:|", len(recipes)) + "\n")
+	pct := func(v *float64) string {
+		if v == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f%%", 100**v)
+	}
+	for _, r := range rows {
+		fmt.Fprintf(b, "| %s |", evaluate.MarkdownEscape(r.HeldOut))
+		for _, n := range recipes {
+			var s *TransferSeedSummary
+			for k := range r.OverSeeds {
+				if r.OverSeeds[k].Variant == n {
+					s = &r.OverSeeds[k]
+				}
+			}
+			switch {
+			case s == nil || s.GapClosed.Mean == nil:
+				b.WriteString(" – |")
+				continue
+			case s.GapClosed.SD == nil:
+				fmt.Fprintf(b, " %s (1 seed)", pct(s.GapClosed.Mean))
+			default:
+				fmt.Fprintf(b, " %s ± %s [%s, %s] (%s – %s); R@10 %.3f ± %.3f", pct(s.GapClosed.Mean), pct(s.GapClosed.SD),
+					pct(s.GapClosed.Lo), pct(s.GapClosed.Hi), pct(s.GapMin), pct(s.GapMax), *s.Recall10.Mean, *s.Recall10.SD)
+			}
+			if s.Failed > 0 {
+				fmt.Fprintf(b, ", %d failed", s.Failed)
+			}
+			fmt.Fprintf(b, ", %d seeds |", len(s.Seeds))
+		}
+		b.WriteString("\n")
+	}
 }
 
 // transferSystemNames lists the systems in table order: the fixed ones, then
@@ -425,24 +581,56 @@ func transferSystemNames(rows []TransferRow) []string {
 }
 
 // TransferPNG draws Recall@10 per left-out collection for every system, with
-// 95% intervals.
+// 95% intervals (over conversations; a recipe repeated over seeds is one bar,
+// its mean over the seeds with their Student-t interval).
 func TransferPNG(rows []TransferRow) ([]byte, error) {
 	names := transferSystemNames(rows)
+	seeded := map[string]bool{}
+	var recipes []string
+	for _, r := range rows {
+		for _, s := range r.OverSeeds {
+			if !slices.Contains(recipes, s.Variant) {
+				recipes = append(recipes, s.Variant)
+			}
+		}
+		for _, f := range r.Systems {
+			if f.Base != "" {
+				seeded[f.Name] = true
+			}
+		}
+	}
+	var shown []string
+	for _, n := range names {
+		if !seeded[n] {
+			shown = append(shown, n)
+		}
+	}
 	groups := make([]string, len(rows))
-	series := make([]report.BarSeries, len(names))
-	for k, n := range names {
-		series[k] = report.BarSeries{Name: n, Mean: make([]float64, len(rows)), Lo: make([]float64, len(rows)), Hi: make([]float64, len(rows))}
+	series := make([]report.BarSeries, 0, len(shown)+len(recipes))
+	for _, n := range append(shown, recipes...) {
+		series = append(series, report.BarSeries{Name: n, Mean: make([]float64, len(rows)), Lo: make([]float64, len(rows)), Hi: make([]float64, len(rows))})
 	}
 	for i, r := range rows {
 		groups[i] = r.HeldOut
-		for k, n := range names {
+		for k := range series {
 			series[k].Mean[i], series[k].Lo[i], series[k].Hi[i] = math.NaN(), math.NaN(), math.NaN()
-			if s := r.system(n); s != nil {
-				if c, ok := s.Metrics[evaluate.MRecall10]; ok {
-					series[k].Mean[i], series[k].Lo[i], series[k].Hi[i] = c.Estimate.Mean, c.Estimate.Lo, c.Estimate.Hi
+			if k < len(shown) {
+				if s := r.system(shown[k]); s != nil {
+					if c, ok := s.Metrics[evaluate.MRecall10]; ok {
+						series[k].Mean[i], series[k].Lo[i], series[k].Hi[i] = c.Estimate.Mean, c.Estimate.Lo, c.Estimate.Hi
+					}
+				}
+				continue
+			}
+			for _, s := range r.OverSeeds {
+				if s.Variant == series[k].Name && s.Recall10.Mean != nil {
+					series[k].Mean[i] = *s.Recall10.Mean
+					if s.Recall10.Lo != nil && s.Recall10.Hi != nil {
+						series[k].Lo[i], series[k].Hi[i] = *s.Recall10.Lo, *s.Recall10.Hi
+					}
 				}
 			}
 		}
 	}
-	return report.BarChart("Leave one collection out: Recall@10 on the left-out collection", "Recall@10 (95% CI over conversations)", groups, series)
+	return report.BarChart("Leave one collection out: Recall@10 on the left-out collection", "Recall@10 (95% CI)", groups, series)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -177,6 +178,84 @@ func TestGatherTransferGapClosedHandComputed(t *testing.T) {
 	}
 	png, err := TransferPNG(rows)
 	if err != nil || len(png) < 1000 || string(png[1:4]) != "PNG" {
+		t.Errorf("png: %d bytes, err %v", len(png), err)
+	}
+}
+
+func TestSeededVariantsRepeatEachRecipePerSeed(t *testing.T) {
+	base := []TransferVariant{{Name: "sft", Overrides: []string{"grpo.steps=0"}}, {Name: "sft+grpo"}}
+	vs, err := SeededVariants(base, []int{1, 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range vs {
+		got = append(got, fmt.Sprintf("%s|%s|%d|%s", v.Name, v.Base, v.Seed, strings.Join(v.Overrides, ",")))
+	}
+	want := []string{"sft seed 1|sft|1|grpo.steps=0,run.seed=1", "sft seed 7|sft|7|grpo.steps=0,run.seed=7",
+		"sft+grpo seed 1|sft+grpo|1|run.seed=1", "sft+grpo seed 7|sft+grpo|7|run.seed=7"}
+	if !slices.Equal(got, want) {
+		t.Errorf("variants\n%v\nwant\n%v", got, want)
+	}
+	if base[0].Overrides[len(base[0].Overrides)-1] != "grpo.steps=0" || len(base[0].Overrides) != 1 {
+		t.Errorf("the base recipe was changed: %v", base[0].Overrides)
+	}
+	if _, err := SeededVariants(base, []int{3, 3}); err == nil || !strings.Contains(err.Error(), "seed 3 is given twice") {
+		t.Errorf("repeated seed: %v", err)
+	}
+	if same, _ := SeededVariants(base, nil); !slices.EqualFunc(same, base, func(a, b TransferVariant) bool { return a.Name == b.Name }) {
+		t.Errorf("no seeds changed the variants: %v", same)
+	}
+}
+
+func TestTransferOverSeedsHandComputed(t *testing.T) {
+	dir := t.TempDir()
+	vs, err := SeededVariants([]TransferVariant{{Name: "sft"}}, []int{1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// raw 0.30, gold 0.70 (gap 0.40); the seeds reach 0.40, 0.50 and 0.60:
+	// 25%, 50% and 75% of the gap, mean 50%, sd 25%, and with t(0.975, 2) =
+	// 4.302653 the interval 50% ± 4.302653·25%/√3 = [−12.1%, 112.1%].
+	var runs []TransferRun
+	for k, v := range vs {
+		r := TransferRun{Variant: v, EvalDir: filepath.Join(dir, fmt.Sprint(k), "eval")}
+		summaryWith(t, r.EvalDir, map[string]float64{"raw": 0.3, "concat": 0.2, "gold": 0.7, "policy": 0.4 + 0.1*float64(k)})
+		runs = append(runs, r)
+	}
+	// A fourth seed that failed counts as failed, not as a zero.
+	broken := TransferRun{Variant: TransferVariant{Name: "sft seed 4", Base: "sft", Seed: 4}, EvalDir: filepath.Join(dir, "b", "eval")}
+	runs = append(runs, broken)
+	rows := GatherTransfer([]TransferFold{{Name: "x", Train: []string{"/d/a.jsonl"}, Runs: runs}}, [][]error{{nil, nil, nil, errors.New("boom")}})
+	if len(rows[0].OverSeeds) != 1 {
+		t.Fatalf("over seeds %+v", rows[0].OverSeeds)
+	}
+	s := rows[0].OverSeeds[0]
+	half := 4.302653 * 0.25 / math.Sqrt(3)
+	for _, c := range []struct {
+		name      string
+		got, want *float64
+	}{
+		{"mean", s.GapClosed.Mean, ptr(0.5)}, {"sd", s.GapClosed.SD, ptr(0.25)},
+		{"lo", s.GapClosed.Lo, ptr(0.5 - half)}, {"hi", s.GapClosed.Hi, ptr(0.5 + half)},
+		{"min", s.GapMin, ptr(0.25)}, {"max", s.GapMax, ptr(0.75)},
+		{"recall mean", s.Recall10.Mean, ptr(0.5)}, {"recall sd", s.Recall10.SD, ptr(0.1)},
+	} {
+		if c.got == nil || math.Abs(*c.got-*c.want) > 1e-5 {
+			t.Errorf("%s = %v, want %v", c.name, c.got, *c.want)
+		}
+	}
+	if !slices.Equal(s.Seeds, []int{1, 2, 3}) || s.Failed != 1 || s.Variant != "sft" {
+		t.Errorf("summary %+v", s)
+	}
+	var md strings.Builder
+	if err := WriteTransferMarkdown(&md, rows); err != nil {
+		t.Fatal(err)
+	}
+	if w := "| x | 50% ± 25% [-12%, 112%] (25% – 75%); R@10 0.500 ± 0.100, 1 failed, 3 seeds |"; !strings.Contains(md.String(), w) {
+		t.Errorf("markdown lacks %q:\n%s", w, md.String())
+	}
+	if png, err := TransferPNG(rows); err != nil || len(png) < 1000 {
 		t.Errorf("png: %d bytes, err %v", len(png), err)
 	}
 }

@@ -298,6 +298,7 @@ func newAblateTransferCmd() *cobra.Command {
 	var collections []string
 	var out string
 	var jobs int
+	var seeds []int
 	var overwrite bool
 	cmd := &cobra.Command{
 		Use:   "transfer --config X --collections a.jsonl,b.jsonl,c.jsonl",
@@ -318,7 +319,12 @@ It prints one table per metric (Recall@10, NDCG@3, MRR, HSER reward; mean with
 a 95% bootstrap interval over conversations, and for the rewriters the paired
 difference against raw with its p-value) and the share of the raw → human
 rewrite Recall@10 gap each policy closes, and writes transfer.json,
-transfer.md and transfer.png to <out>.`,
+transfer.md and transfer.png to <out>.
+
+--seeds 1,2,3 trains every recipe once per seed ("sft seed 2", ...) and adds
+a table of each recipe over its seeds: the gap closed as mean ± sd with a
+Student-t interval and its range, Recall@10's mean ± sd. A fold's turns are
+the same for every seed, so that spread is the training's alone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := cf.load()
@@ -328,7 +334,11 @@ transfer.md and transfer.png to <out>.`,
 			if out == "" {
 				out = filepath.Join(cfg.Run.OutputDir, cfg.Run.Name+"-transfer")
 			}
-			folds, err := ablate.PlanTransfer(cfg, collections, ablate.TransferVariants(cfg), out)
+			variants, err := ablate.SeededVariants(ablate.TransferVariants(cfg), seeds)
+			if err != nil {
+				return err
+			}
+			folds, err := ablate.PlanTransfer(cfg, collections, variants, out)
 			if err != nil {
 				return err
 			}
@@ -417,6 +427,7 @@ transfer.md and transfer.png to <out>.`,
 	cf.register(cmd, true)
 	cmd.Flags().StringSliceVar(&collections, "collections", nil, "the collections, comma-separated (each is left out once)")
 	cmd.Flags().IntVar(&jobs, "jobs", 2, "training runs at once")
+	cmd.Flags().IntSliceVar(&seeds, "seeds", nil, "repeat every recipe once per seed (run.seed), e.g. 1,2,3, and summarize each fold over them")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace the folds' existing run directories")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output directory (default: <run.output_dir>/<run.name>-transfer)")
 	_ = cmd.MarkFlagRequired("collections")

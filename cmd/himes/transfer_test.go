@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -69,5 +70,41 @@ func TestAblateTransferCLI(t *testing.T) {
 	}
 	if !strings.Contains(o, "share of the raw → human-rewrite Recall@10 gap closed") {
 		t.Errorf("output lacks the gap table:\n%s", o)
+	}
+}
+
+// --seeds trains each recipe once per seed, each run under its own seed, and
+// summarizes the recipe over them.
+func TestAblateTransferCLISeeds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains four short runs")
+	}
+	root := testdata.RepoRoot(t)
+	demo := filepath.Join(root, "datasets", "demo")
+	out := t.TempDir()
+	o, err := runHimesProcess(t, nil, "ablate", "transfer", "--config", filepath.Join(root, "configs", "quickstart.yaml"),
+		"--collections", filepath.Join(demo, "train.jsonl")+","+filepath.Join(demo, "eval.jsonl"),
+		"--set", "grpo.steps=2", "--set", "grpo.eval_every=0", "--set", "grpo.prompts_per_step=4",
+		"--set", "grpo.group_size=4", "--set", "grpo.sft.epochs=0", "--seeds", "4,9", "--jobs", "2", "--out", out)
+	if err != nil {
+		t.Fatalf("transfer: %v\n%s", err, o)
+	}
+	var res struct {
+		Rows []ablate.TransferRow `json:"rows"`
+	}
+	readEvalJSON(t, filepath.Join(out, "transfer.json"), &res)
+	for _, r := range res.Rows {
+		if len(r.OverSeeds) != 1 || r.OverSeeds[0].Variant != "grpo" || fmt.Sprint(r.OverSeeds[0].Seeds) != "[4 9]" || r.OverSeeds[0].GapClosed.N != 2 {
+			t.Errorf("fold %s over seeds %+v", r.HeldOut, r.OverSeeds)
+		}
+	}
+	for _, seed := range []string{"4", "9"} {
+		raw, err := os.ReadFile(filepath.Join(out, "eval", "grpo_seed_"+seed, "config.yaml"))
+		if err != nil || !strings.Contains(string(raw), "\n    seed: "+seed+"\n") {
+			t.Errorf("run of seed %s: config %v\n%s", seed, err, raw)
+		}
+	}
+	if !strings.Contains(o, "### over seeds") {
+		t.Errorf("output lacks the over-seeds table:\n%s", o)
 	}
 }
