@@ -384,10 +384,6 @@ func (ix *Index) finish(totalLen uint64) {
 	}
 	if normScoring(ix.params.Scoring) == ScoringLucene {
 		ix.luc = newLuceneStats(ix, totalLen)
-		ix.idf = make([]float64, len(ix.luc.idf))
-		for t, w := range ix.luc.idf {
-			ix.idf[t] = float64(w)
-		}
 		return
 	}
 	ix.norm = make([]float64, n)
@@ -656,7 +652,7 @@ func (ix *Index) Search(tokens []string, k int) []Hit {
 		return nil
 	}
 	if ix.luc != nil {
-		return ix.searchLucene(tokens, k, len(ix.ids) <= denseMaxDocs)
+		return ix.searchLucene(tokens, k, ix.Len() <= denseMaxDocs)
 	}
 	sc := ix.getScratch()
 	defer ix.scratch.Put(sc)

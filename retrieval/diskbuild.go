@@ -55,21 +55,25 @@ type chunkRef struct {
 //     their texts go straight to the document store, the block is analyzed
 //     in parallel and its postings are spilled as a run sorted by term;
 //  3. the runs are merged term by term into the compressed posting blocks,
-//     with idf and MaxScore bounds computed on the way.
+//     with idf and MaxScore bounds computed on the way (under lucene
+//     scoring the idf section holds Lucene's float idf).
 //
 // The resulting index ranks exactly as BuildIndexWith over the same chunks.
 func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt DiskBuildOptions) (IndexMeta, error) {
 	if cfg.Embedder == "lsa" {
 		return IndexMeta{}, errors.New("index build --disk: the lsa embedder is fitted on the texts in memory; build it with the in-memory index (without --disk)")
 	}
-	if normScoring(cfg.Scoring) != ScoringExact {
-		return IndexMeta{}, fmt.Errorf("index build --disk: retrieval.scoring %q is not supported by the on-disk index yet (it scores exactly); build it in memory (without --disk)", cfg.Scoring)
+	if err := checkScoring(cfg.Scoring); err != nil {
+		return IndexMeta{}, fmt.Errorf("index build --disk: %w", err)
 	}
 	an, err := NewAnalyzer(cfg.Analyzer)
 	if err != nil {
 		return IndexMeta{}, err
 	}
 	params := BM25Params{K1: cfg.K1, B: cfg.B}
+	if normScoring(cfg.Scoring) == ScoringLucene {
+		params.Scoring = ScoringLucene
+	}
 	if err := ix0params(params); err != nil {
 		return IndexMeta{}, fmt.Errorf("index build: %w", err)
 	}
@@ -128,7 +132,7 @@ func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt Dis
 	meta := IndexMeta{FormatVersion: DiskFormatVersion, Layout: "disk", Analyzer: an.ID(), Params: params,
 		ChunkWords: cfg.ChunkWords, ChunkStride: cfg.ChunkStride, KBPath: abs, KBFingerprint: src.fingerprint,
 		KBSize: src.size, KBModTime: src.modTime, Docs: len(refs), Terms: len(b.gstrs), Postings: b.postings,
-		AvgDocLen: b.avgdl, Built: time.Now().UTC().Truncate(time.Second)}
+		AvgDocLen: b.avgdl, TotalTokens: b.totalLen, NonEmptyDocs: b.nonEmpty, Built: time.Now().UTC().Truncate(time.Second)}
 	mj, err := json.Marshal(meta)
 	if err != nil {
 		return IndexMeta{}, fmt.Errorf("index build: %w", err)
@@ -169,6 +173,10 @@ type diskBuilder struct {
 	gstrs    []string
 	postings int
 	avgdl    float64
+	// totalLen and nonEmpty (documents with a token) are Lucene's avgdl
+	// and docCount, recorded in the metadata.
+	totalLen uint64
+	nonEmpty int
 }
 
 // block is one block of documents read in document order.
@@ -248,6 +256,12 @@ func (b *diskBuilder) build(ctx context.Context, cfg Config) error {
 	b.refs = nil
 	w.begin(secDocLen)
 	w.u32s(docLen)
+	b.totalLen = total
+	for _, l := range docLen {
+		if l > 0 {
+			b.nonEmpty++
+		}
+	}
 	b.avgdl = float64(total) / float64(n)
 	if b.avgdl == 0 {
 		b.avgdl = 1 // every document empty: lengths cannot matter (as finish)
@@ -501,7 +515,11 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64) error {
 		termBlk = append(termBlk, uint32(len(blockLast)))
 		df = append(df, cnt)
 		d := float64(cnt)
-		idf = append(idf, math.Log(1+(n-d+0.5)/(d+0.5))) // as finish
+		if b.params.Scoring == ScoringLucene {
+			idf = append(idf, float64(luceneIDF(cnt, b.nonEmpty))) // as newLuceneStats
+		} else {
+			idf = append(idf, math.Log(1+(n-d+0.5)/(d+0.5))) // as finish
+		}
 		maxSat = append(maxSat, m)
 		b.postings += int(cnt)
 	}

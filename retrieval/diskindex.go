@@ -411,6 +411,9 @@ func parseDiskIndex(path string, mem []byte) (*Index, IndexMeta, error) {
 	if meta.Scoring != "" {
 		return nil, meta, fmt.Errorf("%s: index scored with %q, which this himes does not know: rebuild it", path, meta.Scoring)
 	}
+	if err := checkScoring(meta.Params.Scoring); err != nil {
+		return nil, meta, fmt.Errorf("%s: %w: rebuild it", path, err)
+	}
 	d := &diskData{path: path, mem: mem, metaJSON: mj}
 	prevEnd := uint64(0)
 	for s := range d.secs {
@@ -461,6 +464,16 @@ func parseDiskIndex(path string, mem []byte) (*Index, IndexMeta, error) {
 	}
 	ix := &Index{params: meta.Params, analyzer: an, docLen: viewU32(d.section(secDocLen)), avgdl: meta.AvgDocLen,
 		norm: viewF64(d.section(secNorm)), post: p, idf: viewF64(d.section(secIDF)), maxSat: viewF64(d.section(secMaxSat)), disk: d}
+	if normScoring(meta.Params.Scoring) == ScoringLucene {
+		if meta.NonEmptyDocs > n || meta.TotalTokens < uint64(meta.NonEmptyDocs) || meta.NonEmptyDocs == 0 && meta.Postings > 0 {
+			return nil, meta, corrupt("lucene scoring needs the length statistics, and the metadata says %d tokens in %d non-empty documents of %d", meta.TotalTokens, meta.NonEmptyDocs, n)
+		}
+		// The norms come from the stored lengths and the idf from its
+		// section (Lucene's float idf), so opening touches no per-document
+		// or per-term data.
+		ix.luc = lucenePartStats(meta.Params, meta.TotalTokens, meta.NonEmptyDocs)
+		ix.luc.docLen = ix.docLen
+	}
 	return ix, meta, nil
 }
 

@@ -28,7 +28,7 @@ func memoryTwin(t *testing.T, cfg Config, kbPath string) (*Index, []Chunk) {
 		t.Fatal(err)
 	}
 	ids, texts := chunkTexts(chunks)
-	ix, err := BuildIndexWith(ids, texts, BM25Params{K1: cfg.K1, B: cfg.B}, an)
+	ix, err := BuildIndexWith(ids, texts, BM25Params{K1: cfg.K1, B: cfg.B, Scoring: cfg.Scoring}, an)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +97,16 @@ func compareIndexes(t *testing.T, disk, mem *Index, chunks []Chunk, queries [][]
 	for qi, q := range queries {
 		for _, k := range []int{1, 10, 100} {
 			want := mem.SearchExhaustive(q, k)
-			for name, got := range map[string][]Hit{
-				"Search":   disk.Search(q, k),
-				"MaxScore": maxScoreSearch(disk, q, k), "Exhaustive": disk.SearchExhaustive(q, k),
+			strategies := map[string][]Hit{
+				"Search": disk.Search(q, k), "Exhaustive": disk.SearchExhaustive(q, k),
 				"memory Search": mem.Search(q, k),
-			} {
+			}
+			if disk.luc == nil {
+				strategies["MaxScore"] = maxScoreSearch(disk, q, k)
+			} else {
+				strategies["dense"], strategies["document at a time"] = disk.searchLucene(q, k, true), disk.searchLucene(q, k, false)
+			}
+			for name, got := range strategies {
 				if !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
 					t.Fatalf("query %d %q k=%d: %s on disk\n%v\nin memory (exhaustive)\n%v", qi, q, k, name, got, want)
 				}

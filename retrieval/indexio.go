@@ -49,12 +49,17 @@ type IndexMeta struct {
 	// is refused.
 	Scoring string `json:"scoring,omitempty"`
 	// Layout is "disk" for an on-disk index (DiskIndexFile), "" for index.bin.
-	Layout    string    `json:"layout,omitempty"`
-	Docs      int       `json:"docs"`
-	Terms     int       `json:"terms"`
-	Postings  int       `json:"postings"`
-	AvgDocLen float64   `json:"avg_doc_len"`
-	Built     time.Time `json:"built"`
+	Layout    string  `json:"layout,omitempty"`
+	Docs      int     `json:"docs"`
+	Terms     int     `json:"terms"`
+	Postings  int     `json:"postings"`
+	AvgDocLen float64 `json:"avg_doc_len"`
+	// TotalTokens and NonEmptyDocs (documents with at least one token) are
+	// the on-disk index's length statistics for lucene scoring, whose avgdl
+	// is TotalTokens / NonEmptyDocs.
+	TotalTokens  uint64    `json:"total_tokens,omitempty"`
+	NonEmptyDocs int       `json:"nonempty_docs,omitempty"`
+	Built        time.Time `json:"built"`
 	// Checksum is the hex SHA-256 of the index file's body (filled on read).
 	Checksum string `json:"checksum,omitempty"`
 }

@@ -62,13 +62,18 @@ func normScoring(s string) string {
 // fusing. One caveat: Java's Math.log may differ from Go's math.Log in the
 // last bit of a double, which reaches the float idf only when the double is
 // within an ulp of a float rounding boundary.
+//
+// The float idf of each term is kept in Index.idf (as a float64 holding the
+// float exactly), so the on-disk index reads it from its idf section; the
+// one-byte norms are precomputed in memory and derived from the stored
+// lengths on disk (intToByte4 is a few instructions).
 type luceneStats struct {
 	k1, b    float32
 	avgdl    float32
 	docCount int
-	idf      []float32 // per term
 	cache    [256]float32
-	norm     []uint8 // per document, SmallFloat.intToByte4(length)
+	norm     []uint8  // per document, SmallFloat.intToByte4(length); nil on disk
+	docLen   []uint32 // the exact lengths, read when norm is nil
 }
 
 // numFreeValues is SmallFloat's NUM_FREE_VALUES: 255 − longToInt4(MaxInt32).
@@ -113,17 +118,32 @@ func byte4ToInt(b uint8) int {
 	return int(int64(numFreeValues) + int4ToLong(i-numFreeValues))
 }
 
-// newLuceneStats derives Lucene's statistics from the index's exact ones.
+// newLuceneStats derives Lucene's statistics from the index's exact ones
+// and sets ix.idf to Lucene's float idf.
 func newLuceneStats(ix *Index, totalLen uint64) *luceneStats {
-	ls := &luceneStats{k1: float32(ix.params.K1), b: float32(ix.params.B), norm: make([]uint8, len(ix.docLen))}
+	norm := make([]uint8, len(ix.docLen))
+	docCount := 0
 	for d, l := range ix.docLen {
 		if l > 0 {
-			ls.docCount++
+			docCount++
 		}
-		ls.norm[d] = intToByte4(int(min(l, math.MaxInt32)))
+		norm[d] = intToByte4(int(min(l, math.MaxInt32)))
 	}
-	if ls.docCount > 0 {
-		ls.avgdl = float32(float64(totalLen) / float64(ls.docCount))
+	ls := lucenePartStats(ix.params, totalLen, docCount)
+	ls.norm = norm
+	ix.idf = make([]float64, len(ix.post.df))
+	for t, df := range ix.post.df {
+		ix.idf[t] = float64(luceneIDF(df, docCount))
+	}
+	return ls
+}
+
+// lucenePartStats are the statistics that do not depend on a document or a
+// term: k1, b, avgdl and the norm cache.
+func lucenePartStats(p BM25Params, totalLen uint64, docCount int) *luceneStats {
+	ls := &luceneStats{k1: float32(p.K1), b: float32(p.B), docCount: docCount}
+	if docCount > 0 {
+		ls.avgdl = float32(float64(totalLen) / float64(docCount))
 	}
 	for n := range ls.cache {
 		// (1 − b) + b·dl/avgdl, k1·that, then 1/that, each rounded to float
@@ -132,17 +152,24 @@ func newLuceneStats(ix *Index, totalLen uint64) *luceneStats {
 		x = float32(float32(1-ls.b) + x)
 		ls.cache[n] = float32(1 / float32(ls.k1*x))
 	}
-	ls.idf = make([]float32, len(ix.post.df))
-	n := float64(ls.docCount)
-	for t, df := range ix.post.df {
-		ls.idf[t] = float32(math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5)))
-	}
 	return ls
+}
+
+// luceneIDF is BM25Similarity's idf: (float) log(1 + (docCount − df + 0.5) / (df + 0.5)).
+func luceneIDF(df uint32, docCount int) float32 {
+	n := float64(docCount)
+	return float32(math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5)))
 }
 
 // score is one clause's score: weight − weight / (1 + freq · cache[norm]).
 func (ls *luceneStats) score(w float32, tf uint32, doc uint32) float32 {
-	x := float32(float32(tf) * ls.cache[ls.norm[doc]])
+	var nb uint8
+	if ls.norm != nil {
+		nb = ls.norm[doc]
+	} else {
+		nb = intToByte4(int(min(ls.docLen[doc], math.MaxInt32)))
+	}
+	x := float32(float32(tf) * ls.cache[nb])
 	return float32(w - float32(w/float32(1+x)))
 }
 
@@ -158,7 +185,7 @@ func (ix *Index) luceneQuery(tokens []string) []lucQueryTerm {
 	var qs []lucQueryTerm
 	var counts []int
 	for _, tok := range tokens {
-		t, ok := ix.terms[tok]
+		t, ok := ix.termID(tok)
 		if !ok {
 			continue
 		}
@@ -171,7 +198,7 @@ func (ix *Index) luceneQuery(tokens []string) []lucQueryTerm {
 		counts[i]++
 	}
 	for i := range qs {
-		qs[i].w = float32(float32(counts[i]) * ix.luc.idf[qs[i].t])
+		qs[i].w = float32(float32(counts[i]) * float32(ix.idf[qs[i].t]))
 	}
 	return qs
 }
@@ -209,7 +236,7 @@ func (ix *Index) searchLucene(tokens []string, k int, dense bool) []Hit {
 	}
 	ls := ix.luc
 	if dense {
-		n := len(ix.ids)
+		n := ix.Len()
 		if len(sc.acc) != n {
 			sc.acc = make([]float64, n)
 		}

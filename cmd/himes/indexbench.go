@@ -29,6 +29,7 @@ type benchParams struct {
 	Queries int     `json:"queries"`
 	Seed    uint64  `json:"seed"`
 	Block   int     `json:"block_docs"`
+	Scoring string  `json:"scoring,omitempty"`
 }
 
 // benchPhase is what one child process measured.
@@ -77,6 +78,7 @@ same KB for comparison. The machine's load average is printed alongside.`,
 	f.IntVar(&p.Queries, "queries", p.Queries, "queries (2..8 terms, skipping the 20 most frequent)")
 	f.Uint64Var(&p.Seed, "seed", p.Seed, "corpus seed (queries use seed+1)")
 	f.IntVar(&p.Block, "block-docs", 0, "documents per sorted run (0: the default)")
+	f.StringVar(&p.Scoring, "scoring", "exact", "retrieval.scoring of the index: exact or lucene (Pyserini parity)")
 	f.StringVar(&dir, "dir", "", "work directory (required; needs room for the KB and the index)")
 	f.BoolVar(&keep, "keep", false, "keep the KB and the index")
 	f.BoolVar(&memory, "memory", false, "also build the in-memory index (index.bin) for comparison")
@@ -104,7 +106,7 @@ func runIndexBench(ctx context.Context, w io.Writer, dir string, p benchParams, 
 	for _, ph := range phases {
 		args := []string{"index", "bench", "--phase", ph, "--dir", dir, "--docs", strconv.Itoa(p.Docs),
 			"--vocab", strconv.Itoa(p.Vocab), "--len", strconv.Itoa(p.Len), "--s", strconv.FormatFloat(p.S, 'g', -1, 64),
-			"--queries", strconv.Itoa(p.Queries), "--seed", strconv.FormatUint(p.Seed, 10), "--block-docs", strconv.Itoa(p.Block)}
+			"--queries", strconv.Itoa(p.Queries), "--seed", strconv.FormatUint(p.Seed, 10), "--block-docs", strconv.Itoa(p.Block), "--scoring", p.Scoring}
 		c := exec.CommandContext(ctx, os.Args[0], args...)
 		c.Stderr = os.Stderr
 		out, err := c.Output()
@@ -119,7 +121,7 @@ func runIndexBench(ctx context.Context, w io.Writer, dir string, p benchParams, 
 	}
 	b, q := res["build"], res["query"]
 	mib := func(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
-	fmt.Fprintf(w, "load average before: %s; after: %s\n", load, loadAvg())
+	fmt.Fprintf(w, "scoring %s; load average before: %s; after: %s\n", p.Scoring, load, loadAvg())
 	fmt.Fprintf(w, "| docs | postings | terms | build s | build docs/s | build peak RSS | index size | peak/size | open ms | RSS after open | RSS after queries (heap + mapped) | p50 µs | p99 µs |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(w, "| %d | %d | %d | %.1f | %.0f | %s | %s | %.2f | %.1f | %s | %s (%s + %s) | %.0f | %.0f |\n",
@@ -143,7 +145,7 @@ func lastLine(b []byte) []byte {
 func runBenchPhase(ctx context.Context, w io.Writer, phase, dir string, p benchParams) error {
 	kb := filepath.Join(dir, "kb.jsonl")
 	cfg := retrieval.DefaultConfig()
-	cfg.ChunkWords, cfg.ChunkStride = 0, 0
+	cfg.ChunkWords, cfg.ChunkStride, cfg.Scoring = 0, 0, p.Scoring
 	r := benchPhase{Phase: phase}
 	start := time.Now()
 	switch phase {
