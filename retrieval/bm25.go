@@ -54,7 +54,7 @@ type Index struct {
 	termStr []string
 	post    *postingLists // by ascending document number
 	idf     []float64
-	maxSat  []float64 // max over t's postings of tf/(tf+norm[d]): the MaxScore bound without weights
+	maxSat  []float64 // max over t's postings of tf/(tf+norm[d]) (lucene: of tfNorm): the MaxScore bound without weights
 
 	// Decoded postings with their saturated tf, for the dense search of
 	// small indexes (nil otherwise): term t's are [impOff[t], impOff[t+1]).
@@ -384,6 +384,7 @@ func (ix *Index) finish(totalLen uint64) {
 	}
 	if normScoring(ix.params.Scoring) == ScoringLucene {
 		ix.luc = newLuceneStats(ix, totalLen)
+		ix.maxSat = luceneMaxTFNorm(ix)
 		return
 	}
 	ix.norm = make([]float64, n)

@@ -270,13 +270,23 @@ func (b *diskBuilder) build(ctx context.Context, cfg Config) error {
 	for d, l := range docLen {
 		norm[d] = b.params.K1 * (1 - b.params.B + b.params.B*float64(l)/b.avgdl)
 	}
+	// Under lucene scoring the merge bounds each term by its largest
+	// freq · cache[norm] (the norms are one byte a document while it runs).
+	var luc *luceneStats
+	if b.params.Scoring == ScoringLucene {
+		luc = lucenePartStats(b.params, b.totalLen, b.nonEmpty)
+		luc.norm = make([]uint8, n)
+		for d, l := range docLen {
+			luc.norm[d] = intToByte4(int(min(l, math.MaxInt32)))
+		}
+	}
 	docLen = nil
 	w.begin(secNorm)
 	w.f64s(norm)
 	if w.err != nil {
 		return w.err
 	}
-	return b.merge(ctx, norm)
+	return b.merge(ctx, norm, luc)
 }
 
 // readBlocks re-reads the chunks in document order, a block at a time,
@@ -435,7 +445,7 @@ func (r *runReader) uvarint() uint32 {
 
 // merge writes the postings term by term (terms in ascending byte order,
 // their postings from the runs in document order) and the tables.
-func (b *diskBuilder) merge(ctx context.Context, norm []float64) error {
+func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStats) error {
 	w := b.w
 	order := make([]uint32, len(b.gstrs))
 	for i := range order {
@@ -494,8 +504,12 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64) error {
 				if cnt%blockSize == 0 {
 					blockLast = append(blockLast, doc)
 				}
-				f := float64(tf)
-				m = max(m, float64(f/float64(f+norm[doc]))) // as Index.sat
+				if luc != nil {
+					m = max(m, float64(luc.tfNorm(tf, doc))) // as luceneMaxTFNorm
+				} else {
+					f := float64(tf)
+					m = max(m, float64(f/float64(f+norm[doc]))) // as Index.sat
+				}
 			}
 			r.advance()
 			if r.err != nil {

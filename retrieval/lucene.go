@@ -163,14 +163,40 @@ func luceneIDF(df uint32, docCount int) float32 {
 
 // score is one clause's score: weight − weight / (1 + freq · cache[norm]).
 func (ls *luceneStats) score(w float32, tf uint32, doc uint32) float32 {
+	return clauseAt(w, ls.tfNorm(tf, doc))
+}
+
+// tfNorm is the clause's saturation input, freq · cache[norm], in float:
+// the score increases with it, so its maximum over a term's postings bounds
+// the term's clause.
+func (ls *luceneStats) tfNorm(tf uint32, doc uint32) float32 {
 	var nb uint8
 	if ls.norm != nil {
 		nb = ls.norm[doc]
 	} else {
 		nb = intToByte4(int(min(ls.docLen[doc], math.MaxInt32)))
 	}
-	x := float32(float32(tf) * ls.cache[nb])
-	return float32(w - float32(w/float32(1+x)))
+	return float32(float32(tf) * ls.cache[nb])
+}
+
+// clauseAt is the clause score of weight w at saturation input x, in the
+// operations score uses; correctly rounded float operations are monotone, so
+// clauseAt(w, max x) bounds every clause of the term.
+func clauseAt(w, x float32) float32 { return float32(w - float32(w/float32(1+x))) }
+
+// luceneMaxTFNorm is the per-term maximum of tfNorm over the postings,
+// stored (as float64) where exact scoring keeps its MaxScore bounds.
+func luceneMaxTFNorm(ix *Index) []float64 {
+	out := make([]float64, len(ix.post.df))
+	var c cursor
+	for t := range out {
+		m := float32(0)
+		for c.init(ix.post, uint32(t)); c.doc() != math.MaxUint32; c.next() {
+			m = max(m, ix.luc.tfNorm(c.tf(), c.doc()))
+		}
+		out[t] = float64(m)
+	}
+	return out
 }
 
 // lucQueryTerm is one distinct known query term with its clause weight.
@@ -214,8 +240,8 @@ func betterLucene(a, b Hit) bool {
 
 // searchLucene returns the top k under Lucene scoring: term at a time into
 // a dense accumulator on small collections, otherwise document at a time
-// over the query terms' cursors (memory proportional to the query). Both
-// sum each document's clause scores in the same (query) order.
+// with MaxScore pruning (memory proportional to the query). Both sum each
+// document's clause scores in the same (query) order.
 func (ix *Index) searchLucene(tokens []string, k int, dense bool) []Hit {
 	qs := ix.luceneQuery(tokens)
 	if k <= 0 || len(qs) == 0 {
@@ -264,27 +290,7 @@ func (ix *Index) searchLucene(tokens []string, k int, dense bool) []Hit {
 		}
 		sc.touched = touched
 	} else {
-		cs := make([]cursor, len(qs))
-		for i, q := range qs {
-			cs[i].init(ix.post, q.t)
-		}
-		for {
-			d := uint32(math.MaxUint32)
-			for i := range cs {
-				d = min(d, cs[i].doc())
-			}
-			if d == math.MaxUint32 {
-				break
-			}
-			s := 0.0
-			for i := range cs {
-				if cs[i].doc() == d {
-					s += float64(ls.score(qs[i].w, cs[i].tf(), d))
-					cs[i].next()
-				}
-			}
-			push(Hit{Doc: int(d), Score: float64(float32(s))})
-		}
+		h = ix.luceneMaxScore(sc, qs, k, h)
 	}
 	out := make([]Hit, len(h))
 	for i := len(h) - 1; i >= 0; i-- {
@@ -295,6 +301,115 @@ func (ix *Index) searchLucene(tokens []string, k int, dense bool) []Hit {
 	}
 	sc.heap = h
 	return out
+}
+
+// luceneMaxScore is Index.search (MaxScore, document at a time) under
+// Lucene scoring, kept separate so that neither hot loop pays for the
+// other's arithmetic through an indirect call. Terms are bounded by
+// clauseAt(w, max tfNorm) (Index.maxSat holds max tfNorm under lucene); a
+// document is scored whole in query order, as searchLuceneExhaustive sums
+// it, and skipped only when its bound falls short of the k-th score by more
+// than rounding (pruneSlack). Documents come in ascending order and ties go
+// to the lower document, so a later document must beat the k-th score
+// strictly: one that could only tie is safely skipped.
+func (ix *Index) luceneMaxScore(sc *searchScratch, qs []lucQueryTerm, k int, h []Hit) []Hit {
+	ls := ix.luc
+	if cap(sc.cs) < len(qs) {
+		sc.cs = make([]cursor, len(qs))
+		sc.order = make([]*cursor, len(qs))
+		sc.prefix = make([]float64, len(qs))
+		sc.contribs = make([]float64, len(qs))
+	}
+	cs := sc.order[:len(qs)]
+	for i, q := range qs {
+		c := &sc.cs[i]
+		c.w, c.ub, c.qi = float64(q.w), float64(clauseAt(q.w, float32(ix.maxSat[q.t]))), i
+		c.init(ix.post, q.t)
+		cs[i] = c
+	}
+	slices.SortStableFunc(cs, func(a, b *cursor) int {
+		switch {
+		case a.ub < b.ub:
+			return -1
+		case a.ub > b.ub:
+			return 1
+		}
+		return 0
+	})
+	prefix := sc.prefix[:len(cs)]
+	sum := 0.0
+	for i := range cs {
+		sum += cs[i].ub
+		prefix[i] = sum
+	}
+	full := false
+	thr := 0.0
+	below := func(bound float64) bool { return full && bound < thr-pruneSlack*thr }
+	ne := 0
+	contribs := sc.contribs[:len(qs)]
+	for ne < len(cs) {
+		d := uint32(math.MaxUint32)
+		for i := ne; i < len(cs); i++ {
+			d = min(d, cs[i].doc())
+		}
+		if d == math.MaxUint32 {
+			break
+		}
+		clear(contribs)
+		bound := 0.0
+		for _, c := range cs[ne:] {
+			if c.doc() == d {
+				v := float64(ls.score(float32(c.w), c.tf(), d))
+				contribs[c.qi] = v
+				bound += v
+				c.next()
+			}
+		}
+		if ne > 0 {
+			bound += prefix[ne-1]
+		}
+		skip := false
+		for i := ne - 1; i >= 0; i-- {
+			if below(bound) {
+				skip = true
+				break
+			}
+			c := cs[i]
+			c.seek(d)
+			bound -= c.ub
+			if c.doc() == d {
+				v := float64(ls.score(float32(c.w), c.tf(), d))
+				contribs[c.qi] = v
+				bound += v
+			}
+		}
+		if skip || below(bound) {
+			continue
+		}
+		s := 0.0
+		for _, v := range contribs {
+			s += v
+		}
+		hit := Hit{Doc: int(d), Score: float64(float32(s))}
+		switch {
+		case !full:
+			h = append(h, hit)
+			lucHeapUp(h, len(h)-1)
+			full = len(h) == k
+		case betterLucene(hit, h[0]):
+			h[0] = hit
+			lucHeapDown(h, 0)
+		default:
+			continue
+		}
+		if full {
+			thr = h[0].Score
+			for ne < len(cs) && prefix[ne] < thr-pruneSlack*thr {
+				ne++
+			}
+		}
+	}
+	return h
 }
 
 // searchLuceneExhaustive is the plain reference for searchLucene: every
