@@ -21,6 +21,11 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
 // DiskBuildOptions tune BuildDiskIndex; zero values take the defaults.
@@ -83,7 +88,7 @@ func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt Dis
 	if opt.Workers <= 0 {
 		opt.Workers = max(1, min(runtime.GOMAXPROCS(0), 8))
 	}
-	src, err := openPassageSource(kbPath)
+	src, err := openPassageSource(kbPath, dir)
 	if err != nil {
 		return IndexMeta{}, err
 	}
@@ -572,10 +577,16 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 // passageSource reads knowledge-base records: a JSONL file is streamed and
 // re-read by offset; a Parquet file is loaded whole (its passages are the
 // records).
+//
+// A Parquet KB is streamed a batch of rows at a time into a spill file of
+// JSONL records beside the index (removed when the build ends), which the
+// re-reads then use as they use a JSONL KB: neither layout is ever held.
 type passageSource struct {
 	path        string
 	f           *os.File
-	parquet     []Passage
+	spillDir    string   // where a Parquet KB's spill file goes
+	spill       *os.File // the records re-read for a Parquet KB; nil for JSONL
+	spillSize   int64
 	fingerprint string
 	size        int64
 	modTime     int64
@@ -583,7 +594,7 @@ type passageSource struct {
 	winOff      int64
 }
 
-func openPassageSource(path string) (*passageSource, error) {
+func openPassageSource(path, spillDir string) (*passageSource, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load knowledge base: %w", err)
@@ -593,13 +604,19 @@ func openPassageSource(path string) (*passageSource, error) {
 		f.Close()
 		return nil, fmt.Errorf("load knowledge base: %w", err)
 	}
-	return &passageSource{path: path, f: f, size: st.Size(), modTime: st.ModTime().UnixNano()}, nil
+	return &passageSource{path: path, f: f, spillDir: spillDir, size: st.Size(), modTime: st.ModTime().UnixNano()}, nil
 }
 
-func (s *passageSource) close() { s.f.Close() }
+func (s *passageSource) close() {
+	s.f.Close()
+	if s.spill != nil {
+		s.spill.Close()
+		os.Remove(s.spill.Name())
+	}
+}
 
 func (s *passageSource) where(r chunkRef) string {
-	if s.parquet != nil {
+	if s.spill != nil {
 		return "row " + strconv.Itoa(int(r.line))
 	}
 	return strconv.Itoa(int(r.line))
@@ -624,15 +641,8 @@ func (s *passageSource) scan(ctx context.Context, cfg Config) ([]chunkRef, error
 	}
 	chk := &passageChecker{path: s.path}
 	if strings.HasSuffix(strings.ToLower(s.path), ".parquet") {
-		kb, err := LoadKB(ctx, s.path)
-		if err != nil {
+		if err := s.spillParquet(ctx, chk, add); err != nil {
 			return nil, err
-		}
-		s.parquet, s.fingerprint = kb.Passages, kb.Fingerprint
-		for i, p := range kb.Passages {
-			if err := add(p, int64(i), 0, i+1); err != nil {
-				return nil, err
-			}
 		}
 		return refs, nil
 	}
@@ -685,27 +695,140 @@ func (s *passageSource) scan(ctx context.Context, cfg Config) ([]chunkRef, error
 	return refs, nil
 }
 
-// passage re-reads the record of r.
+// spillParquet reads a Parquet KB a batch of rows at a time (the columns
+// and checks of LoadKB: id and text required, title optional, all strings),
+// hashes the file, and writes each passage as a JSONL record to the spill
+// file, which passage then re-reads.
+func (s *passageSource) spillParquet(ctx context.Context, chk *passageChecker, add func(Passage, int64, int, int) error) error {
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(s.f, 0, s.size)); err != nil {
+		return fmt.Errorf("%s: read: %w", s.path, err)
+	}
+	s.fingerprint = hex.EncodeToString(h.Sum(nil))
+	pf, err := file.NewParquetReader(io.NewSectionReader(s.f, 0, s.size))
+	if err != nil {
+		return fmt.Errorf("%s: open parquet: %w", s.path, err)
+	}
+	defer pf.Close()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 4096}, memory.DefaultAllocator)
+	if err != nil {
+		return fmt.Errorf("%s: parquet reader: %w", s.path, err)
+	}
+	var cols []int
+	names := []string{"id", "title", "text"}
+	at := map[string]int{}
+	for _, name := range names {
+		i := pf.MetaData().Schema.ColumnIndexByName(name)
+		if i < 0 {
+			if name == "title" {
+				continue
+			}
+			return fmt.Errorf("%s: parquet has no column %q", s.path, name)
+		}
+		at[name] = len(cols)
+		cols = append(cols, i)
+	}
+	rr, err := fr.GetRecordReader(ctx, cols, nil)
+	if err != nil {
+		return fmt.Errorf("%s: read parquet: %w", s.path, err)
+	}
+	defer rr.Release()
+	if err := os.MkdirAll(s.spillDir, 0o755); err != nil {
+		return fmt.Errorf("index build: %w", err)
+	}
+	if s.spill, err = os.CreateTemp(s.spillDir, ".kb-*.jsonl"); err != nil {
+		return fmt.Errorf("index build: %w", err)
+	}
+	bw := bufio.NewWriterSize(s.spill, 1<<20)
+	row := 0
+	var off int64
+	for rr.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec := rr.RecordBatch()
+		col := func(name string) (func(int) string, error) {
+			i, ok := at[name]
+			if !ok {
+				return func(int) string { return "" }, nil
+			}
+			switch a := rec.Column(i).(type) {
+			case *array.String:
+				return a.Value, nil
+			case *array.LargeString:
+				return a.Value, nil
+			default:
+				return nil, fmt.Errorf("%s: column %q: want string, got %s", s.path, name, a.DataType())
+			}
+		}
+		id, err := col("id")
+		if err != nil {
+			return err
+		}
+		title, err := col("title")
+		if err != nil {
+			return err
+		}
+		text, err := col("text")
+		if err != nil {
+			return err
+		}
+		for i := range int(rec.NumRows()) {
+			row++
+			p := Passage{ID: id(i), Title: title(i), Text: text(i)}
+			if err := chk.check("row "+strconv.Itoa(row), p); err != nil {
+				return err
+			}
+			line, err := json.Marshal(struct {
+				ID    string `json:"id"`
+				Title string `json:"title"`
+				Text  string `json:"text"`
+			}{p.ID, p.Title, p.Text})
+			if err != nil {
+				return err
+			}
+			line = append(line, '\n')
+			if _, err := bw.Write(line); err != nil {
+				return fmt.Errorf("index build: spill %s: %w", s.path, err)
+			}
+			if err := add(p, off, len(line), row); err != nil {
+				return err
+			}
+			off += int64(len(line))
+		}
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: read parquet: %w", s.path, err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("index build: spill %s: %w", s.path, err)
+	}
+	s.spillSize = off
+	return nil
+}
+
+// passage re-reads the record of r (from the spill file for a Parquet KB).
 func (s *passageSource) passage(r chunkRef) (Passage, error) {
-	if s.parquet != nil {
-		return s.parquet[r.off], nil
+	f, size := s.f, s.size
+	if s.spill != nil {
+		f, size = s.spill, s.spillSize
 	}
 	end := r.off + int64(r.n)
 	if r.off < s.winOff || end > s.winOff+int64(len(s.win)) {
-		size := max(int64(r.n), 1<<20)
-		if cap(s.win) < int(size) {
-			s.win = make([]byte, size)
+		n := max(int64(r.n), 1<<20)
+		if cap(s.win) < int(n) {
+			s.win = make([]byte, n)
 		}
-		s.win = s.win[:min(size, s.size-r.off)]
-		if _, err := s.f.ReadAt(s.win, r.off); err != nil && !errors.Is(err, io.EOF) {
-			return Passage{}, fmt.Errorf("%s:%d: re-read: %w", s.path, r.line, err)
+		s.win = s.win[:min(n, size-r.off)]
+		if _, err := f.ReadAt(s.win, r.off); err != nil && !errors.Is(err, io.EOF) {
+			return Passage{}, fmt.Errorf("%s:%s: re-read: %w", s.path, s.where(r), err)
 		}
 		s.winOff = r.off
 	}
 	line := s.win[r.off-s.winOff : end-s.winOff]
 	p, _, err := decodePassageLine(line)
 	if err != nil {
-		return Passage{}, fmt.Errorf("%s:%d: changed while indexing: %w", s.path, r.line, err)
+		return Passage{}, fmt.Errorf("%s:%s: changed while indexing: %w", s.path, s.where(r), err)
 	}
 	return p, nil
 }
