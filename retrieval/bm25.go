@@ -706,20 +706,23 @@ func (ix *Index) searchWith(sc *searchScratch, k int, dense bool) []Hit {
 	return ix.search(sc, k)
 }
 
-// search runs MaxScore for the prepared terms sc.qs.
-func (ix *Index) search(sc *searchScratch, k int) []Hit {
-	qs := sc.qs
-	if cap(sc.cs) < len(qs) {
-		sc.cs = make([]cursor, len(qs))
-		sc.order = make([]*cursor, len(qs))
-		sc.prefix = make([]float64, len(qs))
-		sc.contribs = make([]float64, len(qs))
+// maxScoreCursors opens one cursor per query term (term i's id, weight
+// and score bound from term) in sc, ordered by bound ascending, with the
+// prefix sums of the bounds (prefix[i] = Σ_{j≤i} ub_j): the set-up both
+// MaxScore loops (exact and lucene) share.
+func (ix *Index) maxScoreCursors(sc *searchScratch, n int, term func(i int) (t uint32, w, ub float64)) ([]*cursor, []float64) {
+	if cap(sc.cs) < n {
+		sc.cs = make([]cursor, n)
+		sc.order = make([]*cursor, n)
+		sc.prefix = make([]float64, n)
+		sc.contribs = make([]float64, n)
 	}
-	cs := sc.order[:len(qs)]
-	for i, q := range qs {
+	cs := sc.order[:n]
+	for i := range n {
 		c := &sc.cs[i]
-		c.w, c.ub, c.qi = q.w, contrib(q.w, ix.maxSat[q.t]), i
-		c.init(ix.post, q.t)
+		t, w, ub := term(i)
+		c.w, c.ub, c.qi = w, ub, i
+		c.init(ix.post, t)
 		cs[i] = c
 	}
 	slices.SortStableFunc(cs, func(a, b *cursor) int {
@@ -731,12 +734,21 @@ func (ix *Index) search(sc *searchScratch, k int) []Hit {
 		}
 		return 0
 	})
-	prefix := sc.prefix[:len(cs)] // prefix[i] = Σ_{j≤i} ub_j
+	prefix := sc.prefix[:n]
 	sum := 0.0
 	for i := range cs {
 		sum += cs[i].ub
 		prefix[i] = sum
 	}
+	return cs, prefix
+}
+
+// search runs MaxScore for the prepared terms sc.qs.
+func (ix *Index) search(sc *searchScratch, k int) []Hit {
+	qs := sc.qs
+	cs, prefix := ix.maxScoreCursors(sc, len(qs), func(i int) (uint32, float64, float64) {
+		return qs[i].t, qs[i].w, contrib(qs[i].w, ix.maxSat[qs[i].t])
+	})
 	h := sc.heap[:0]
 	full := false
 	thr := 0.0

@@ -314,34 +314,9 @@ func (ix *Index) searchLucene(tokens []string, k int, dense bool) []Hit {
 // strictly: one that could only tie is safely skipped.
 func (ix *Index) luceneMaxScore(sc *searchScratch, qs []lucQueryTerm, k int, h []Hit) []Hit {
 	ls := ix.luc
-	if cap(sc.cs) < len(qs) {
-		sc.cs = make([]cursor, len(qs))
-		sc.order = make([]*cursor, len(qs))
-		sc.prefix = make([]float64, len(qs))
-		sc.contribs = make([]float64, len(qs))
-	}
-	cs := sc.order[:len(qs)]
-	for i, q := range qs {
-		c := &sc.cs[i]
-		c.w, c.ub, c.qi = float64(q.w), float64(clauseAt(q.w, float32(ix.maxSat[q.t]))), i
-		c.init(ix.post, q.t)
-		cs[i] = c
-	}
-	slices.SortStableFunc(cs, func(a, b *cursor) int {
-		switch {
-		case a.ub < b.ub:
-			return -1
-		case a.ub > b.ub:
-			return 1
-		}
-		return 0
+	cs, prefix := ix.maxScoreCursors(sc, len(qs), func(i int) (uint32, float64, float64) {
+		return qs[i].t, float64(qs[i].w), float64(clauseAt(qs[i].w, float32(ix.maxSat[qs[i].t])))
 	})
-	prefix := sc.prefix[:len(cs)]
-	sum := 0.0
-	for i := range cs {
-		sum += cs[i].ub
-		prefix[i] = sum
-	}
 	full := false
 	thr := 0.0
 	below := func(bound float64) bool { return full && bound < thr-pruneSlack*thr }
