@@ -58,3 +58,69 @@ func TestMarkdownLinksStayInsideTheRepo(t *testing.T) {
 		t.Fatalf("only %d links checked: the walk missed the Markdown files", checked)
 	}
 }
+
+// docs/ARCHITECTURE.md's package table names every Go package directory of
+// the repository (a row covers the directories below it too), and every row
+// names a directory that exists: the map must not drift from the code.
+func TestArchitectureListsEveryPackage(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "docs", "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(raw), "## Packages, one job each")
+	if !ok {
+		t.Fatal("docs/ARCHITECTURE.md has no \"Packages, one job each\" section")
+	}
+	table, _, _ = strings.Cut(table, "\n## ")
+	cell := regexp.MustCompile("`([^`]+)`")
+	var rows []string
+	for _, line := range strings.Split(table, "\n") {
+		first, _, ok := strings.Cut(strings.TrimPrefix(line, "| "), " |")
+		if !ok || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		for _, m := range cell.FindAllStringSubmatch(first, -1) {
+			rows = append(rows, strings.TrimSuffix(m[1], "/"))
+		}
+	}
+	if len(rows) < 10 {
+		t.Fatalf("read only %d rows from the package table: %v", len(rows), rows)
+	}
+	for _, r := range rows {
+		if st, err := os.Stat(filepath.Join(root, r)); err != nil || !st.IsDir() {
+			t.Errorf("the package table names %s, which is not a directory of the repository", r)
+		}
+	}
+	covered := func(dir string) bool {
+		for _, r := range rows {
+			if dir == r || strings.HasPrefix(dir, r+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != root || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		if !covered(filepath.ToSlash(rel)) {
+			t.Errorf("package directory %s is missing from docs/ARCHITECTURE.md's package table", rel)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
