@@ -1,6 +1,8 @@
 package main
 
 import (
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -122,5 +124,67 @@ func TestArchitectureListsEveryPackage(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Imports point down only (docs/ARCHITECTURE.md, "Import direction"): a
+// package imports only packages of a lower layer (or of its own tree, such
+// as internal/* among themselves). A new arrow that runs back up fails here.
+func TestImportsPointDown(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mod = "github.com/himes-rl/himes/"
+	layer := map[string]int{
+		"internal": 1, "datasets": 2, "hser": 2, "retrieval": 2, "trainer": 3, "rollout": 3,
+		"grpo": 4, "evaluate": 4, "report": 5, "configs": 5, "ablate": 6, "scripts": 6, "cmd": 7,
+	}
+	top := func(rel string) string { first, _, _ := strings.Cut(rel, "/"); return first }
+	fset := token.NewFileSet()
+	checked := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != root || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		rel = filepath.ToSlash(rel)
+		from, ok := layer[top(rel)]
+		if !ok {
+			t.Errorf("%s: directory %s has no layer in this test", path, rel)
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, im := range f.Imports {
+			target, ok := strings.CutPrefix(strings.Trim(im.Path.Value, `"`), mod)
+			if !ok {
+				continue
+			}
+			checked++
+			to := layer[top(target)]
+			if top(rel) == top(target) {
+				continue // within one tree (internal/*, a benchmark main under its package): Go refuses cycles
+			}
+			if to >= from {
+				fpath, _ := filepath.Rel(root, path)
+				t.Errorf("%s imports %s: an arrow from layer %d (%s) to layer %d", fpath, target, from, top(rel), to)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 50 {
+		t.Fatalf("checked only %d imports", checked)
 	}
 }
