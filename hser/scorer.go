@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"unicode"
@@ -320,20 +321,16 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 	// (fastRouge), which also gives the SQuAD tokens.
 	var split int
 	sc.text, split = fillText(sc.text, prediction, reference)
+	sc.scan.xf = sc.scan.xf[:0]
 	if s.fastRouge(sc, split, true) {
 		return s.rougeFromIDs(sc, sc.k)
 	}
 	// Text whose only non-ASCII characters are separators (’ “ ” — … and
-	// the like) has the tokens of its ASCII part: the fast path again (but
-	// not for SQuAD, which keeps those characters).
-	var ok1, ok2 bool
-	sc.text, ok1 = appendSeparatorsBlanked(sc.text[:0], prediction)
-	sc.text = append(sc.text, scanSep)
-	split = len(sc.text)
-	sc.text, ok2 = appendSeparatorsBlanked(sc.text, reference)
-	if ok1 && ok2 {
-		sc.text = padText(sc.text)
-		if s.fastRouge(sc, split, false) {
+	// the like) has the tokens of its ASCII part: the fast path again, on
+	// the text with them blanked. SQuAD keeps the non-space ones: the
+	// fields holding them are normalized on their own (blankText).
+	if ok, squad := blankText(sc, prediction, reference); ok {
+		if s.fastRouge(sc, int(sc.scan.split), squad) {
 			return s.rougeFromIDs(sc, sc.k)
 		}
 	}
@@ -409,11 +406,21 @@ func (sc *scratch) stemIDs() int {
 // from the ids.
 func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 	sc.sqFused = false
+	if !squad {
+		sc.scan.xf = sc.scan.xf[:0]
+	}
 	tokens, ascii, control := sc.scan.scan(sc.text)
 	if !ascii {
 		return false
 	}
 	sc.buf = growBuf(sc.buf, sc.text)
+	xbytes := 0 // the xfields' bytes: a bound on their normalized bytes and SQuAD ids
+	if squad {
+		for _, f := range sc.scan.xf {
+			xbytes += int(f.end - f.start)
+		}
+		sc.buf = slices.Grow(sc.buf, len(sc.text)+xbytes+2*maxPacked+packSlack)
+	}
 	np, _ := slices.BinarySearchFunc(sc.scan.tok[:tokens], int32(split), func(t scanToken, at int32) int { return int(t.start - at) })
 	// Without stemming the tokens stay as they are, for the unicode EM and
 	// SQuAD, whose articles need their reserved ids (with stemming the ids
@@ -422,7 +429,8 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 	squad = squad && seed
 	room := tokens + articleIDs
 	if squad {
-		room += tokens / 2 // a field of several tokens may add an id
+		room += tokens/2 + xbytes // a field of several tokens may add an id
+		sc.scan.markXFields(tokens)
 	}
 	sc.tab.reset(4 * room)
 	if seed {
@@ -435,7 +443,9 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 			sc.scan.tok[i].field = 1
 		}
 	}
+	sc.scan.xi, sc.scan.xlim = 0, int32(split)
 	sc.predID, sc.sqPID, sc.buf = sc.tab.internTokens(sc.predID[:0], sc.sqPID[:0], &sc.scan, sc.text, sc.buf, 0, np)
+	sc.scan.xlim = math.MaxInt32
 	sc.refID, sc.sqRID, sc.buf = sc.tab.internTokens(sc.refID[:0], sc.sqRID[:0], &sc.scan, sc.text, sc.buf, np, tokens)
 	if s.cfg.Stem {
 		sc.k = sc.stemIDs()
@@ -444,6 +454,75 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 	sc.sqFused = squad && !(control && hasControl(sc.text))
 	sc.k = sc.tab.n
 	return true
+}
+
+// blankText sets sc.text to prediction, scanSep, reference (padded) with
+// each non-ASCII character replaced by as many bytes: ' ' for Python
+// whitespace, '*' for the others, so offsets stay those of the original
+// text; and sc.scan's split, pred, ref and xf: the fields (runs between
+// whitespace) that hold one of the others. It reports ok when every
+// non-ASCII character is a separator for both tokenizers
+// (appendSeparatorsBlanked), and squad when moreover normalize_answer
+// treats each as squadSafeRune: then SQuAD's tokens are those of the fast
+// path outside the xfields, and normalize_answer of each xfield's text.
+func blankText(sc *scratch, prediction, reference string) (ok, squad bool) {
+	a := &sc.scan
+	a.pred, a.ref, a.split = prediction, reference, int32(len(prediction)+1)
+	a.xf = a.xf[:0]
+	squad = true
+	dst := sc.text[:0]
+	var xs []int32 // offsets of the '*' that stand for a character
+	xs = a.xpos[:0]
+	for k, text := range [2]string{prediction, reference} {
+		if k == 1 {
+			dst = append(dst, scanSep)
+		}
+		for i := 0; i < len(text); {
+			c := text[i]
+			if c < utf8.RuneSelf {
+				dst = append(dst, c)
+				i++
+				continue
+			}
+			r, size := utf8.DecodeRuneInString(text[i:])
+			if r == utf8.RuneError && size == 1 || unicode.In(r, unicode.L, unicode.N, unicode.M) {
+				return false, false
+			}
+			squad = squad && squadSafeRune(r)
+			b := byte('*')
+			if isPySpace(r) {
+				b = ' '
+			} else {
+				xs = append(xs, int32(len(dst)))
+			}
+			for range size {
+				dst = append(dst, b)
+			}
+			i += size
+		}
+	}
+	a.xpos = xs
+	sc.text = padText(dst)
+	if !squad {
+		return true, false
+	}
+	text := sc.text
+	end := int32(-1)
+	for _, p := range xs {
+		if p < end {
+			continue // in the field just added
+		}
+		s, e := p, p
+		for s > 0 && squadClass[text[s-1]] != squadSpace {
+			s--
+		}
+		for int(e) < len(text) && squadClass[text[e]] != squadSpace {
+			e++
+		}
+		a.xf = append(a.xf, span{s, e})
+		end = e
+	}
+	return true, true
 }
 
 // appendSeparatorsBlanked appends text to dst with every non-ASCII

@@ -123,3 +123,97 @@ func FuzzSQuADMixedPath(f *testing.F) {
 		}
 	})
 }
+
+// sepPieces are ASCII words, articles and punctuation and the non-ASCII
+// characters of real text that the fused path keeps (’ “ — …, no-break and
+// other spaces), plus Ⓐ, a separator for Rouge that lower() changes.
+var sepPieces = []string{"the", "The", "a", "AN", "an", "t.h.e", "don", "t", "s", "Paris", "1889", "x", "y",
+	"internationalization", "_", "-", ".", "'", ",", " ", " ", " ", "\t", "\n", "’", "’", "‘", "“", "”", "—", "–",
+	"…", "•", "\u00a0", "\u2009", "\u0085", "\u3000", "®", "\u00ad", "\u2028", "Ⓐ", "\x00"}
+
+// sepText makes text of sepPieces from b (each byte picks a piece).
+func sepText(b []byte) string {
+	var sb strings.Builder
+	for _, c := range b {
+		sb.WriteString(sepPieces[int(c)%len(sepPieces)])
+	}
+	return sb.String()
+}
+
+// checkSeparatorPaths checks Score on (pred, ref) against the oracles: SQuAD
+// EM and F1 step by step (refSQuAD), Rouge-L from the general tokenizer and
+// the textbook LCS, the reward's EM and Hit from the general normalizers.
+func checkSeparatorPaths(t *testing.T, scorers []*Scorer, pred, ref string) {
+	t.Helper()
+	wantEM, wantF1 := refSQuAD(pred, ref)
+	ctx := []string{"x " + pred + " y"}
+	for _, s := range scorers {
+		g := s.Score(pred, ref, ctx)
+		if g.SquadEM != wantEM || g.SquadF1 != wantF1 {
+			t.Fatalf("%s: Score(%q, %q): squad EM %v F1 %v, want %v %v", s.cfg.Tokenizer, pred, ref, g.SquadEM, g.SquadF1, wantEM, wantF1)
+		}
+		if p, r, f := slowRouge(s, pred, ref); !same(g.RougeP, p) || !same(g.RougeR, r) || !same(g.RougeF1, f) {
+			t.Fatalf("%s: (%q, %q): rouge %v %v %v, want %v %v %v", s.cfg.Tokenizer, pred, ref, g.RougeP, g.RougeR, g.RougeF1, p, r, f)
+		}
+		var np, nr, nc string
+		if s.unicode {
+			np, nr, nc = s.Normalize(pred), s.Normalize(ref), s.Normalize(ctx[0])
+		} else {
+			np, nr, nc = generalSQuAD(pred), generalSQuAD(ref), generalSQuAD(ctx[0])
+		}
+		em, hit := 0.0, 0.0
+		if np == nr {
+			em = 1
+		}
+		if np != "" && strings.Contains(" "+nc+" ", " "+np+" ") {
+			hit = 1
+		}
+		if g.EM != em || g.Hit != hit {
+			t.Fatalf("%s: (%q, %q): EM %v Hit %v, want %v %v", s.cfg.Tokenizer, pred, ref, g.EM, g.Hit, em, hit)
+		}
+	}
+}
+
+// TestSQuADFusedSeparators: text whose non-ASCII characters are all
+// separators SQuAD keeps scores as the oracles say, and mostly takes the
+// fused path (SQuAD ids from the intern loop, fields holding such a
+// character normalized on their own).
+func TestSQuADFusedSeparators(t *testing.T) {
+	scorers := []*Scorer{mustScorer(t, DefaultConfig()), mustScorer(t, rougeCfg(false))}
+	r := rand.New(rand.NewPCG(23, 24))
+	fused, nonASCII := 0, 0
+	for i := range 20000 {
+		b := make([]byte, r.IntN(40))
+		for j := range b {
+			b[j] = byte(r.IntN(256))
+		}
+		pred := sepText(b)
+		ref := sepText(b[r.IntN(len(b)+1):])
+		if i%3 == 0 {
+			ref = pred
+		}
+		checkSeparatorPaths(t, scorers, pred, ref)
+		if !isASCII(pred + ref) {
+			nonASCII++
+			sc := new(scratch)
+			scorers[0].rouge(sc, pred, ref)
+			if sc.sqFused {
+				fused++
+			}
+		}
+	}
+	if nonASCII < 15000 || fused < nonASCII/3 {
+		t.Fatalf("%d non-ASCII pairs, %d fused", nonASCII, fused)
+	}
+}
+
+// FuzzSeparatorPaths: TestSQuADFusedSeparators's checks on text built from
+// the fuzzer's bytes.
+func FuzzSeparatorPaths(f *testing.F) {
+	f.Add([]byte{0, 24, 8, 20, 1, 30}, []byte{0, 24, 8})
+	f.Add([]byte("the’s x’the’y"), []byte("\x19\x00\x18"))
+	scorers := []*Scorer{mustScorer(f, DefaultConfig()), mustScorer(f, rougeCfg(false))}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		checkSeparatorPaths(t, scorers, sepText(a), sepText(b))
+	})
+}
