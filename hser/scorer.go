@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sync"
 	"unicode"
@@ -478,11 +479,11 @@ func blankText(sc *scratch, prediction, reference string) (ok, squad bool) {
 			dst = append(dst, scanSep)
 		}
 		for i := 0; i < len(text); {
-			c := text[i]
-			if c < utf8.RuneSelf {
-				dst = append(dst, c)
-				i++
-				continue
+			if j := i + asciiPrefix(text[i:]); j > i { // the ASCII run, copied at once
+				dst = append(dst, text[i:j]...)
+				if i = j; i == len(text) {
+					break
+				}
 			}
 			r, size := utf8.DecodeRuneInString(text[i:])
 			if r == utf8.RuneError && size == 1 || unicode.In(r, unicode.L, unicode.N, unicode.M) {
@@ -523,6 +524,20 @@ func blankText(sc *scratch, prediction, reference string) (ok, squad bool) {
 		end = e
 	}
 	return true, true
+}
+
+// asciiPrefix returns the length of the longest ASCII prefix of s, eight
+// bytes at a time.
+func asciiPrefix(s string) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if x := binary.LittleEndian.Uint64([]byte(s[i : i+8])); x&0x8080808080808080 != 0 {
+			return i + bits.TrailingZeros64(x&0x8080808080808080)/8
+		}
+	}
+	for ; i < len(s) && s[i] < utf8.RuneSelf; i++ {
+	}
+	return i
 }
 
 // appendSeparatorsBlanked appends text to dst with every non-ASCII

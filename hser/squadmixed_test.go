@@ -217,3 +217,20 @@ func FuzzSeparatorPaths(f *testing.F) {
 		checkSeparatorPaths(t, scorers, sepText(a), sepText(b))
 	})
 }
+
+// TestASCIIPrefix: asciiPrefix is the index of the first non-ASCII byte
+// (or the length), at every offset around the 8-byte words.
+func TestASCIIPrefix(t *testing.T) {
+	for n := range 40 {
+		for at := 0; at <= n; at++ {
+			b := []byte(strings.Repeat("x", n))
+			want := n
+			if at < n {
+				b[at], want = 0x80|byte(at), at
+			}
+			if got := asciiPrefix(string(b)); got != want {
+				t.Fatalf("asciiPrefix(%q) = %d, want %d", b, got, want)
+			}
+		}
+	}
+}
