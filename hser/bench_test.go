@@ -109,7 +109,11 @@ func BenchmarkLCS(b *testing.B) {
 // pairs. With nonASCII only pairs where a side holds a non-ASCII character
 // are kept (curly quotes, dashes, no-break spaces, now and then an accented
 // letter: a fifth of these texts have some).
-func realPairs(b *testing.B, nonASCII bool) [][2]string {
+//
+// ctx gives each pair retrieved content: the texts its clips come from and
+// three more (Hit; a GRPO step scores G answers against the same chunks, so
+// they come from the scorer's chunk cache after the first round).
+func realPairs(b *testing.B, nonASCII bool) (pairs [][2]string, ctx [][]string) {
 	var words [][]string
 	for _, rel := range []string{"conversations/cast2020.jsonl", "conversations/cast2021.jsonl",
 		"conversations/cast2022.jsonl", "kb/passages.jsonl"} {
@@ -142,7 +146,7 @@ func realPairs(b *testing.B, nonASCII bool) [][2]string {
 		i := r.IntN(len(w) - n + 1)
 		return strings.Join(w[i:i+n], " ")
 	}
-	pairs := make([][2]string, 0, 256)
+	pairs = make([][2]string, 0, 256)
 	for len(pairs) < cap(pairs) {
 		a := words[r.IntN(len(words))]
 		bb := a
@@ -154,19 +158,28 @@ func realPairs(b *testing.B, nonASCII bool) [][2]string {
 			continue
 		}
 		pairs = append(pairs, p)
+		c := []string{strings.Join(a, " "), strings.Join(bb, " ")}
+		for range 3 {
+			c = append(c, strings.Join(words[r.IntN(len(words))], " "))
+		}
+		ctx = append(ctx, c)
 	}
-	return pairs
+	return pairs, ctx
 }
 
 // BenchmarkScoreReal is BenchmarkScore on clips of CAsT answers and KB
 // passages: "mixed" as drawn, "nonascii" only the pairs with a non-ASCII
-// character (the general path's share of real text).
+// character (the general path's share of real text), "context" the mixed
+// pairs with five retrieved chunks each (Hit).
 func BenchmarkScoreReal(b *testing.B) {
 	for _, set := range []struct {
-		name     string
-		nonASCII bool
-	}{{"mixed", false}, {"nonascii", true}} {
-		pairs := realPairs(b, set.nonASCII)
+		name          string
+		nonASCII, ctx bool
+	}{{"mixed", false, false}, {"nonascii", true, false}, {"context", false, true}} {
+		pairs, ctxs := realPairs(b, set.nonASCII)
+		if !set.ctx {
+			ctxs = make([][]string, len(pairs))
+		}
 		for _, c := range []struct {
 			name string
 			cfg  Config
@@ -183,7 +196,7 @@ func BenchmarkScoreReal(b *testing.B) {
 				i := 0
 				for b.Loop() {
 					p := pairs[i%len(pairs)]
-					s.Score(p[0], p[1], nil)
+					s.Score(p[0], p[1], ctxs[i%len(pairs)])
 					i++
 				}
 				if cpu1, ok1 := threadCPU(); ok && ok1 && i > 0 {

@@ -113,8 +113,13 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 
 	if s.unicode && !s.cfg.Stem {
 		// The unicode normalization is the Rouge tokens minus articles:
-		// reuse the ids rouge just interned (before tokenF1 reuses them).
+		// reuse the ids rouge just interned (before tokenF1 reuses them),
+		// for the EM and, joined, for Hit.
 		out.EM = s.unicodeEM(sc)
+		if len(context) > 0 {
+			sc.normA = sc.appendJoined(sc.normA[:0], sc.predID)
+			sc.normRef = sc.appendJoined(sc.normRef[:0], sc.refID)
+		}
 	}
 	// The official SQuAD numbers: normalized answers are token strings
 	// joined by single spaces. On ASCII text the interned Rouge tokens give
@@ -136,9 +141,9 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 		// The reward's normalization is SQuAD's.
 		out.EM = out.SquadEM
 		if len(context) > 0 {
-			if fused {
-				sc.normA = appendSQuADNormalized(sc.normA[:0], prediction, &sc.tmp)
-				sc.normRef = appendSQuADNormalized(sc.normRef[:0], reference, &sc.tmp)
+			if fused { // the SQuAD tokens' ids, joined
+				sc.normA = sc.appendJoined(sc.normA[:0], sc.sqPID)
+				sc.normRef = sc.appendJoined(sc.normRef[:0], sc.sqRID)
 			} else {
 				sc.normA = append(sc.normA[:0], sc.sqA...)
 				sc.normRef = append(sc.normRef[:0], sc.sqRef...)
@@ -150,9 +155,6 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 		if bytes.Equal(sc.normA, sc.normRef) {
 			out.EM = 1
 		}
-	case len(context) > 0:
-		sc.normA = s.normalize(sc, sc.normA[:0], prediction)
-		sc.normRef = s.normalize(sc, sc.normRef[:0], reference)
 	}
 
 	if len(context) > 0 {
@@ -171,6 +173,26 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 	}
 	out.Reward = s.cfg.Weights.Reward(out.RougeF1, out.EM, out.Hit)
 	return out
+}
+
+// appendJoined appends the bytes of the tokens ids of the last rouge call
+// (sc.tab's keys, in sc.buf), joined by single spaces, to dst, leaving out
+// the articles (ids below articleIDs, seeded without bytes). With the
+// unicode tokenizer unstemmed, predID and refID give the normalized answers
+// of s.normalize; with the fused SQuAD path, sqPID and sqRID give
+// normalize_answer's.
+func (sc *scratch) appendJoined(dst []byte, ids []int32) []byte {
+	for _, id := range ids {
+		if id < articleIDs {
+			continue
+		}
+		if len(dst) > 0 {
+			dst = append(dst, ' ')
+		}
+		k := sc.tab.keys[id]
+		dst = append(dst, sc.buf[k.start:k.end]...)
+	}
+	return dst
 }
 
 // normalizedChunk is s.normalize(chunk), from the chunk cache when it was

@@ -234,3 +234,61 @@ func TestASCIIPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestHitFromIDs: the reward's EM and Hit, whose normalized answers come
+// from the interned ids, equal those of the general normalizers (unicode
+// tokens minus articles, or normalize_answer step by step) on ASCII,
+// SQuAD-style, mixed and separator text, for every tokenizer and stemming
+// mode, with the answer inside a chunk, glued to it, or absent.
+func TestHitFromIDs(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	gen := []func() string{
+		func() string { return randomASCII(r) },
+		func() string { return squadText(r, r.IntN(9) == 0) },
+		func() string { return mixedText(r) },
+		func() string {
+			b := make([]byte, r.IntN(30))
+			for j := range b {
+				b[j] = byte(r.IntN(256))
+			}
+			return sepText(b)
+		},
+	}
+	hits := 0
+	for _, s := range fastPathScorers(t) {
+		norm := s.Normalize
+		if !s.unicode {
+			norm = generalSQuAD
+		}
+		for i := range 8000 {
+			g := gen[i%len(gen)]
+			pred, ref := g(), g()
+			if i%4 == 0 {
+				ref = pred
+			}
+			ctx := []string{g() + []string{" ", "", "’"}[i%3] + pred + " " + g(), g()}
+			if i%5 == 0 {
+				ctx = ctx[1:]
+			}
+			got := s.Score(pred, ref, ctx)
+			np, nr := norm(pred), norm(ref)
+			hit := 0.0
+			for _, c := range ctx {
+				if np != "" && strings.Contains(" "+norm(c)+" ", " "+np+" ") {
+					hit = 1
+				}
+			}
+			em := 0.0
+			if np == nr {
+				em = 1
+			}
+			if got.Hit != hit || got.EM != em {
+				t.Fatalf("%+v: Score(%q, %q, %q): EM %v Hit %v, want %v %v", s.cfg, pred, ref, ctx, got.EM, got.Hit, em, hit)
+			}
+			hits += int(hit)
+		}
+	}
+	if hits < 8000 {
+		t.Fatalf("only %d hits", hits)
+	}
+}
