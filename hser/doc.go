@@ -45,4 +45,14 @@
 // ids (the articles are ids 0–2). Other text takes the general tokenizers;
 // both paths give the same tokens and scores on ASCII text, which the tests
 // check on random text, the NLTK vocabulary and by fuzzing.
+//
+// Text whose non-ASCII characters are all separators for both tokenizers
+// (’ “ ” — … no-break spaces: most non-ASCII text in real answers) takes the
+// fast path too, with each such character blanked to as many ASCII bytes
+// (blankText). SQuAD keeps the non-space ones inside its tokens ("don’t"
+// stays one token, "the’s" loses its article), so a field holding one is
+// normalized on its own (normalize_answer is local to whitespace-separated
+// fields) and its tokens interned beside the others. Text with letters
+// outside ASCII (é, ß, Cyrillic, CJK) takes the general tokenizers. With a
+// context, Hit's normalized answers are joined from the interned ids.
 package hser

@@ -315,7 +315,10 @@ func (t *internTable) internXFields(a *asciiScan, idv []int32, k int, tok []scan
 		if f.start >= a.split {
 			orig, s, e = a.ref, s-int(a.split), e-int(a.split)
 		}
-		norm, _ := appendSQuADNormalizedFast(out[w:w], orig[s:e]) // out has room (growBuf)
+		if cap(out)-w < e-s+packSlack { // fastRouge grows buf for every xfield
+			panic("hser: no room for an xfield's normalized text")
+		}
+		norm, _ := appendSQuADNormalizedFast(out[w:w], orig[s:e]) // in place: out has room
 		for i := 0; i < len(norm); {
 			j := i
 			for j < len(norm) && norm[j] != ' ' {

@@ -426,35 +426,37 @@ func (sc *scratch) stemIDs() int {
 // nothing but punctuation. A field of one Rouge token is that token (same
 // id); the Rouge tokens of a field lie back to back in sc.buf, so a longer
 // field is interned from there. Equal ids are equal bytes, so EM and F1 come
-// from the ids.
+// from the ids. On text from blankText, the fields it lists in sc.scan.xf
+// are interned from their normalize_answer instead (internXFields).
 func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 	sc.sqFused = false
-	if !squad {
-		sc.scan.xf = sc.scan.xf[:0]
-	}
 	tokens, ascii, control := sc.scan.scan(sc.text)
 	if !ascii {
 		return false
 	}
-	sc.buf = growBuf(sc.buf, sc.text)
-	xbytes := 0 // the xfields' bytes: a bound on their normalized bytes and SQuAD ids
-	if squad {
-		for _, f := range sc.scan.xf {
-			xbytes += int(f.end - f.start)
-		}
-		sc.buf = slices.Grow(sc.buf, len(sc.text)+xbytes+2*maxPacked+packSlack)
-	}
-	np, _ := slices.BinarySearchFunc(sc.scan.tok[:tokens], int32(split), func(t scanToken, at int32) int { return int(t.start - at) })
 	// Without stemming the tokens stay as they are, for the unicode EM and
 	// SQuAD, whose articles need their reserved ids (with stemming the ids
 	// are remapped to stems, and seeded keys have no bytes to stem).
 	seed := !s.cfg.Stem
 	squad = squad && seed
+	sc.buf = growBuf(sc.buf, sc.text)
 	room := tokens + articleIDs
 	if squad {
-		room += tokens/2 + xbytes // a field of several tokens may add an id
-		sc.scan.markXFields(tokens)
+		room += tokens / 2 // a field of several tokens may add an id
+		// The xfields' bytes bound their normalized bytes and SQuAD ids.
+		xbytes := 0
+		for _, f := range sc.scan.xf {
+			xbytes += int(f.end - f.start)
+		}
+		if xbytes > 0 {
+			room += xbytes
+			sc.buf = slices.Grow(sc.buf, len(sc.text)+xbytes+2*maxPacked+packSlack)
+			sc.scan.markXFields(tokens)
+		}
+	} else {
+		sc.scan.xf = sc.scan.xf[:0] // no SQuAD ids: the xfields' tokens are ordinary ones
 	}
+	np, _ := slices.BinarySearchFunc(sc.scan.tok[:tokens], int32(split), func(t scanToken, at int32) int { return int(t.start - at) })
 	sc.tab.reset(4 * room)
 	if seed {
 		sc.tab.seedArticles()
