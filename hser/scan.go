@@ -23,7 +23,13 @@ type asciiScan struct {
 	pred, ref string
 	split     int32
 	xpos      []int32 // blankText's scratch
+	tmp       []byte  // the general normalizer's
 }
+
+// xNormMax bounds the growth of a text by normalize_answer: lowercasing
+// makes at most 3 bytes of 1 (an invalid byte becomes U+FFFD; 'Ⱥ', 2
+// bytes, lowercases to 'ⱥ', 3).
+const xNormMax = 3
 
 // markXFields sets xField on the first of the tokens at or after the
 // start of each xfield.
@@ -315,10 +321,14 @@ func (t *internTable) internXFields(a *asciiScan, idv []int32, k int, tok []scan
 		if f.start >= a.split {
 			orig, s, e = a.ref, s-int(a.split), e-int(a.split)
 		}
-		if cap(out)-w < e-s+packSlack { // fastRouge grows buf for every xfield
+		if cap(out)-w < xNormMax*(e-s)+packSlack { // fastRouge grows buf for every xfield
 			panic("hser: no room for an xfield's normalized text")
 		}
-		norm, _ := appendSQuADNormalizedFast(out[w:w], orig[s:e]) // in place: out has room
+		// In place: out has room.
+		norm, ok := appendSQuADNormalizedFast(out[w:w], orig[s:e])
+		if !ok {
+			norm = appendSQuADNormalizedGeneral(out[w:w], orig[s:e], &a.tmp)
+		}
 		for i := 0; i < len(norm); {
 			j := i
 			for j < len(norm) && norm[j] != ' ' {

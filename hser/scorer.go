@@ -352,7 +352,7 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 	// the like) has the tokens of its ASCII part: the fast path again, on
 	// the text with them blanked. SQuAD keeps the non-space ones: the
 	// fields holding them are normalized on their own (blankText).
-	if ok, squad := blankText(sc, prediction, reference); ok {
+	if ok, squad := blankText(sc, prediction, reference, s.unicode); ok {
 		if s.fastRouge(sc, int(sc.scan.split), squad) {
 			return s.rougeFromIDs(sc, sc.k)
 		}
@@ -450,7 +450,7 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 		}
 		if xbytes > 0 {
 			room += xbytes
-			sc.buf = slices.Grow(sc.buf, len(sc.text)+xbytes+2*maxPacked+packSlack)
+			sc.buf = slices.Grow(sc.buf, len(sc.text)+xNormMax*xbytes+2*maxPacked+packSlack)
 			sc.scan.markXFields(tokens)
 		}
 	} else {
@@ -486,11 +486,14 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 // whitespace, '*' for the others, so offsets stay those of the original
 // text; and sc.scan's split, pred, ref and xf: the fields (runs between
 // whitespace) that hold one of the others. It reports ok when every
-// non-ASCII character is a separator for both tokenizers
-// (appendSeparatorsBlanked), and squad when moreover normalize_answer
-// treats each as squadSafeRune: then SQuAD's tokens are those of the fast
-// path outside the xfields, and normalize_answer of each xfield's text.
-func blankText(sc *scratch, prediction, reference string) (ok, squad bool) {
+// non-ASCII character is a separator for the tokenizer (unicode: see
+// appendSeparatorsBlanked; rouge-score: all but U+212A and U+0130, which
+// lowercase to ASCII letters, and invalid bytes too), and squad when
+// SQuAD's tokens are then those of the fast path outside the xfields, and
+// normalize_answer of each xfield's text: always with rouge-score (xfields
+// are normalized by the general path if need be), with unicode when each
+// character is squadSafeRune (the one-pass normalizer's).
+func blankText(sc *scratch, prediction, reference string, unicodeTok bool) (ok, squad bool) {
 	a := &sc.scan
 	a.pred, a.ref, a.split = prediction, reference, int32(len(prediction)+1)
 	a.xf = a.xf[:0]
@@ -510,10 +513,14 @@ func blankText(sc *scratch, prediction, reference string) (ok, squad bool) {
 				}
 			}
 			r, size := utf8.DecodeRuneInString(text[i:])
-			if r == utf8.RuneError && size == 1 || unicode.In(r, unicode.L, unicode.N, unicode.M) {
+			if unicodeTok {
+				if r == utf8.RuneError && size == 1 || unicode.In(r, unicode.L, unicode.N, unicode.M) {
+					return false, false
+				}
+				squad = squad && squadSafeRune(r)
+			} else if r == '\u212A' || r == '\u0130' {
 				return false, false
 			}
-			squad = squad && squadSafeRune(r)
 			b := byte('*')
 			if isPySpace(r) {
 				b = ' '

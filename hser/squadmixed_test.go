@@ -292,3 +292,36 @@ func TestHitFromIDs(t *testing.T) {
 		t.Fatalf("only %d hits", hits)
 	}
 }
+
+// TestRougeScoreFusedAnyText: with the rouge-score tokenizer every
+// non-ASCII character but K (U+212A) and İ separates tokens, so text with
+// letters (é, ß, Σ, CJK) and invalid bytes takes the fused path too, with
+// the fields holding them normalized by the general path; scores are the
+// oracles'.
+func TestRougeScoreFusedAnyText(t *testing.T) {
+	s := mustScorer(t, rougeCfg(false))
+	r := rand.New(rand.NewPCG(27, 28))
+	extra := []string{"é", "straße", "ΟΔΟΣ", "Σ", "北京", "\xff", "\xc3", "Ⱥ", "\u0301", "ǅ"}
+	fusable := 0
+	for i := range 10000 {
+		pred, ref := mixedText(r), mixedText(r)
+		pred += extra[r.IntN(len(extra))] + mixedText(r)
+		if i%4 == 0 {
+			ref = pred
+		}
+		checkSeparatorPaths(t, []*Scorer{s}, pred, ref)
+		sc := new(scratch)
+		s.rouge(sc, pred, ref)
+		// Only control characters (SQuAD keeps them) and K, İ (tokens)
+		// send a pair elsewhere.
+		if !strings.ContainsAny(pred+ref, "\x00\u212a\u0130") {
+			fusable++
+			if !sc.sqFused {
+				t.Fatalf("(%q, %q) not fused", pred, ref)
+			}
+		}
+	}
+	if fusable < 500 {
+		t.Fatalf("only %d of 10000 pairs fusable", fusable)
+	}
+}
