@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"slices"
+	"unicode/utf8"
 )
 
 // asciiScan is the fast path's per-token working memory. The path runs as
@@ -30,6 +31,11 @@ type asciiScan struct {
 // makes at most 3 bytes of 1 (an invalid byte becomes U+FFFD; 'Ⱥ', 2
 // bytes, lowercases to 'ⱥ', 3).
 const xNormMax = 3
+
+// xGrowMax bounds the bytes an xfield's tokens and normalized text take in
+// the fast path's buffer per byte of the field: case folding makes at most
+// 3 bytes of 2 (Ⱥ → ⱥ), plus xNormMax.
+const xGrowMax = 2 + xNormMax
 
 // markXFields sets xField on the first of the tokens at or after the
 // start of each xfield.
@@ -313,16 +319,21 @@ const xField = 2
 func (t *internTable) internXFields(a *asciiScan, idv []int32, k int, tok []scanToken, text, out []byte, w int, sq []int32, limit int32) (int, int, []int32) {
 	for ; a.xi < len(a.xf) && a.xf[a.xi].start < limit; a.xi++ {
 		f := a.xf[a.xi]
-		for ; k < len(tok) && tok[k].start < f.end; k++ {
-			idv[k], w = t.internSlow(text, out, w, &tok[k])
-		}
-		orig := a.pred
-		s, e := int(f.start), int(f.end)
+		orig, off := a.pred, 0
 		if f.start >= a.split {
-			orig, s, e = a.ref, s-int(a.split), e-int(a.split)
+			orig, off = a.ref, int(a.split)
 		}
-		if cap(out)-w < xNormMax*(e-s)+packSlack { // fastRouge grows buf for every xfield
-			panic("hser: no room for an xfield's normalized text")
+		s, e := int(f.start)-off, int(f.end)-off
+		if cap(out)-w < xGrowMax*(e-s)+packSlack { // fastRouge grows buf for every xfield
+			panic("hser: no room for an xfield's tokens and normalized text")
+		}
+		for ; k < len(tok) && tok[k].start < f.end; k++ {
+			tk := &tok[k]
+			if c := orig[int(tk.start)-off : int(tk.end)-off]; asciiPrefix(c) < len(c) {
+				idv[k], w = t.internFolded(out, w, c)
+				continue
+			}
+			idv[k], w = t.internSlow(text, out, w, tk)
 		}
 		// In place: out has room.
 		norm, ok := appendSQuADNormalizedFast(out[w:w], orig[s:e])
@@ -344,6 +355,27 @@ func (t *internTable) internXFields(a *asciiScan, idv []int32, k int, tok []scan
 		w += len(norm)
 	}
 	return k, w, sq
+}
+
+// internFolded interns the unicode token c (ASCII letters and digits and
+// keptLetter characters) case-folded as appendUnicodeTokens folds it, its
+// bytes written to out at w; it returns its id and the new end of out.
+func (t *internTable) internFolded(out []byte, w int, c string) (int32, int) {
+	start := w
+	for i := 0; i < len(c); {
+		if b := c[i]; b < utf8.RuneSelf {
+			out[w] = b | 0x20 // [A-Z] → [a-z], digits unchanged
+			w++
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(c[i:])
+		w += utf8.EncodeRune(out[w:], foldRune(r))
+		i += size
+	}
+	sp := [1]span{{int32(start), int32(w)}}
+	var one [1]int32
+	return t.intern(one[:0], out, sp[:])[0], w
 }
 
 // internSlow interns token tk of text by the general lookup, its bytes

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Score carries every term, the weights and the total. JSON names are the
@@ -352,8 +354,8 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 	// the like) has the tokens of its ASCII part: the fast path again, on
 	// the text with them blanked. SQuAD keeps the non-space ones: the
 	// fields holding them are normalized on their own (blankText).
-	if ok, squad := blankText(sc, prediction, reference, s.unicode); ok {
-		if s.fastRouge(sc, int(sc.scan.split), squad) {
+	if blankText(sc, prediction, reference, s.unicode, s.unicode && !s.cfg.Stem) {
+		if s.fastRouge(sc, int(sc.scan.split), true) {
 			return s.rougeFromIDs(sc, sc.k)
 		}
 	}
@@ -450,7 +452,7 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 		}
 		if xbytes > 0 {
 			room += xbytes
-			sc.buf = slices.Grow(sc.buf, len(sc.text)+xNormMax*xbytes+2*maxPacked+packSlack)
+			sc.buf = slices.Grow(sc.buf, len(sc.text)+xGrowMax*xbytes+2*maxPacked+packSlack)
 			sc.scan.markXFields(tokens)
 		}
 	} else {
@@ -483,21 +485,25 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 
 // blankText sets sc.text to prediction, scanSep, reference (padded) with
 // each non-ASCII character replaced by as many bytes: ' ' for Python
-// whitespace, '*' for the others, so offsets stay those of the original
-// text; and sc.scan's split, pred, ref and xf: the fields (runs between
-// whitespace) that hold one of the others. It reports ok when every
-// non-ASCII character is a separator for the tokenizer (unicode: see
-// appendSeparatorsBlanked; rouge-score: all but U+212A and U+0130, which
-// lowercase to ASCII letters, and invalid bytes too), and squad when
-// SQuAD's tokens are then those of the fast path outside the xfields, and
-// normalize_answer of each xfield's text: always with rouge-score (xfields
-// are normalized by the general path if need be), with unicode when each
-// character is squadSafeRune (the one-pass normalizer's).
-func blankText(sc *scratch, prediction, reference string, unicodeTok bool) (ok, squad bool) {
+// whitespace, 'x' for a letter or number kept in a token, '*' for the
+// others, so offsets stay those of the original text; and sc.scan's split,
+// pred, ref and xf: the fields (runs between whitespace) that hold one of
+// the last two. SQuAD's tokens are then those of the fast path outside the
+// xfields, and normalize_answer of each xfield's text (normalize_answer is
+// local to fields); a token holding an 'x' is folded from the original.
+//
+// It reports false unless the tokenizer sees the text so: with rouge-score
+// every non-ASCII character but U+212A and U+0130 (which lowercase to
+// ASCII letters) separates tokens, invalid bytes too; with unicode the
+// separators are appendSeparatorsBlanked's, and with letters the letters
+// and numbers that neither NFC nor a neighbour changes (NFC-normal, no
+// composition with what precedes, not Han, kana or hangul; marks are
+// refused) are kept. Letters need the tokens unstemmed (stemIDs stems
+// ASCII bytes).
+func blankText(sc *scratch, prediction, reference string, unicodeTok, letters bool) bool {
 	a := &sc.scan
 	a.pred, a.ref, a.split = prediction, reference, int32(len(prediction)+1)
 	a.xf = a.xf[:0]
-	squad = true
 	dst := sc.text[:0]
 	var xs []int32 // offsets of the '*' that stand for a character
 	xs = a.xpos[:0]
@@ -513,15 +519,20 @@ func blankText(sc *scratch, prediction, reference string, unicodeTok bool) (ok, 
 				}
 			}
 			r, size := utf8.DecodeRuneInString(text[i:])
-			if unicodeTok {
-				if r == utf8.RuneError && size == 1 || unicode.In(r, unicode.L, unicode.N, unicode.M) {
-					return false, false
-				}
-				squad = squad && squadSafeRune(r)
-			} else if r == '\u212A' || r == '\u0130' {
-				return false, false
-			}
 			b := byte('*')
+			if unicodeTok {
+				if r == utf8.RuneError && size == 1 || unicode.IsMark(r) {
+					return false
+				}
+				if unicode.IsLetter(r) || unicode.IsNumber(r) {
+					if !letters || !keptLetter(text[i:i+size], r) {
+						return false
+					}
+					b = 'x'
+				}
+			} else if r == '\u212A' || r == '\u0130' {
+				return false
+			}
 			if isPySpace(r) {
 				b = ' '
 			} else {
@@ -535,9 +546,6 @@ func blankText(sc *scratch, prediction, reference string, unicodeTok bool) (ok, 
 	}
 	a.xpos = xs
 	sc.text = padText(dst)
-	if !squad {
-		return true, false
-	}
 	text := sc.text
 	end := int32(-1)
 	for _, p := range xs {
@@ -554,7 +562,20 @@ func blankText(sc *scratch, prediction, reference string, unicodeTok bool) (ok, 
 		a.xf = append(a.xf, span{s, e})
 		end = e
 	}
-	return true, true
+	return true
+}
+
+// keptLetter reports whether the letter or number r (encoded as c) is a
+// token character that the unicode tokenizer keeps as it is wherever it
+// stands: NFC leaves it alone and it composes with nothing before it (the
+// ASCII and non-ASCII characters around it do not compose with it either:
+// marks, the only ones that could, are refused), and it is not one of the
+// scripts whose characters are tokens of their own.
+func keptLetter(c string, r rune) bool {
+	if r < 0x250 { // Latin-1 and Latin Extended-A/B letters are
+		return true // NFC-stable starters (TestKeptLetters checks them all)
+	}
+	return !isSplitRune(r) && norm.NFC.IsNormalString(c) && norm.NFC.PropertiesString(c).BoundaryBefore()
 }
 
 // asciiPrefix returns the length of the longest ASCII prefix of s, eight

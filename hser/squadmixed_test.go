@@ -2,10 +2,13 @@ package hser
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // generalSQuAD is normalize_answer by the step-by-step general path, the
@@ -323,5 +326,76 @@ func TestRougeScoreFusedAnyText(t *testing.T) {
 	}
 	if fusable < 500 {
 		t.Fatalf("only %d of 10000 pairs fusable", fusable)
+	}
+}
+
+// TestKeptLetters: every letter and number keptLetter accepts is one
+// token character for the general unicode tokenizer wherever it stands
+// (between ASCII letters, after é, doubled, before a separator), folded as
+// internFolded folds it; and a sample of such text scores as the oracles
+// say through the fast path.
+func TestKeptLetters(t *testing.T) {
+	u := mustScorer(t, DefaultConfig())
+	kept := 0
+	var sample []string
+	for r := rune(0x80); r <= unicode.MaxRune; r++ {
+		if !unicode.IsLetter(r) && !unicode.IsNumber(r) || !keptLetter(string(r), r) {
+			continue
+		}
+		kept++
+		c := string(r)
+		var tab internTable
+		tab.reset(4)
+		out := make([]byte, 64)
+		_, w := tab.internFolded(out, 0, "Ab"+c)
+		f := string(out[:w])
+		for _, tc := range []struct {
+			in   string
+			want []string
+		}{{"ab" + c + "cd", []string{"ab" + f[2:] + "cd"}}, {c + "’x", []string{f[2:], "x"}}, {"é" + c, []string{"é" + f[2:]}},
+			{c + c + " " + c, []string{f[2:] + f[2:], f[2:]}}, {"Ab" + c, []string{f}}} {
+			if got := u.Tokens(tc.in); !slices.Equal(got, tc.want) {
+				t.Fatalf("U+%04X: Tokens(%q) = %q, want %q", r, tc.in, got, tc.want)
+			}
+		}
+		if r%37 == 0 {
+			sample = append(sample, c)
+		}
+	}
+	if kept < 25000 {
+		t.Fatalf("only %d letters kept", kept)
+	}
+	for r := rune(0x80); r < 0x250; r++ { // keptLetter's shortcut
+		if c := string(r); (unicode.IsLetter(r) || unicode.IsNumber(r)) && !(norm.NFC.IsNormalString(c) && norm.NFC.PropertiesString(c).BoundaryBefore()) {
+			t.Errorf("U+%04X is not an NFC-stable starter", r)
+		}
+	}
+	for _, c := range []string{"北", "\u0301", "한", "\u212b", "ｶ"} { // Han, a mark, hangul, not NFC, kana
+		if r, _ := utf8.DecodeRuneInString(c); keptLetter(c, r) {
+			t.Errorf("%q kept", c)
+		}
+	}
+	scorers := []*Scorer{u, mustScorer(t, rougeCfg(false))}
+	r := rand.New(rand.NewPCG(29, 30))
+	fused := 0
+	for i := range 5000 {
+		b := make([]byte, r.IntN(30))
+		for j := range b {
+			b[j] = byte(r.IntN(256))
+		}
+		pred := sepText(b) + sample[r.IntN(len(sample))] + sepText(b[r.IntN(len(b)+1):]) + "é"
+		ref := sepText(b[r.IntN(len(b)+1):]) + sample[r.IntN(len(sample))]
+		if i%3 == 0 {
+			ref = pred
+		}
+		checkSeparatorPaths(t, scorers, pred, ref)
+		sc := new(scratch)
+		u.rouge(sc, pred, ref)
+		if sc.sqFused {
+			fused++
+		}
+	}
+	if fused < 2500 {
+		t.Fatalf("only %d of 5000 pairs fused", fused)
 	}
 }
