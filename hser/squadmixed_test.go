@@ -129,10 +129,12 @@ func FuzzSQuADMixedPath(f *testing.F) {
 
 // sepPieces are ASCII words, articles and punctuation and the non-ASCII
 // characters of real text that the fused path keeps (’ “ — …, no-break and
-// other spaces), plus Ⓐ, a separator for Rouge that lower() changes.
+// other spaces, accented letters), plus Ⓐ, a separator for Rouge that
+// lower() changes, and letters lower() or folding treat specially.
 var sepPieces = []string{"the", "The", "a", "AN", "an", "t.h.e", "don", "t", "s", "Paris", "1889", "x", "y",
 	"internationalization", "_", "-", ".", "'", ",", " ", " ", " ", "\t", "\n", "’", "’", "‘", "“", "”", "—", "–",
-	"…", "•", "\u00a0", "\u2009", "\u0085", "\u3000", "®", "\u00ad", "\u2028", "Ⓐ", "\x00"}
+	"…", "•", "\u00a0", "\u2009", "\u0085", "\u3000", "®", "\u00ad", "\u2028", "Ⓐ", "\x00",
+	"é", "É", "ß", "Σ", "µ", "İ", "Ⱥ", "ǅ", "Straße"}
 
 // sepText makes text of sepPieces from b (each byte picks a piece).
 func sepText(b []byte) string {
