@@ -350,14 +350,15 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 	if s.fastRouge(sc, split, true) {
 		return s.rougeFromIDs(sc, sc.k)
 	}
-	// Text whose only non-ASCII characters are separators (’ “ ” — … and
-	// the like) has the tokens of its ASCII part: the fast path again, on
-	// the text with them blanked. SQuAD keeps the non-space ones: the
-	// fields holding them are normalized on their own (blankText).
-	if blankText(sc, prediction, reference, s.unicode, s.unicode && !s.cfg.Stem) {
-		if s.fastRouge(sc, int(sc.scan.split), true) {
-			return s.rougeFromIDs(sc, sc.k)
-		}
+	// Text whose non-ASCII characters are separators (’ “ ” — … and the
+	// like) or, unstemmed, plain letters: the fast path again, on the text
+	// with them blanked; the fields holding them are tokenized and
+	// normalized on their own (blankText).
+	ok := blankText(sc, prediction, reference, s.unicode, s.unicode && !s.cfg.Stem)
+	ok = ok && s.fastRouge(sc, int(sc.scan.split), true)
+	sc.scan.pred, sc.scan.ref = "", "" // the pooled scratch keeps no texts
+	if ok {
+		return s.rougeFromIDs(sc, sc.k)
 	}
 	sc.buf = sc.buf[:0]
 	sc.pred = s.tokenize(&sc.buf, sc.pred[:0], prediction, s.cfg.Stem, &sc.stem)
