@@ -113,7 +113,7 @@ func BenchmarkLCS(b *testing.B) {
 // ctx gives each pair retrieved content: the texts its clips come from and
 // three more (Hit; a GRPO step scores G answers against the same chunks, so
 // they come from the scorer's chunk cache after the first round).
-func realPairs(b *testing.B, nonASCII bool) (pairs [][2]string, ctx [][]string) {
+func realPairs(b testing.TB, nonASCII bool) (pairs [][2]string, ctx [][]string) {
 	var words [][]string
 	for _, rel := range []string{"conversations/cast2020.jsonl", "conversations/cast2021.jsonl",
 		"conversations/cast2022.jsonl", "kb/passages.jsonl"} {

@@ -401,3 +401,48 @@ func TestKeptLetters(t *testing.T) {
 		t.Fatalf("only %d of 5000 pairs fused", fused)
 	}
 }
+
+// TestRealTextOracles: on clips of real CAsT answers and KB passages with
+// non-ASCII characters, and their retrieved content, every scorer gives the
+// oracles' SQuAD EM and F1, Rouge-L, EM and Hit, and most unicode pairs
+// take the fused path.
+func TestRealTextOracles(t *testing.T) {
+	pairs, ctxs := realPairs(t, true)
+	scorers := fastPathScorers(t)
+	fused, hits := 0, 0
+	for i, p := range pairs {
+		for _, s := range scorers {
+			checkSeparatorPaths(t, []*Scorer{s}, p[0], p[1])
+			g := s.Score(p[0], p[1], ctxs[i])
+			if w := s.Score(p[0], p[1], nil); g.RougeF1 != w.RougeF1 || g.SquadF1 != w.SquadF1 {
+				t.Fatalf("context changes the scores: %+v, %+v", g, w)
+			}
+			norm := s.Normalize
+			if !s.unicode {
+				norm = generalSQuAD
+			}
+			hit := 0.0
+			for _, c := range ctxs[i] {
+				if a := norm(p[0]); a != "" && strings.Contains(" "+norm(c)+" ", " "+a+" ") {
+					hit = 1
+				}
+			}
+			if g.Hit != hit {
+				t.Fatalf("%+v: (%q, %q): Hit %v, want %v", s.cfg, p[0], p[1], g.Hit, hit)
+			}
+			hits += int(hit)
+		}
+		sc := new(scratch)
+		scorers[0].rouge(sc, p[0], p[1])
+		if sc.sqFused {
+			fused++
+		}
+	}
+	if fused < len(pairs)*3/4 {
+		t.Fatalf("%d of %d real pairs fused", fused, len(pairs))
+	}
+	if hits < len(pairs) {
+		t.Fatalf("only %d hits", hits) // the clips come from the chunks: most hit
+	}
+	t.Logf("%d of %d real non-ASCII pairs fused, %d hits", fused, len(pairs), hits)
+}
