@@ -102,3 +102,109 @@ func BenchmarkLCS(b *testing.B) {
 		}
 	})
 }
+
+// realPairs draws (prediction, reference) pairs of 20–60-word clips, the
+// extractive answers rollouts score, from real CAsT 2020–2022 answers and
+// KB passages in the shared data: both clips from one text for half the
+// pairs. With nonASCII only pairs where a side holds a non-ASCII character
+// are kept (curly quotes, dashes, no-break spaces, now and then an accented
+// letter: a fifth of these texts have some).
+//
+// ctx gives each pair retrieved content: the texts its clips come from and
+// three more (Hit; a GRPO step scores G answers against the same chunks, so
+// they come from the scorer's chunk cache after the first round).
+func realPairs(b testing.TB, nonASCII bool) (pairs [][2]string, ctx [][]string) {
+	var words [][]string
+	for _, rel := range []string{"conversations/cast2020.jsonl", "conversations/cast2021.jsonl",
+		"conversations/cast2022.jsonl", "kb/passages.jsonl"} {
+		f, err := os.Open(testdata.Shared(b, rel))
+		if err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 16<<20)
+		for sc.Scan() {
+			var row struct {
+				Answer string `json:"answer"`
+				Text   string `json:"text"`
+			}
+			if json.Unmarshal(sc.Bytes(), &row) != nil {
+				continue
+			}
+			if w := strings.Fields(row.Answer + row.Text); len(w) >= 60 {
+				words = append(words, w)
+			}
+		}
+		f.Close()
+	}
+	if len(words) == 0 {
+		b.Skip("no texts")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	clip := func(w []string) string {
+		n := 20 + r.IntN(41)
+		i := r.IntN(len(w) - n + 1)
+		return strings.Join(w[i:i+n], " ")
+	}
+	pairs = make([][2]string, 0, 256)
+	for len(pairs) < cap(pairs) {
+		a := words[r.IntN(len(words))]
+		bb := a
+		if len(pairs)%2 == 1 {
+			bb = words[r.IntN(len(words))]
+		}
+		p := [2]string{clip(a), clip(bb)}
+		if nonASCII && isASCII(p[0]) && isASCII(p[1]) {
+			continue
+		}
+		pairs = append(pairs, p)
+		c := []string{strings.Join(a, " "), strings.Join(bb, " ")}
+		for range 3 {
+			c = append(c, strings.Join(words[r.IntN(len(words))], " "))
+		}
+		ctx = append(ctx, c)
+	}
+	return pairs, ctx
+}
+
+// BenchmarkScoreReal is BenchmarkScore on clips of CAsT answers and KB
+// passages: "mixed" as drawn, "nonascii" only the pairs with a non-ASCII
+// character (the general path's share of real text), "context" the mixed
+// pairs with five retrieved chunks each (Hit).
+func BenchmarkScoreReal(b *testing.B) {
+	for _, set := range []struct {
+		name          string
+		nonASCII, ctx bool
+	}{{"mixed", false, false}, {"nonascii", true, false}, {"context", false, true}} {
+		pairs, ctxs := realPairs(b, set.nonASCII)
+		if !set.ctx {
+			ctxs = make([][]string, len(pairs))
+		}
+		for _, c := range []struct {
+			name string
+			cfg  Config
+		}{
+			{"unicode", DefaultConfig()},
+			{"rouge-score", rougeCfg(false)},
+		} {
+			b.Run(set.name+"/"+c.name, func(b *testing.B) {
+				s := mustScorer(b, c.cfg)
+				b.ReportAllocs()
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				cpu0, ok := threadCPU()
+				i := 0
+				for b.Loop() {
+					p := pairs[i%len(pairs)]
+					s.Score(p[0], p[1], ctxs[i%len(pairs)])
+					i++
+				}
+				if cpu1, ok1 := threadCPU(); ok && ok1 && i > 0 {
+					per := float64(cpu1-cpu0) / float64(i)
+					b.ReportMetric(per, "cpu-ns/op")
+					b.ReportMetric(1e9/per, "pairs/cpu-s")
+				}
+			})
+		}
+	}
+}

@@ -45,4 +45,20 @@
 // ids (the articles are ids 0–2). Other text takes the general tokenizers;
 // both paths give the same tokens and scores on ASCII text, which the tests
 // check on random text, the NLTK vocabulary and by fuzzing.
+//
+// Most other text takes the fast path too, with each non-ASCII character
+// blanked to as many ASCII bytes (blankText): a separator (’ “ ” — …,
+// no-break spaces: most non-ASCII text in real answers) to a space or '*',
+// and, with the unicode tokenizer unstemmed, a letter or number that NFC
+// and its neighbours leave alone (é, ß, Cyrillic; not CJK, which is split
+// per character, nor combining marks) to 'x'. A field (whitespace-separated
+// run) holding a non-space one is an xfield: SQuAD keeps those characters
+// inside its tokens ("don’t" stays one token, "the’s" loses its article),
+// so an xfield's SQuAD tokens are normalize_answer of its original text
+// (normalize_answer is local to fields), and its Rouge tokens holding an
+// 'x' are case-folded from the original. rouge-score's tokenizer separates
+// on every non-ASCII character but K (U+212A) and İ, so it keeps the fast
+// path on nearly any text. The rest (CJK, marks, text not in NFC, stemmed
+// unicode text with letters) takes the general tokenizers. With a context,
+// Hit's normalized answers are joined from the interned ids.
 package hser

@@ -12,7 +12,8 @@ var validRougeToken = regexp.MustCompile(`^[a-z0-9]+$`)
 
 func fuzzSeeds(f *testing.F) {
 	for _, s := range []string{"", "The quick brown fox", "İstanbul ΟΔΟΣ", "北京タワー서울", "x\xff\xfe\xc0y",
-		"\u0301\u0301the", "yyyyyyyy", "a\x00b", strings.Repeat("ab ", 100)} {
+		"\u0301\u0301the", "yyyyyyyy", "a\x00b", strings.Repeat("ab ", 100),
+		"Don’t “the” — the’s x’the’y…\u00a0an", "café’s straße — İstanbul’s “Σ”", "Ⓐ’ ’ “” —\u2028the"} {
 		f.Add(s, "reference text")
 	}
 }

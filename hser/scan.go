@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"slices"
+	"unicode/utf8"
 )
 
 // asciiScan is the fast path's per-token working memory. The path runs as
@@ -14,6 +15,41 @@ import (
 // so that no call keeps the loop's values out of registers).
 type asciiScan struct {
 	tok []scanToken
+	// Fields holding a non-ASCII character that SQuAD keeps (xfields,
+	// spans of the text, in order; see blankText) and the original text
+	// they are normalized from: pred and ref, ref starting at split.
+	xf        []span
+	xi        int   // the next xfield to intern
+	xlim      int32 // the side being interned ends before this offset
+	pred, ref string
+	split     int32
+	xpos      []int32 // blankText's scratch
+	tmp       []byte  // the general normalizer's
+}
+
+// xNormMax bounds the growth of a text by normalize_answer: lowercasing
+// makes at most 3 bytes of 1 (an invalid byte becomes U+FFFD; 'Ⱥ', 2
+// bytes, lowercases to 'ⱥ', 3).
+const xNormMax = 3
+
+// xGrowMax bounds the bytes an xfield's tokens and normalized text take in
+// the fast path's buffer per byte of the field: case folding makes at most
+// 3 bytes of 2 (Ⱥ → ⱥ), plus xNormMax.
+const xGrowMax = 2 + xNormMax
+
+// markXFields sets xField on the first of the tokens at or after the
+// start of each xfield.
+func (a *asciiScan) markXFields(tokens int) {
+	tok := a.tok[:tokens]
+	k := 0
+	for _, f := range a.xf {
+		for k < len(tok) && tok[k].start < f.start {
+			k++
+		}
+		if k < len(tok) {
+			tok[k].field |= xField
+		}
+	}
 }
 
 // scanToken is one token of the fast path.
@@ -169,10 +205,12 @@ func hasControl(text []byte) bool {
 // leaves the loop for internSlow.
 func (t *internTable) internTokens(ids, sq []int32, a *asciiScan, text, buf []byte, from, to int) ([]int32, []int32, []byte) {
 	tok := a.tok[from:to]
-	if len(tok) == 0 {
+	if len(tok) == 0 && (a.xi == len(a.xf) || a.xf[a.xi].start >= a.xlim) {
 		return ids, sq, buf
 	}
-	tok[0].field = 1 // a side starts a field
+	if len(tok) > 0 {
+		tok[0].field |= 1 // a side starts a field
+	}
 	d, ns := len(ids), len(sq)
 	ids, sq = slices.Grow(ids, len(tok)), slices.Grow(sq, len(tok))
 	idv, sqv := ids[d:d+len(tok)], sq[:cap(sq)]
@@ -189,7 +227,7 @@ func (t *internTable) internTokens(ids, sq []int32, a *asciiScan, text, buf []by
 			tk := &tok[k]
 			s := int(tk.start)
 			n := uint(tk.end - tk.start)
-			if n > maxPacked || tk.field == 0 {
+			if n > maxPacked || tk.field != 1 {
 				break
 			}
 			m := &packMaskTab[n]
@@ -230,6 +268,18 @@ func (t *internTable) internTokens(ids, sq []int32, a *asciiScan, text, buf []by
 		// A rare case: the token, and if it continues a field the rest of
 		// the field.
 		tk := &tok[k]
+		if tk.field&xField != 0 {
+			// The xfields up to this token, with the tokens in them.
+			k0 := k
+			k, w, sq = t.internXFields(a, idv, k, tok, text, out, w, sq[:ns], tk.start+1)
+			ns = len(sq)
+			sq = slices.Grow(sq, len(tok)-k) // room for one id per token left, as above
+			sqv = sq[:cap(sq)]
+			if k == k0 { // the token follows an xfield: an ordinary one
+				tk.field &^= xField
+			}
+			continue
+		}
 		if tk.field != 0 {
 			idv[k], w = t.internSlow(text, out, w, tk)
 			sqv[ns] = idv[k]
@@ -249,8 +299,83 @@ func (t *internTable) internTokens(ids, sq []int32, a *asciiScan, text, buf []by
 		sqv[ns] = id
 		ns += b2i(id >= articleIDs)
 	}
+	if a.xi < len(a.xf) && a.xf[a.xi].start < a.xlim { // xfields after the side's last token
+		_, w, sq = t.internXFields(a, idv, len(tok), tok, text, out, w, sq[:ns], a.xlim)
+		ns = len(sq)
+	}
 	t.n = len(t.keys)
 	return ids[:d+len(tok)], sq[:ns], out[:w]
+}
+
+// xField marks, in scanToken.field, the first token at or after the start
+// of an xfield: internTokens leaves its loop there.
+const xField = 2
+
+// internXFields interns the xfields that start before limit, from a.xi
+// on, with tok[k:]'s tokens that lie in them (their Rouge ids go to
+// idv), and returns the next token, the new end of out and sq with the
+// xfields' SQuAD ids appended: those of normalize_answer of the field's
+// original text (one field may give several, split by an article).
+func (t *internTable) internXFields(a *asciiScan, idv []int32, k int, tok []scanToken, text, out []byte, w int, sq []int32, limit int32) (int, int, []int32) {
+	for ; a.xi < len(a.xf) && a.xf[a.xi].start < limit; a.xi++ {
+		f := a.xf[a.xi]
+		orig, off := a.pred, 0
+		if f.start >= a.split {
+			orig, off = a.ref, int(a.split)
+		}
+		s, e := int(f.start)-off, int(f.end)-off
+		if cap(out)-w < xGrowMax*(e-s)+packSlack { // fastRouge grows buf for every xfield
+			panic("hser: no room for an xfield's tokens and normalized text")
+		}
+		for ; k < len(tok) && tok[k].start < f.end; k++ {
+			tk := &tok[k]
+			if c := orig[int(tk.start)-off : int(tk.end)-off]; asciiPrefix(c) < len(c) {
+				idv[k], w = t.internFolded(out, w, c)
+				continue
+			}
+			idv[k], w = t.internSlow(text, out, w, tk)
+		}
+		// In place: out has room.
+		norm, ok := appendSQuADNormalizedFast(out[w:w], orig[s:e])
+		if !ok {
+			norm = appendSQuADNormalizedGeneral(out[w:w], orig[s:e], &a.tmp)
+		}
+		for i := 0; i < len(norm); {
+			j := i
+			for j < len(norm) && norm[j] != ' ' {
+				j++
+			}
+			var one [1]int32
+			id := t.intern(one[:0], out, []span{{int32(w + i), int32(w + j)}})[0]
+			if id >= articleIDs {
+				sq = append(sq, id)
+			}
+			i = j + 1
+		}
+		w += len(norm)
+	}
+	return k, w, sq
+}
+
+// internFolded interns the unicode token c (ASCII letters and digits and
+// keptLetter characters) case-folded as appendUnicodeTokens folds it, its
+// bytes written to out at w; it returns its id and the new end of out.
+func (t *internTable) internFolded(out []byte, w int, c string) (int32, int) {
+	start := w
+	for i := 0; i < len(c); {
+		if b := c[i]; b < utf8.RuneSelf {
+			out[w] = b | 0x20 // [A-Z] → [a-z], digits unchanged
+			w++
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(c[i:])
+		w += utf8.EncodeRune(out[w:], foldRune(r))
+		i += size
+	}
+	sp := [1]span{{int32(start), int32(w)}}
+	var one [1]int32
+	return t.intern(one[:0], out, sp[:])[0], w
 }
 
 // internSlow interns token tk of text by the general lookup, its bytes

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
+	"math/bits"
 	"slices"
 	"sync"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Score carries every term, the weights and the total. JSON names are the
@@ -111,8 +115,13 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 
 	if s.unicode && !s.cfg.Stem {
 		// The unicode normalization is the Rouge tokens minus articles:
-		// reuse the ids rouge just interned (before tokenF1 reuses them).
+		// reuse the ids rouge just interned (before tokenF1 reuses them),
+		// for the EM and, joined, for Hit.
 		out.EM = s.unicodeEM(sc)
+		if len(context) > 0 {
+			sc.normA = sc.appendJoined(sc.normA[:0], sc.predID)
+			sc.normRef = sc.appendJoined(sc.normRef[:0], sc.refID)
+		}
 	}
 	// The official SQuAD numbers: normalized answers are token strings
 	// joined by single spaces. On ASCII text the interned Rouge tokens give
@@ -134,9 +143,9 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 		// The reward's normalization is SQuAD's.
 		out.EM = out.SquadEM
 		if len(context) > 0 {
-			if fused {
-				sc.normA = appendSQuADNormalized(sc.normA[:0], prediction, &sc.tmp)
-				sc.normRef = appendSQuADNormalized(sc.normRef[:0], reference, &sc.tmp)
+			if fused { // the SQuAD tokens' ids, joined
+				sc.normA = sc.appendJoined(sc.normA[:0], sc.sqPID)
+				sc.normRef = sc.appendJoined(sc.normRef[:0], sc.sqRID)
 			} else {
 				sc.normA = append(sc.normA[:0], sc.sqA...)
 				sc.normRef = append(sc.normRef[:0], sc.sqRef...)
@@ -148,9 +157,6 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 		if bytes.Equal(sc.normA, sc.normRef) {
 			out.EM = 1
 		}
-	case len(context) > 0:
-		sc.normA = s.normalize(sc, sc.normA[:0], prediction)
-		sc.normRef = s.normalize(sc, sc.normRef[:0], reference)
 	}
 
 	if len(context) > 0 {
@@ -169,6 +175,26 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 	}
 	out.Reward = s.cfg.Weights.Reward(out.RougeF1, out.EM, out.Hit)
 	return out
+}
+
+// appendJoined appends the bytes of the tokens ids of the last rouge call
+// (sc.tab's keys, in sc.buf), joined by single spaces, to dst, leaving out
+// the articles (ids below articleIDs, seeded without bytes). With the
+// unicode tokenizer unstemmed, predID and refID give the normalized answers
+// of s.normalize; with the fused SQuAD path, sqPID and sqRID give
+// normalize_answer's.
+func (sc *scratch) appendJoined(dst []byte, ids []int32) []byte {
+	for _, id := range ids {
+		if id < articleIDs {
+			continue
+		}
+		if len(dst) > 0 {
+			dst = append(dst, ' ')
+		}
+		k := sc.tab.keys[id]
+		dst = append(dst, sc.buf[k.start:k.end]...)
+	}
+	return dst
 }
 
 // normalizedChunk is s.normalize(chunk), from the chunk cache when it was
@@ -320,22 +346,19 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 	// (fastRouge), which also gives the SQuAD tokens.
 	var split int
 	sc.text, split = fillText(sc.text, prediction, reference)
+	sc.scan.xf = sc.scan.xf[:0]
 	if s.fastRouge(sc, split, true) {
 		return s.rougeFromIDs(sc, sc.k)
 	}
-	// Text whose only non-ASCII characters are separators (’ “ ” — … and
-	// the like) has the tokens of its ASCII part: the fast path again (but
-	// not for SQuAD, which keeps those characters).
-	var ok1, ok2 bool
-	sc.text, ok1 = appendSeparatorsBlanked(sc.text[:0], prediction)
-	sc.text = append(sc.text, scanSep)
-	split = len(sc.text)
-	sc.text, ok2 = appendSeparatorsBlanked(sc.text, reference)
-	if ok1 && ok2 {
-		sc.text = padText(sc.text)
-		if s.fastRouge(sc, split, false) {
-			return s.rougeFromIDs(sc, sc.k)
-		}
+	// Text whose non-ASCII characters are separators (’ “ ” — … and the
+	// like) or, unstemmed, plain letters: the fast path again, on the text
+	// with them blanked; the fields holding them are tokenized and
+	// normalized on their own (blankText).
+	ok := blankText(sc, prediction, reference, s.unicode, s.unicode && !s.cfg.Stem)
+	ok = ok && s.fastRouge(sc, int(sc.scan.split), true)
+	sc.scan.pred, sc.scan.ref = "", "" // the pooled scratch keeps no texts
+	if ok {
+		return s.rougeFromIDs(sc, sc.k)
 	}
 	sc.buf = sc.buf[:0]
 	sc.pred = s.tokenize(&sc.buf, sc.pred[:0], prediction, s.cfg.Stem, &sc.stem)
@@ -406,24 +429,37 @@ func (sc *scratch) stemIDs() int {
 // nothing but punctuation. A field of one Rouge token is that token (same
 // id); the Rouge tokens of a field lie back to back in sc.buf, so a longer
 // field is interned from there. Equal ids are equal bytes, so EM and F1 come
-// from the ids.
+// from the ids. On text from blankText, the fields it lists in sc.scan.xf
+// are interned from their normalize_answer instead (internXFields).
 func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 	sc.sqFused = false
 	tokens, ascii, control := sc.scan.scan(sc.text)
 	if !ascii {
 		return false
 	}
-	sc.buf = growBuf(sc.buf, sc.text)
-	np, _ := slices.BinarySearchFunc(sc.scan.tok[:tokens], int32(split), func(t scanToken, at int32) int { return int(t.start - at) })
 	// Without stemming the tokens stay as they are, for the unicode EM and
 	// SQuAD, whose articles need their reserved ids (with stemming the ids
 	// are remapped to stems, and seeded keys have no bytes to stem).
 	seed := !s.cfg.Stem
 	squad = squad && seed
+	sc.buf = growBuf(sc.buf, sc.text)
 	room := tokens + articleIDs
 	if squad {
 		room += tokens / 2 // a field of several tokens may add an id
+		// The xfields' bytes bound their normalized bytes and SQuAD ids.
+		xbytes := 0
+		for _, f := range sc.scan.xf {
+			xbytes += int(f.end - f.start)
+		}
+		if xbytes > 0 {
+			room += xbytes
+			sc.buf = slices.Grow(sc.buf, len(sc.text)+xGrowMax*xbytes+2*maxPacked+packSlack)
+			sc.scan.markXFields(tokens)
+		}
+	} else {
+		sc.scan.xf = sc.scan.xf[:0] // no SQuAD ids: the xfields' tokens are ordinary ones
 	}
+	np, _ := slices.BinarySearchFunc(sc.scan.tok[:tokens], int32(split), func(t scanToken, at int32) int { return int(t.start - at) })
 	sc.tab.reset(4 * room)
 	if seed {
 		sc.tab.seedArticles()
@@ -435,7 +471,9 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 			sc.scan.tok[i].field = 1
 		}
 	}
+	sc.scan.xi, sc.scan.xlim = 0, int32(split)
 	sc.predID, sc.sqPID, sc.buf = sc.tab.internTokens(sc.predID[:0], sc.sqPID[:0], &sc.scan, sc.text, sc.buf, 0, np)
+	sc.scan.xlim = math.MaxInt32
 	sc.refID, sc.sqRID, sc.buf = sc.tab.internTokens(sc.refID[:0], sc.sqRID[:0], &sc.scan, sc.text, sc.buf, np, tokens)
 	if s.cfg.Stem {
 		sc.k = sc.stemIDs()
@@ -444,6 +482,115 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 	sc.sqFused = squad && !(control && hasControl(sc.text))
 	sc.k = sc.tab.n
 	return true
+}
+
+// blankText sets sc.text to prediction, scanSep, reference (padded) with
+// each non-ASCII character replaced by as many bytes: ' ' for Python
+// whitespace, 'x' for a letter or number kept in a token, '*' for the
+// others, so offsets stay those of the original text; and sc.scan's split,
+// pred, ref and xf: the fields (runs between whitespace) that hold one of
+// the last two. SQuAD's tokens are then those of the fast path outside the
+// xfields, and normalize_answer of each xfield's text (normalize_answer is
+// local to fields); a token holding an 'x' is folded from the original.
+//
+// It reports false unless the tokenizer sees the text so: with rouge-score
+// every non-ASCII character but U+212A and U+0130 (which lowercase to
+// ASCII letters) separates tokens, invalid bytes too; with unicode the
+// separators are appendSeparatorsBlanked's, and with letters the letters
+// and numbers that neither NFC nor a neighbour changes (NFC-normal, no
+// composition with what precedes, not Han, kana or hangul; marks are
+// refused) are kept. Letters need the tokens unstemmed (stemIDs stems
+// ASCII bytes).
+func blankText(sc *scratch, prediction, reference string, unicodeTok, letters bool) bool {
+	a := &sc.scan
+	a.pred, a.ref, a.split = prediction, reference, int32(len(prediction)+1)
+	a.xf = a.xf[:0]
+	dst := sc.text[:0]
+	var xs []int32 // offsets of the '*' that stand for a character
+	xs = a.xpos[:0]
+	for k, text := range [2]string{prediction, reference} {
+		if k == 1 {
+			dst = append(dst, scanSep)
+		}
+		for i := 0; i < len(text); {
+			if j := i + asciiPrefix(text[i:]); j > i { // the ASCII run, copied at once
+				dst = append(dst, text[i:j]...)
+				if i = j; i == len(text) {
+					break
+				}
+			}
+			r, size := utf8.DecodeRuneInString(text[i:])
+			b := byte('*')
+			if unicodeTok {
+				if r == utf8.RuneError && size == 1 || unicode.IsMark(r) {
+					return false
+				}
+				if unicode.IsLetter(r) || unicode.IsNumber(r) {
+					if !letters || !keptLetter(text[i:i+size], r) {
+						return false
+					}
+					b = 'x'
+				}
+			} else if r == '\u212A' || r == '\u0130' {
+				return false
+			}
+			if isPySpace(r) {
+				b = ' '
+			} else {
+				xs = append(xs, int32(len(dst)))
+			}
+			for range size {
+				dst = append(dst, b)
+			}
+			i += size
+		}
+	}
+	a.xpos = xs
+	sc.text = padText(dst)
+	text := sc.text
+	end := int32(-1)
+	for _, p := range xs {
+		if p < end {
+			continue // in the field just added
+		}
+		s, e := p, p
+		for s > 0 && squadClass[text[s-1]] != squadSpace {
+			s--
+		}
+		for int(e) < len(text) && squadClass[text[e]] != squadSpace {
+			e++
+		}
+		a.xf = append(a.xf, span{s, e})
+		end = e
+	}
+	return true
+}
+
+// keptLetter reports whether the letter or number r (encoded as c) is a
+// token character that the unicode tokenizer keeps as it is wherever it
+// stands: NFC leaves it alone and it composes with nothing before it (the
+// ASCII and non-ASCII characters around it do not compose with it either:
+// marks, the only ones that could, are refused), and it is not one of the
+// scripts whose characters are tokens of their own.
+func keptLetter(c string, r rune) bool {
+	if r < 0x250 { // Latin-1 and Latin Extended-A/B letters are
+		return true // NFC-stable starters (TestKeptLetters checks them all)
+	}
+	return !isSplitRune(r) && norm.NFC.IsNormalString(c) && norm.NFC.PropertiesString(c).BoundaryBefore()
+}
+
+// asciiPrefix returns the length of the longest ASCII prefix of s, eight
+// bytes at a time.
+func asciiPrefix(s string) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if x := binary.LittleEndian.Uint64([]byte(s[i : i+8])); x&0x8080808080808080 != 0 {
+			return i + bits.TrailingZeros64(x&0x8080808080808080)/8
+		}
+	}
+	for ; i < len(s) && s[i] < utf8.RuneSelf; i++ {
+	}
+	return i
 }
 
 // appendSeparatorsBlanked appends text to dst with every non-ASCII

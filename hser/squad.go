@@ -157,8 +157,8 @@ func isArticle(w []byte) bool {
 // appendSQuADNormalized appends normalize_answer(s) to dst: tokens joined by
 // single spaces, no leading or trailing space. tmp is scratch space.
 func appendSQuADNormalized(dst []byte, s string, tmp *[]byte) []byte {
-	if isASCII(s) {
-		return appendSQuADNormalizedASCII(dst, s)
+	if out, ok := appendSQuADNormalizedFast(dst, s); ok {
+		return out
 	}
 	return appendSQuADNormalizedGeneral(dst, s, tmp)
 }
@@ -233,10 +233,23 @@ func NormalizeAnswer(s string) string {
 }
 
 // appendSQuADNormalizedASCII is appendSQuADNormalized for ASCII text in one
-// pass: punctuation is skipped without ending a word (deleting it joins
-// "t.h.e" into the article "the"), and a word run that turns out to be an
-// article is taken back out.
+// pass (appendSQuADNormalizedFast, which never fails on ASCII).
 func appendSQuADNormalizedASCII(dst []byte, s string) []byte {
+	dst, _ = appendSQuADNormalizedFast(dst, s)
+	return dst
+}
+
+// appendSQuADNormalizedFast is appendSQuADNormalized in one pass for text
+// whose non-ASCII characters are all squadSafeRune: punctuation is skipped
+// without ending a word (deleting it joins "t.h.e" into the article "the"),
+// and a word run that turns out to be an article is taken back out. A safe
+// non-ASCII character is Python whitespace (a field break) or, like an
+// ASCII control character, a non-word character kept as it is: it ends the
+// word run before it (so "the’s" loses its article, "x’the’y" splits into
+// "x’" and "’y", as re's \b does) and belongs to the field. It reports
+// false, with dst holding garbage past its original length, at the first
+// character that is not safe (the caller then takes the general path).
+func appendSQuADNormalizedFast(dst []byte, s string) ([]byte, bool) {
 	sep := true
 	start := len(dst)
 	for i := 0; i < len(s); {
@@ -270,16 +283,44 @@ func appendSQuADNormalizedASCII(dst []byte, s string) []byte {
 			} else {
 				sep = false
 			}
-		default: // control characters: kept, part of the field
+		default: // control characters and other non-word characters: kept, part of the field
+			size := 1
+			if c >= utf8.RuneSelf {
+				var r rune
+				r, size = utf8.DecodeRuneInString(s[i:])
+				if !squadSafeRune(r) {
+					return dst, false
+				}
+				if isPySpace(r) {
+					sep = true
+					i += size
+					continue
+				}
+			}
 			if sep && len(dst) > start {
 				dst = append(dst, ' ')
 			}
 			sep = false
-			dst = append(dst, c)
-			i++
+			dst = append(dst, s[i:i+size]...)
+			i += size
 		}
 	}
-	return dst
+	return dst, true
+}
+
+// squadSafeRune reports whether normalize_answer treats the non-ASCII
+// character r as appendSQuADNormalizedFast assumes: not a word character
+// (letter or number, so no word run continues through it and no article
+// check sees it), not punctuation (string.punctuation is ASCII), and left
+// unchanged by str.lower (which rules out the cased symbols Ⓐ–Ⓩ and the
+// letters with special lowercasing, İ and Σ). U+FFFD is refused so that
+// invalid UTF-8 (decoded as it) goes to the general path, which replaces it.
+func squadSafeRune(r rune) bool {
+	switch r {
+	case '’', '“', '”', '–', '—', '‘', '…', '•', '\u00a0', '\u00ad', '®', '©', '°':
+		return true // the common ones, without the table lookups
+	}
+	return r != utf8.RuneError && !unicode.IsLetter(r) && !unicode.IsNumber(r) && unicode.ToLower(r) == r
 }
 
 // squadClass classifies ASCII bytes for appendSQuADNormalizedASCII; '_' is
