@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/himes-rl/himes/internal/testdata"
 )
@@ -35,11 +36,7 @@ func benchPairs(b *testing.B) [][2]string {
 		b.Skip("no answers")
 	}
 	r := rand.New(rand.NewPCG(5, 6))
-	clip := func(w []string) string {
-		n := 20 + r.IntN(41)
-		i := r.IntN(len(w) - n + 1)
-		return strings.Join(w[i:i+n], " ")
-	}
+	clip := clipper(r)
 	pairs := make([][2]string, 256)
 	for i := range pairs {
 		a := words[r.IntN(len(words))]
@@ -50,6 +47,37 @@ func benchPairs(b *testing.B) [][2]string {
 		pairs[i] = [2]string{clip(a), clip(bb)}
 	}
 	return pairs
+}
+
+// minCPUSample is the least thread CPU time a cpu-ns/op figure is computed
+// from: the kernel accounts a thread's time in ticks of a few milliseconds,
+// so a shorter run would report a quantized figure, or 0 ns and an infinite
+// rate.
+const minCPUSample = 100 * time.Millisecond
+
+// reportThreadCPU reports cpu-ns/op and pairs/cpu-s for n pairs scored on
+// this thread since cpu0, or says why it does not.
+func reportThreadCPU(b *testing.B, cpu0 time.Duration, ok bool, n int) {
+	cpu1, ok1 := threadCPU()
+	switch {
+	case !ok || !ok1 || n == 0:
+		return
+	case cpu1-cpu0 < minCPUSample:
+		b.Logf("cpu-ns/op not reported: %v of thread CPU is below the %v the kernel's accounting needs; use a longer -benchtime", cpu1-cpu0, minCPUSample)
+		return
+	}
+	per := float64(cpu1-cpu0) / float64(n)
+	b.ReportMetric(per, "cpu-ns/op")
+	b.ReportMetric(1e9/per, "pairs/cpu-s")
+}
+
+// clipper cuts a random run of 20–60 words (the texts have ≥ 60) from a text.
+func clipper(r *rand.Rand) func([]string) string {
+	return func(w []string) string {
+		n := 20 + r.IntN(41)
+		i := r.IntN(len(w) - n + 1)
+		return strings.Join(w[i:i+n], " ")
+	}
 }
 
 // BenchmarkScore scores one 20–60-word answer pair per op (no context).
@@ -77,11 +105,7 @@ func BenchmarkScore(b *testing.B) {
 				s.Score(p[0], p[1], nil)
 				i++
 			}
-			if cpu1, ok1 := threadCPU(); ok && ok1 && i > 0 {
-				per := float64(cpu1-cpu0) / float64(i)
-				b.ReportMetric(per, "cpu-ns/op")
-				b.ReportMetric(1e9/per, "pairs/cpu-s")
-			}
+			reportThreadCPU(b, cpu0, ok, i)
 		})
 	}
 }
@@ -141,11 +165,7 @@ func realPairs(b testing.TB, nonASCII bool) (pairs [][2]string, ctx [][]string) 
 		b.Skip("no texts")
 	}
 	r := rand.New(rand.NewPCG(7, 8))
-	clip := func(w []string) string {
-		n := 20 + r.IntN(41)
-		i := r.IntN(len(w) - n + 1)
-		return strings.Join(w[i:i+n], " ")
-	}
+	clip := clipper(r)
 	pairs = make([][2]string, 0, 256)
 	for len(pairs) < cap(pairs) {
 		a := words[r.IntN(len(words))]
@@ -199,11 +219,7 @@ func BenchmarkScoreReal(b *testing.B) {
 					s.Score(p[0], p[1], ctxs[i%len(pairs)])
 					i++
 				}
-				if cpu1, ok1 := threadCPU(); ok && ok1 && i > 0 {
-					per := float64(cpu1-cpu0) / float64(i)
-					b.ReportMetric(per, "cpu-ns/op")
-					b.ReportMetric(1e9/per, "pairs/cpu-s")
-				}
+				reportThreadCPU(b, cpu0, ok, i)
 			})
 		}
 	}

@@ -81,8 +81,12 @@ func BenchmarkActivate1M(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64(bytes), "B/memory") // after ResetTimer, which clears it
-				if cpu0 >= 0 {
-					b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+				// The kernel accounts CPU time in ticks of a few ms: below
+				// 100 ms the figure would be quantized (or 0), so say so.
+				if used := processCPU() - cpu0; cpu0 >= 0 && used >= 100e6 {
+					b.ReportMetric(float64(used)/float64(b.N), "cpu-ns/op")
+				} else if cpu0 >= 0 {
+					b.Logf("cpu-ns/op not reported: %d ns of CPU is too short to measure; use a longer -benchtime", used)
 				}
 			})
 		}
