@@ -120,6 +120,23 @@ func (t Turn) GoldPassageIDs() []string {
 	return ids
 }
 
+// Qrels returns the turn's relevance judgments as retrieval metrics read
+// them: passage id → grade, unknown relevance counting as 1 and a passage
+// listed twice keeping its highest grade.
+func (t Turn) Qrels() map[string]int {
+	q := make(map[string]int, len(t.Passages))
+	for _, p := range t.Passages {
+		rel := 1
+		if p.Relevance != nil {
+			rel = *p.Relevance
+		}
+		if old, ok := q[p.ID]; !ok || rel > old {
+			q[p.ID] = rel
+		}
+	}
+	return q
+}
+
 type passageJSON PassageRef
 
 // MarshalJSON writes answer_snippets in the grouped form when the source had it.

@@ -342,21 +342,6 @@ func groupConversations(turns []datasets.Turn) [][]*datasets.Turn {
 	return out
 }
 
-// qrelsOf returns the turn's judged passages; unknown relevance counts as 1.
-func qrelsOf(t datasets.Turn) map[string]int {
-	q := make(map[string]int, len(t.Passages))
-	for _, p := range t.Passages {
-		rel := 1
-		if p.Relevance != nil {
-			rel = *p.Relevance
-		}
-		if old, ok := q[p.ID]; !ok || rel > old {
-			q[p.ID] = rel
-		}
-	}
-	return q
-}
-
 // PipelineRun is the passage ranking the pipeline produced (see
 // retrieval.PassageRanking).
 func PipelineRun(res retrieval.Result) []retrieval.Scored { return retrieval.PassageRanking(res) }
@@ -390,7 +375,7 @@ func runTurn(ctx context.Context, s System, t datasets.Turn, resp Responder, sco
 	r.Run = PipelineRun(res)
 	// Like trec_eval, a judged turn counts even when no passage is relevant
 	// (its metrics are 0), and a turn whose retrieval failed is absent.
-	if q := qrelsOf(t); len(q) > 0 {
+	if q := t.Qrels(); len(q) > 0 {
 		r.HasGold = true
 		r.RecipRank = retrieval.RecipRank(r.Run, q)
 		r.NDCG3 = retrieval.NDCGCut(r.Run, q, 3)

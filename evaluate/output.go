@@ -214,7 +214,7 @@ func WriteTRECRun(w io.Writer, res []TurnResult, tag string) error {
 func WriteQrels(w io.Writer, turns []datasets.Turn) error {
 	bw := bufio.NewWriter(w)
 	for _, t := range turns {
-		q := qrelsOf(t)
+		q := t.Qrels()
 		ids := make([]string, 0, len(q))
 		for id := range q {
 			ids = append(ids, id)

@@ -223,7 +223,7 @@ func (l *Loop) evalSystem(ctx context.Context, turns []datasets.Turn, rewrites [
 	var sumR, sumRR float64
 	for i, turn := range turns {
 		recall[i], rr[i] = math.NaN(), math.NaN()
-		qrels := qrelsOf(turn)
+		qrels := turn.Qrels()
 		if len(qrels) == 0 {
 			continue
 		}
@@ -291,20 +291,6 @@ func evalStats(seed int64) stats.Config {
 	c := stats.DefaultConfig()
 	c.Seed = uint64(seed)
 	return c
-}
-
-// qrelsOf turns a turn's grounding passages into relevance judgments
-// (unknown relevance counts as relevant).
-func qrelsOf(turn datasets.Turn) map[string]int {
-	q := map[string]int{}
-	for _, p := range turn.Passages {
-		rel := 1
-		if p.Relevance != nil {
-			rel = *p.Relevance
-		}
-		q[p.ID] = rel
-	}
-	return q
 }
 
 func round4(x float64) float64 { return math.Round(x*1e4) / 1e4 }

@@ -131,7 +131,7 @@ func (e *expEnv) turn(t *testing.T, r *datasets.Renderer, coll int, tu datasets.
 		t.Fatal(err)
 	}
 	cands, _ := candidates(contextOf(PromptFromRendered(tu.ID(), pr)), e.p, 64)
-	x := expTurn{coll: coll, question: strings.TrimSpace(tu.Question), cands: cands, qrels: map[string]int{}}
+	x := expTurn{coll: coll, question: strings.TrimSpace(tu.Question), cands: cands, qrels: tu.Qrels()}
 	inRewrite, stems := map[string]bool{}, map[string]bool{}
 	for _, w := range Tokens(*tu.Rewrite) {
 		inRewrite[w] = true
@@ -151,13 +151,6 @@ func (e *expEnv) turn(t *testing.T, r *datasets.Renderer, coll int, tu datasets.
 		if inRewrite[c.term] {
 			kept = append(kept, c)
 		}
-	}
-	for _, ps := range tu.Passages {
-		rel := 1
-		if ps.Relevance != nil {
-			rel = *ps.Relevance
-		}
-		x.qrels[ps.ID] = max(x.qrels[ps.ID], rel)
 	}
 	x.raw, x.gold = e.recall(x.question, x.qrels), e.recall(*tu.Rewrite, x.qrels)
 	x.oracle = e.recall(rewriteText(x.question, kept), x.qrels)

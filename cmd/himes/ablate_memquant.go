@@ -329,7 +329,7 @@ func measureTurn(t datasets.Turn, res retrieval.Result, ranked []retrieval.Ranke
 	for _, mm := range res.Trace.Memories {
 		m.memories = append(m.memories, mm.ID)
 	}
-	if q := judged(t); len(q) > 0 {
+	if q := t.Qrels(); len(q) > 0 {
 		run := evaluate.PipelineRun(res)
 		m.r10, m.n3 = retrieval.Recall(run, q, 10), retrieval.NDCGCut(run, q, 3)
 	}
@@ -337,22 +337,6 @@ func measureTurn(t datasets.Turn, res retrieval.Result, ranked []retrieval.Ranke
 		_, m.memRec, _ = evaluate.MemoryActivation(m.memories, t.MemoryLabels)
 	}
 	return m
-}
-
-// judged is the turn's qrels as himes eval reads them: unknown relevance
-// counts as 1, a passage listed twice keeps its highest grade.
-func judged(t datasets.Turn) map[string]int {
-	q := make(map[string]int, len(t.Passages))
-	for _, p := range t.Passages {
-		rel := 1
-		if p.Relevance != nil {
-			rel = *p.Relevance
-		}
-		if old, ok := q[p.ID]; !ok || rel > old {
-			q[p.ID] = rel
-		}
-	}
-	return q
 }
 
 // agreement fills row's agreement of variant turns vs float32 turns.
