@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,5 +110,44 @@ func TestDiskIndexFromParquetKB(t *testing.T) {
 		if left, _ := filepath.Glob(filepath.Join(out, "*")); len(left) > 0 {
 			t.Errorf("%v: left %v", c.rows, left)
 		}
+	}
+}
+
+// The Parquet Zipf KB holds exactly the passages of the JSONL one (row
+// groups of 65,536: 70,000 passages span two).
+func TestZipfKBParquetMatchesJSONL(t *testing.T) {
+	dir := t.TempDir()
+	var js strings.Builder
+	if err := WriteZipfKB(&js, 3, 70000, 500, 12, 1.1); err != nil {
+		t.Fatal(err)
+	}
+	jp, pp := filepath.Join(dir, "kb.jsonl"), filepath.Join(dir, "kb.parquet")
+	if err := os.WriteFile(jp, []byte(js.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(pp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteZipfKBParquet(f, 3, 70000, 500, 12, 1.1); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := LoadKB(t.Context(), jp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadKB(t.Context(), pp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Passages) != 70000 || !slices.Equal(a.Passages, b.Passages) {
+		t.Fatalf("%d JSONL passages, %d Parquet, equal %v", len(a.Passages), len(b.Passages), slices.Equal(a.Passages, b.Passages))
+	}
+	ids, texts := ZipfCorpus(3, 70000, 500, 12, 1.1)
+	if a.Passages[0].ID != ids[0] || a.Passages[69999].Text != texts[69999] {
+		t.Errorf("the KB's passages differ from ZipfCorpus's: %+v vs %s %q", a.Passages[0], ids[0], texts[0])
 	}
 }

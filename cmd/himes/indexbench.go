@@ -30,6 +30,15 @@ type benchParams struct {
 	Seed    uint64  `json:"seed"`
 	Block   int     `json:"block_docs"`
 	Scoring string  `json:"scoring,omitempty"`
+	Format  string  `json:"kb_format,omitempty"`
+}
+
+// kbFile is the bench KB's name for its format.
+func (p benchParams) kbFile(dir string) string {
+	if p.Format == "parquet" {
+		return filepath.Join(dir, "kb.parquet")
+	}
+	return filepath.Join(dir, "kb.jsonl")
 }
 
 // benchPhase is what one child process measured.
@@ -64,6 +73,9 @@ of top-10 searches). --memory also builds the in-memory index.bin from the
 same KB for comparison. The machine's load average is printed alongside.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if p.Format != "jsonl" && p.Format != "parquet" {
+				return fmt.Errorf("index bench: --kb-format %q: want jsonl or parquet", p.Format)
+			}
 			if phase != "" {
 				return runBenchPhase(cmd.Context(), cmd.OutOrStdout(), phase, dir, p)
 			}
@@ -79,6 +91,7 @@ same KB for comparison. The machine's load average is printed alongside.`,
 	f.Uint64Var(&p.Seed, "seed", p.Seed, "corpus seed (queries use seed+1)")
 	f.IntVar(&p.Block, "block-docs", 0, "documents per sorted run (0: the default)")
 	f.StringVar(&p.Scoring, "scoring", "exact", "retrieval.scoring of the index: exact or lucene (Pyserini parity)")
+	f.StringVar(&p.Format, "kb-format", "jsonl", "format of the generated KB: jsonl or parquet (the same passages)")
 	f.StringVar(&dir, "dir", "", "work directory (required; needs room for the KB and the index)")
 	f.BoolVar(&keep, "keep", false, "keep the KB and the index")
 	f.BoolVar(&memory, "memory", false, "also build the in-memory index (index.bin) for comparison")
@@ -93,7 +106,7 @@ func runIndexBench(ctx context.Context, w io.Writer, dir string, p benchParams, 
 		return fmt.Errorf("index bench: %w", err)
 	}
 	if !keep {
-		defer os.Remove(filepath.Join(dir, "kb.jsonl"))
+		defer os.Remove(p.kbFile(dir))
 		defer os.RemoveAll(filepath.Join(dir, "disk"))
 		defer os.RemoveAll(filepath.Join(dir, "mem"))
 	}
@@ -106,7 +119,7 @@ func runIndexBench(ctx context.Context, w io.Writer, dir string, p benchParams, 
 	for _, ph := range phases {
 		args := []string{"index", "bench", "--phase", ph, "--dir", dir, "--docs", strconv.Itoa(p.Docs),
 			"--vocab", strconv.Itoa(p.Vocab), "--len", strconv.Itoa(p.Len), "--s", strconv.FormatFloat(p.S, 'g', -1, 64),
-			"--queries", strconv.Itoa(p.Queries), "--seed", strconv.FormatUint(p.Seed, 10), "--block-docs", strconv.Itoa(p.Block), "--scoring", p.Scoring}
+			"--queries", strconv.Itoa(p.Queries), "--seed", strconv.FormatUint(p.Seed, 10), "--block-docs", strconv.Itoa(p.Block), "--scoring", p.Scoring, "--kb-format", p.Format}
 		c := exec.CommandContext(ctx, os.Args[0], args...)
 		c.Stderr = os.Stderr
 		out, err := c.Output()
@@ -121,7 +134,7 @@ func runIndexBench(ctx context.Context, w io.Writer, dir string, p benchParams, 
 	}
 	b, q := res["build"], res["query"]
 	mib := func(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
-	fmt.Fprintf(w, "scoring %s; load average before: %s; after: %s\n", p.Scoring, load, loadAvg())
+	fmt.Fprintf(w, "scoring %s, %s KB; load average before: %s; after: %s\n", p.Scoring, p.Format, load, loadAvg())
 	fmt.Fprintf(w, "| docs | postings | terms | build s | build docs/s | build peak RSS | index size | peak/size | open ms | RSS after open | RSS after queries (heap + mapped) | p50 µs | p99 µs |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(w, "| %d | %d | %d | %.1f | %.0f | %s | %s | %.2f | %.1f | %s | %s (%s + %s) | %.0f | %.0f |\n",
@@ -143,7 +156,7 @@ func lastLine(b []byte) []byte {
 }
 
 func runBenchPhase(ctx context.Context, w io.Writer, phase, dir string, p benchParams) error {
-	kb := filepath.Join(dir, "kb.jsonl")
+	kb := p.kbFile(dir)
 	cfg := retrieval.DefaultConfig()
 	cfg.ChunkWords, cfg.ChunkStride, cfg.Scoring = 0, 0, p.Scoring
 	r := benchPhase{Phase: phase}
@@ -154,7 +167,11 @@ func runBenchPhase(ctx context.Context, w io.Writer, phase, dir string, p benchP
 		if err != nil {
 			return err
 		}
-		if err := retrieval.WriteZipfKB(f, p.Seed, p.Docs, p.Vocab, p.Len, p.S); err != nil {
+		write := retrieval.WriteZipfKB
+		if p.Format == "parquet" {
+			write = retrieval.WriteZipfKBParquet
+		}
+		if err := write(f, p.Seed, p.Docs, p.Vocab, p.Len, p.S); err != nil {
 			f.Close()
 			return err
 		}
