@@ -18,6 +18,7 @@ import (
 
 	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/trainer"
+	"github.com/himes-rl/himes/trainer/embedded"
 )
 
 // restartingTrainer serves an embedded policy over HTTP and "restarts" it
@@ -35,7 +36,7 @@ type restartingTrainer struct {
 	strip bool
 
 	mu       sync.Mutex
-	policy   *trainer.Embedded
+	policy   *embedded.Policy
 	h        http.Handler
 	grpo     int
 	sft      int
@@ -51,7 +52,7 @@ func newRestartingTrainer(t *testing.T, afterGRPO int) *restartingTrainer {
 func (rt *restartingTrainer) fresh() {
 	cfg := trainer.DefaultEmbeddedConfig()
 	cfg.CheckpointDir = rt.dir
-	p, err := trainer.NewEmbedded(cfg, nil)
+	p, err := embedded.New(cfg, nil)
 	if err != nil {
 		rt.t.Fatal(err)
 	}

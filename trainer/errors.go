@@ -64,10 +64,13 @@ func (e *Error) HTTPStatus() int {
 	}
 }
 
-func newErr(code, format string, args ...any) *Error {
+// NewError is a protocol error with the code's default status; only
+// unavailable is retryable.
+func NewError(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: code == CodeUnavailable}
 }
 
-func invalidf(format string, args ...any) *Error {
-	return newErr(CodeInvalidArgument, format, args...)
+// Invalidf is an invalid_argument error (400): the message names the field.
+func Invalidf(format string, args ...any) *Error {
+	return NewError(CodeInvalidArgument, format, args...)
 }

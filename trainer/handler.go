@@ -45,7 +45,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.token != "" {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(h.token)) != 1 {
-			writeError(w, newErr(CodeUnauthorized, "missing or wrong bearer token"))
+			writeError(w, NewError(CodeUnauthorized, "missing or wrong bearer token"))
 			return
 		}
 	}
@@ -82,7 +82,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/v1/logprobs":
 		sc, ok := h.p.(Scorer)
 		if !ok {
-			writeError(w, newErr(CodeNotFound, "this endpoint does not implement /v1/logprobs"))
+			writeError(w, NewError(CodeNotFound, "this endpoint does not implement /v1/logprobs"))
 			return
 		}
 		serve(w, r, h.maxBody, ctx, sc.Logprobs)
@@ -99,12 +99,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/v1/delete":
 		d, ok := h.p.(Deleter)
 		if !ok {
-			writeError(w, newErr(CodeNotFound, "this endpoint does not implement /v1/delete"))
+			writeError(w, NewError(CodeNotFound, "this endpoint does not implement /v1/delete"))
 			return
 		}
 		serve(w, r, h.maxBody, context.WithoutCancel(ctx), d.Delete)
 	default:
-		writeError(w, newErr(CodeNotFound, "no such endpoint %s %s", r.Method, r.URL.Path))
+		writeError(w, NewError(CodeNotFound, "no such endpoint %s %s", r.Method, r.URL.Path))
 	}
 }
 
@@ -115,7 +115,7 @@ func serve[Req, Resp any](w http.ResponseWriter, r *http.Request, maxBody int64,
 	}
 	if r.ContentLength > maxBody {
 		// Refused from the header alone, before a byte of the body is read.
-		e := invalidf("request body of %d bytes, at most %d", r.ContentLength, maxBody)
+		e := Invalidf("request body of %d bytes, at most %d", r.ContentLength, maxBody)
 		e.Status = http.StatusRequestEntityTooLarge
 		writeError(w, e)
 		return
@@ -125,12 +125,12 @@ func serve[Req, Resp any](w http.ResponseWriter, r *http.Request, maxBody int64,
 	if err := dec.Decode(&req); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			e := invalidf("request body larger than %d bytes", maxBody)
+			e := Invalidf("request body larger than %d bytes", maxBody)
 			e.Status = http.StatusRequestEntityTooLarge
 			writeError(w, e)
 			return
 		}
-		writeError(w, invalidf("request body: %v", err))
+		writeError(w, Invalidf("request body: %v", err))
 		return
 	}
 	resp, err := f(ctx, req)
@@ -141,7 +141,7 @@ func method(w http.ResponseWriter, r *http.Request, want string) bool {
 	if r.Method == want {
 		return true
 	}
-	e := invalidf("%s %s: method not allowed, use %s", r.Method, r.URL.Path, want)
+	e := Invalidf("%s %s: method not allowed, use %s", r.Method, r.URL.Path, want)
 	e.Status = http.StatusMethodNotAllowed
 	w.Header().Set("Allow", want)
 	writeError(w, e)
@@ -156,7 +156,7 @@ func reply(w http.ResponseWriter, v any, err error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		// NaN or Inf in a result: the protocol never sends them.
-		writeError(w, newErr(CodeInternal, "encode response: %v", err))
+		writeError(w, NewError(CodeInternal, "encode response: %v", err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
@@ -173,7 +173,7 @@ func writeError(w http.ResponseWriter, err error) {
 			code = CodeUnavailable
 		}
 		slog.Error("trainer endpoint error", "err", err)
-		pe = newErr(code, "%v", err)
+		pe = NewError(code, "%v", err)
 	}
 	raw, _ := json.Marshal(struct {
 		Error *Error `json:"error"`

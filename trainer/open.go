@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// Open returns the policy cfg names: the embedded policy for Endpoint
-// "embedded" (stats may be nil: the idf feature is then 0), otherwise a
-// Client of the endpoint URL, whose info is fetched once to fail early.
-func Open(ctx context.Context, cfg Config, stats TermStats) (Policy, error) {
+// Dial returns a Client of the endpoint URL cfg names (cfg.Endpoint is not
+// "embedded": the embedded policy is trainer/embedded's), with cfg's token,
+// timeout and retries; the endpoint's info is fetched once to fail early.
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.Endpoint == "embedded" {
-		return NewEmbedded(cfg.Embedded, stats)
+		return nil, fmt.Errorf("trainer.endpoint is \"embedded\": open the embedded policy (trainer/embedded), not a client")
 	}
 	token, err := resolveToken(cfg.Token)
 	if err != nil {

@@ -1,7 +1,9 @@
 // Package trainer is the contract between the harness and whatever holds the
-// policy: the JSON-over-HTTP trainer endpoint protocol (PROTOCOL.md), its Go
-// client, an http.Handler that serves the protocol for any Policy, the
-// embedded pure-Go term-selection policy, and a conformance check.
+// policy: the JSON-over-HTTP trainer endpoint protocol (PROTOCOL.md), its
+// types and errors, its Go client, an http.Handler and server that serve the
+// protocol for any Policy, and the "trainer" config section. The embedded
+// pure-Go policy is trainer/embedded; the conformance check is
+// trainer/conformance.
 package trainer
 
 import (
@@ -21,6 +23,9 @@ const (
 	LossDrGRPO = "dr_grpo"
 )
 
+// LossTypes returns every loss type the protocol defines.
+func LossTypes() []string { return []string{LossGRPO, LossBNPO, LossDAPO, LossDrGRPO} }
+
 // KL estimators of grpo_step's loss.kl_estimator.
 const (
 	// KLK3 is the k3 estimator exp(π_ref − π) − (π_ref − π) − 1 (the default).
@@ -29,6 +34,9 @@ const (
 	// [−20, 20], then clamped to [−10, 10] (no gradient where clamped).
 	KLLowVar = "low_var_kl"
 )
+
+// KLEstimators returns every KL estimator the protocol defines.
+func KLEstimators() []string { return []string{KLK3, KLLowVar} }
 
 // Message is one chat message.
 type Message struct {
@@ -348,11 +356,6 @@ func AsDeleter(ctx context.Context, p Policy) (d Deleter, ok bool, err error) {
 		return nil, false, nil
 	}
 	return d, true, nil
-}
-
-// TermStats gives knowledge-base statistics for the embedded policy's features.
-type TermStats interface {
-	IDF(term string) float64
 }
 
 // Version returns a pointer to v, for the ExpectedPolicyVersion fields.

@@ -11,7 +11,7 @@ import (
 	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/internal/tbevent"
-	"github.com/himes-rl/himes/trainer"
+	"github.com/himes-rl/himes/trainer/embedded"
 )
 
 func newTrainCmd() *cobra.Command {
@@ -111,7 +111,7 @@ config unless --allow-config-change.`,
 			if err := tr.Run(ctx, resume); err != nil {
 				return err
 			}
-			if e, ok := comp.Policy.(*trainer.Embedded); ok {
+			if e, ok := comp.Policy.(*embedded.Policy); ok {
 				slog.Info("embedded policy weights", "weights", e.NamedWeights())
 			}
 			slog.Info("done", "metrics", run.File("metrics.jsonl"), "ledger", run.File("ledger"))

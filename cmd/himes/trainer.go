@@ -15,6 +15,8 @@ import (
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/trainer"
+	"github.com/himes-rl/himes/trainer/conformance"
+	"github.com/himes-rl/himes/trainer/embedded"
 )
 
 // trainerTokenEnv is read when --token is not given.
@@ -63,7 +65,7 @@ BM25 statistics, as in an in-process run of that config; otherwise it is 0.`,
 			}
 			// With a config that names a knowledge base, the idf feature uses
 			// the same BM25 statistics as an in-process run of that config.
-			var stats trainer.TermStats
+			var stats embedded.TermStats
 			if cf.path != "" && cfg.Data.KB != "" {
 				kb, err := retrieval.Open(cmd.Context(), cfg.Retrieval, cfg.Data.KB)
 				if err != nil {
@@ -71,7 +73,7 @@ BM25 statistics, as in an in-process run of that config; otherwise it is 0.`,
 				}
 				stats = kb
 			}
-			policy, err := trainer.NewEmbedded(ecfg, stats)
+			policy, err := embedded.New(ecfg, stats)
 			if err != nil {
 				return err
 			}
@@ -149,7 +151,7 @@ func newTrainerCheckCmd() *cobra.Command {
 		endpoint string
 		token    string
 		timeout  time.Duration
-		opts     trainer.CheckOptions
+		opts     conformance.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "check",
@@ -175,13 +177,13 @@ temporary directory).`,
 				defer os.RemoveAll(dir)
 				ecfg := trainer.DefaultEmbeddedConfig()
 				ecfg.CheckpointDir = dir
-				if p, err = trainer.NewEmbedded(ecfg, nil); err != nil {
+				if p, err = embedded.New(ecfg, nil); err != nil {
 					return err
 				}
 			} else {
 				p = trainer.NewClient(endpoint, token, trainer.WithTimeout(timeout))
 			}
-			ok, err := trainer.CheckWith(ctx, p, cmd.OutOrStdout(), opts)
+			ok, err := conformance.CheckWith(ctx, p, cmd.OutOrStdout(), opts)
 			if err != nil {
 				return fmt.Errorf("trainer check %s: %w", endpoint, err)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/rollout"
 	"github.com/himes-rl/himes/trainer"
+	"github.com/himes-rl/himes/trainer/embedded"
 )
 
 // components are the pieces a run config describes, built once and shared
@@ -116,7 +117,12 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 		slog.Warn("the embedded policy's idf feature is 0: no knowledge base to take term statistics from (set data.kb to the service's corpus)",
 			"method", cfg.Retrieval.Method)
 	}
-	if c.Policy, err = trainer.Open(ctx, tcfg, c.Retriever); err != nil {
+	if tcfg.Endpoint == "embedded" {
+		c.Policy, err = embedded.New(tcfg.Embedded, c.Retriever)
+	} else {
+		c.Policy, err = trainer.Dial(ctx, tcfg)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("trainer: %w", err)
 	}
 	return c, nil

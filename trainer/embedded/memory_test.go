@@ -1,4 +1,4 @@
-package trainer
+package embedded
 
 import (
 	"context"
@@ -10,15 +10,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/himes-rl/himes/trainer"
 )
 
 // bronzeWithMemories is bronze() with two activated memories: "crete",
 // "archaeology", "teach", "hittite" and "empire" occur only in them;
 // "mediterranean" is also in the history, "collapse" in the question.
-func bronzeWithMemories() Prompt {
+func bronzeWithMemories() trainer.Prompt {
 	p := bronze()
 	d := *p.Dialogue
-	d.Memories = []DialogueMemory{
+	d.Memories = []trainer.DialogueMemory{
 		{ID: "f1", Text: "I teach Mediterranean archaeology in Crete", Score: 0.8},
 		{ID: "q:c#1", Text: "Collapse of the Hittite empire", Score: 0.5},
 	}
@@ -87,8 +89,8 @@ func TestMemoriesInSamples(t *testing.T) {
 		e.st.w[k] = 0
 	}
 	e.st.w[featBias], e.st.w[featFromMemory] = -1, 5
-	greedy := func(p Prompt) string {
-		res, err := e.Sample(ctx, SampleRequest{Prompts: []Prompt{p}, Temperature: 0})
+	greedy := func(p trainer.Prompt) string {
+		res, err := e.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{p}, Temperature: 0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,10 +106,10 @@ func TestMemoriesInSamples(t *testing.T) {
 	e2 := newTestEmbedded(t, mapStats{"bronze": 4.5, "fell": 2})
 	same := bronze()
 	d := *same.Dialogue
-	d.Memories = []DialogueMemory{{ID: "f1", Text: "The Bronze Age collapse, which civilizations fell"}}
+	d.Memories = []trainer.DialogueMemory{{ID: "f1", Text: "The Bronze Age collapse, which civilizations fell"}}
 	same.Dialogue = &d
-	req := func(p Prompt) SampleRequest {
-		return SampleRequest{Prompts: []Prompt{p}, N: 8, Temperature: 1, Seed: 11}
+	req := func(p trainer.Prompt) trainer.SampleRequest {
+		return trainer.SampleRequest{Prompts: []trainer.Prompt{p}, N: 8, Temperature: 1, Seed: 11}
 	}
 	a, err := e2.Sample(ctx, req(bronze()))
 	if err != nil {
@@ -149,7 +151,7 @@ func TestLoadCheckpointWithoutFromMemory(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.cfg.CheckpointDir, "before.json"), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Load(context.Background(), LoadRequest{StepID: "l", Name: "before"}); err != nil {
+	if _, err := e.Load(context.Background(), trainer.LoadRequest{StepID: "l", Name: "before"}); err != nil {
 		t.Fatal(err)
 	}
 	got := e.Weights()

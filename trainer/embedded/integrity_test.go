@@ -1,4 +1,4 @@
-package trainer
+package embedded
 
 import (
 	"bufio"
@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/himes-rl/himes/trainer"
 )
 
 // post sends a raw JSON body to h and decodes the answer.
@@ -46,9 +48,9 @@ func errorOf(t *testing.T, body map[string]any) (code, message string) {
 // requests beyond info.limits, and info reports the limits.
 func TestLimitsRefuseBeforeAllocating(t *testing.T) {
 	e := newTestEmbedded(t, nil)
-	h := NewHandler(e, "")
+	h := trainer.NewHandler(e, "")
 	info, _ := e.Info(context.Background())
-	if want := (Limits{MaxPrompts: 1024, MaxN: 128, MaxTokens: 64, MaxBatch: 8192}); info.Limits != want {
+	if want := (trainer.Limits{MaxPrompts: 1024, MaxN: 128, MaxTokens: 64, MaxBatch: 8192}); info.Limits != want {
 		t.Fatalf("info.limits %+v, want %+v", info.Limits, want)
 	}
 	body := `{"prompts": [{"dialogue": {"history": [{"role": "user", "content": "tell me about the bronze age collapse"}], "question": "what caused it?"}}], "n": 10000000, "temperature": 1}`
@@ -58,7 +60,7 @@ func TestLimitsRefuseBeforeAllocating(t *testing.T) {
 	status, out := post(t, h, "/v1/sample", body)
 	runtime.ReadMemStats(&after)
 	code, msg := errorOf(t, out)
-	if status != http.StatusBadRequest || code != CodeInvalidArgument || msg != "n: 10000000 samples per prompt, the limit is 128 (info.limits)" {
+	if status != http.StatusBadRequest || code != trainer.CodeInvalidArgument || msg != "n: 10000000 samples per prompt, the limit is 128 (info.limits)" {
 		t.Fatalf("n = 10^7: %d %s %q", status, code, msg)
 	}
 	// One Sample is ~100 bytes: honouring the request would take ~1 GB.
@@ -79,7 +81,7 @@ func TestLimitsRefuseBeforeAllocating(t *testing.T) {
 	} {
 		status, out := post(t, h, tc.path, tc.body)
 		code, msg := errorOf(t, out)
-		if status != http.StatusBadRequest || code != CodeInvalidArgument || !strings.HasPrefix(msg, tc.msg) {
+		if status != http.StatusBadRequest || code != trainer.CodeInvalidArgument || !strings.HasPrefix(msg, tc.msg) {
 			t.Errorf("%s: %d %s %q, want 400 invalid_argument %q", tc.path, status, code, msg, tc.msg)
 		}
 	}
@@ -89,9 +91,9 @@ func TestLimitsRefuseBeforeAllocating(t *testing.T) {
 }
 
 func TestBodyLimitFromContentLength(t *testing.T) {
-	h := NewHandler(newTestEmbedded(t, nil), "", WithMaxBodyBytes(100))
+	h := trainer.NewHandler(newTestEmbedded(t, nil), "", trainer.WithMaxBodyBytes(100))
 	status, out := post(t, h, "/v1/sample", `{"prompts": [{"text": "`+strings.Repeat("a", 200)+`"}]}`)
-	if code, msg := errorOf(t, out); status != http.StatusRequestEntityTooLarge || code != CodeInvalidArgument || !strings.Contains(msg, "at most 100") {
+	if code, msg := errorOf(t, out); status != http.StatusRequestEntityTooLarge || code != trainer.CodeInvalidArgument || !strings.Contains(msg, "at most 100") {
 		t.Errorf("oversized body: %d %s %q", status, code, msg)
 	}
 }
@@ -103,18 +105,18 @@ func TestBodyLimitFromContentLength(t *testing.T) {
 func TestVersionPrecondition(t *testing.T) {
 	ctx := context.Background()
 	e := newTestEmbedded(t, nil)
-	srv := httptest.NewServer(NewHandler(e, ""))
+	srv := httptest.NewServer(trainer.NewHandler(e, ""))
 	defer srv.Close()
 	c := quietClient(srv.URL, "")
 	p := bronze()
-	s, err := c.Sample(ctx, SampleRequest{Prompts: []Prompt{p}, N: 1, Temperature: 1, Seed: 1, ExpectedPolicyVersion: Version(0)})
+	s, err := c.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{p}, N: 1, Temperature: 1, Seed: 1, ExpectedPolicyVersion: trainer.Version(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := GRPOSample{Prompt: p, TokenIDs: s.Samples[0].TokenIDs, OldLogprobs: s.Samples[0].Logprobs, Advantage: 1}
-	grpo := func(id string, v int64) (GRPOResponse, error) {
-		return c.GRPOStep(ctx, GRPORequest{StepID: id, Samples: []GRPOSample{gs}, ExpectedPolicyVersion: Version(v),
-			Loss: LossConfig{Type: LossGRPO, LearningRate: 0.1, Temperature: 1}})
+	gs := trainer.GRPOSample{Prompt: p, TokenIDs: s.Samples[0].TokenIDs, OldLogprobs: s.Samples[0].Logprobs, Advantage: 1}
+	grpo := func(id string, v int64) (trainer.GRPOResponse, error) {
+		return c.GRPOStep(ctx, trainer.GRPORequest{StepID: id, Samples: []trainer.GRPOSample{gs}, ExpectedPolicyVersion: trainer.Version(v),
+			Loss: trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 0.1, Temperature: 1}})
 	}
 	r, err := grpo("a", 0)
 	if err != nil || r.PolicyVersion != 1 {
@@ -129,15 +131,15 @@ func TestVersionPrecondition(t *testing.T) {
 		what string
 		err  error
 	}{
-		{"sample", second(c.Sample(ctx, SampleRequest{Prompts: []Prompt{p}, ExpectedPolicyVersion: Version(72)}))},
+		{"sample", second(c.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{p}, ExpectedPolicyVersion: trainer.Version(72)}))},
 		{"grpo_step", second(grpo("b", 72))},
-		{"sft_step", second(c.SFTStep(ctx, SFTRequest{StepID: "c", Examples: []SFTExample{{Prompt: p, Completion: "bronze"}},
-			LearningRate: 0.1, ExpectedPolicyVersion: Version(72)}))},
-		{"save", second(c.Save(ctx, SaveRequest{StepID: "d", Name: "x", ExpectedPolicyVersion: Version(72)}))},
+		{"sft_step", second(c.SFTStep(ctx, trainer.SFTRequest{StepID: "c", Examples: []trainer.SFTExample{{Prompt: p, Completion: "bronze"}},
+			LearningRate: 0.1, ExpectedPolicyVersion: trainer.Version(72)}))},
+		{"save", second(c.Save(ctx, trainer.SaveRequest{StepID: "d", Name: "x", ExpectedPolicyVersion: trainer.Version(72)}))},
 	}
 	for _, ck := range checks {
-		var pe *Error
-		if !errors.As(ck.err, &pe) || pe.Code != CodeVersionMismatch || pe.Status != http.StatusPreconditionFailed || pe.Retryable ||
+		var pe *trainer.Error
+		if !errors.As(ck.err, &pe) || pe.Code != trainer.CodeVersionMismatch || pe.Status != http.StatusPreconditionFailed || pe.Retryable ||
 			!strings.Contains(pe.Message, "expected_policy_version 72, but the policy is at version 1") {
 			t.Errorf("%s with a stale version: %v, want a 412 non-retryable version_mismatch", ck.what, ck.err)
 		}
@@ -152,7 +154,7 @@ func TestVersionPrecondition(t *testing.T) {
 	if r, err := grpo("b", 1); err != nil || r.Replayed || r.PolicyVersion != 2 {
 		t.Errorf("step_id of a refused call, now at the right version: %+v %v", r, err)
 	}
-	if _, err := c.Sample(ctx, SampleRequest{Prompts: []Prompt{p}, ExpectedPolicyVersion: Version(-1)}); ErrorCode(err) != CodeInvalidArgument {
+	if _, err := c.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{p}, ExpectedPolicyVersion: trainer.Version(-1)}); trainer.ErrorCode(err) != trainer.CodeInvalidArgument {
 		t.Errorf("negative expected_policy_version: %v", err)
 	}
 }
@@ -164,14 +166,14 @@ func TestVersionPrecondition(t *testing.T) {
 func TestSharedCheckpointDirRunIDs(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	cfg := DefaultEmbeddedConfig()
+	cfg := trainer.DefaultEmbeddedConfig()
 	cfg.CheckpointDir = dir
-	a, _ := NewEmbedded(cfg, nil)
-	b, _ := NewEmbedded(cfg, nil)
-	if _, err := a.SFTStep(ctx, SFTRequest{StepID: "s", Examples: []SFTExample{{Prompt: bronze(), Completion: "bronze age"}}, LearningRate: 0.5}); err != nil {
+	a, _ := New(cfg, nil)
+	b, _ := New(cfg, nil)
+	if _, err := a.SFTStep(ctx, trainer.SFTRequest{StepID: "s", Examples: []trainer.SFTExample{{Prompt: bronze(), Completion: "bronze age"}}, LearningRate: 0.5}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Save(ctx, SaveRequest{StepID: "save", Name: "run-a-step-000001", RunID: "aaaa"}); err != nil {
+	if _, err := a.Save(ctx, trainer.SaveRequest{StepID: "save", Name: "run-a-step-000001", RunID: "aaaa"}); err != nil {
 		t.Fatal(err)
 	}
 	list, err := b.Checkpoints(ctx)
@@ -179,14 +181,14 @@ func TestSharedCheckpointDirRunIDs(t *testing.T) {
 		t.Fatalf("listing: %+v %v", list, err)
 	}
 	bw := b.Weights()
-	_, err = b.Load(ctx, LoadRequest{StepID: "l", Name: "run-a-step-000001", ExpectedRunID: "bbbb"})
-	if ErrorCode(err) != CodeRunMismatch || !strings.Contains(err.Error(), `saved by run "aaaa", not "bbbb"`) {
+	_, err = b.Load(ctx, trainer.LoadRequest{StepID: "l", Name: "run-a-step-000001", ExpectedRunID: "bbbb"})
+	if trainer.ErrorCode(err) != trainer.CodeRunMismatch || !strings.Contains(err.Error(), `saved by run "aaaa", not "bbbb"`) {
 		t.Fatalf("B loading A's checkpoint: %v, want run_mismatch", err)
 	}
 	if b.st.version != 0 || fmt.Sprint(b.Weights()) != fmt.Sprint(bw) {
 		t.Errorf("the refused load changed B's policy")
 	}
-	ld, err := b.Load(ctx, LoadRequest{StepID: "l2", Name: "run-a-step-000001", ExpectedRunID: "aaaa"})
+	ld, err := b.Load(ctx, trainer.LoadRequest{StepID: "l2", Name: "run-a-step-000001", ExpectedRunID: "aaaa"})
 	if err != nil || ld.RunID != "aaaa" || ld.PolicyVersion != 1 || fmt.Sprint(b.Weights()) != fmt.Sprint(a.Weights()) {
 		t.Errorf("load with the owner's run id: %+v %v", ld, err)
 	}
@@ -198,7 +200,7 @@ func TestSharedCheckpointDirRunIDs(t *testing.T) {
 func TestCheckpointChecksum(t *testing.T) {
 	ctx := context.Background()
 	e := newTestEmbedded(t, nil)
-	if _, err := e.Save(ctx, SaveRequest{StepID: "s", Name: "ck", RunID: "r1"}); err != nil {
+	if _, err := e.Save(ctx, trainer.SaveRequest{StepID: "s", Name: "ck", RunID: "r1"}); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(e.cfg.CheckpointDir, "ck.json")
@@ -226,8 +228,8 @@ func TestCheckpointChecksum(t *testing.T) {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := e.Load(ctx, LoadRequest{StepID: "l-" + edit.name, Name: "ck"})
-		if ErrorCode(err) != CodeCheckpointCorrupt || !strings.Contains(err.Error(), "field checksum") {
+		_, err := e.Load(ctx, trainer.LoadRequest{StepID: "l-" + edit.name, Name: "ck"})
+		if trainer.ErrorCode(err) != trainer.CodeCheckpointCorrupt || !strings.Contains(err.Error(), "field checksum") {
 			t.Errorf("%s edited: %v, want checkpoint_corrupt on the checksum", edit.name, err)
 		}
 		if list, _ := e.Checkpoints(ctx); len(list) != 0 {
@@ -246,7 +248,7 @@ func TestCheckpointChecksum(t *testing.T) {
 	delete(legacy, "run_id")
 	b, _ := json.Marshal(legacy)
 	_ = os.WriteFile(path, b, 0o644)
-	if ld, err := e.Load(ctx, LoadRequest{StepID: "legacy", Name: "ck", ExpectedRunID: "r1"}); err != nil || ld.PolicyVersion != 5 || ld.RunID != "" {
+	if ld, err := e.Load(ctx, trainer.LoadRequest{StepID: "legacy", Name: "ck", ExpectedRunID: "r1"}); err != nil || ld.PolicyVersion != 5 || ld.RunID != "" {
 		t.Errorf("format /1 checkpoint: %+v %v, want it loaded with run_id \"\"", ld, err)
 	}
 }
@@ -259,7 +261,7 @@ func TestServerClosesSlowBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(NewHandler(newTestEmbedded(t, nil), ""), ServerOptions{ReadTimeout: 50 * time.Millisecond})
+	srv := trainer.NewServer(trainer.NewHandler(newTestEmbedded(t, nil), ""), trainer.ServerOptions{ReadTimeout: 50 * time.Millisecond})
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	conn, err := net.Dial("tcp", ln.Addr().String())
@@ -299,79 +301,5 @@ func TestServerClosesSlowBody(t *testing.T) {
 	}
 }
 
-func TestExposedWithoutToken(t *testing.T) {
-	for _, tc := range []struct {
-		addr, token string
-		want        bool
-	}{
-		{"127.0.0.1:8765", "", false},
-		{"[::1]:8765", "", false},
-		{"0.0.0.0:8765", "", true},
-		{"[::]:8765", "", true},
-		{"192.168.1.20:8765", "", true},
-		{"0.0.0.0:8765", "sesame", false},
-	} {
-		a, err := net.ResolveTCPAddr("tcp", tc.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := ExposedWithoutToken(a, tc.token); got != tc.want {
-			t.Errorf("%s token %q: exposed %v, want %v", tc.addr, tc.token, got, tc.want)
-		}
-	}
-}
-
-// Endpoints that ignore the new fields, or set no limits, fail the check.
-type versionIgnorer struct{ *Embedded }
-
-func (v versionIgnorer) Sample(ctx context.Context, req SampleRequest) (SampleResponse, error) {
-	req.ExpectedPolicyVersion = nil
-	return v.Embedded.Sample(ctx, req)
-}
-
-func (v versionIgnorer) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse, error) {
-	req.ExpectedPolicyVersion = nil
-	return v.Embedded.GRPOStep(ctx, req)
-}
-
-type runIDIgnorer struct{ *Embedded }
-
-func (r runIDIgnorer) Load(ctx context.Context, req LoadRequest) (LoadResponse, error) {
-	req.ExpectedRunID = ""
-	return r.Embedded.Load(ctx, req)
-}
-
-type unlimited struct{ *Embedded }
-
-func (u unlimited) Info(ctx context.Context) (Info, error) {
-	info, err := u.Embedded.Info(ctx)
-	info.Limits.MaxN = 0
-	return info, err
-}
-
-type limitIgnorer struct{ *Embedded }
-
-func (l limitIgnorer) SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, error) {
-	if len(req.Examples) > l.cfg.MaxBatch {
-		req.Examples = req.Examples[:1] // "handles" the batch
-	}
-	return l.Embedded.SFTStep(ctx, req)
-}
-
-func TestCheckDetectsIntegrityViolations(t *testing.T) {
-	for _, tc := range []struct {
-		p    Policy
-		want string
-	}{
-		{versionIgnorer{newTestEmbedded(t, nil)}, "FAIL  version_precondition: sample with expected_policy_version"},
-		{runIDIgnorer{newTestEmbedded(t, nil)}, "FAIL  checkpoint_run_id: load of run"},
-		{unlimited{newTestEmbedded(t, nil)}, "FAIL  limits: info.limits.max_n is 0 (no limit)"},
-		{limitIgnorer{newTestEmbedded(t, nil)}, "FAIL  limits: sft_step with 8193 examples beyond info.limits"},
-	} {
-		var out bytes.Buffer
-		ok, err := Check(context.Background(), tc.p, &out)
-		if err != nil || ok || !strings.Contains(out.String(), tc.want) {
-			t.Errorf("%T: ok %v err %v, want %q:\n%s", tc.p, ok, err, tc.want, out.String())
-		}
-	}
-}
+// second returns a call's error, for tests that expect one.
+func second[T any](_ T, err error) error { return err }

@@ -1,8 +1,10 @@
-package trainer
+package embedded
 
 import (
 	"math"
 	"testing"
+
+	"github.com/himes-rl/himes/trainer"
 )
 
 func near(t *testing.T, what string, got, want float64) {
@@ -40,17 +42,17 @@ func TestGRPOObjectiveAggregations(t *testing.T) {
 		grads     [][]float64 // dL/dπ: −r·A times the token's aggregation weight, 0 where clipped
 	}{
 		// (1/B) Σ_i (1/L_i) Σ_t: ½(−2.28/2 + 6.6/3) = 0.53; weights 1/4 and 1/6.
-		{LossGRPO, 0, 0.53, [][]float64{{-1.0 / 4, 0}, {0, 2.2 / 6, 2.8 / 6}}},
+		{trainer.LossGRPO, 0, 0.53, [][]float64{{-1.0 / 4, 0}, {0, 2.2 / 6, 2.8 / 6}}},
 		// Σ/ΣL = 4.32/5; weight 1/5.
-		{LossBNPO, 0, 0.864, [][]float64{{-0.2, 0}, {0, 0.44, 0.56}}},
-		{LossDAPO, 0, 0.864, [][]float64{{-0.2, 0}, {0, 0.44, 0.56}}},
+		{trainer.LossBNPO, 0, 0.864, [][]float64{{-0.2, 0}, {0, 0.44, 0.56}}},
+		{trainer.LossDAPO, 0, 0.864, [][]float64{{-0.2, 0}, {0, 0.44, 0.56}}},
 		// Σ/(B·L_max), L_max = longest sample = 3: 4.32/6; weight 1/6.
-		{LossDrGRPO, 0, 0.72, [][]float64{{-1.0 / 6, 0}, {0, 2.2 / 6, 2.8 / 6}}},
+		{trainer.LossDrGRPO, 0, 0.72, [][]float64{{-1.0 / 6, 0}, {0, 2.2 / 6, 2.8 / 6}}},
 		// L_max given: 4.32/8; weight 1/8.
-		{LossDrGRPO, 4, 0.54, [][]float64{{-1.0 / 8, 0}, {0, 2.2 / 8, 2.8 / 8}}},
+		{trainer.LossDrGRPO, 4, 0.54, [][]float64{{-1.0 / 8, 0}, {0, 2.2 / 8, 2.8 / 8}}},
 	}
 	for _, c := range cases {
-		lc, err := normalizeLoss(LossConfig{Type: c.typ, ClipLow: 0.2, ClipHigh: 0.28, LearningRate: 1, MaxLength: c.maxLength})
+		lc, err := normalizeLoss(trainer.LossConfig{Type: c.typ, ClipLow: 0.2, ClipHigh: 0.28, LearningRate: 1, MaxLength: c.maxLength})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +75,7 @@ func TestGRPOObjectiveAggregations(t *testing.T) {
 func TestGRPOObjectiveSymmetricClipDefault(t *testing.T) {
 	// clip_high defaults to clip_low: with ε = 0.2 the r = 1.5, A = +1 token
 	// is clipped at 1.2.
-	lc, err := normalizeLoss(LossConfig{Type: LossBNPO, ClipLow: 0.2, LearningRate: 1})
+	lc, err := normalizeLoss(trainer.LossConfig{Type: trainer.LossBNPO, ClipLow: 0.2, LearningRate: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ func TestGRPOObjectiveSymmetricClipDefault(t *testing.T) {
 }
 
 func TestGRPOObjectiveKL(t *testing.T) {
-	lc, err := normalizeLoss(LossConfig{Type: LossGRPO, KLCoef: 0.5, LearningRate: 1})
+	lc, err := normalizeLoss(trainer.LossConfig{Type: trainer.LossGRPO, KLCoef: 0.5, LearningRate: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,27 +108,27 @@ func TestGRPOObjectiveKL(t *testing.T) {
 
 func TestGRPOObjectiveEmptySample(t *testing.T) {
 	// A sample with no tokens counts in B but adds nothing.
-	lc, _ := normalizeLoss(LossConfig{Type: LossGRPO, ClipHigh: 0.28, LearningRate: 1})
+	lc, _ := normalizeLoss(trainer.LossConfig{Type: trainer.LossGRPO, ClipHigh: 0.28, LearningRate: 1})
 	b := handBatch()[:1] // loss −2.28/2 alone
 	st, _ := grpoObjective(append(b, seqInput{adv: 3}), lc)
 	near(t, "loss", st.loss, -1.14/2)
 }
 
 func TestNormalizeLossErrors(t *testing.T) {
-	_, err := normalizeLoss(LossConfig{Type: "x", LearningRate: 1})
-	if err == nil || err.Code != CodeUnknownLossType || err.Message[:23] != "unknown loss type 'x' (" {
+	_, err := normalizeLoss(trainer.LossConfig{Type: "x", LearningRate: 1})
+	if err == nil || err.Code != trainer.CodeUnknownLossType || err.Message[:23] != "unknown loss type 'x' (" {
 		t.Fatalf("unknown type: got %v", err)
 	}
-	for _, lc := range []LossConfig{
-		{Type: LossGRPO}, // no learning rate
-		{Type: LossGRPO, LearningRate: 1, ClipLow: 1.5},    // ε_low ≥ 1
-		{Type: LossGRPO, LearningRate: 1, KLCoef: -1},      // β < 0
-		{Type: LossGRPO, LearningRate: 1, Mu: -2},          // μ < 1
-		{Type: LossGRPO, LearningRate: math.NaN()},         // NaN
-		{Type: LossGRPO, LearningRate: 1, MaxLength: -1},   // L_max < 0
-		{Type: LossGRPO, LearningRate: 1, Temperature: -1}, // T < 0
+	for _, lc := range []trainer.LossConfig{
+		{Type: trainer.LossGRPO},                                   // no learning rate
+		{Type: trainer.LossGRPO, LearningRate: 1, ClipLow: 1.5},    // ε_low ≥ 1
+		{Type: trainer.LossGRPO, LearningRate: 1, KLCoef: -1},      // β < 0
+		{Type: trainer.LossGRPO, LearningRate: 1, Mu: -2},          // μ < 1
+		{Type: trainer.LossGRPO, LearningRate: math.NaN()},         // NaN
+		{Type: trainer.LossGRPO, LearningRate: 1, MaxLength: -1},   // L_max < 0
+		{Type: trainer.LossGRPO, LearningRate: 1, Temperature: -1}, // T < 0
 	} {
-		if _, err := normalizeLoss(lc); err == nil || err.Code != CodeInvalidArgument {
+		if _, err := normalizeLoss(lc); err == nil || err.Code != trainer.CodeInvalidArgument {
 			t.Errorf("%+v: got %v, want invalid_argument", lc, err)
 		}
 	}
@@ -151,7 +153,7 @@ func TestLogSigmoid(t *testing.T) {
 // stay. Loss (−2.28 + 1.6 + 2.2 + 2.6)/5 = 0.824, one token of five capped.
 // With verl's default c = 3 the cap (6) is never reached.
 func TestGRPOObjectiveDualClip(t *testing.T) {
-	lc, err := normalizeLoss(LossConfig{Type: LossBNPO, ClipLow: 0.2, ClipHigh: 0.28, LearningRate: 1, ClipRatioC: 1.3})
+	lc, err := normalizeLoss(trainer.LossConfig{Type: trainer.LossBNPO, ClipLow: 0.2, ClipHigh: 0.28, LearningRate: 1, ClipRatioC: 1.3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +172,7 @@ func TestGRPOObjectiveDualClip(t *testing.T) {
 	near(t, "loss (c = 3)", st.loss, 0.864)
 	near(t, "clip_frac_dual (c = 3)", st.clipDual, 0)
 	for _, c := range []float64{1, 0.5, -3, math.Inf(1), math.NaN()} {
-		if _, err := normalizeLoss(LossConfig{Type: LossGRPO, LearningRate: 1, ClipRatioC: c}); err == nil || err.Code != CodeInvalidArgument {
+		if _, err := normalizeLoss(trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 1, ClipRatioC: c}); err == nil || err.Code != trainer.CodeInvalidArgument {
 			t.Errorf("clip_ratio_c %v: got %v, want invalid_argument", c, err)
 		}
 	}
@@ -192,8 +194,8 @@ func TestGRPOObjectiveLowVarKL(t *testing.T) {
 		{-12, 10, 0, math.Exp(-12) + 11, 1 - math.Exp(-12)},
 		{25, 10, 0, math.Exp(25) - 26, 1 - math.Exp(25)},
 	} {
-		for _, est := range []string{KLLowVar, KLK3, ""} {
-			lc, err := normalizeLoss(LossConfig{Type: LossGRPO, KLCoef: 0.5, LearningRate: 1, KLEstimator: est})
+		for _, est := range []string{trainer.KLLowVar, trainer.KLK3, ""} {
+			lc, err := normalizeLoss(trainer.LossConfig{Type: trainer.LossGRPO, KLCoef: 0.5, LearningRate: 1, KLEstimator: est})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,7 +204,7 @@ func TestGRPOObjectiveLowVarKL(t *testing.T) {
 			s := seqInput{logp: []float64{lp}, old: []float64{lp}, ref: []float64{lp + c.d}}
 			st, g := grpoObjective([]seqInput{s}, lc)
 			kl, grad := c.k3, c.k3grad
-			if est == KLLowVar {
+			if est == trainer.KLLowVar {
 				kl, grad = c.kl, c.grad
 			}
 			near(t, est+" kl", st.kl, kl)
@@ -210,7 +212,7 @@ func TestGRPOObjectiveLowVarKL(t *testing.T) {
 			near(t, est+" grad", g[0][0], 0.5*grad)
 		}
 	}
-	if _, err := normalizeLoss(LossConfig{Type: LossGRPO, LearningRate: 1, KLEstimator: "k2"}); err == nil || err.Code != CodeInvalidArgument {
+	if _, err := normalizeLoss(trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 1, KLEstimator: "k2"}); err == nil || err.Code != trainer.CodeInvalidArgument {
 		t.Errorf("kl_estimator k2: got %v, want invalid_argument", err)
 	}
 }

@@ -1,4 +1,4 @@
-package trainer
+package embedded
 
 import (
 	"context"
@@ -10,13 +10,16 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/himes-rl/himes/trainer"
 )
 
 // bronze is a small dialogue whose candidates are worked out by hand below.
-func bronze() Prompt {
-	return Prompt{ID: "bronze", Dialogue: &Dialogue{
-		History: []Message{
+func bronze() trainer.Prompt {
+	return trainer.Prompt{ID: "bronze", Dialogue: &trainer.Dialogue{
+		History: []trainer.Message{
 			{Role: "user", Content: "Tell me about the Bronze Age collapse."},
 			{Role: "assistant", Content: "The Late Bronze Age collapse happened around 1177 BC in the Mediterranean."},
 			{Role: "user", Content: "Which civilizations fell?"},
@@ -25,9 +28,9 @@ func bronze() Prompt {
 	}}
 }
 
-func coffee() Prompt {
-	return Prompt{ID: "coffee", Dialogue: &Dialogue{
-		History: []Message{
+func coffee() trainer.Prompt {
+	return trainer.Prompt{ID: "coffee", Dialogue: &trainer.Dialogue{
+		History: []trainer.Message{
 			{Role: "user", Content: "How is espresso brewed?"},
 			{Role: "assistant", Content: "Espresso forces hot water through finely ground coffee at high pressure."},
 			{Role: "user", Content: "And cold brew coffee?"},
@@ -41,11 +44,11 @@ type mapStats map[string]float64
 
 func (m mapStats) IDF(t string) float64 { return m[t] }
 
-func newTestEmbedded(t *testing.T, stats TermStats) *Embedded {
+func newTestEmbedded(t *testing.T, stats TermStats) *Policy {
 	t.Helper()
-	cfg := DefaultEmbeddedConfig()
+	cfg := trainer.DefaultEmbeddedConfig()
 	cfg.CheckpointDir = t.TempDir()
-	e, err := NewEmbedded(cfg, stats)
+	e, err := New(cfg, stats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +99,7 @@ func TestCandidatesByHand(t *testing.T) {
 }
 
 func TestContextFallbacks(t *testing.T) {
-	p := Prompt{Messages: []Message{
+	p := trainer.Prompt{Messages: []trainer.Message{
 		{Role: "system", Content: "Rewrite the question."},
 		{Role: "user", Content: "Bronze Age?"},
 		{Role: "assistant", Content: "Yes."},
@@ -106,7 +109,7 @@ func TestContextFallbacks(t *testing.T) {
 	if rc.question != "What caused it?" || len(rc.history) != 2 || rc.history[0].Content != "Bronze Age?" {
 		t.Errorf("messages fallback: %+v", rc)
 	}
-	rc = contextOf(Prompt{Text: "just text"})
+	rc = contextOf(trainer.Prompt{Text: "just text"})
 	if rc.question != "just text" || len(rc.history) != 0 {
 		t.Errorf("text fallback: %+v", rc)
 	}
@@ -115,7 +118,7 @@ func TestContextFallbacks(t *testing.T) {
 func TestSampleDeterministicAndWellFormed(t *testing.T) {
 	ctx := context.Background()
 	e := newTestEmbedded(t, nil)
-	req := SampleRequest{Prompts: []Prompt{bronze(), coffee(), {Text: "no history"}}, N: 5, Temperature: 1, Seed: 7}
+	req := trainer.SampleRequest{Prompts: []trainer.Prompt{bronze(), coffee(), {Text: "no history"}}, N: 5, Temperature: 1, Seed: 7}
 	a, err := e.Sample(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +190,7 @@ func TestSampleGreedyAndMaxTokens(t *testing.T) {
 	// Weights favouring user-turn terms: greedy keeps exactly those with w·φ > 0.
 	e.st.w[featBias] = -1
 	e.st.w[featUser] = 2
-	res, err := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze()}, N: 2, Temperature: 0})
+	res, err := e.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{bronze()}, N: 2, Temperature: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +204,7 @@ func TestSampleGreedyAndMaxTokens(t *testing.T) {
 			near(t, "greedy logprob", lp, logSigmoid(1))
 		}
 	}
-	res, _ = e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze()}, Temperature: 0, MaxTokens: 3})
+	res, _ = e.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{bronze()}, Temperature: 0, MaxTokens: 3})
 	// The first three ranked candidates are civilizations, fell, bronze (all
 	// kept); the text lists them in history order.
 	if s := res.Samples[0]; len(s.TokenIDs) != 3 || s.FinishReason != "length" || s.Text != "What caused the collapse? bronze civilizations fell" {
@@ -213,15 +216,15 @@ func TestSampleLogprobsMatchScoring(t *testing.T) {
 	ctx := context.Background()
 	e := newTestEmbedded(t, mapStats{"bronze": 3, "espresso": 2})
 	e.st.w = []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, 0.45, -0.1, -0.5, 0.3, 0.2, 0.4, 0.3}
-	res, err := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze(), coffee()}, N: 3, Temperature: 0.7, Seed: 3})
+	res, err := e.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{bronze(), coffee()}, N: 3, Temperature: 0.7, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var items []LogprobsItem
+	var items []trainer.LogprobsItem
 	for _, s := range res.Samples {
-		items = append(items, LogprobsItem{Prompt: []Prompt{bronze(), coffee()}[s.PromptIndex], TokenIDs: s.TokenIDs})
+		items = append(items, trainer.LogprobsItem{Prompt: []trainer.Prompt{bronze(), coffee()}[s.PromptIndex], TokenIDs: s.TokenIDs})
 	}
-	lp, err := e.Logprobs(ctx, LogprobsRequest{Items: items, Temperature: 0.7})
+	lp, err := e.Logprobs(ctx, trainer.LogprobsRequest{Items: items, Temperature: 0.7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,14 +233,14 @@ func TestSampleLogprobsMatchScoring(t *testing.T) {
 			t.Errorf("sample %d: scored %v, sampled %v", k, lp.Logprobs[k], s.Logprobs)
 		}
 	}
-	_, err = e.Logprobs(ctx, LogprobsRequest{Items: []LogprobsItem{{Prompt: bronze(), TokenIDs: make([]int, 11)}}})
-	if ErrorCode(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "items[0].token_ids: 11 decisions, but the prompt has 10 candidate terms") {
+	_, err = e.Logprobs(ctx, trainer.LogprobsRequest{Items: []trainer.LogprobsItem{{Prompt: bronze(), TokenIDs: make([]int, 11)}}})
+	if trainer.ErrorCode(err) != trainer.CodeInvalidArgument || !strings.Contains(err.Error(), "items[0].token_ids: 11 decisions, but the prompt has 10 candidate terms") {
 		t.Errorf("too many decisions: %v", err)
 	}
 }
 
-func sftBatch() []SFTExample {
-	return []SFTExample{
+func sftBatch() []trainer.SFTExample {
+	return []trainer.SFTExample{
 		{Prompt: bronze(), Completion: "What caused the Late Bronze Age collapse?"},
 		{Prompt: coffee(), Completion: "Which has more caffeine, espresso or cold brew coffee?"},
 	}
@@ -246,7 +249,7 @@ func sftBatch() []SFTExample {
 func TestSFTStepLowersLossAndMatchesBCE(t *testing.T) {
 	ctx := context.Background()
 	e := newTestEmbedded(t, nil)
-	first, err := e.SFTStep(ctx, SFTRequest{StepID: "s1", Examples: sftBatch(), LearningRate: 0.05})
+	first, err := e.SFTStep(ctx, trainer.SFTRequest{StepID: "s1", Examples: sftBatch(), LearningRate: 0.05})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +263,7 @@ func TestSFTStepLowersLossAndMatchesBCE(t *testing.T) {
 	}
 	prev := first.Loss
 	for k := 2; k <= 6; k++ {
-		r, err := e.SFTStep(ctx, SFTRequest{StepID: "s" + string(rune('0'+k)), Examples: sftBatch(), LearningRate: 0.05})
+		r, err := e.SFTStep(ctx, trainer.SFTRequest{StepID: "s" + string(rune('0'+k)), Examples: sftBatch(), LearningRate: 0.05})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,9 +274,9 @@ func TestSFTStepLowersLossAndMatchesBCE(t *testing.T) {
 	}
 }
 
-func seqSum(t *testing.T, e *Embedded, p Prompt, ids []int) float64 {
+func seqSum(t *testing.T, e *Policy, p trainer.Prompt, ids []int) float64 {
 	t.Helper()
-	lp, err := e.Logprobs(context.Background(), LogprobsRequest{Items: []LogprobsItem{{Prompt: p, TokenIDs: ids}}})
+	lp, err := e.Logprobs(context.Background(), trainer.LogprobsRequest{Items: []trainer.LogprobsItem{{Prompt: p, TokenIDs: ids}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,12 +292,12 @@ func TestGRPOStepDirection(t *testing.T) {
 	for _, adv := range []float64{1, -1} {
 		e := newTestEmbedded(t, nil)
 		e.st.w = []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, 0.45, -0.1, -0.5, 0.3, 0.2, 0.4, 0.3}
-		res, _ := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze()}, Temperature: 1, Seed: 11})
+		res, _ := e.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{bronze()}, Temperature: 1, Seed: 11})
 		s := res.Samples[0]
 		before := seqSum(t, e, bronze(), s.TokenIDs)
 		for _, typ := range lossTypes {
-			r, err := e.GRPOStep(ctx, GRPORequest{StepID: typ, Samples: []GRPOSample{{Prompt: bronze(), TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: adv}},
-				Loss: LossConfig{Type: typ, LearningRate: 0.01, KLCoef: 0.01}})
+			r, err := e.GRPOStep(ctx, trainer.GRPORequest{StepID: typ, Samples: []trainer.GRPOSample{{Prompt: bronze(), TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: adv}},
+				Loss: trainer.LossConfig{Type: typ, LearningRate: 0.01, KLCoef: 0.01}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -315,23 +318,23 @@ func TestGRPOFirstStepKLZero(t *testing.T) {
 	// step's KL is exactly 0 and later ones are positive.
 	ctx := context.Background()
 	e := newTestEmbedded(t, nil)
-	if _, err := e.SFTStep(ctx, SFTRequest{StepID: "sft", Examples: sftBatch(), LearningRate: 0.1}); err != nil {
+	if _, err := e.SFTStep(ctx, trainer.SFTRequest{StepID: "sft", Examples: sftBatch(), LearningRate: 0.1}); err != nil {
 		t.Fatal(err)
 	}
-	res, _ := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze(), coffee()}, N: 2, Temperature: 1, Seed: 5})
-	var samples []GRPOSample
+	res, _ := e.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{bronze(), coffee()}, N: 2, Temperature: 1, Seed: 5})
+	var samples []trainer.GRPOSample
 	for k, s := range res.Samples {
-		samples = append(samples, GRPOSample{Prompt: []Prompt{bronze(), coffee()}[s.PromptIndex], TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: float64(k%3) - 1})
+		samples = append(samples, trainer.GRPOSample{Prompt: []trainer.Prompt{bronze(), coffee()}[s.PromptIndex], TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: float64(k%3) - 1})
 	}
-	lc := LossConfig{Type: LossGRPO, LearningRate: 0.05, KLCoef: 0.1}
-	r1, err := e.GRPOStep(ctx, GRPORequest{StepID: "g1", Samples: samples, Loss: lc})
+	lc := trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 0.05, KLCoef: 0.1}
+	r1, err := e.GRPOStep(ctx, trainer.GRPORequest{StepID: "g1", Samples: samples, Loss: lc})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r1.KL != 0 || r1.ClipFracLow != 0 || r1.ClipFracHigh != 0 {
 		t.Errorf("first step: kl %v clip %v/%v, want 0 (policy = reference = sampler)", r1.KL, r1.ClipFracLow, r1.ClipFracHigh)
 	}
-	r2, _ := e.GRPOStep(ctx, GRPORequest{StepID: "g2", Samples: samples, Loss: lc})
+	r2, _ := e.GRPOStep(ctx, trainer.GRPORequest{StepID: "g2", Samples: samples, Loss: lc})
 	if !(r2.KL > 0) {
 		t.Errorf("second step kl %v, want > 0", r2.KL)
 	}
@@ -342,12 +345,12 @@ func TestGRPOGradientMatchesFiniteDifferences(t *testing.T) {
 	w := []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, 0.45, -0.1, -0.5, 0.3, 0.2, 0.4, 0.3}
 	ref := []float64{-0.1, 0.2, 0.1, 0.5, 0.3, 0, 0.2, 0.2, 0.4, -0.2, 0.1, 0.1, -0.1, 0.2, 0.3, 0, -0.3, 0.2, 0.1, 0.2, 0.1}
 	e.st.w = clone(ref)
-	res, _ := e.Sample(context.Background(), SampleRequest{Prompts: []Prompt{bronze(), coffee()}, N: 2, Temperature: 0.8, Seed: 2})
-	var samples []GRPOSample
+	res, _ := e.Sample(context.Background(), trainer.SampleRequest{Prompts: []trainer.Prompt{bronze(), coffee()}, N: 2, Temperature: 0.8, Seed: 2})
+	var samples []trainer.GRPOSample
 	var items []scored
 	for k, s := range res.Samples {
-		p := []Prompt{bronze(), coffee()}[s.PromptIndex]
-		samples = append(samples, GRPOSample{Prompt: p, TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: []float64{1.3, -0.7, 0.2, -1.1}[k]})
+		p := []trainer.Prompt{bronze(), coffee()}[s.PromptIndex]
+		samples = append(samples, trainer.GRPOSample{Prompt: p, TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: []float64{1.3, -0.7, 0.2, -1.1}[k]})
 		it, perr := e.prepare("s", p, s.TokenIDs)
 		if perr != nil {
 			t.Fatal(perr)
@@ -357,7 +360,7 @@ func TestGRPOGradientMatchesFiniteDifferences(t *testing.T) {
 	// Wide clip range keeps every token off the clip kinks, where the
 	// objective is not differentiable.
 	for _, typ := range lossTypes {
-		lc, _ := normalizeLoss(LossConfig{Type: typ, ClipLow: 0.9, ClipHigh: 5, KLCoef: 0.3, LearningRate: 1, Temperature: 0.8})
+		lc, _ := normalizeLoss(trainer.LossConfig{Type: typ, ClipLow: 0.9, ClipHigh: 5, KLCoef: 0.3, LearningRate: 1, Temperature: 0.8})
 		_, _, g := grpoForward(items, samples, w, ref, lc)
 		for k := range w {
 			const h = 1e-6
@@ -377,10 +380,10 @@ func TestGRPOGradientMatchesFiniteDifferences(t *testing.T) {
 func TestStepIDIdempotency(t *testing.T) {
 	ctx := context.Background()
 	e := newTestEmbedded(t, nil)
-	res, _ := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze()}, Temperature: 1, Seed: 1})
+	res, _ := e.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{bronze()}, Temperature: 1, Seed: 1})
 	s := res.Samples[0]
-	req := GRPORequest{StepID: "step-1", Samples: []GRPOSample{{Prompt: bronze(), TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: 1}},
-		Loss: LossConfig{Type: LossGRPO, LearningRate: 0.1}}
+	req := trainer.GRPORequest{StepID: "step-1", Samples: []trainer.GRPOSample{{Prompt: bronze(), TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: 1}},
+		Loss: trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 0.1}}
 	r1, err := e.GRPOStep(ctx, req)
 	if err != nil || r1.Replayed || r1.PolicyVersion != 1 {
 		t.Fatalf("first: %+v %v", r1, err)
@@ -395,24 +398,24 @@ func TestStepIDIdempotency(t *testing.T) {
 		t.Error("the repeat changed the result or the weights")
 	}
 	// The same step_id for another call, or another body, is a conflict.
-	_, err = e.SFTStep(ctx, SFTRequest{StepID: "step-1", Examples: sftBatch(), LearningRate: 0.1})
-	if ErrorCode(err) != CodeConflict {
+	_, err = e.SFTStep(ctx, trainer.SFTRequest{StepID: "step-1", Examples: sftBatch(), LearningRate: 0.1})
+	if trainer.ErrorCode(err) != trainer.CodeConflict {
 		t.Errorf("sft with a grpo step_id: %v", err)
 	}
 	req.Samples[0].Advantage = -1
-	if _, err := e.GRPOStep(ctx, req); ErrorCode(err) != CodeConflict {
+	if _, err := e.GRPOStep(ctx, req); trainer.ErrorCode(err) != trainer.CodeConflict {
 		t.Errorf("grpo with another body: %v", err)
 	}
-	if _, err := e.GRPOStep(ctx, GRPORequest{Samples: req.Samples, Loss: req.Loss}); ErrorCode(err) != CodeInvalidArgument {
+	if _, err := e.GRPOStep(ctx, trainer.GRPORequest{Samples: req.Samples, Loss: req.Loss}); trainer.ErrorCode(err) != trainer.CodeInvalidArgument {
 		t.Errorf("no step_id: %v", err)
 	}
 	// A failed call is not remembered.
 	bad := req
 	bad.StepID, bad.Loss.Type = "step-2", "x"
-	if _, err := e.GRPOStep(ctx, bad); ErrorCode(err) != CodeUnknownLossType {
+	if _, err := e.GRPOStep(ctx, bad); trainer.ErrorCode(err) != trainer.CodeUnknownLossType {
 		t.Errorf("unknown type: %v", err)
 	}
-	bad.Loss.Type = LossGRPO
+	bad.Loss.Type = trainer.LossGRPO
 	if r, err := e.GRPOStep(ctx, bad); err != nil || r.Replayed || r.PolicyVersion != 2 {
 		t.Errorf("retry after a failure: %+v %v", r, err)
 	}
@@ -435,27 +438,27 @@ func TestStepLogEviction(t *testing.T) {
 func TestSaveLoadRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	e := newTestEmbedded(t, nil)
-	if _, err := e.SFTStep(ctx, SFTRequest{StepID: "sft", Examples: sftBatch(), LearningRate: 0.1}); err != nil {
+	if _, err := e.SFTStep(ctx, trainer.SFTRequest{StepID: "sft", Examples: sftBatch(), LearningRate: 0.1}); err != nil {
 		t.Fatal(err)
 	}
-	res, _ := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze(), coffee()}, N: 2, Temperature: 1, Seed: 9})
-	var samples []GRPOSample
+	res, _ := e.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{bronze(), coffee()}, N: 2, Temperature: 1, Seed: 9})
+	var samples []trainer.GRPOSample
 	for k, s := range res.Samples {
-		samples = append(samples, GRPOSample{Prompt: []Prompt{bronze(), coffee()}[s.PromptIndex], TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: float64(k) - 1.5})
+		samples = append(samples, trainer.GRPOSample{Prompt: []trainer.Prompt{bronze(), coffee()}[s.PromptIndex], TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: float64(k) - 1.5})
 	}
-	lc := LossConfig{Type: LossDAPO, LearningRate: 0.03, KLCoef: 0.05, Mu: 2, ClipHigh: 0.28}
-	if _, err := e.GRPOStep(ctx, GRPORequest{StepID: "g1", Samples: samples, Loss: lc}); err != nil {
+	lc := trainer.LossConfig{Type: trainer.LossDAPO, LearningRate: 0.03, KLCoef: 0.05, Mu: 2, ClipHigh: 0.28}
+	if _, err := e.GRPOStep(ctx, trainer.GRPORequest{StepID: "g1", Samples: samples, Loss: lc}); err != nil {
 		t.Fatal(err)
 	}
 	saved := e.st.clone()
-	sv, err := e.Save(ctx, SaveRequest{StepID: "save", Name: "ck-1"})
+	sv, err := e.Save(ctx, trainer.SaveRequest{StepID: "save", Name: "ck-1"})
 	if err != nil || sv.PolicyVersion != 2 || sv.SizeBytes <= 0 {
 		t.Fatalf("save: %+v %v", sv, err)
 	}
-	next, _ := e.GRPOStep(ctx, GRPORequest{StepID: "g2", Samples: samples, Loss: lc})
+	next, _ := e.GRPOStep(ctx, trainer.GRPORequest{StepID: "g2", Samples: samples, Loss: lc})
 	afterNext := e.st.clone()
 
-	ld, err := e.Load(ctx, LoadRequest{StepID: "load", Name: "ck-1"})
+	ld, err := e.Load(ctx, trainer.LoadRequest{StepID: "load", Name: "ck-1"})
 	if err != nil || ld.PolicyVersion != 2 {
 		t.Fatalf("load: %+v %v", ld, err)
 	}
@@ -463,24 +466,24 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 		t.Fatalf("loaded state differs:\n%+v\n%+v", e.st, saved)
 	}
 	// The same update from the restored state lands on the same bits.
-	again, _ := e.GRPOStep(ctx, GRPORequest{StepID: "g2-again", Samples: samples, Loss: lc})
+	again, _ := e.GRPOStep(ctx, trainer.GRPORequest{StepID: "g2-again", Samples: samples, Loss: lc})
 	again.Replayed = next.Replayed
 	if again != next || !reflect.DeepEqual(e.st, afterNext) {
 		t.Error("update after load differs from the update after save")
 	}
 	// A fresh policy loads it too (checkpoint dir shared).
-	f, _ := NewEmbedded(e.cfg, nil)
-	if _, err := f.Load(ctx, LoadRequest{StepID: "l", Name: "ck-1"}); err != nil || !reflect.DeepEqual(f.st, saved) {
+	f, _ := New(e.cfg, nil)
+	if _, err := f.Load(ctx, trainer.LoadRequest{StepID: "l", Name: "ck-1"}); err != nil || !reflect.DeepEqual(f.st, saved) {
 		t.Errorf("fresh load: %v", err)
 	}
 	list, err := e.Checkpoints(ctx)
 	if err != nil || len(list) != 1 || list[0].Name != "ck-1" || list[0].PolicyVersion != 2 || list[0].SizeBytes != sv.SizeBytes {
 		t.Errorf("checkpoints: %+v %v", list, err)
 	}
-	if _, err := e.Load(ctx, LoadRequest{StepID: "l2", Name: "nope"}); ErrorCode(err) != CodeNotFound {
+	if _, err := e.Load(ctx, trainer.LoadRequest{StepID: "l2", Name: "nope"}); trainer.ErrorCode(err) != trainer.CodeNotFound {
 		t.Errorf("missing checkpoint: %v", err)
 	}
-	if _, err := e.Save(ctx, SaveRequest{StepID: "s2", Name: "../escape"}); ErrorCode(err) != CodeInvalidArgument {
+	if _, err := e.Save(ctx, trainer.SaveRequest{StepID: "s2", Name: "../escape"}); trainer.ErrorCode(err) != trainer.CodeInvalidArgument {
 		t.Errorf("bad name: %v", err)
 	}
 	// A damaged file is refused with the file and field named.
@@ -488,20 +491,20 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	if err := os.WriteFile(path, []byte(`{"format":"himes-embedded-policy/1","features":["bias"]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.Load(ctx, LoadRequest{StepID: "l3", Name: "bad"})
-	var pe *Error
+	_, err = e.Load(ctx, trainer.LoadRequest{StepID: "l3", Name: "bad"})
+	var pe *trainer.Error
 	if !errors.As(err, &pe) || !strings.Contains(pe.Message, "bad.json: field features") {
 		t.Errorf("damaged checkpoint: %v", err)
 	}
 }
 
 func TestEmbeddedConfigValidate(t *testing.T) {
-	cfg := DefaultEmbeddedConfig()
+	cfg := trainer.DefaultEmbeddedConfig()
 	cfg.AdamBeta2 = 1
-	if _, err := NewEmbedded(cfg, nil); err == nil || !strings.Contains(err.Error(), "adam_beta2") {
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "adam_beta2") {
 		t.Errorf("beta2 = 1: %v", err)
 	}
-	c := DefaultConfig()
+	c := trainer.DefaultConfig()
 	c.Endpoint = "ftp://x"
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "endpoint") {
 		t.Errorf("ftp endpoint: %v", err)
@@ -516,30 +519,73 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 
 func TestSampleRejectsBadRequests(t *testing.T) {
 	e := newTestEmbedded(t, nil)
-	p := []Prompt{bronze()}
+	p := []trainer.Prompt{bronze()}
 	for _, c := range []struct {
-		req   SampleRequest
+		req   trainer.SampleRequest
 		field string
 	}{
-		{SampleRequest{}, "prompts"},
-		{SampleRequest{Prompts: p, N: -1}, "n"},
-		{SampleRequest{Prompts: p, Temperature: -0.5}, "temperature"},
-		{SampleRequest{Prompts: p, TopP: 1.5}, "top_p"},
-		{SampleRequest{Prompts: p, MaxTokens: -3}, "max_tokens"},
+		{trainer.SampleRequest{}, "prompts"},
+		{trainer.SampleRequest{Prompts: p, N: -1}, "n"},
+		{trainer.SampleRequest{Prompts: p, Temperature: -0.5}, "temperature"},
+		{trainer.SampleRequest{Prompts: p, TopP: 1.5}, "top_p"},
+		{trainer.SampleRequest{Prompts: p, MaxTokens: -3}, "max_tokens"},
 	} {
 		_, err := e.Sample(context.Background(), c.req)
-		if ErrorCode(err) != CodeInvalidArgument || !strings.HasPrefix(err.Error(), c.field+":") {
+		if trainer.ErrorCode(err) != trainer.CodeInvalidArgument || !strings.HasPrefix(err.Error(), c.field+":") {
 			t.Errorf("%+v: %v, want invalid_argument naming %s", c.req, err, c.field)
 		}
 	}
-	_, err := e.GRPOStep(context.Background(), GRPORequest{StepID: "x", Loss: LossConfig{Type: LossGRPO, LearningRate: 1},
-		Samples: []GRPOSample{{Prompt: bronze(), TokenIDs: []int{1, 0}, OldLogprobs: []float64{-0.1}}}})
+	_, err := e.GRPOStep(context.Background(), trainer.GRPORequest{StepID: "x", Loss: trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 1},
+		Samples: []trainer.GRPOSample{{Prompt: bronze(), TokenIDs: []int{1, 0}, OldLogprobs: []float64{-0.1}}}})
 	if want := "samples[0].old_logprobs: length 1, want 2 (len(token_ids))"; err == nil || err.Error() != want {
 		t.Errorf("got %v, want %q", err, want)
 	}
-	_, err = e.GRPOStep(context.Background(), GRPORequest{StepID: "x", Loss: LossConfig{Type: LossGRPO, LearningRate: 1},
-		Samples: []GRPOSample{{Prompt: bronze(), TokenIDs: []int{2}, OldLogprobs: []float64{-0.1}}}})
+	_, err = e.GRPOStep(context.Background(), trainer.GRPORequest{StepID: "x", Loss: trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 1},
+		Samples: []trainer.GRPOSample{{Prompt: bronze(), TokenIDs: []int{2}, OldLogprobs: []float64{-0.1}}}})
 	if want := "samples[0].token_ids[0]: 2 is not a decision (0 drop, 1 keep)"; err == nil || err.Error() != want {
 		t.Errorf("got %v, want %q", err, want)
+	}
+}
+
+// TestConcurrentSameStepID sends one grpo_step from several goroutines at
+// once: it is applied exactly once and every caller gets its result.
+func TestConcurrentSameStepID(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEmbedded(t, nil)
+	res, _ := e.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{bronze()}, Temperature: 1, Seed: 3})
+	s := res.Samples[0]
+	req := trainer.GRPORequest{StepID: "same", Samples: []trainer.GRPOSample{{Prompt: bronze(), TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: 1}},
+		Loss: trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 0.1}}
+	const n = 8
+	var wg sync.WaitGroup
+	out := make([]trainer.GRPOResponse, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Interleave reads with the updates.
+			if _, err := e.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{coffee()}, N: 2, Temperature: 1}); err != nil {
+				errs[i] = err
+				return
+			}
+			out[i], errs[i] = e.GRPOStep(ctx, req)
+		}()
+	}
+	wg.Wait()
+	applied := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if !out[i].Replayed {
+			applied++
+		}
+		if out[i].PolicyVersion != 1 {
+			t.Errorf("caller %d saw version %d", i, out[i].PolicyVersion)
+		}
+	}
+	if applied != 1 || e.st.version != 1 {
+		t.Errorf("applied %d times, version %d", applied, e.st.version)
 	}
 }

@@ -1,4 +1,4 @@
-package trainer
+package embedded
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/himes-rl/himes/trainer"
 )
 
 // checkpointFormat identifies embedded-policy checkpoint files. Format /2
@@ -56,108 +58,108 @@ func (cf checkpointFile) checksum() (string, error) {
 
 var checkpointNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
-func checkName(name string) *Error {
+func checkName(name string) *trainer.Error {
 	if !checkpointNameRe.MatchString(name) {
-		return invalidf("name: %q must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}", name)
+		return trainer.Invalidf("name: %q must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}", name)
 	}
 	return nil
 }
 
-func (e *Embedded) checkpointPath(name string) string {
+func (e *Policy) checkpointPath(name string) string {
 	return filepath.Join(e.cfg.CheckpointDir, name+".json")
 }
 
 // Save writes weights, Adam state, version and reference snapshot to
 // CheckpointDir/NAME.json atomically.
-func (e *Embedded) Save(ctx context.Context, req SaveRequest) (SaveResponse, error) {
+func (e *Policy) Save(ctx context.Context, req trainer.SaveRequest) (trainer.SaveResponse, error) {
 	if err := ctx.Err(); err != nil {
-		return SaveResponse{}, err
+		return trainer.SaveResponse{}, err
 	}
 	if err := checkStepID(req.StepID); err != nil {
-		return SaveResponse{}, err
+		return trainer.SaveResponse{}, err
 	}
 	if err := checkName(req.Name); err != nil {
-		return SaveResponse{}, err
+		return trainer.SaveResponse{}, err
 	}
 	if err := checkExpectedArg(req.ExpectedPolicyVersion); err != nil {
-		return SaveResponse{}, err
+		return trainer.SaveResponse{}, err
 	}
 	if len(req.RunID) > 256 {
-		return SaveResponse{}, invalidf("run_id: %d bytes, at most 256", len(req.RunID))
+		return trainer.SaveResponse{}, trainer.Invalidf("run_id: %d bytes, at most 256", len(req.RunID))
 	}
-	hash, err := requestHash(SaveRequest{Name: req.Name, RunID: req.RunID, ExpectedPolicyVersion: req.ExpectedPolicyVersion})
+	hash, err := requestHash(trainer.SaveRequest{Name: req.Name, RunID: req.RunID, ExpectedPolicyVersion: req.ExpectedPolicyVersion})
 	if err != nil {
-		return SaveResponse{}, err
+		return trainer.SaveResponse{}, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if prev, perr := e.steps.lookup(req.StepID, "save", hash); perr != nil {
-		return SaveResponse{}, perr
+		return trainer.SaveResponse{}, perr
 	} else if prev != nil {
-		r := prev.(SaveResponse)
+		r := prev.(trainer.SaveResponse)
 		r.Replayed = true
 		return r, nil
 	}
 	st := e.st
 	if err := checkExpected(req.ExpectedPolicyVersion, st.version); err != nil {
-		return SaveResponse{}, err
+		return trainer.SaveResponse{}, err
 	}
 	cf := checkpointFile{
 		Format: checkpointFormat, RunID: req.RunID, Features: featureNames[:], CreatedAt: time.Now().UTC(),
 		PolicyVersion: st.version, Weights: st.w, AdamM: st.m, AdamV: st.v, AdamT: st.t, Reference: st.ref,
 	}
 	if cf.Checksum, err = cf.checksum(); err != nil {
-		return SaveResponse{}, fmt.Errorf("checksum checkpoint %s: %w", req.Name, err)
+		return trainer.SaveResponse{}, fmt.Errorf("checksum checkpoint %s: %w", req.Name, err)
 	}
 	raw, err := json.MarshalIndent(cf, "", " ")
 	if err != nil {
-		return SaveResponse{}, fmt.Errorf("encode checkpoint %s: %w", req.Name, err)
+		return trainer.SaveResponse{}, fmt.Errorf("encode checkpoint %s: %w", req.Name, err)
 	}
 	path := e.checkpointPath(req.Name)
 	if err := writeAtomic(path, raw); err != nil {
-		return SaveResponse{}, newErr(CodeInternal, "save checkpoint %s: %v", req.Name, err)
+		return trainer.SaveResponse{}, trainer.NewError(trainer.CodeInternal, "save checkpoint %s: %v", req.Name, err)
 	}
-	res := SaveResponse{Name: req.Name, PolicyVersion: st.version, SizeBytes: int64(len(raw))}
+	res := trainer.SaveResponse{Name: req.Name, PolicyVersion: st.version, SizeBytes: int64(len(raw))}
 	e.steps.store(req.StepID, "save", hash, res)
 	return res, nil
 }
 
 // Load restores a checkpoint written by Save, exactly.
-func (e *Embedded) Load(ctx context.Context, req LoadRequest) (LoadResponse, error) {
+func (e *Policy) Load(ctx context.Context, req trainer.LoadRequest) (trainer.LoadResponse, error) {
 	if err := ctx.Err(); err != nil {
-		return LoadResponse{}, err
+		return trainer.LoadResponse{}, err
 	}
 	if err := checkStepID(req.StepID); err != nil {
-		return LoadResponse{}, err
+		return trainer.LoadResponse{}, err
 	}
 	if err := checkName(req.Name); err != nil {
-		return LoadResponse{}, err
+		return trainer.LoadResponse{}, err
 	}
-	hash, err := requestHash(LoadRequest{Name: req.Name, ExpectedRunID: req.ExpectedRunID})
+	hash, err := requestHash(trainer.LoadRequest{Name: req.Name, ExpectedRunID: req.ExpectedRunID})
 	if err != nil {
-		return LoadResponse{}, err
+		return trainer.LoadResponse{}, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if prev, perr := e.steps.lookup(req.StepID, "load", hash); perr != nil {
-		return LoadResponse{}, perr
+		return trainer.LoadResponse{}, perr
 	} else if prev != nil {
-		r := prev.(LoadResponse)
+		r := prev.(trainer.LoadResponse)
 		r.Replayed = true
 		return r, nil
 	}
 	cf, perr := readCheckpoint(e.checkpointPath(req.Name))
 	if perr != nil {
-		return LoadResponse{}, perr
+		return trainer.LoadResponse{}, perr
 	}
 	// A checkpoint saved without a run id (format /1, or a save without
 	// run_id) cannot be verified; the caller sees run_id "" in the response.
 	if req.ExpectedRunID != "" && cf.RunID != "" && cf.RunID != req.ExpectedRunID {
-		return LoadResponse{}, newErr(CodeRunMismatch, "checkpoint %q was saved by run %q, not %q (expected_run_id); the policy is unchanged",
+		return trainer.LoadResponse{}, trainer.NewError(trainer.CodeRunMismatch, "checkpoint %q was saved by run %q, not %q (expected_run_id); the policy is unchanged",
 			req.Name, cf.RunID, req.ExpectedRunID)
 	}
 	e.st = policyState{w: cf.Weights, m: cf.AdamM, v: cf.AdamV, t: cf.AdamT, version: cf.PolicyVersion, ref: cf.Reference}
-	res := LoadResponse{Name: req.Name, PolicyVersion: cf.PolicyVersion, RunID: cf.RunID}
+	res := trainer.LoadResponse{Name: req.Name, PolicyVersion: cf.PolicyVersion, RunID: cf.RunID}
 	e.steps.store(req.StepID, "load", hash, res)
 	return res, nil
 }
@@ -167,27 +169,27 @@ func (e *Embedded) Load(ctx context.Context, req LoadRequest) (LoadResponse, err
 // checkpoint or none of it; a file under the name that Load would refuse
 // (damaged) is removed too. Deleted is false when there was nothing to
 // remove. The policy and its version are never touched.
-func (e *Embedded) Delete(ctx context.Context, req DeleteRequest) (DeleteResponse, error) {
+func (e *Policy) Delete(ctx context.Context, req trainer.DeleteRequest) (trainer.DeleteResponse, error) {
 	if err := ctx.Err(); err != nil {
-		return DeleteResponse{}, err
+		return trainer.DeleteResponse{}, err
 	}
 	if err := checkStepID(req.StepID); err != nil {
-		return DeleteResponse{}, err
+		return trainer.DeleteResponse{}, err
 	}
 	if err := checkName(req.Name); err != nil {
-		return DeleteResponse{}, err
+		return trainer.DeleteResponse{}, err
 	}
-	hash, err := requestHash(DeleteRequest{Name: req.Name})
+	hash, err := requestHash(trainer.DeleteRequest{Name: req.Name})
 	if err != nil {
-		return DeleteResponse{}, err
+		return trainer.DeleteResponse{}, err
 	}
 	// The write lock orders the delete with saves and loads of the same name.
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if prev, perr := e.steps.lookup(req.StepID, "delete", hash); perr != nil {
-		return DeleteResponse{}, perr
+		return trainer.DeleteResponse{}, perr
 	} else if prev != nil {
-		r := prev.(DeleteResponse)
+		r := prev.(trainer.DeleteResponse)
 		r.Replayed = true
 		return r, nil
 	}
@@ -196,7 +198,7 @@ func (e *Embedded) Delete(ctx context.Context, req DeleteRequest) (DeleteRespons
 	if err := os.Remove(path); errors.Is(err, fs.ErrNotExist) {
 		deleted = false
 	} else if err != nil {
-		return DeleteResponse{}, newErr(CodeInternal, "delete checkpoint %s: %v", req.Name, err)
+		return trainer.DeleteResponse{}, trainer.NewError(trainer.CodeInternal, "delete checkpoint %s: %v", req.Name, err)
 	}
 	// Temporary files of saves that crashed before their rename; Save holds
 	// the lock while its own exists, so none of these is in use. The name
@@ -209,26 +211,26 @@ func (e *Embedded) Delete(ctx context.Context, req DeleteRequest) (DeleteRespons
 	if deleted {
 		syncDir(e.cfg.CheckpointDir)
 	}
-	res := DeleteResponse{Name: req.Name, Deleted: deleted, PolicyVersion: e.st.version}
+	res := trainer.DeleteResponse{Name: req.Name, Deleted: deleted, PolicyVersion: e.st.version}
 	e.steps.store(req.StepID, "delete", hash, res)
 	return res, nil
 }
 
 // readCheckpoint reads and validates one checkpoint file.
-func readCheckpoint(path string) (checkpointFile, *Error) {
+func readCheckpoint(path string) (checkpointFile, *trainer.Error) {
 	var cf checkpointFile
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return cf, newErr(CodeNotFound, "checkpoint %q not found (%s)", strings.TrimSuffix(filepath.Base(path), ".json"), path)
+		return cf, trainer.NewError(trainer.CodeNotFound, "checkpoint %q not found (%s)", strings.TrimSuffix(filepath.Base(path), ".json"), path)
 	}
 	if err != nil {
-		return cf, newErr(CodeInternal, "read checkpoint: %v", err)
+		return cf, trainer.NewError(trainer.CodeInternal, "read checkpoint: %v", err)
 	}
 	if err := json.Unmarshal(raw, &cf); err != nil {
-		return cf, newErr(CodeCheckpointCorrupt, "checkpoint %s: %v", path, err)
+		return cf, trainer.NewError(trainer.CodeCheckpointCorrupt, "checkpoint %s: %v", path, err)
 	}
-	bad := func(field, format string, args ...any) *Error {
-		return newErr(CodeCheckpointCorrupt, "checkpoint %s: field %s: %s", path, field, fmt.Sprintf(format, args...))
+	bad := func(field, format string, args ...any) *trainer.Error {
+		return trainer.NewError(trainer.CodeCheckpointCorrupt, "checkpoint %s: field %s: %s", path, field, fmt.Sprintf(format, args...))
 	}
 	if cf.Format == checkpointFormat || cf.Checksum != "" {
 		want, err := cf.checksum()
@@ -291,18 +293,18 @@ func featuresCompatible(fs []string) bool {
 }
 
 // Checkpoints lists the checkpoints in CheckpointDir, sorted by name.
-func (e *Embedded) Checkpoints(ctx context.Context) ([]CheckpointInfo, error) {
+func (e *Policy) Checkpoints(ctx context.Context) ([]trainer.CheckpointInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	ents, err := os.ReadDir(e.cfg.CheckpointDir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return []CheckpointInfo{}, nil
+		return []trainer.CheckpointInfo{}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
-	out := []CheckpointInfo{}
+	out := []trainer.CheckpointInfo{}
 	for _, ent := range ents {
 		name, ok := strings.CutSuffix(ent.Name(), ".json")
 		if !ok || ent.IsDir() || !checkpointNameRe.MatchString(name) {
@@ -319,7 +321,7 @@ func (e *Embedded) Checkpoints(ctx context.Context) ([]CheckpointInfo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list checkpoints: %w", err)
 		}
-		out = append(out, CheckpointInfo{Name: name, PolicyVersion: cf.PolicyVersion, CreatedAt: cf.CreatedAt, SizeBytes: fi.Size(), RunID: cf.RunID})
+		out = append(out, trainer.CheckpointInfo{Name: name, PolicyVersion: cf.PolicyVersion, CreatedAt: cf.CreatedAt, SizeBytes: fi.Size(), RunID: cf.RunID})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

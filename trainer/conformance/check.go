@@ -1,4 +1,8 @@
-package trainer
+// Package conformance tests a trainer endpoint against trainer/PROTOCOL.md:
+// one PASS/FAIL line per property (`himes trainer check`). It speaks only
+// the protocol (trainer.Policy), so it checks the embedded policy in process,
+// a Client of a remote endpoint, or any other implementation alike.
+package conformance
 
 import (
 	"context"
@@ -9,10 +13,12 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/himes-rl/himes/trainer"
 )
 
-// CheckOptions tune the conformance check. Zero values take the defaults.
-type CheckOptions struct {
+// Options tune the conformance check. Zero values take the defaults.
+type Options struct {
 	// LearningRate of the check's updates (default 1e-3: large enough to move
 	// a LoRA adapter measurably in one Adam step, small enough not to break it).
 	LearningRate float64
@@ -37,12 +43,12 @@ type CheckOptions struct {
 // (named himes-check-RUN-*) are deleted at the end when the endpoint supports
 // delete (p implements Deleter and info.capabilities.delete); otherwise the
 // endpoint's checkpoint directory keeps them.
-func Check(ctx context.Context, p Policy, w io.Writer) (bool, error) {
-	return CheckWith(ctx, p, w, CheckOptions{})
+func Check(ctx context.Context, p trainer.Policy, w io.Writer) (bool, error) {
+	return CheckWith(ctx, p, w, Options{})
 }
 
 // CheckWith is Check with options.
-func CheckWith(ctx context.Context, p Policy, w io.Writer, opts CheckOptions) (bool, error) {
+func CheckWith(ctx context.Context, p trainer.Policy, w io.Writer, opts Options) (bool, error) {
 	if opts.LearningRate == 0 {
 		opts.LearningRate = 1e-3
 	}
@@ -58,16 +64,16 @@ func CheckWith(ctx context.Context, p Policy, w io.Writer, opts CheckOptions) (b
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	c := &checker{p: p, w: w, opts: opts, ok: true, run: "himes-check-" + hex.EncodeToString(b[:])}
-	c.sc, _ = p.(Scorer)
+	c.sc, _ = p.(trainer.Scorer)
 	return c.runAll(ctx)
 }
 
 type checker struct {
-	p        Policy
-	sc       Scorer
-	del      Deleter // nil unless the endpoint advertises delete
+	p        trainer.Policy
+	sc       trainer.Scorer
+	del      trainer.Deleter // nil unless the endpoint advertises delete
 	w        io.Writer
-	opts     CheckOptions
+	opts     Options
 	run      string
 	ok       bool
 	werr     error
@@ -94,11 +100,11 @@ func (c *checker) skip(name, reason string) {
 }
 
 // save saves the current policy under name and remembers it for the cleanup.
-func (c *checker) save(ctx context.Context, what, name string) (SaveResponse, error) {
-	return c.saveReq(ctx, SaveRequest{StepID: c.stepID(what), Name: name})
+func (c *checker) save(ctx context.Context, what, name string) (trainer.SaveResponse, error) {
+	return c.saveReq(ctx, trainer.SaveRequest{StepID: c.stepID(what), Name: name})
 }
 
-func (c *checker) saveReq(ctx context.Context, req SaveRequest) (SaveResponse, error) {
+func (c *checker) saveReq(ctx context.Context, req trainer.SaveRequest) (trainer.SaveResponse, error) {
 	r, err := c.p.Save(ctx, req)
 	if !slices.Contains(c.created, req.Name) {
 		// Also after an error: a save refused late may have written something.
@@ -122,13 +128,13 @@ func (c *checker) report(name string, err error, detail string) {
 }
 
 // checkPrompts are two short dialogues in every form a prompt can take.
-func checkPrompts() []Prompt {
-	dialogues := []Dialogue{
-		{History: []Message{
+func checkPrompts() []trainer.Prompt {
+	dialogues := []trainer.Dialogue{
+		{History: []trainer.Message{
 			{Role: "user", Content: "Tell me about the Bronze Age collapse in the Mediterranean."},
 			{Role: "assistant", Content: "Around 1177 BC many Late Bronze Age societies, such as the Hittites and Mycenaean Greece, declined."},
 		}, Question: "What caused it?"},
-		{History: []Message{
+		{History: []trainer.Message{
 			{Role: "user", Content: "How is espresso brewed?"},
 			{Role: "assistant", Content: "Espresso forces hot water through finely ground coffee at high pressure."},
 			{Role: "user", Content: "And cold brew?"},
@@ -136,19 +142,19 @@ func checkPrompts() []Prompt {
 		}, Question: "Which one has more caffeine?"},
 	}
 	const instr = "Rewrite the user's last question so that it can be understood without the conversation. Answer with the rewrite only."
-	out := make([]Prompt, len(dialogues))
+	out := make([]trainer.Prompt, len(dialogues))
 	for i, d := range dialogues {
 		var sb strings.Builder
-		msgs := []Message{{Role: "system", Content: instr}}
+		msgs := []trainer.Message{{Role: "system", Content: instr}}
 		sb.WriteString(instr + "\n\n")
 		for _, m := range d.History {
 			fmt.Fprintf(&sb, "%s: %s\n", m.Role, m.Content)
 			msgs = append(msgs, m)
 		}
 		fmt.Fprintf(&sb, "user: %s\nRewrite:", d.Question)
-		msgs = append(msgs, Message{Role: "user", Content: d.Question})
+		msgs = append(msgs, trainer.Message{Role: "user", Content: d.Question})
 		dd := d
-		out[i] = Prompt{ID: fmt.Sprintf("check-%d", i), Text: sb.String(), Messages: msgs, Dialogue: &dd}
+		out[i] = trainer.Prompt{ID: fmt.Sprintf("check-%d", i), Text: sb.String(), Messages: msgs, Dialogue: &dd}
 	}
 	return out
 }
@@ -178,13 +184,13 @@ func (c *checker) runAll(ctx context.Context) (bool, error) {
 	}
 	if c.opts.LossType == "" {
 		c.opts.LossType = info.LossTypes[0]
-		if slices.Contains(info.LossTypes, LossGRPO) {
-			c.opts.LossType = LossGRPO
+		if slices.Contains(info.LossTypes, trainer.LossGRPO) {
+			c.opts.LossType = trainer.LossGRPO
 		}
 	}
 	c.report("info", nil, fmt.Sprintf("%s serving %s, policy_version %d, loss types %v, tokens: %s",
 		info.Implementation, info.BaseModel, info.PolicyVersion, info.LossTypes, info.TokenKind))
-	if d, ok := c.p.(Deleter); ok && info.Capabilities.Delete {
+	if d, ok := c.p.(trainer.Deleter); ok && info.Capabilities.Delete {
 		c.del = d
 	}
 
@@ -213,7 +219,7 @@ func (c *checker) runAll(ctx context.Context) (bool, error) {
 
 func (c *checker) finish(ctx context.Context) (bool, error) {
 	if c.startCk {
-		if _, err := c.p.Load(ctx, LoadRequest{StepID: c.stepID("restore"), Name: c.run + "-start"}); err != nil {
+		if _, err := c.p.Load(ctx, trainer.LoadRequest{StepID: c.stepID("restore"), Name: c.run + "-start"}); err != nil {
 			fmt.Fprintf(c.w, "NOTE  could not restore the starting policy: %v\n", err)
 		} else {
 			fmt.Fprintf(c.w, "NOTE  restored the starting policy (checkpoint %s-start)\n", c.run)
@@ -242,7 +248,7 @@ func (c *checker) cleanup(ctx context.Context) {
 	}
 	var gone []string
 	for _, name := range c.created {
-		r, err := c.del.Delete(ctx, DeleteRequest{StepID: c.stepID("cleanup"), Name: name})
+		r, err := c.del.Delete(ctx, trainer.DeleteRequest{StepID: c.stepID("cleanup"), Name: name})
 		if err != nil {
 			fmt.Fprintf(c.w, "NOTE  could not delete the check's checkpoint %s: %v\n", name, err)
 			continue
@@ -256,15 +262,15 @@ func (c *checker) cleanup(ctx context.Context) {
 	}
 }
 
-func checkInfo(info Info) error {
-	if info.ProtocolVersion != ProtocolVersion {
-		return fmt.Errorf("protocol_version %d, want %d", info.ProtocolVersion, ProtocolVersion)
+func checkInfo(info trainer.Info) error {
+	if info.ProtocolVersion != trainer.ProtocolVersion {
+		return fmt.Errorf("protocol_version %d, want %d", info.ProtocolVersion, trainer.ProtocolVersion)
 	}
 	if len(info.LossTypes) == 0 {
 		return fmt.Errorf("loss_types is empty")
 	}
 	for _, t := range info.LossTypes {
-		if !slices.Contains(lossTypes, t) {
+		if !slices.Contains(trainer.LossTypes(), t) {
 			return fmt.Errorf("loss_types lists unknown type %q", t)
 		}
 	}
@@ -282,7 +288,7 @@ func (c *checker) restore(ctx context.Context) error {
 	if !c.startCk {
 		return nil
 	}
-	if _, err := c.p.Load(ctx, LoadRequest{StepID: c.stepID("load-start"), Name: c.run + "-start"}); err != nil {
+	if _, err := c.p.Load(ctx, trainer.LoadRequest{StepID: c.stepID("load-start"), Name: c.run + "-start"}); err != nil {
 		return fmt.Errorf("load the starting checkpoint: %w", err)
 	}
 	return nil
@@ -290,9 +296,9 @@ func (c *checker) restore(ctx context.Context) error {
 
 // checkSamples runs sample_shape and sample_deterministic and returns a
 // sample with tokens for the update properties.
-func (c *checker) checkSamples(ctx context.Context) *GRPOSample {
+func (c *checker) checkSamples(ctx context.Context) *trainer.GRPOSample {
 	prompts := checkPrompts()
-	req := SampleRequest{Prompts: prompts, N: c.opts.N, Temperature: 1, MaxTokens: c.opts.MaxTokens, Seed: c.opts.Seed}
+	req := trainer.SampleRequest{Prompts: prompts, N: c.opts.N, Temperature: 1, MaxTokens: c.opts.MaxTokens, Seed: c.opts.Seed}
 	a, err := c.p.Sample(ctx, req)
 	if err == nil {
 		err = checkSampleShape(a, len(prompts), c.opts.N)
@@ -320,10 +326,10 @@ func (c *checker) checkSamples(ctx context.Context) *GRPOSample {
 		return nil // every sample is empty; the update properties say so
 	}
 	s := a.Samples[best]
-	return &GRPOSample{Prompt: prompts[s.PromptIndex], TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs}
+	return &trainer.GRPOSample{Prompt: prompts[s.PromptIndex], TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs}
 }
 
-func checkSampleShape(r SampleResponse, prompts, n int) error {
+func checkSampleShape(r trainer.SampleResponse, prompts, n int) error {
 	if len(r.Samples) != prompts*n {
 		return fmt.Errorf("%d samples, want %d prompts × %d", len(r.Samples), prompts, n)
 	}
@@ -352,7 +358,7 @@ func checkSampleShape(r SampleResponse, prompts, n int) error {
 // logprobTol absorbs nondeterministic GPU kernels; the embedded policy is exact.
 const logprobTol = 1e-4
 
-func sameSamples(a, b SampleResponse) error {
+func sameSamples(a, b trainer.SampleResponse) error {
 	for k := range a.Samples {
 		x, y := a.Samples[k], b.Samples[k]
 		if x.Text != y.Text || !slices.Equal(x.TokenIDs, y.TokenIDs) {
@@ -368,11 +374,11 @@ func sameSamples(a, b SampleResponse) error {
 }
 
 // score returns the logprobs of s's tokens under the current policy.
-func (c *checker) score(ctx context.Context, s *GRPOSample) ([]float64, error) {
+func (c *checker) score(ctx context.Context, s *trainer.GRPOSample) ([]float64, error) {
 	if c.sc == nil {
 		return nil, fmt.Errorf("the endpoint client does not implement Logprobs (/v1/logprobs)")
 	}
-	r, err := c.sc.Logprobs(ctx, LogprobsRequest{Items: []LogprobsItem{{Prompt: s.Prompt, TokenIDs: s.TokenIDs}}, Temperature: 1})
+	r, err := c.sc.Logprobs(ctx, trainer.LogprobsRequest{Items: []trainer.LogprobsItem{{Prompt: s.Prompt, TokenIDs: s.TokenIDs}}, Temperature: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -390,18 +396,18 @@ func sum(xs []float64) float64 {
 	return s
 }
 
-func (c *checker) grpo(ctx context.Context, stepID string, s *GRPOSample, adv float64) (GRPOResponse, error) {
+func (c *checker) grpo(ctx context.Context, stepID string, s *trainer.GRPOSample, adv float64) (trainer.GRPOResponse, error) {
 	return c.grpoWith(ctx, stepID, s, adv, c.opts.LearningRate, 0)
 }
 
-func (c *checker) grpoWith(ctx context.Context, stepID string, s *GRPOSample, adv, lr, wd float64) (GRPOResponse, error) {
+func (c *checker) grpoWith(ctx context.Context, stepID string, s *trainer.GRPOSample, adv, lr, wd float64) (trainer.GRPOResponse, error) {
 	gs := *s
 	gs.Advantage = adv
-	return c.p.GRPOStep(ctx, GRPORequest{StepID: stepID, Samples: []GRPOSample{gs},
-		Loss: LossConfig{Type: c.opts.LossType, LearningRate: lr, WeightDecay: wd, Temperature: 1}})
+	return c.p.GRPOStep(ctx, trainer.GRPORequest{StepID: stepID, Samples: []trainer.GRPOSample{gs},
+		Loss: trainer.LossConfig{Type: c.opts.LossType, LearningRate: lr, WeightDecay: wd, Temperature: 1}})
 }
 
-func (c *checker) checkDirection(ctx context.Context, name string, s *GRPOSample, adv float64) {
+func (c *checker) checkDirection(ctx context.Context, name string, s *trainer.GRPOSample, adv float64) {
 	if s == nil {
 		c.report(name, fmt.Errorf("skipped: no sample with tokens"), "")
 		return
@@ -439,15 +445,15 @@ func (c *checker) checkSFT(ctx context.Context) {
 			return err
 		}
 		prompts, completions := checkPrompts(), checkCompletions()
-		var exs []SFTExample
+		var exs []trainer.SFTExample
 		for i, p := range prompts {
-			exs = append(exs, SFTExample{Prompt: p, Completion: completions[i]})
+			exs = append(exs, trainer.SFTExample{Prompt: p, Completion: completions[i]})
 		}
-		r1, err := c.p.SFTStep(ctx, SFTRequest{StepID: c.stepID("sft"), Examples: exs, LearningRate: c.opts.LearningRate})
+		r1, err := c.p.SFTStep(ctx, trainer.SFTRequest{StepID: c.stepID("sft"), Examples: exs, LearningRate: c.opts.LearningRate})
 		if err != nil {
 			return err
 		}
-		r2, err := c.p.SFTStep(ctx, SFTRequest{StepID: c.stepID("sft"), Examples: exs, LearningRate: c.opts.LearningRate})
+		r2, err := c.p.SFTStep(ctx, trainer.SFTRequest{StepID: c.stepID("sft"), Examples: exs, LearningRate: c.opts.LearningRate})
 		if err != nil {
 			return err
 		}
@@ -465,7 +471,7 @@ func (c *checker) checkSFT(ctx context.Context) {
 	}
 }
 
-func (c *checker) checkReplay(ctx context.Context, s *GRPOSample) {
+func (c *checker) checkReplay(ctx context.Context, s *trainer.GRPOSample) {
 	const name = "step_id_replay"
 	if s == nil {
 		c.report(name, fmt.Errorf("skipped: no sample with tokens"), "")
@@ -512,8 +518,8 @@ func (c *checker) checkReplay(ctx context.Context, s *GRPOSample) {
 		if !slices.Equal(lp1, lp2) {
 			return fmt.Errorf("the repeat changed the policy: logprobs %v → %v", lp1, lp2)
 		}
-		_, err = c.p.SFTStep(ctx, SFTRequest{StepID: id, Examples: []SFTExample{{Prompt: s.Prompt, Completion: "x"}}, LearningRate: c.opts.LearningRate})
-		if ErrorCode(err) != CodeConflict {
+		_, err = c.p.SFTStep(ctx, trainer.SFTRequest{StepID: id, Examples: []trainer.SFTExample{{Prompt: s.Prompt, Completion: "x"}}, LearningRate: c.opts.LearningRate})
+		if trainer.ErrorCode(err) != trainer.CodeConflict {
 			return fmt.Errorf("reusing a grpo_step step_id for sft_step: got %v, want a conflict error", err)
 		}
 		c.report(name, nil, fmt.Sprintf("repeat replayed, policy_version stayed %d, policy unchanged; reuse for another call is a conflict", r1.PolicyVersion))
@@ -524,14 +530,14 @@ func (c *checker) checkReplay(ctx context.Context, s *GRPOSample) {
 	}
 }
 
-func (c *checker) checkSaveLoad(ctx context.Context, s *GRPOSample) {
+func (c *checker) checkSaveLoad(ctx context.Context, s *trainer.GRPOSample) {
 	if s == nil {
 		c.report("save_load_restores", fmt.Errorf("skipped: no sample with tokens"), "")
 		c.report("checkpoints_list", fmt.Errorf("skipped: no sample with tokens"), "")
 		return
 	}
 	name := c.run + "-saved"
-	var saved SaveResponse
+	var saved trainer.SaveResponse
 	err := func() error {
 		if err := c.restore(ctx); err != nil {
 			return err
@@ -559,7 +565,7 @@ func (c *checker) checkSaveLoad(ctx context.Context, s *GRPOSample) {
 		if slices.Equal(moved, want) {
 			return fmt.Errorf("the update after save did not change the logprobs; cannot test load")
 		}
-		ld, err := c.p.Load(ctx, LoadRequest{StepID: c.stepID("load"), Name: name})
+		ld, err := c.p.Load(ctx, trainer.LoadRequest{StepID: c.stepID("load"), Name: name})
 		if err != nil {
 			return err
 		}
@@ -606,7 +612,7 @@ func (c *checker) checkSaveLoad(ctx context.Context, s *GRPOSample) {
 // fixed one). From the same policy and optimizer state, Adam's step is
 // proportional to the learning rate, so 4× the rate must move the sample's
 // logprob clearly more (> 1.5×; exactly 4× only in the linear regime).
-func (c *checker) checkLearningRate(ctx context.Context, s *GRPOSample) {
+func (c *checker) checkLearningRate(ctx context.Context, s *trainer.GRPOSample) {
 	const name = "learning_rate_scales_update"
 	if s == nil {
 		c.report(name, fmt.Errorf("skipped: no sample with tokens"), "")
@@ -655,7 +661,7 @@ func (c *checker) checkLearningRate(ctx context.Context, s *GRPOSample) {
 // saved state with momentum (after an update, so LoRA's B ≠ 0), a step with
 // advantage 0 (no gradient) gives the same policy with weight_decay 0 twice
 // in a row of restores, and a different one with weight_decay > 0.
-func (c *checker) checkWeightDecay(ctx context.Context, s *GRPOSample, advertised bool) {
+func (c *checker) checkWeightDecay(ctx context.Context, s *trainer.GRPOSample, advertised bool) {
 	const name = "weight_decay"
 	switch {
 	case !advertised:
@@ -677,7 +683,7 @@ func (c *checker) checkWeightDecay(ctx context.Context, s *GRPOSample, advertise
 			return err
 		}
 		after := func(wd float64) (float64, error) {
-			if _, err := c.p.Load(ctx, LoadRequest{StepID: c.stepID("load-wd"), Name: ck}); err != nil {
+			if _, err := c.p.Load(ctx, trainer.LoadRequest{StepID: c.stepID("load-wd"), Name: ck}); err != nil {
 				return 0, err
 			}
 			if _, err := c.grpoWith(ctx, c.stepID("wd"), s, 0, c.opts.LearningRate, wd); err != nil {
@@ -742,7 +748,7 @@ func (c *checker) checkDelete(ctx context.Context, advertised bool) {
 			return fmt.Errorf("checkpoint %q not listed after save (err %v)", name, err)
 		}
 		id := c.stepID("delete")
-		d1, err := c.del.Delete(ctx, DeleteRequest{StepID: id, Name: name})
+		d1, err := c.del.Delete(ctx, trainer.DeleteRequest{StepID: id, Name: name})
 		if err != nil {
 			return fmt.Errorf("delete %s: %w", name, err)
 		}
@@ -752,24 +758,24 @@ func (c *checker) checkDelete(ctx context.Context, advertised bool) {
 		if listed, err := c.listed(ctx, name); err != nil || listed {
 			return fmt.Errorf("checkpoint %q still listed after delete (err %v)", name, err)
 		}
-		if _, err := c.p.Load(ctx, LoadRequest{StepID: c.stepID("load-deleted"), Name: name}); ErrorCode(err) != CodeNotFound {
+		if _, err := c.p.Load(ctx, trainer.LoadRequest{StepID: c.stepID("load-deleted"), Name: name}); trainer.ErrorCode(err) != trainer.CodeNotFound {
 			return fmt.Errorf("load of the deleted checkpoint: got %v, want a not_found error", err)
 		}
-		d2, err := c.del.Delete(ctx, DeleteRequest{StepID: id, Name: name})
+		d2, err := c.del.Delete(ctx, trainer.DeleteRequest{StepID: id, Name: name})
 		if err != nil {
 			return fmt.Errorf("repeat the delete's step_id: %w", err)
 		}
 		if !d2.Replayed || !d2.Deleted || d2.PolicyVersion != version {
 			return fmt.Errorf("repeat of the delete's step_id: %+v, want replayed true, deleted true, policy_version %d", d2, version)
 		}
-		d3, err := c.del.Delete(ctx, DeleteRequest{StepID: c.stepID("delete-again"), Name: name})
+		d3, err := c.del.Delete(ctx, trainer.DeleteRequest{StepID: c.stepID("delete-again"), Name: name})
 		if err != nil {
 			return fmt.Errorf("delete of a missing checkpoint must not be an error: %w", err)
 		}
 		if d3.Deleted || d3.Replayed || d3.PolicyVersion != version {
 			return fmt.Errorf("delete of a missing checkpoint: %+v, want deleted false, replayed false, policy_version %d", d3, version)
 		}
-		if _, err := c.del.Delete(ctx, DeleteRequest{StepID: c.stepID("delete-bad"), Name: "../" + name}); ErrorCode(err) != CodeInvalidArgument {
+		if _, err := c.del.Delete(ctx, trainer.DeleteRequest{StepID: c.stepID("delete-bad"), Name: "../" + name}); trainer.ErrorCode(err) != trainer.CodeInvalidArgument {
 			return fmt.Errorf("delete of an invalid name: got %v, want an invalid_argument error", err)
 		}
 		after, err := c.p.Info(ctx)
@@ -793,7 +799,7 @@ func (c *checker) listed(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(list, func(ck CheckpointInfo) bool { return ck.Name == name }), nil
+	return slices.ContainsFunc(list, func(ck trainer.CheckpointInfo) bool { return ck.Name == name }), nil
 }
 
 // checkVersionPrecondition runs version_precondition: sample, grpo_step,
@@ -801,7 +807,7 @@ func (c *checker) listed(ctx context.Context, name string) (bool, error) {
 // version_mismatch and change nothing; with the right one they go through,
 // and a retry of an applied call (same step_id, same body) replays although
 // the version has moved since.
-func (c *checker) checkVersionPrecondition(ctx context.Context, s *GRPOSample) {
+func (c *checker) checkVersionPrecondition(ctx context.Context, s *trainer.GRPOSample) {
 	const name = "version_precondition"
 	if s == nil {
 		c.report(name, fmt.Errorf("skipped: no sample with tokens"), "")
@@ -817,18 +823,18 @@ func (c *checker) checkVersionPrecondition(ctx context.Context, s *GRPOSample) {
 		}
 		v, stale := info.PolicyVersion, info.PolicyVersion+7
 		mismatch := func(what string, err error) error {
-			if ErrorCode(err) != CodeVersionMismatch {
+			if trainer.ErrorCode(err) != trainer.CodeVersionMismatch {
 				return fmt.Errorf("%s with expected_policy_version %d (the policy is at %d): got %v, want a %s error",
-					what, stale, v, err, CodeVersionMismatch)
+					what, stale, v, err, trainer.CodeVersionMismatch)
 			}
 			return nil
 		}
-		req := SampleRequest{Prompts: []Prompt{s.Prompt}, N: 1, Temperature: 0, MaxTokens: c.opts.MaxTokens, Seed: c.opts.Seed,
-			ExpectedPolicyVersion: Version(v)}
+		req := trainer.SampleRequest{Prompts: []trainer.Prompt{s.Prompt}, N: 1, Temperature: 0, MaxTokens: c.opts.MaxTokens, Seed: c.opts.Seed,
+			ExpectedPolicyVersion: trainer.Version(v)}
 		if _, err := c.p.Sample(ctx, req); err != nil {
 			return fmt.Errorf("sample with the current expected_policy_version %d: %w", v, err)
 		}
-		req.ExpectedPolicyVersion = Version(stale)
+		req.ExpectedPolicyVersion = trainer.Version(stale)
 		if err := mismatch("sample", second(c.p.Sample(ctx, req))); err != nil {
 			return err
 		}
@@ -836,15 +842,15 @@ func (c *checker) checkVersionPrecondition(ctx context.Context, s *GRPOSample) {
 		if err != nil {
 			return err
 		}
-		if err := mismatch("grpo_step", second(c.grpoAt(ctx, c.stepID("stale-grpo"), s, 1, Version(stale)))); err != nil {
+		if err := mismatch("grpo_step", second(c.grpoAt(ctx, c.stepID("stale-grpo"), s, 1, trainer.Version(stale)))); err != nil {
 			return err
 		}
-		sft := SFTRequest{StepID: c.stepID("stale-sft"), Examples: []SFTExample{{Prompt: s.Prompt, Completion: checkCompletions()[0]}},
-			LearningRate: c.opts.LearningRate, ExpectedPolicyVersion: Version(stale)}
+		sft := trainer.SFTRequest{StepID: c.stepID("stale-sft"), Examples: []trainer.SFTExample{{Prompt: s.Prompt, Completion: checkCompletions()[0]}},
+			LearningRate: c.opts.LearningRate, ExpectedPolicyVersion: trainer.Version(stale)}
 		if err := mismatch("sft_step", second(c.p.SFTStep(ctx, sft))); err != nil {
 			return err
 		}
-		save := SaveRequest{StepID: c.stepID("stale-save"), Name: c.run + "-stale", ExpectedPolicyVersion: Version(stale)}
+		save := trainer.SaveRequest{StepID: c.stepID("stale-save"), Name: c.run + "-stale", ExpectedPolicyVersion: trainer.Version(stale)}
 		if err := mismatch("save", second(c.saveReq(ctx, save))); err != nil {
 			return err
 		}
@@ -859,20 +865,20 @@ func (c *checker) checkVersionPrecondition(ctx context.Context, s *GRPOSample) {
 			return fmt.Errorf("refused calls changed the policy: policy_version %d → %d, logprob %.6g → %.6g", v, info.PolicyVersion, sum(before), sum(after))
 		}
 		id := c.stepID("expected-grpo")
-		r1, err := c.grpoAt(ctx, id, s, 1, Version(v))
+		r1, err := c.grpoAt(ctx, id, s, 1, trainer.Version(v))
 		if err != nil {
 			return fmt.Errorf("grpo_step with the current expected_policy_version %d: %w", v, err)
 		}
 		if r1.PolicyVersion != v+1 {
 			return fmt.Errorf("grpo_step at expected_policy_version %d answered policy_version %d, want %d", v, r1.PolicyVersion, v+1)
 		}
-		r2, err := c.grpoAt(ctx, id, s, 1, Version(v))
+		r2, err := c.grpoAt(ctx, id, s, 1, trainer.Version(v))
 		if err != nil || !r2.Replayed || r2.PolicyVersion != v+1 {
 			return fmt.Errorf("a retry of the applied grpo_step (expected_policy_version %d, now %d): %+v, %v; want a replay with policy_version %d",
 				v, v+1, r2, err, v+1)
 		}
 		c.report(name, nil, fmt.Sprintf("expected_policy_version %d (policy at %d): sample, grpo_step, sft_step and save refused with %s, nothing changed; at %d applied, its retry replayed",
-			stale, v, CodeVersionMismatch, v))
+			stale, v, trainer.CodeVersionMismatch, v))
 		return nil
 	}()
 	if err != nil {
@@ -883,7 +889,7 @@ func (c *checker) checkVersionPrecondition(ctx context.Context, s *GRPOSample) {
 // checkRunID runs checkpoint_run_id: a save's run_id is listed with the
 // checkpoint and reported by load; a load with another expected_run_id is
 // refused with run_mismatch and leaves the policy as it was.
-func (c *checker) checkRunID(ctx context.Context, s *GRPOSample) {
+func (c *checker) checkRunID(ctx context.Context, s *trainer.GRPOSample) {
 	const name = "checkpoint_run_id"
 	if s == nil {
 		c.report(name, fmt.Errorf("skipped: no sample with tokens"), "")
@@ -894,7 +900,7 @@ func (c *checker) checkRunID(ctx context.Context, s *GRPOSample) {
 		if err := c.restore(ctx); err != nil {
 			return err
 		}
-		saved, err := c.saveReq(ctx, SaveRequest{StepID: c.stepID("save-runid"), Name: ck, RunID: owner})
+		saved, err := c.saveReq(ctx, trainer.SaveRequest{StepID: c.stepID("save-runid"), Name: ck, RunID: owner})
 		if err != nil {
 			return err
 		}
@@ -902,7 +908,7 @@ func (c *checker) checkRunID(ctx context.Context, s *GRPOSample) {
 		if err != nil {
 			return err
 		}
-		i := slices.IndexFunc(list, func(x CheckpointInfo) bool { return x.Name == ck })
+		i := slices.IndexFunc(list, func(x trainer.CheckpointInfo) bool { return x.Name == ck })
 		if i < 0 || list[i].RunID != owner {
 			return fmt.Errorf("checkpoint %q saved with run_id %q: listed %v, want it with run_id %q", ck, owner, list, owner)
 		}
@@ -910,9 +916,9 @@ func (c *checker) checkRunID(ctx context.Context, s *GRPOSample) {
 		if err != nil {
 			return err
 		}
-		_, err = c.p.Load(ctx, LoadRequest{StepID: c.stepID("load-other"), Name: ck, ExpectedRunID: other})
-		if ErrorCode(err) != CodeRunMismatch {
-			return fmt.Errorf("load of run %q's checkpoint with expected_run_id %q: got %v, want a %s error", owner, other, err, CodeRunMismatch)
+		_, err = c.p.Load(ctx, trainer.LoadRequest{StepID: c.stepID("load-other"), Name: ck, ExpectedRunID: other})
+		if trainer.ErrorCode(err) != trainer.CodeRunMismatch {
+			return fmt.Errorf("load of run %q's checkpoint with expected_run_id %q: got %v, want a %s error", owner, other, err, trainer.CodeRunMismatch)
 		}
 		info, err := c.p.Info(ctx)
 		if err != nil {
@@ -921,14 +927,14 @@ func (c *checker) checkRunID(ctx context.Context, s *GRPOSample) {
 		if info.PolicyVersion != moved.PolicyVersion {
 			return fmt.Errorf("the refused load changed policy_version from %d to %d", moved.PolicyVersion, info.PolicyVersion)
 		}
-		ld, err := c.p.Load(ctx, LoadRequest{StepID: c.stepID("load-owner"), Name: ck, ExpectedRunID: owner})
+		ld, err := c.p.Load(ctx, trainer.LoadRequest{StepID: c.stepID("load-owner"), Name: ck, ExpectedRunID: owner})
 		if err != nil {
 			return fmt.Errorf("load with the matching expected_run_id: %w", err)
 		}
 		if ld.RunID != owner || ld.PolicyVersion != saved.PolicyVersion {
 			return fmt.Errorf("load answered run_id %q, policy_version %d; want %q, %d", ld.RunID, ld.PolicyVersion, owner, saved.PolicyVersion)
 		}
-		c.report(name, nil, fmt.Sprintf("run_id %q listed and reported by load; expected_run_id %q refused with %s, policy unchanged", owner, other, CodeRunMismatch))
+		c.report(name, nil, fmt.Sprintf("run_id %q listed and reported by load; expected_run_id %q refused with %s, policy unchanged", owner, other, trainer.CodeRunMismatch))
 		return nil
 	}()
 	if err != nil {
@@ -956,13 +962,13 @@ func (c *checker) checkLimits(ctx context.Context) {
 			}
 		}
 		refused := func(what string, err error) error {
-			if ErrorCode(err) != CodeInvalidArgument {
-				return fmt.Errorf("%s beyond info.limits: got %v, want an %s error", what, err, CodeInvalidArgument)
+			if trainer.ErrorCode(err) != trainer.CodeInvalidArgument {
+				return fmt.Errorf("%s beyond info.limits: got %v, want an %s error", what, err, trainer.CodeInvalidArgument)
 			}
 			return nil
 		}
-		p := Prompt{Text: "How is espresso brewed?", Dialogue: &Dialogue{Question: "How is espresso brewed?"}}
-		one := SampleRequest{Prompts: []Prompt{p}, N: 1, Temperature: 1, MaxTokens: 1, Seed: c.opts.Seed}
+		p := trainer.Prompt{Text: "How is espresso brewed?", Dialogue: &trainer.Dialogue{Question: "How is espresso brewed?"}}
+		one := trainer.SampleRequest{Prompts: []trainer.Prompt{p}, N: 1, Temperature: 1, MaxTokens: 1, Seed: c.opts.Seed}
 		req := one
 		req.N = l.MaxN + 1
 		if err := refused(fmt.Sprintf("sample with n = %d", req.N), second(c.p.Sample(ctx, req))); err != nil {
@@ -979,21 +985,21 @@ func (c *checker) checkLimits(ctx context.Context) {
 		probed := []string{"max_n", "max_tokens"}
 		if l.MaxPrompts < probeMax {
 			req = one
-			req.Prompts = slices.Repeat([]Prompt{p}, l.MaxPrompts+1)
+			req.Prompts = slices.Repeat([]trainer.Prompt{p}, l.MaxPrompts+1)
 			if err := refused(fmt.Sprintf("sample with %d prompts", len(req.Prompts)), second(c.p.Sample(ctx, req))); err != nil {
 				return err
 			}
 			probed = append(probed, "max_prompts")
 		}
 		if l.MaxBatch < probeMax {
-			gs := GRPOSample{Prompt: p, TokenIDs: []int{}, OldLogprobs: []float64{}, Advantage: 1}
-			g := GRPORequest{StepID: c.stepID("limit-grpo"), Samples: slices.Repeat([]GRPOSample{gs}, l.MaxBatch+1),
-				Loss: LossConfig{Type: c.opts.LossType, LearningRate: c.opts.LearningRate}}
+			gs := trainer.GRPOSample{Prompt: p, TokenIDs: []int{}, OldLogprobs: []float64{}, Advantage: 1}
+			g := trainer.GRPORequest{StepID: c.stepID("limit-grpo"), Samples: slices.Repeat([]trainer.GRPOSample{gs}, l.MaxBatch+1),
+				Loss: trainer.LossConfig{Type: c.opts.LossType, LearningRate: c.opts.LearningRate}}
 			if err := refused(fmt.Sprintf("grpo_step with %d samples", len(g.Samples)), second(c.p.GRPOStep(ctx, g))); err != nil {
 				return err
 			}
-			ex := SFTExample{Prompt: p, Completion: "espresso"}
-			sft := SFTRequest{StepID: c.stepID("limit-sft"), Examples: slices.Repeat([]SFTExample{ex}, l.MaxBatch+1), LearningRate: c.opts.LearningRate}
+			ex := trainer.SFTExample{Prompt: p, Completion: "espresso"}
+			sft := trainer.SFTRequest{StepID: c.stepID("limit-sft"), Examples: slices.Repeat([]trainer.SFTExample{ex}, l.MaxBatch+1), LearningRate: c.opts.LearningRate}
 			if err := refused(fmt.Sprintf("sft_step with %d examples", len(sft.Examples)), second(c.p.SFTStep(ctx, sft))); err != nil {
 				return err
 			}
@@ -1006,7 +1012,7 @@ func (c *checker) checkLimits(ctx context.Context) {
 		if after.PolicyVersion != info.PolicyVersion {
 			return fmt.Errorf("refused requests moved policy_version from %d to %d", info.PolicyVersion, after.PolicyVersion)
 		}
-		c.report(name, nil, fmt.Sprintf("limits %+v; one beyond %s refused with %s", l, strings.Join(probed, ", "), CodeInvalidArgument))
+		c.report(name, nil, fmt.Sprintf("limits %+v; one beyond %s refused with %s", l, strings.Join(probed, ", "), trainer.CodeInvalidArgument))
 		return nil
 	}()
 	if err != nil {
@@ -1014,11 +1020,11 @@ func (c *checker) checkLimits(ctx context.Context) {
 	}
 }
 
-func (c *checker) grpoAt(ctx context.Context, stepID string, s *GRPOSample, adv float64, expected *int64) (GRPOResponse, error) {
+func (c *checker) grpoAt(ctx context.Context, stepID string, s *trainer.GRPOSample, adv float64, expected *int64) (trainer.GRPOResponse, error) {
 	gs := *s
 	gs.Advantage = adv
-	return c.p.GRPOStep(ctx, GRPORequest{StepID: stepID, Samples: []GRPOSample{gs}, ExpectedPolicyVersion: expected,
-		Loss: LossConfig{Type: c.opts.LossType, LearningRate: c.opts.LearningRate, Temperature: 1}})
+	return c.p.GRPOStep(ctx, trainer.GRPORequest{StepID: stepID, Samples: []trainer.GRPOSample{gs}, ExpectedPolicyVersion: expected,
+		Loss: trainer.LossConfig{Type: c.opts.LossType, LearningRate: c.opts.LearningRate, Temperature: 1}})
 }
 
 // second returns a call's error, for checks that expect one.

@@ -1,9 +1,11 @@
-package trainer
+package embedded
 
 import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+
+	"github.com/himes-rl/himes/trainer"
 )
 
 // stepLog remembers the results of applied mutating calls by step_id, so a
@@ -37,16 +39,16 @@ func requestHash(req any) ([32]byte, error) {
 
 // lookup returns the stored result of id, nil if none, or a conflict error
 // when id was used for another call.
-func (l *stepLog) lookup(id, op string, hash [32]byte) (any, *Error) {
+func (l *stepLog) lookup(id, op string, hash [32]byte) (any, *trainer.Error) {
 	e, ok := l.m[id]
 	if !ok {
 		return nil, nil
 	}
 	if e.op != op {
-		return nil, newErr(CodeConflict, "step_id %q was already used for %s, not %s", id, e.op, op)
+		return nil, trainer.NewError(trainer.CodeConflict, "step_id %q was already used for %s, not %s", id, e.op, op)
 	}
 	if e.hash != hash {
-		return nil, newErr(CodeConflict, "step_id %q was already used for a different %s request", id, op)
+		return nil, trainer.NewError(trainer.CodeConflict, "step_id %q was already used for a different %s request", id, op)
 	}
 	return e.result, nil
 }
@@ -62,12 +64,12 @@ func (l *stepLog) store(id, op string, hash [32]byte, result any) {
 	}
 }
 
-func checkStepID(id string) *Error {
+func checkStepID(id string) *trainer.Error {
 	if id == "" {
-		return invalidf("step_id: is required on every mutating call")
+		return trainer.Invalidf("step_id: is required on every mutating call")
 	}
 	if len(id) > 256 {
-		return invalidf("step_id: %d bytes, at most 256", len(id))
+		return trainer.Invalidf("step_id: %d bytes, at most 256", len(id))
 	}
 	return nil
 }

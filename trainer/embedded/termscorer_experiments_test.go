@@ -1,4 +1,4 @@
-package trainer
+package embedded
 
 // Term-scorer experiments behind README's "Does the rewriter transfer?":
 // what a scorer over the embedded policy's candidates and features can reach
@@ -7,7 +7,7 @@ package trainer
 // human rewrite; greedy keep when the logit clears a threshold). Opt-in, as
 // it retrieves ~10^5 queries:
 //
-//	HIMES_TERM_EXPERIMENTS=all go test -run TestTermScorerExperiments -v -timeout 60m ./trainer/
+//	HIMES_TERM_EXPERIMENTS=all go test -run TestTermScorerExperiments -v -timeout 60m ./trainer/embedded/
 //
 // Modes (comma-separated; "all" is every one): lr (the logistic regression
 // the policy is), mlp (one hidden layer), prf (pseudo-relevance features),
@@ -32,6 +32,7 @@ import (
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/internal/testdata"
 	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/trainer"
 )
 
 var expCollections = []string{"cast2020", "cast2021", "cast2022", "mtrag_human_eval_subset"}
@@ -130,7 +131,7 @@ func (e *expEnv) turn(t *testing.T, r *datasets.Renderer, coll int, tu datasets.
 	if err != nil {
 		t.Fatal(err)
 	}
-	cands, _ := candidates(contextOf(PromptFromRendered(tu.ID(), pr)), e.p, 64)
+	cands, _ := candidates(contextOf(trainer.PromptFromRendered(tu.ID(), pr)), e.p, 64)
 	x := expTurn{coll: coll, question: strings.TrimSpace(tu.Question), cands: cands, qrels: tu.Qrels()}
 	inRewrite, stems := map[string]bool{}, map[string]bool{}
 	for _, w := range Tokens(*tu.Rewrite) {

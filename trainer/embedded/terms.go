@@ -1,4 +1,4 @@
-package trainer
+package embedded
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/himes-rl/himes/internal/words"
+	"github.com/himes-rl/himes/trainer"
 )
 
 // word is one maximal run of letters/digits, lowercased, with whether its
@@ -92,7 +93,7 @@ func namedWeights(w []float64) map[string]float64 {
 
 // NamedWeights returns the current weights as "name=weight" pairs in feature
 // order, for logs: what the policy has learned, readable.
-func (e *Embedded) NamedWeights() string {
+func (e *Policy) NamedWeights() string {
 	w := e.Weights()
 	parts := make([]string, len(w))
 	for k, v := range w {
@@ -103,6 +104,11 @@ func (e *Embedded) NamedWeights() string {
 
 // leadWords is how many leading words of an assistant message count as its lead.
 const leadWords = 12
+
+// TermStats gives knowledge-base statistics for the policy's features.
+type TermStats interface {
+	IDF(term string) float64
+}
 
 // CooccurrenceStats are the knowledge-base counts behind the association
 // features; a TermStats that also implements it enables them.
@@ -129,14 +135,14 @@ type candidate struct {
 
 // rewriteContext is the structured view of a prompt the policy works on.
 type rewriteContext struct {
-	history  []Message
+	history  []trainer.Message
 	question string
-	memories []DialogueMemory // activated memories, best first (Dialogue only)
+	memories []trainer.DialogueMemory // activated memories, best first (Dialogue only)
 }
 
 // contextOf resolves a prompt to (history, question): Dialogue first, then
 // Messages (history = messages before the last user one), then Text.
-func contextOf(p Prompt) rewriteContext {
+func contextOf(p trainer.Prompt) rewriteContext {
 	if p.Dialogue != nil {
 		return rewriteContext{history: p.Dialogue.History, question: p.Dialogue.Question, memories: p.Dialogue.Memories}
 	}
@@ -148,7 +154,7 @@ func contextOf(p Prompt) rewriteContext {
 			}
 		}
 		if last >= 0 {
-			var hist []Message
+			var hist []trainer.Message
 			for _, m := range p.Messages[:last] {
 				if m.Role != "system" {
 					hist = append(hist, m)

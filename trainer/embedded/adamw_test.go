@@ -1,10 +1,11 @@
-package trainer
+package embedded
 
 import (
 	"context"
 	"math"
-	"strings"
 	"testing"
+
+	"github.com/himes-rl/himes/trainer"
 )
 
 // With a zero gradient (advantage 0, no KL) an AdamW step moves only by the
@@ -14,11 +15,11 @@ func TestWeightDecayAloneShrinksWeights(t *testing.T) {
 	e := newTestEmbedded(t, nil)
 	w0 := []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, -0.45, 0.55, -0.1, 0.2, -0.3, 0.4, 0.3}
 	e.st.w = append([]float64(nil), w0...)
-	res, _ := e.Sample(ctx, SampleRequest{Prompts: []Prompt{bronze()}, Temperature: 1, Seed: 3})
+	res, _ := e.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{bronze()}, Temperature: 1, Seed: 3})
 	s := res.Samples[0]
 	const lr, wd = 0.01, 0.5
-	if _, err := e.GRPOStep(ctx, GRPORequest{StepID: "wd", Samples: []GRPOSample{{Prompt: bronze(), TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs}},
-		Loss: LossConfig{Type: LossGRPO, LearningRate: lr, WeightDecay: wd, Mu: 2}}); err != nil {
+	if _, err := e.GRPOStep(ctx, trainer.GRPORequest{StepID: "wd", Samples: []trainer.GRPOSample{{Prompt: bronze(), TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs}},
+		Loss: trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: lr, WeightDecay: wd, Mu: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	for k, w := range e.Weights() {
@@ -38,7 +39,7 @@ func TestFirstAdamWStepByHand(t *testing.T) {
 	step := func(decay float64) []float64 {
 		e := newTestEmbedded(t, nil)
 		e.st.w = append([]float64(nil), w0...)
-		if _, err := e.SFTStep(ctx, SFTRequest{StepID: "s", Examples: sftBatch(), LearningRate: lr, WeightDecay: decay}); err != nil {
+		if _, err := e.SFTStep(ctx, trainer.SFTRequest{StepID: "s", Examples: sftBatch(), LearningRate: lr, WeightDecay: decay}); err != nil {
 			t.Fatal(err)
 		}
 		return e.Weights()
@@ -68,45 +69,14 @@ func TestFirstAdamWStepByHand(t *testing.T) {
 func TestWeightDecayInStepIdentity(t *testing.T) {
 	ctx := context.Background()
 	e := newTestEmbedded(t, nil)
-	if _, err := e.SFTStep(ctx, SFTRequest{StepID: "x", Examples: sftBatch(), LearningRate: 0.01}); err != nil {
+	if _, err := e.SFTStep(ctx, trainer.SFTRequest{StepID: "x", Examples: sftBatch(), LearningRate: 0.01}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.SFTStep(ctx, SFTRequest{StepID: "x", Examples: sftBatch(), LearningRate: 0.01, WeightDecay: 0.1})
-	if ErrorCode(err) != CodeConflict {
+	_, err := e.SFTStep(ctx, trainer.SFTRequest{StepID: "x", Examples: sftBatch(), LearningRate: 0.01, WeightDecay: 0.1})
+	if trainer.ErrorCode(err) != trainer.CodeConflict {
 		t.Fatalf("got %v, want a conflict", err)
 	}
-	if _, err := e.SFTStep(ctx, SFTRequest{StepID: "y", Examples: sftBatch(), LearningRate: 0.01, WeightDecay: -1}); ErrorCode(err) != CodeInvalidArgument {
+	if _, err := e.SFTStep(ctx, trainer.SFTRequest{StepID: "y", Examples: sftBatch(), LearningRate: 0.01, WeightDecay: -1}); trainer.ErrorCode(err) != trainer.CodeInvalidArgument {
 		t.Fatalf("negative weight_decay: got %v, want invalid_argument", err)
-	}
-}
-
-// deafEndpoint advertises everything but drops weight_decay, or applies a
-// fixed learning rate, as a server that predates (or ignores) the fields would.
-type deafEndpoint struct {
-	*Embedded
-	fixedLR float64
-}
-
-func (d deafEndpoint) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse, error) {
-	req.Loss.WeightDecay = 0
-	if d.fixedLR > 0 {
-		req.Loss.LearningRate = d.fixedLR
-	}
-	return d.Embedded.GRPOStep(ctx, req)
-}
-
-func TestCheckCatchesIgnoredOptimizerFields(t *testing.T) {
-	for _, c := range []struct {
-		ep   deafEndpoint
-		want string
-	}{
-		{deafEndpoint{Embedded: newTestEmbedded(t, nil)}, "FAIL  weight_decay:"},
-		{deafEndpoint{Embedded: newTestEmbedded(t, nil), fixedLR: 1e-3}, "FAIL  learning_rate_scales_update:"},
-	} {
-		var out strings.Builder
-		ok, err := Check(context.Background(), c.ep, &out)
-		if err != nil || ok || !strings.Contains(out.String(), c.want) {
-			t.Errorf("want %q (ok %v, err %v):\n%s", c.want, ok, err, out.String())
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package trainer
+package embedded
 
 import (
 	"bufio"
@@ -9,17 +9,18 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/trainer"
 )
 
 // loadRewriteTurns reads turns that have history and a human rewrite.
-func loadRewriteTurns(t *testing.T, path string) []SFTExample {
+func loadRewriteTurns(t *testing.T, path string) []trainer.SFTExample {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []SFTExample
+	var out []trainer.SFTExample
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for line := 1; sc.Scan(); line++ {
@@ -34,11 +35,11 @@ func loadRewriteTurns(t *testing.T, path string) []SFTExample {
 		if rec.Rewrite == nil || len(rec.History) == 0 {
 			continue
 		}
-		d := &Dialogue{Question: rec.Question}
+		d := &trainer.Dialogue{Question: rec.Question}
 		for _, m := range rec.History {
-			d.History = append(d.History, Message{Role: m.Role, Content: m.Text})
+			d.History = append(d.History, trainer.Message{Role: m.Role, Content: m.Text})
 		}
-		out = append(out, SFTExample{Prompt: Prompt{Dialogue: d}, Completion: *rec.Rewrite})
+		out = append(out, trainer.SFTExample{Prompt: trainer.Prompt{Dialogue: d}, Completion: *rec.Rewrite})
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
@@ -48,13 +49,13 @@ func loadRewriteTurns(t *testing.T, path string) []SFTExample {
 
 // selectionF1 is the micro F1 of the greedily kept terms against the
 // candidates that occur in the human rewrite.
-func selectionF1(t *testing.T, e *Embedded, exs []SFTExample, keepAll bool) float64 {
+func selectionF1(t *testing.T, e *Policy, exs []trainer.SFTExample, keepAll bool) float64 {
 	t.Helper()
-	var prompts []Prompt
+	var prompts []trainer.Prompt
 	for _, ex := range exs {
 		prompts = append(prompts, ex.Prompt)
 	}
-	res, err := e.Sample(context.Background(), SampleRequest{Prompts: prompts, Temperature: 0})
+	res, err := e.Sample(context.Background(), trainer.SampleRequest{Prompts: prompts, Temperature: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestSFTLearnsTermSelectionOnCAsT(t *testing.T) {
 	eval := loadRewriteTurns(t, filepath.Join(data, "conversations", "cast2021.jsonl"))
 	e := newTestEmbedded(t, nil)
 	before := selectionF1(t, e, eval, true)
-	r, err := e.SFTStep(context.Background(), SFTRequest{StepID: "cast", Examples: train, LearningRate: 0.2, Epochs: 150})
+	r, err := e.SFTStep(context.Background(), trainer.SFTRequest{StepID: "cast", Examples: train, LearningRate: 0.2, Epochs: 150})
 	if err != nil {
 		t.Fatal(err)
 	}

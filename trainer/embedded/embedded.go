@@ -1,4 +1,9 @@
-package trainer
+// Package embedded is the pure-Go term-selection policy that stands in for a
+// LoRA trainer endpoint (trainer/PROTOCOL.md, "The embedded policy"): its
+// features, sampling, SFT and GRPO updates (the loss, AdamW), checkpoints and
+// step_id replay log. It implements trainer.Policy in process; `himes trainer
+// serve` serves it over HTTP with trainer.NewHandler.
+package embedded
 
 import (
 	"context"
@@ -12,16 +17,18 @@ import (
 
 	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/himes-rl/himes/trainer"
 )
 
-// Embedded is the pure-Go term-selection policy (PROTOCOL.md, "The embedded
-// policy"): a logistic model over features of the dialogue history's content
-// words. Each candidate term is kept independently with p = σ(w·φ/T); the
-// "tokens" of a sample are its keep (1) / drop (0) decisions. It implements
-// Policy, Scorer and Deleter and is safe for concurrent use; mutating calls
-// are serialized.
-type Embedded struct {
-	cfg   EmbeddedConfig
+// Policy is the embedded term-selection policy: a logistic model over
+// features of the dialogue history's content words. Each candidate term is
+// kept independently with p = σ(w·φ/T); the "tokens" of a sample are its keep
+// (1) / drop (0) decisions. It implements trainer.Policy, trainer.Scorer and
+// trainer.Deleter and is safe for concurrent use; mutating calls are
+// serialized.
+type Policy struct {
+	cfg   trainer.EmbeddedConfig
 	stats TermStats
 
 	mu    sync.RWMutex
@@ -47,9 +54,9 @@ func (s policyState) clone() policyState {
 
 func clone(x []float64) []float64 { return append([]float64(nil), x...) }
 
-// NewEmbedded returns a fresh embedded policy at version 0. stats may be nil,
+// New returns a fresh embedded policy at version 0. stats may be nil,
 // in which case the idf feature is 0.
-func NewEmbedded(cfg EmbeddedConfig, stats TermStats) (*Embedded, error) {
+func New(cfg trainer.EmbeddedConfig, stats TermStats) (*Policy, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("embedded policy config: %w", err)
 	}
@@ -62,7 +69,7 @@ func NewEmbedded(cfg EmbeddedConfig, stats TermStats) (*Embedded, error) {
 			w[k] = cfg.InitStd * rng.NormFloat64()
 		}
 	}
-	return &Embedded{
+	return &Policy{
 		cfg:   cfg,
 		stats: stats,
 		st:    policyState{w: w, m: make([]float64, numFeatures), v: make([]float64, numFeatures)},
@@ -72,22 +79,22 @@ func NewEmbedded(cfg EmbeddedConfig, stats TermStats) (*Embedded, error) {
 
 // Weights returns a copy of the current weights, in the order of the feature
 // names in Info().Adapter["features"].
-func (e *Embedded) Weights() []float64 {
+func (e *Policy) Weights() []float64 {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return clone(e.st.w)
 }
 
 // Info describes the embedded policy.
-func (e *Embedded) Info(ctx context.Context) (Info, error) {
+func (e *Policy) Info(ctx context.Context) (trainer.Info, error) {
 	if err := ctx.Err(); err != nil {
-		return Info{}, err
+		return trainer.Info{}, err
 	}
 	e.mu.RLock()
 	v, w := e.st.version, namedWeights(e.st.w)
 	e.mu.RUnlock()
-	return Info{
-		ProtocolVersion: ProtocolVersion,
+	return trainer.Info{
+		ProtocolVersion: trainer.ProtocolVersion,
 		Implementation:  "himes-embedded",
 		BaseModel:       "himes-embedded/term-selector",
 		Adapter: map[string]any{
@@ -98,10 +105,10 @@ func (e *Embedded) Info(ctx context.Context) (Info, error) {
 		},
 		PolicyVersion: v,
 		Reference:     "snapshot",
-		LossTypes:     append([]string(nil), lossTypes...),
-		KLEstimators:  append([]string(nil), klEstimators...),
-		Capabilities:  Capabilities{Entropy: true, Logprobs: true, Delete: true, DualClip: true, WeightDecay: true},
-		Limits:        Limits{MaxPrompts: e.cfg.MaxPrompts, MaxN: e.cfg.MaxN, MaxTokens: e.cfg.MaxCandidates, MaxBatch: e.cfg.MaxBatch},
+		LossTypes:     trainer.LossTypes(),
+		KLEstimators:  trainer.KLEstimators(),
+		Capabilities:  trainer.Capabilities{Entropy: true, Logprobs: true, Delete: true, DualClip: true, WeightDecay: true},
+		Limits:        trainer.Limits{MaxPrompts: e.cfg.MaxPrompts, MaxN: e.cfg.MaxN, MaxTokens: e.cfg.MaxCandidates, MaxBatch: e.cfg.MaxBatch},
 		TokenKind:     "decisions",
 	}, nil
 }
@@ -154,32 +161,32 @@ func splitmix(x uint64) uint64 {
 }
 
 // Sample draws N keep/drop decision sequences per prompt.
-func (e *Embedded) Sample(ctx context.Context, req SampleRequest) (SampleResponse, error) {
+func (e *Policy) Sample(ctx context.Context, req trainer.SampleRequest) (trainer.SampleResponse, error) {
 	n := req.N
 	if n == 0 {
 		n = 1
 	}
 	switch {
 	case len(req.Prompts) == 0:
-		return SampleResponse{}, invalidf("prompts: at least one prompt is required")
+		return trainer.SampleResponse{}, trainer.Invalidf("prompts: at least one prompt is required")
 	case n < 0:
-		return SampleResponse{}, invalidf("n: must be ≥ 1, got %d", req.N)
+		return trainer.SampleResponse{}, trainer.Invalidf("n: must be ≥ 1, got %d", req.N)
 	case !finite(req.Temperature) || req.Temperature < 0:
-		return SampleResponse{}, invalidf("temperature: must be ≥ 0, got %v", req.Temperature)
+		return trainer.SampleResponse{}, trainer.Invalidf("temperature: must be ≥ 0, got %v", req.Temperature)
 	case !finite(req.TopP) || req.TopP < 0 || req.TopP > 1:
-		return SampleResponse{}, invalidf("top_p: must be in (0, 1], got %v", req.TopP)
+		return trainer.SampleResponse{}, trainer.Invalidf("top_p: must be in (0, 1], got %v", req.TopP)
 	case req.MaxTokens < 0:
-		return SampleResponse{}, invalidf("max_tokens: must be ≥ 0, got %d", req.MaxTokens)
+		return trainer.SampleResponse{}, trainer.Invalidf("max_tokens: must be ≥ 0, got %d", req.MaxTokens)
 	}
 	// The limits are checked before anything is allocated for the samples.
 	if err := checkLimit("prompts", len(req.Prompts), "prompts", e.cfg.MaxPrompts); err != nil {
-		return SampleResponse{}, err
+		return trainer.SampleResponse{}, err
 	}
 	if err := checkLimit("n", n, "samples per prompt", e.cfg.MaxN); err != nil {
-		return SampleResponse{}, err
+		return trainer.SampleResponse{}, err
 	}
 	if err := checkLimit("max_tokens", req.MaxTokens, "tokens", e.cfg.MaxCandidates); err != nil {
-		return SampleResponse{}, err
+		return trainer.SampleResponse{}, err
 	}
 	limit := e.cfg.MaxCandidates
 	if req.MaxTokens > 0 {
@@ -189,13 +196,13 @@ func (e *Embedded) Sample(ctx context.Context, req SampleRequest) (SampleRespons
 	w, version := clone(e.st.w), e.st.version
 	e.mu.RUnlock()
 	if err := checkExpected(req.ExpectedPolicyVersion, version); err != nil {
-		return SampleResponse{}, err
+		return trainer.SampleResponse{}, err
 	}
 
-	out := SampleResponse{Samples: make([]Sample, 0, len(req.Prompts)*n), PolicyVersion: version}
+	out := trainer.SampleResponse{Samples: make([]trainer.Sample, 0, len(req.Prompts)*n), PolicyVersion: version}
 	for i, p := range req.Prompts {
 		if err := ctx.Err(); err != nil {
-			return SampleResponse{}, err
+			return trainer.SampleResponse{}, err
 		}
 		rc := contextOf(p)
 		cands, truncated := candidates(rc, e.stats, limit)
@@ -223,7 +230,7 @@ func (e *Embedded) Sample(ctx context.Context, req SampleRequest) (SampleRespons
 				}
 				lps[k] = decisionLogp(ids[k], z[k], temp)
 			}
-			out.Samples = append(out.Samples, Sample{
+			out.Samples = append(out.Samples, trainer.Sample{
 				PromptIndex: i, SampleIndex: j,
 				Text:     rewriteText(rc.question, kept),
 				TokenIDs: ids, Logprobs: lps, FinishReason: finish, PolicyVersion: version,
@@ -251,46 +258,46 @@ type scored struct {
 }
 
 // prepare resolves a prompt's candidates and checks the decisions against them.
-func (e *Embedded) prepare(field string, p Prompt, ids []int) (scored, *Error) {
+func (e *Policy) prepare(field string, p trainer.Prompt, ids []int) (scored, *trainer.Error) {
 	cands, _ := candidates(contextOf(p), e.stats, e.cfg.MaxCandidates)
 	if len(ids) > len(cands) {
-		return scored{}, invalidf("%s.token_ids: %d decisions, but the prompt has %d candidate terms", field, len(ids), len(cands))
+		return scored{}, trainer.Invalidf("%s.token_ids: %d decisions, but the prompt has %d candidate terms", field, len(ids), len(cands))
 	}
 	for t, a := range ids {
 		if a != 0 && a != 1 {
-			return scored{}, invalidf("%s.token_ids[%d]: %d is not a decision (0 drop, 1 keep)", field, t, a)
+			return scored{}, trainer.Invalidf("%s.token_ids[%d]: %d is not a decision (0 drop, 1 keep)", field, t, a)
 		}
 	}
 	return scored{phi: design(cands[:len(ids)]), a: ids}, nil
 }
 
 // Logprobs scores decision sequences under the current weights.
-func (e *Embedded) Logprobs(ctx context.Context, req LogprobsRequest) (LogprobsResponse, error) {
+func (e *Policy) Logprobs(ctx context.Context, req trainer.LogprobsRequest) (trainer.LogprobsResponse, error) {
 	if err := ctx.Err(); err != nil {
-		return LogprobsResponse{}, err
+		return trainer.LogprobsResponse{}, err
 	}
 	temp := req.Temperature
 	if temp == 0 {
 		temp = 1
 	}
 	if !finite(temp) || temp < 0 {
-		return LogprobsResponse{}, invalidf("temperature: must be > 0, got %v", req.Temperature)
+		return trainer.LogprobsResponse{}, trainer.Invalidf("temperature: must be > 0, got %v", req.Temperature)
 	}
 	if err := checkLimit("items", len(req.Items), "items", e.cfg.MaxBatch); err != nil {
-		return LogprobsResponse{}, err
+		return trainer.LogprobsResponse{}, err
 	}
 	items := make([]scored, len(req.Items))
 	for k, it := range req.Items {
 		s, err := e.prepare(fmt.Sprintf("items[%d]", k), it.Prompt, it.TokenIDs)
 		if err != nil {
-			return LogprobsResponse{}, err
+			return trainer.LogprobsResponse{}, err
 		}
 		items[k] = s
 	}
 	e.mu.RLock()
 	w, version := clone(e.st.w), e.st.version
 	e.mu.RUnlock()
-	out := LogprobsResponse{Logprobs: make([][]float64, len(items)), PolicyVersion: version}
+	out := trainer.LogprobsResponse{Logprobs: make([][]float64, len(items)), PolicyVersion: version}
 	for k, s := range items {
 		out.Logprobs[k] = seqLogp(s, w, temp)
 	}
@@ -320,7 +327,7 @@ func addGrad(g []float64, phi *mat.Dense, dz []float64) {
 // st (weight decay wd decoupled from the gradient, as torch.optim.AdamW:
 // w ← w − lr·wd·w, then the Adam step; every weight, the bias included), and
 // returns the norm of g before clipping.
-func (e *Embedded) adamStep(st *policyState, g []float64, lr, wd, maxNorm float64) float64 {
+func (e *Policy) adamStep(st *policyState, g []float64, lr, wd, maxNorm float64) float64 {
 	norm := floats.Norm(g, 2)
 	if maxNorm > 0 && norm > maxNorm {
 		floats.Scale(maxNorm/norm, g)
@@ -341,12 +348,12 @@ func (e *Embedded) adamStep(st *policyState, g []float64, lr, wd, maxNorm float6
 // SFTStep fits the keep probabilities toward "the term occurs in the
 // completion" by logistic regression (mean binary cross-entropy, T = 1,
 // keep targets weighted by EmbeddedConfig.SFTPosWeight).
-func (e *Embedded) SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, error) {
+func (e *Policy) SFTStep(ctx context.Context, req trainer.SFTRequest) (trainer.SFTResponse, error) {
 	if err := ctx.Err(); err != nil {
-		return SFTResponse{}, err
+		return trainer.SFTResponse{}, err
 	}
 	if err := checkStepID(req.StepID); err != nil {
-		return SFTResponse{}, err
+		return trainer.SFTResponse{}, err
 	}
 	epochs := req.Epochs
 	if epochs == 0 {
@@ -354,21 +361,21 @@ func (e *Embedded) SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, er
 	}
 	switch {
 	case len(req.Examples) == 0:
-		return SFTResponse{}, invalidf("examples: at least one example is required")
+		return trainer.SFTResponse{}, trainer.Invalidf("examples: at least one example is required")
 	case !finite(req.LearningRate) || req.LearningRate <= 0:
-		return SFTResponse{}, invalidf("learning_rate: must be > 0, got %v", req.LearningRate)
+		return trainer.SFTResponse{}, trainer.Invalidf("learning_rate: must be > 0, got %v", req.LearningRate)
 	case epochs < 0:
-		return SFTResponse{}, invalidf("epochs: must be ≥ 1, got %d", req.Epochs)
+		return trainer.SFTResponse{}, trainer.Invalidf("epochs: must be ≥ 1, got %d", req.Epochs)
 	case !finite(req.MaxGradNorm) || req.MaxGradNorm < 0:
-		return SFTResponse{}, invalidf("max_grad_norm: must be ≥ 0, got %v", req.MaxGradNorm)
+		return trainer.SFTResponse{}, trainer.Invalidf("max_grad_norm: must be ≥ 0, got %v", req.MaxGradNorm)
 	case !finite(req.WeightDecay) || req.WeightDecay < 0:
-		return SFTResponse{}, invalidf("weight_decay: must be ≥ 0, got %v", req.WeightDecay)
+		return trainer.SFTResponse{}, trainer.Invalidf("weight_decay: must be ≥ 0, got %v", req.WeightDecay)
 	}
 	if err := checkLimit("examples", len(req.Examples), "examples", e.cfg.MaxBatch); err != nil {
-		return SFTResponse{}, err
+		return trainer.SFTResponse{}, err
 	}
 	if err := checkExpectedArg(req.ExpectedPolicyVersion); err != nil {
-		return SFTResponse{}, err
+		return trainer.SFTResponse{}, err
 	}
 	type example struct {
 		phi *mat.Dense
@@ -389,25 +396,25 @@ func (e *Embedded) SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, er
 		exs[k] = example{phi: design(cands), y: y}
 		tokens += len(cands)
 	}
-	hash, herr := requestHash(SFTRequest{Examples: req.Examples, LearningRate: req.LearningRate, Epochs: req.Epochs,
+	hash, herr := requestHash(trainer.SFTRequest{Examples: req.Examples, LearningRate: req.LearningRate, Epochs: req.Epochs,
 		MaxGradNorm: req.MaxGradNorm, ExpectedPolicyVersion: req.ExpectedPolicyVersion, WeightDecay: req.WeightDecay})
 	if herr != nil {
-		return SFTResponse{}, herr
+		return trainer.SFTResponse{}, herr
 	}
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if prev, err := e.steps.lookup(req.StepID, "sft_step", hash); err != nil {
-		return SFTResponse{}, err
+		return trainer.SFTResponse{}, err
 	} else if prev != nil {
-		r := prev.(SFTResponse)
+		r := prev.(trainer.SFTResponse)
 		r.Replayed = true
 		return r, nil
 	}
 	// After the replay lookup: a retry of an applied call finds the version
 	// moved by its own first attempt, and must replay, not fail.
 	if err := checkExpected(req.ExpectedPolicyVersion, e.st.version); err != nil {
-		return SFTResponse{}, err
+		return trainer.SFTResponse{}, err
 	}
 	st := e.st.clone()
 	var lossSum, norm float64
@@ -431,78 +438,78 @@ func (e *Embedded) SFTStep(ctx context.Context, req SFTRequest) (SFTResponse, er
 		}
 	}
 	if err := checkFinite(st.w); err != nil {
-		return SFTResponse{}, err
+		return trainer.SFTResponse{}, err
 	}
 	st.version++
 	e.st = st
-	res := SFTResponse{Loss: lossSum / float64(epochs), Tokens: tokens, GradNorm: norm, PolicyVersion: st.version}
+	res := trainer.SFTResponse{Loss: lossSum / float64(epochs), Tokens: tokens, GradNorm: norm, PolicyVersion: st.version}
 	e.steps.store(req.StepID, "sft_step", hash, res)
 	return res, nil
 }
 
 // GRPOStep applies μ Adam steps of the clipped surrogate (PROTOCOL.md).
-func (e *Embedded) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse, error) {
+func (e *Policy) GRPOStep(ctx context.Context, req trainer.GRPORequest) (trainer.GRPOResponse, error) {
 	if err := ctx.Err(); err != nil {
-		return GRPOResponse{}, err
+		return trainer.GRPOResponse{}, err
 	}
 	if err := checkStepID(req.StepID); err != nil {
-		return GRPOResponse{}, err
+		return trainer.GRPOResponse{}, err
 	}
 	lc, lerr := normalizeLoss(req.Loss)
 	if lerr != nil {
-		return GRPOResponse{}, lerr
+		return trainer.GRPOResponse{}, lerr
 	}
 	if len(req.Samples) == 0 {
-		return GRPOResponse{}, invalidf("samples: at least one sample is required")
+		return trainer.GRPOResponse{}, trainer.Invalidf("samples: at least one sample is required")
 	}
 	if err := checkLimit("samples", len(req.Samples), "samples", e.cfg.MaxBatch); err != nil {
-		return GRPOResponse{}, err
+		return trainer.GRPOResponse{}, err
 	}
 	if err := checkExpectedArg(req.ExpectedPolicyVersion); err != nil {
-		return GRPOResponse{}, err
+		return trainer.GRPOResponse{}, err
 	}
 	items := make([]scored, len(req.Samples))
 	for i, s := range req.Samples {
 		field := fmt.Sprintf("samples[%d]", i)
 		if len(s.OldLogprobs) != len(s.TokenIDs) {
-			return GRPOResponse{}, invalidf("%s.old_logprobs: length %d, want %d (len(token_ids))", field, len(s.OldLogprobs), len(s.TokenIDs))
+			return trainer.GRPOResponse{}, trainer.Invalidf("%s.old_logprobs: length %d, want %d (len(token_ids))", field, len(s.OldLogprobs), len(s.TokenIDs))
 		}
 		for t, lp := range s.OldLogprobs {
 			if !finite(lp) || lp > 0 {
-				return GRPOResponse{}, invalidf("%s.old_logprobs[%d]: must be finite and ≤ 0, got %v", field, t, lp)
+				return trainer.GRPOResponse{}, trainer.Invalidf("%s.old_logprobs[%d]: must be finite and ≤ 0, got %v", field, t, lp)
 			}
 		}
 		if !finite(s.Advantage) {
-			return GRPOResponse{}, invalidf("%s.advantage: must be finite, got %v", field, s.Advantage)
+			return trainer.GRPOResponse{}, trainer.Invalidf("%s.advantage: must be finite, got %v", field, s.Advantage)
 		}
 		sc, err := e.prepare(field, s.Prompt, s.TokenIDs)
 		if err != nil {
-			return GRPOResponse{}, err
+			return trainer.GRPOResponse{}, err
 		}
 		items[i] = sc
 	}
-	hash, herr := requestHash(GRPORequest{Samples: req.Samples, Loss: req.Loss, ExpectedPolicyVersion: req.ExpectedPolicyVersion})
+	hash, herr := requestHash(trainer.GRPORequest{Samples: req.Samples, Loss: req.Loss, ExpectedPolicyVersion: req.ExpectedPolicyVersion})
 	if herr != nil {
-		return GRPOResponse{}, herr
+		return trainer.GRPOResponse{}, herr
 	}
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if prev, err := e.steps.lookup(req.StepID, "grpo_step", hash); err != nil {
-		return GRPOResponse{}, err
+		return trainer.GRPOResponse{}, err
 	} else if prev != nil {
-		r := prev.(GRPOResponse)
+		r := prev.(trainer.GRPOResponse)
 		r.Replayed = true
 		return r, nil
 	}
 	if err := checkExpected(req.ExpectedPolicyVersion, e.st.version); err != nil {
-		return GRPOResponse{}, err
+		return trainer.GRPOResponse{}, err
 	}
 	st := e.st.clone()
 	if st.ref == nil {
 		st.ref = clone(st.w) // the reference is the policy before its first GRPO update
 	}
-	var res GRPOResponse
+	var res trainer.GRPOResponse
 	for range lc.Mu {
 		stats, entropy, g := grpoForward(items, req.Samples, st.w, st.ref, lc)
 		norm := 0.0
@@ -527,7 +534,7 @@ func (e *Embedded) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse,
 	res.GradNorm /= mu
 	res.Entropy /= mu
 	if err := checkFinite(st.w, res.Loss, res.KL, res.GradNorm, res.Entropy); err != nil {
-		return GRPOResponse{}, err
+		return trainer.GRPOResponse{}, err
 	}
 	st.version++
 	e.st = st
@@ -538,7 +545,7 @@ func (e *Embedded) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse,
 
 // grpoForward evaluates the objective at weights w (reference weights ref)
 // and returns it, the token-mean entropy, and the gradient with respect to w.
-func grpoForward(items []scored, samples []GRPOSample, w, ref []float64, lc LossConfig) (lossStats, float64, []float64) {
+func grpoForward(items []scored, samples []trainer.GRPOSample, w, ref []float64, lc trainer.LossConfig) (lossStats, float64, []float64) {
 	temp := lc.Temperature
 	seqs := make([]seqInput, len(items))
 	zs := make([][]float64, len(items))
@@ -581,10 +588,10 @@ func xlogx(p float64) float64 {
 }
 
 // checkFinite refuses to commit a numerically broken update.
-func checkFinite(w []float64, xs ...float64) *Error {
+func checkFinite(w []float64, xs ...float64) *trainer.Error {
 	for _, x := range append(clone(w), xs...) {
 		if !finite(x) {
-			return newErr(CodeInternal, "update produced a non-finite value (%v); policy left unchanged", x)
+			return trainer.NewError(trainer.CodeInternal, "update produced a non-finite value (%v); policy left unchanged", x)
 		}
 	}
 	return nil
@@ -592,28 +599,28 @@ func checkFinite(w []float64, xs ...float64) *Error {
 
 // checkLimit refuses a request whose count exceeds an advertised limit
 // (info.limits).
-func checkLimit(field string, count int, what string, limit int) *Error {
+func checkLimit(field string, count int, what string, limit int) *trainer.Error {
 	if count > limit {
-		return invalidf("%s: %d %s, the limit is %d (info.limits)", field, count, what, limit)
+		return trainer.Invalidf("%s: %d %s, the limit is %d (info.limits)", field, count, what, limit)
 	}
 	return nil
 }
 
-func checkExpectedArg(expected *int64) *Error {
+func checkExpectedArg(expected *int64) *trainer.Error {
 	if expected != nil && *expected < 0 {
-		return invalidf("expected_policy_version: must be ≥ 0, got %d", *expected)
+		return trainer.Invalidf("expected_policy_version: must be ≥ 0, got %d", *expected)
 	}
 	return nil
 }
 
 // checkExpected enforces the expected_policy_version precondition.
-func checkExpected(expected *int64, version int64) *Error {
+func checkExpected(expected *int64, version int64) *trainer.Error {
 	if err := checkExpectedArg(expected); err != nil {
 		return err
 	}
 	if expected == nil || *expected == version {
 		return nil
 	}
-	return newErr(CodeVersionMismatch, "expected_policy_version %d, but the policy is at version %d "+
+	return trainer.NewError(trainer.CodeVersionMismatch, "expected_policy_version %d, but the policy is at version %d "+
 		"(the trainer restarted, or another client changed the policy); nothing was applied", *expected, version)
 }

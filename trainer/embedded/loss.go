@@ -1,8 +1,10 @@
-package trainer
+package embedded
 
 import (
 	"math"
 	"slices"
+
+	"github.com/himes-rl/himes/trainer"
 )
 
 // seqInput is one sample's per-token inputs to the GRPO objective.
@@ -19,16 +21,17 @@ type lossStats struct {
 	tokens                                int
 }
 
-// lossTypes are the loss aggregations the embedded policy implements.
-var lossTypes = []string{LossGRPO, LossBNPO, LossDAPO, LossDrGRPO}
+// lossTypes are the loss aggregations the embedded policy implements: all of
+// the protocol's.
+var lossTypes = trainer.LossTypes()
 
 // klEstimators are the KL estimators the embedded policy implements.
-var klEstimators = []string{KLK3, KLLowVar}
+var klEstimators = trainer.KLEstimators()
 
 // normalizeLoss validates lc and fills the documented defaults.
-func normalizeLoss(lc LossConfig) (LossConfig, *Error) {
+func normalizeLoss(lc trainer.LossConfig) (trainer.LossConfig, *trainer.Error) {
 	if !slices.Contains(lossTypes, lc.Type) {
-		return lc, newErr(CodeUnknownLossType, "unknown loss type '%s' (supported: grpo, bnpo, dapo, dr_grpo)", lc.Type)
+		return lc, trainer.NewError(trainer.CodeUnknownLossType, "unknown loss type '%s' (supported: grpo, bnpo, dapo, dr_grpo)", lc.Type)
 	}
 	if lc.ClipLow == 0 {
 		lc.ClipLow = 0.2
@@ -43,31 +46,31 @@ func normalizeLoss(lc LossConfig) (LossConfig, *Error) {
 		lc.Temperature = 1
 	}
 	if lc.KLEstimator == "" {
-		lc.KLEstimator = KLK3
+		lc.KLEstimator = trainer.KLK3
 	}
 	switch {
 	case !slices.Contains(klEstimators, lc.KLEstimator):
-		return lc, invalidf("loss.kl_estimator: must be k3 or low_var_kl, got %q", lc.KLEstimator)
+		return lc, trainer.Invalidf("loss.kl_estimator: must be k3 or low_var_kl, got %q", lc.KLEstimator)
 	case !finite(lc.ClipRatioC) || lc.ClipRatioC != 0 && lc.ClipRatioC <= 1:
-		return lc, invalidf("loss.clip_ratio_c: must be > 1 (dual-clip PPO) or 0 (none), got %v", lc.ClipRatioC)
+		return lc, trainer.Invalidf("loss.clip_ratio_c: must be > 1 (dual-clip PPO) or 0 (none), got %v", lc.ClipRatioC)
 	case !finite(lc.ClipLow) || lc.ClipLow < 0 || lc.ClipLow >= 1:
-		return lc, invalidf("loss.clip_low: must be in [0, 1), got %v", lc.ClipLow)
+		return lc, trainer.Invalidf("loss.clip_low: must be in [0, 1), got %v", lc.ClipLow)
 	case !finite(lc.ClipHigh) || lc.ClipHigh < 0:
-		return lc, invalidf("loss.clip_high: must be ≥ 0, got %v", lc.ClipHigh)
+		return lc, trainer.Invalidf("loss.clip_high: must be ≥ 0, got %v", lc.ClipHigh)
 	case !finite(lc.KLCoef) || lc.KLCoef < 0:
-		return lc, invalidf("loss.kl_coef: must be ≥ 0, got %v", lc.KLCoef)
+		return lc, trainer.Invalidf("loss.kl_coef: must be ≥ 0, got %v", lc.KLCoef)
 	case lc.Mu < 0:
-		return lc, invalidf("loss.mu: must be ≥ 1, got %d", lc.Mu)
+		return lc, trainer.Invalidf("loss.mu: must be ≥ 1, got %d", lc.Mu)
 	case !finite(lc.LearningRate) || lc.LearningRate <= 0:
-		return lc, invalidf("loss.learning_rate: must be > 0, got %v", lc.LearningRate)
+		return lc, trainer.Invalidf("loss.learning_rate: must be > 0, got %v", lc.LearningRate)
 	case !finite(lc.MaxGradNorm) || lc.MaxGradNorm < 0:
-		return lc, invalidf("loss.max_grad_norm: must be ≥ 0, got %v", lc.MaxGradNorm)
+		return lc, trainer.Invalidf("loss.max_grad_norm: must be ≥ 0, got %v", lc.MaxGradNorm)
 	case !finite(lc.WeightDecay) || lc.WeightDecay < 0:
-		return lc, invalidf("loss.weight_decay: must be ≥ 0, got %v", lc.WeightDecay)
+		return lc, trainer.Invalidf("loss.weight_decay: must be ≥ 0, got %v", lc.WeightDecay)
 	case lc.MaxLength < 0:
-		return lc, invalidf("loss.max_length: must be ≥ 0, got %d", lc.MaxLength)
+		return lc, trainer.Invalidf("loss.max_length: must be ≥ 0, got %d", lc.MaxLength)
 	case !finite(lc.Temperature) || lc.Temperature < 0:
-		return lc, invalidf("loss.temperature: must be > 0, got %v", lc.Temperature)
+		return lc, trainer.Invalidf("loss.temperature: must be > 0, got %v", lc.Temperature)
 	}
 	return lc, nil
 }
@@ -76,7 +79,7 @@ func normalizeLoss(lc LossConfig) (LossConfig, *Error) {
 // advantages when lc.ClipRatioC > 0) with the k3 or low_var_kl KL,
 // aggregated as lc.Type says (PROTOCOL.md), and returns it with dL/dπ for
 // every token. lc must be normalized.
-func grpoObjective(seqs []seqInput, lc LossConfig) (lossStats, [][]float64) {
+func grpoObjective(seqs []seqInput, lc trainer.LossConfig) (lossStats, [][]float64) {
 	var st lossStats
 	maxLen := 0
 	for _, s := range seqs {
@@ -93,11 +96,11 @@ func grpoObjective(seqs []seqInput, lc LossConfig) (lossStats, [][]float64) {
 		// c is the weight of each of this sample's tokens in the aggregate.
 		var c float64
 		switch lc.Type {
-		case LossGRPO:
+		case trainer.LossGRPO:
 			c = 1 / (b * float64(max(len(s.logp), 1)))
-		case LossBNPO, LossDAPO:
+		case trainer.LossBNPO, trainer.LossDAPO:
 			c = 1 / float64(max(st.tokens, 1))
-		case LossDrGRPO:
+		case trainer.LossDrGRPO:
 			c = 1 / (b * float64(max(maxLen, 1)))
 		}
 		g := make([]float64, len(s.logp))
@@ -149,7 +152,7 @@ func grpoObjective(seqs []seqInput, lc LossConfig) (lossStats, [][]float64) {
 // d clamped to [−20, 20] and the estimate to [−10, 10]; where a clamp bites
 // the derivative is 0, as torch.clamp's is.
 func klTerm(d float64, estimator string) (kl, dkl float64) {
-	if estimator != KLLowVar {
+	if estimator != trainer.KLLowVar {
 		return math.Exp(d) - d - 1, 1 - math.Exp(d)
 	}
 	if d < -20 || d > 20 {
@@ -170,6 +173,8 @@ func logSigmoid(x float64) float64 {
 	}
 	return x - math.Log1p(math.Exp(x))
 }
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 func sigmoid(x float64) float64 {
 	if x >= 0 {

@@ -1,4 +1,4 @@
-package trainer
+package embedded
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/himes-rl/himes/trainer"
 )
 
 // coStats are hand-set knowledge-base counts over 100 documents.
@@ -93,8 +95,8 @@ func TestQuestionFeatures(t *testing.T) {
 }
 
 func TestOneLetterRunsAreNotCandidates(t *testing.T) {
-	p := Prompt{Dialogue: &Dialogue{
-		History:  []Message{{Role: "user", Content: "The U.S. economy in â 1990s"}},
+	p := trainer.Prompt{Dialogue: &trainer.Dialogue{
+		History:  []trainer.Message{{Role: "user", Content: "The U.S. economy in â 1990s"}},
 		Question: "How did it grow?",
 	}}
 	cands, _ := candidates(contextOf(p), nil, 32)
@@ -126,17 +128,17 @@ func TestWeightedBCE(t *testing.T) {
 }
 
 func TestSFTPosWeightScalesKeepTerms(t *testing.T) {
-	cfg := DefaultEmbeddedConfig()
+	cfg := trainer.DefaultEmbeddedConfig()
 	cfg.CheckpointDir = t.TempDir()
 	cfg.SFTPosWeight = 5
-	e, err := NewEmbedded(cfg, nil)
+	e, err := New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// bronze has 10 candidates; "bronze", "age" and "late" are in the
 	// completion. At zero weights each term costs log 2, the kept ones 5·log 2.
-	res, err := e.SFTStep(context.Background(), SFTRequest{StepID: "s", LearningRate: 0.1,
-		Examples: []SFTExample{{Prompt: bronze(), Completion: "What caused the Late Bronze Age collapse?"}}})
+	res, err := e.SFTStep(context.Background(), trainer.SFTRequest{StepID: "s", LearningRate: 0.1,
+		Examples: []trainer.SFTExample{{Prompt: bronze(), Completion: "What caused the Late Bronze Age collapse?"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,8 +168,8 @@ func TestLoadRefusesOtherFeatureSet(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.cfg.CheckpointDir, "old.json"), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.Load(context.Background(), LoadRequest{StepID: "l", Name: "old"})
-	var pe *Error
+	_, err = e.Load(context.Background(), trainer.LoadRequest{StepID: "l", Name: "old"})
+	var pe *trainer.Error
 	if !errors.As(err, &pe) || !strings.Contains(pe.Message, "old.json: field features") || !strings.Contains(pe.Message, "npmi_max_question") {
 		t.Errorf("old checkpoint: %v", err)
 	}
