@@ -97,6 +97,44 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
+// TestLossKeys: a grpo.loss key given in the file is taken literally
+// (clip_low: 0 is 0, and valid), an absent or null key is the documented
+// default, and a value out of range names grpo.loss.KEY and its line.
+func TestLossKeys(t *testing.T) {
+	for _, c := range []struct {
+		loss              string
+		clipLow, clipHigh float64
+		maxGradNorm       float64
+	}{
+		{"    mu: 1\n", 0.2, 0.2, 1},
+		{"    clip_low: 0\n", 0, 0.2, 1},
+		{"    clip_low: 0\n    clip_high: 0\n    max_grad_norm: 0\n", 0, 0, 0},
+		{"    clip_low: null\n    clip_high: ~\n    max_grad_norm:\n", 0.2, 0.2, 1},
+	} {
+		cfg, err := Load(writeConfig(t, strings.Replace(valid, "  group_size: 4\n", "  group_size: 4\n  loss:\n"+c.loss, 1)), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", c.loss, err)
+		}
+		l, err := cfg.GRPO.ResolvedLoss()
+		if err != nil || l.ClipLow != c.clipLow || l.ClipHigh != c.clipHigh || l.MaxGradNorm != c.maxGradNorm {
+			t.Errorf("%q: resolved %+v (%v), want clip_low %v, clip_high %v, max_grad_norm %v",
+				c.loss, l, err, c.clipLow, c.clipHigh, c.maxGradNorm)
+		}
+	}
+	for _, c := range []struct{ loss, want string }{
+		{"    clip_low: 1\n", "run.yaml:8: invalid config: grpo.loss.clip_low: must be in [0, 1)"},
+		{"    mu: 0\n", "run.yaml:8: invalid config: grpo.loss.mu: must be ≥ 1"},
+		{"    mu: 101\n", "run.yaml:8: invalid config: grpo.loss.mu: must be in [1, 100]"},
+		{"    type: ppo\n", "run.yaml:8: invalid config: grpo.loss.type: must be one of grpo, bnpo, dapo, dr_grpo"},
+		{"    learning_rate: 0.1\n", `line 8: unknown key "learning_rate"`},
+	} {
+		_, err := Load(writeConfig(t, strings.Replace(valid, "  group_size: 4\n", "  group_size: 4\n  loss:\n"+c.loss, 1)), nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want %q", c.loss, err, c.want)
+		}
+	}
+}
+
 func TestOverrideNestedKey(t *testing.T) {
 	cfg, err := Load(writeConfig(t, valid), []string{
 		"grpo.group_size=8", "reward.alpha=0.25", "grpo.advantage.estimator=rloo", "retrieval.memory.enabled=true",

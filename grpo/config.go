@@ -1,9 +1,8 @@
 package grpo
 
 import (
-	"math"
-
 	"github.com/himes-rl/himes/internal/fielderr"
+	"github.com/himes-rl/himes/trainer"
 )
 
 // Config is the "grpo" section: the training loop's knobs. Defaults are in
@@ -26,8 +25,14 @@ type Config struct {
 	LearningRate float64 `yaml:"learning_rate"`
 	// Optimizer is the learning-rate schedule and weight decay.
 	Optimizer OptimizerConfig `yaml:"optimizer"`
-	Loss      LossConfig      `yaml:"loss"`
-	Advantage AdvantageConfig `yaml:"advantage"`
+	// Loss is the policy loss every grpo_step carries (trainer.LossConfig;
+	// its learning rate, weight decay, max length and temperature come from
+	// the keys above). An absent or null key takes the default below (two
+	// differ from trainer/PROTOCOL.md's: clip_high is 0.2 whatever clip_low
+	// is, max_grad_norm is 1); a given value is taken literally (clip_low: 0
+	// is no lower clipping).
+	Loss      trainer.LossConfig `yaml:"loss"`
+	Advantage AdvantageConfig    `yaml:"advantage"`
 	// DynamicSampling re-samples groups whose rewards are all equal (DAPO).
 	DynamicSampling DynamicSamplingConfig `yaml:"dynamic_sampling"`
 	Guards          GuardConfig           `yaml:"guards"`
@@ -61,30 +66,6 @@ type Config struct {
 	BestMetric string `yaml:"best_metric"`
 	// BestMode is max, min, or auto (min for failed, max for the others).
 	BestMode string `yaml:"best_mode"`
-}
-
-// LossConfig is the policy loss the trainer applies.
-type LossConfig struct {
-	// Type: grpo (per-sequence token mean), bnpo / dapo (token sum over the
-	// batch's tokens), dr_grpo (token sum over B × max length).
-	Type string `yaml:"type"`
-	// ClipLow is PPO's ε below ratio 1.
-	ClipLow float64 `yaml:"clip_low"`
-	// ClipHigh is ε above ratio 1 (DAPO's clip-higher when above ClipLow).
-	ClipHigh float64 `yaml:"clip_high"`
-	// KLCoef is β of the KL penalty against the reference policy.
-	KLCoef float64 `yaml:"kl_coef"`
-	// KLEstimator: "k3" (exp(d) − d − 1 with d = π_ref − π, the default) or
-	// "low_var_kl" (verl's: d clamped to [−20, 20], the estimate to [−10, 10]).
-	KLEstimator string `yaml:"kl_estimator"`
-	// ClipRatioC is dual-clip PPO's c for negative advantages (verl's
-	// clip_ratio_c, 3 by default there): a token's loss is capped at −c·A.
-	// 0 (the default) disables it; otherwise it must be > 1.
-	ClipRatioC float64 `yaml:"clip_ratio_c"`
-	// Mu is the number of update iterations per batch.
-	Mu int `yaml:"mu"`
-	// MaxGradNorm clips the gradient's global norm (0 disables).
-	MaxGradNorm float64 `yaml:"max_grad_norm"`
 }
 
 // DynamicSamplingConfig bounds DAPO-style re-sampling of zero-variance groups.
@@ -139,7 +120,7 @@ func DefaultConfig() Config {
 		Steps: 50, PromptsPerStep: 8, GroupSize: 8, Temperature: 1.0, TopP: 1.0, MaxTokens: 64,
 		LearningRate:    1e-5,
 		Optimizer:       DefaultOptimizerConfig(),
-		Loss:            LossConfig{Type: "grpo", ClipLow: 0.2, ClipHigh: 0.2, KLCoef: 0.0, KLEstimator: "k3", Mu: 1, MaxGradNorm: 1.0},
+		Loss:            defaultLoss(),
 		Advantage:       DefaultAdvantageConfig(),
 		DynamicSampling: DynamicSamplingConfig{MaxRounds: 0, MinZeroVarFrac: 0.5},
 		Guards: GuardConfig{AnswerLeak: "penalty", Empty: "penalty", TooLong: "penalty", CopiesHistory: "flag",
@@ -203,7 +184,7 @@ func (c Config) Validate() error {
 	if err := c.Optimizer.validate(c.Steps); err != nil {
 		return fielderr.Prefix("optimizer", err)
 	}
-	if err := c.Loss.validate(); err != nil {
+	if err := c.validateLoss(); err != nil {
 		return fielderr.Prefix("loss", err)
 	}
 	if err := c.Advantage.Validate(); err != nil {
@@ -230,27 +211,60 @@ func (c Config) Validate() error {
 	return nil
 }
 
-func (l LossConfig) validate() error {
-	switch l.Type {
-	case "grpo", "bnpo", "dapo", "dr_grpo":
-	default:
-		return fielderr.New("type", "must be grpo, bnpo, dapo or dr_grpo, got %q", l.Type)
+// maxMu bounds grpo.loss.mu: a typo such as mu 1e4 must fail validation, not
+// run ten thousand optimizer steps per batch.
+const maxMu = 100
+
+// withRunDefaults sets grpo.loss's two defaults that differ from the
+// protocol's (trainer.LossConfig.WithDefaults): clip_high is 0.2 whatever
+// clip_low is (the protocol: clip_high = clip_low), and the gradient norm is
+// clipped at 1 (the protocol: no clipping).
+func withRunDefaults(lc trainer.LossConfig) trainer.LossConfig {
+	if lc.ClipHigh == nil {
+		lc.ClipHigh = new(0.2)
 	}
-	switch {
-	case l.ClipLow < 0 || l.ClipLow >= 1:
-		return fielderr.New("clip_low", "must be in [0, 1), got %v", l.ClipLow)
-	case l.ClipHigh < 0:
-		return fielderr.New("clip_high", "must be ≥ 0, got %v", l.ClipHigh)
-	case l.KLCoef < 0:
-		return fielderr.New("kl_coef", "must be ≥ 0, got %v", l.KLCoef)
-	case l.KLEstimator != "k3" && l.KLEstimator != "low_var_kl":
-		return fielderr.New("kl_estimator", "must be k3 or low_var_kl, got %q", l.KLEstimator)
-	case math.IsNaN(l.ClipRatioC) || math.IsInf(l.ClipRatioC, 0) || l.ClipRatioC != 0 && l.ClipRatioC <= 1:
-		return fielderr.New("clip_ratio_c", "must be > 1 (dual-clip PPO) or 0 (off), got %v", l.ClipRatioC)
-	case l.Mu < 1 || l.Mu > 100:
-		return fielderr.New("mu", "must be in [1, 100], got %d", l.Mu)
-	case l.MaxGradNorm < 0:
-		return fielderr.New("max_grad_norm", "must be ≥ 0 (0 disables clipping), got %v", l.MaxGradNorm)
+	if lc.MaxGradNorm == nil {
+		lc.MaxGradNorm = new(1.0)
+	}
+	return lc
+}
+
+// defaultLoss is grpo.loss's defaults, every key set (what configs/README.md
+// and a run's config.yaml show).
+func defaultLoss() trainer.LossConfig {
+	d := withRunDefaults(trainer.LossConfig{}).WithDefaults()
+	// Set per step from other grpo keys; not grpo.loss keys.
+	d.WeightDecay, d.MaxLength, d.Temperature = nil, nil, nil
+	return d
+}
+
+// ResolvedLoss is grpo.loss as a grpo_step carries it at the peak learning
+// rate: every unset (null) key at its default, learning_rate,
+// optimizer.weight_decay, max_tokens (dr_grpo's L_max) and the sampling
+// temperature filled in, validated by trainer.LossConfig.Resolve. It is the
+// one place grpo.loss is resolved: Validate checks its result, and the loop
+// sends it with each step's learning rate.
+func (c Config) ResolvedLoss() (trainer.ResolvedLoss, error) {
+	lc := withRunDefaults(c.Loss)
+	// Samples drawn at temperature 0 (greedy) carry logprobs under T = 1
+	// (PROTOCOL.md, "sample"), so the loss recomputes them at 1.
+	temp := c.Temperature
+	if temp == 0 {
+		temp = 1
+	}
+	lc.LearningRate, lc.WeightDecay, lc.MaxLength, lc.Temperature = new(c.LearningRate), new(c.Optimizer.WeightDecay), new(c.MaxTokens), new(temp)
+	return lc.Resolve()
+}
+
+// validateLoss checks grpo.loss; the fields set from other keys were
+// checked with them.
+func (c Config) validateLoss() error {
+	l, err := c.ResolvedLoss()
+	if err != nil {
+		return err
+	}
+	if l.Mu > maxMu {
+		return fielderr.New("mu", "must be in [1, %d], got %d", maxMu, l.Mu)
 	}
 	return nil
 }

@@ -89,6 +89,9 @@ type Loop struct {
 	guardTurns map[string]*guardTurn
 	// caps are the trainer's capabilities (does it compute entropy?).
 	caps trainer.Capabilities
+	// loss is grpo.loss resolved (Config.ResolvedLoss); each grpo_step
+	// sends it with that step's learning rate.
+	loss trainer.ResolvedLoss
 	// ledger holds the completed steps not yet in a ledger file (ledger.go).
 	ledger *rollout.LedgerChunk
 	// sessionStart and elapsedBase give elapsed_s: the training time the
@@ -120,7 +123,11 @@ func NewLoop(cfg Config, deps Deps) (*Loop, error) {
 	if err := checkBestMetric(cfg, deps); err != nil {
 		return nil, err
 	}
-	return &Loop{cfg: cfg, deps: deps, log: deps.Logger.With("component", "grpo")}, nil
+	loss, err := cfg.ResolvedLoss()
+	if err != nil {
+		return nil, fmt.Errorf("grpo.loss: %w", err)
+	}
+	return &Loop{cfg: cfg, deps: deps, log: deps.Logger.With("component", "grpo"), loss: loss}, nil
 }
 
 // maxTrainerReloads bounds the reloads of the last checkpoint after the
@@ -513,17 +520,13 @@ func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (updateReport
 		l.log.Warn("no samples to update on", "step", step)
 		return updateReport{resp: trainer.GRPOResponse{PolicyVersion: l.state.PolicyVersion}}, nil
 	}
+	loss := l.loss
+	loss.LearningRate = l.learningRate(step)
 	resp, err := l.deps.Policy.GRPOStep(ctx, trainer.GRPORequest{
 		StepID:                l.stepID(fmt.Sprintf("grpo-%06d", step)),
 		Samples:               samples,
 		ExpectedPolicyVersion: l.expected(),
-		Loss: trainer.LossConfig{
-			Type: l.cfg.Loss.Type, ClipLow: l.cfg.Loss.ClipLow, ClipHigh: l.cfg.Loss.ClipHigh,
-			KLCoef: l.cfg.Loss.KLCoef, Mu: l.cfg.Loss.Mu, LearningRate: l.learningRate(step),
-			WeightDecay: l.cfg.Optimizer.WeightDecay,
-			MaxGradNorm: l.cfg.Loss.MaxGradNorm, MaxLength: l.cfg.MaxTokens, Temperature: l.cfg.Temperature,
-			ClipRatioC: l.cfg.Loss.ClipRatioC, KLEstimator: l.cfg.Loss.KLEstimator,
-		},
+		Loss:                  loss.Config(),
 	})
 	if err != nil {
 		return updateReport{}, fmt.Errorf("policy update: %w", err)
@@ -531,7 +534,7 @@ func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (updateReport
 	if resp.PolicyVersion != l.state.PolicyVersion+1 {
 		return updateReport{}, policyChanged("policy update", resp.PolicyVersion, l.state.PolicyVersion+1)
 	}
-	return updateReport{resp: resp, sent: true, kl: l.cfg.Loss.KLCoef > 0, entropy: l.caps.Entropy, dual: l.cfg.Loss.ClipRatioC > 0}, nil
+	return updateReport{resp: resp, sent: true, kl: l.loss.KLCoef > 0, entropy: l.caps.Entropy, dual: l.loss.ClipRatioC > 0}, nil
 }
 
 // checkSampled compares the versions a sample call reports with the run's.
@@ -580,7 +583,7 @@ func (l *Loop) sftPhase(ctx context.Context) error {
 				StepID:                l.stepID(fmt.Sprintf("sft-%03d-%05d", epoch, lo/bs)),
 				Examples:              batch,
 				LearningRate:          l.cfg.SFT.LearningRate,
-				MaxGradNorm:           l.cfg.Loss.MaxGradNorm,
+				MaxGradNorm:           l.loss.MaxGradNorm,
 				WeightDecay:           l.cfg.Optimizer.WeightDecay,
 				ExpectedPolicyVersion: l.expected(),
 			})

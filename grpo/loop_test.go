@@ -2,6 +2,7 @@ package grpo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
@@ -254,23 +257,65 @@ func TestStepExcludesFailedRolloutsAndLedgersThem(t *testing.T) {
 	}
 }
 
-// TestLossSettingsReachThePolicy: verl's dual clip and low_var_kl, set in
-// the grpo config, are sent with every update.
-func TestLossSettingsReachThePolicy(t *testing.T) {
-	run, _ := rundir.Open(t.TempDir(), "r", rundir.New)
-	pol := newFakePolicy(" a", " b", " c", " d")
-	cfg := testConfig()
-	cfg.Loss.ClipRatioC, cfg.Loss.KLEstimator = 3, "low_var_kl"
-	tr := newTestLoop(t, cfg, pol, run)
-	startMetrics(t, tr)
-	if _, err := tr.Step(context.Background(), 1); err != nil {
-		t.Fatal(err)
-	}
-	if len(pol.grpoCalls) != 1 {
-		t.Fatalf("%d updates, want 1", len(pol.grpoCalls))
-	}
-	if lc := pol.grpoCalls[0].Loss; lc.ClipRatioC != 3 || lc.KLEstimator != "low_var_kl" {
-		t.Fatalf("loss sent %+v, want clip_ratio_c 3 and kl_estimator low_var_kl", lc)
+// TestLossConfigReachesThePolicy: grpo.loss as YAML gives it reaches the
+// policy as the endpoint resolves it. A given clip_low 0 is 0 (no lower
+// clipping; it used to leave the harness as an omitted field and arrive as
+// 0.2), an absent or null key is the default, and verl's dual clip and
+// low_var_kl are sent; the request carries every loss field with its value.
+func TestLossConfigReachesThePolicy(t *testing.T) {
+	for _, c := range []struct {
+		yaml              string
+		clipLow, clipHigh float64
+		klEst             string
+		dual              float64
+	}{
+		{"{}", 0.2, 0.2, "k3", 0},
+		{"{clip_low: 0}", 0, 0.2, "k3", 0},
+		{"{clip_low: 0, clip_high: 0}", 0, 0, "k3", 0},
+		{"{clip_low: null, clip_high: null, max_grad_norm: null}", 0.2, 0.2, "k3", 0},
+		{"{clip_ratio_c: 3, kl_estimator: low_var_kl}", 0.2, 0.2, "low_var_kl", 3},
+	} {
+		cfg := testConfig()
+		// Other values first, so that a null that left them in place (as
+		// YAML null does over a plain float) would show.
+		cfg.Loss.ClipLow, cfg.Loss.ClipHigh, cfg.Loss.MaxGradNorm = new(0.3), new(0.4), new(5.0)
+		if !strings.Contains(c.yaml, "null") {
+			cfg.Loss = testConfig().Loss
+		}
+		dec := yaml.NewDecoder(strings.NewReader(c.yaml))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg.Loss); err != nil {
+			t.Fatalf("%s: %v", c.yaml, err)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("%s: %v", c.yaml, err)
+		}
+		run, _ := rundir.Open(t.TempDir(), "r", rundir.New)
+		pol := newFakePolicy(" a", " b", " c", " d")
+		tr := newTestLoop(t, cfg, pol, run)
+		startMetrics(t, tr)
+		if _, err := tr.Step(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		if len(pol.grpoCalls) != 1 {
+			t.Fatalf("%d updates, want 1", len(pol.grpoCalls))
+		}
+		sent := pol.grpoCalls[0].Loss
+		got, err := sent.Resolve() // as the endpoint reads it
+		want := trainer.ResolvedLoss{Type: "grpo", ClipLow: c.clipLow, ClipHigh: c.clipHigh, KLEstimator: c.klEst, ClipRatioC: c.dual,
+			Mu: 1, MaxGradNorm: 1, LearningRate: cfg.LearningRate, MaxLength: cfg.MaxTokens, Temperature: cfg.Temperature}
+		if err != nil || got != want {
+			t.Errorf("%s: the policy resolves %+v (%v), want %+v", c.yaml, got, err, want)
+		}
+		raw, _ := json.Marshal(sent)
+		var fields map[string]any
+		_ = json.Unmarshal(raw, &fields)
+		for _, k := range []string{"type", "clip_low", "clip_high", "kl_coef", "kl_estimator", "clip_ratio_c", "mu",
+			"max_grad_norm", "learning_rate", "weight_decay", "max_length", "temperature"} {
+			if v, ok := fields[k]; !ok || v == nil {
+				t.Errorf("%s: the request's loss has %s = %v, want every field with its value: %s", c.yaml, k, v, raw)
+			}
+		}
 	}
 }
 

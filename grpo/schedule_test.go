@@ -81,8 +81,8 @@ func TestLoopSendsScheduleAndLogsLR(t *testing.T) {
 		t.Fatalf("%d updates", len(pol.grpoCalls))
 	}
 	for i, req := range pol.grpoCalls {
-		if math.Abs(req.Loss.LearningRate-want[i]) > 1e-15 || req.Loss.WeightDecay != 0.01 {
-			t.Errorf("step %d: learning_rate %v weight_decay %v, want %v and 0.01", i+1, req.Loss.LearningRate, req.Loss.WeightDecay, want[i])
+		if math.Abs(*req.Loss.LearningRate-want[i]) > 1e-15 || *req.Loss.WeightDecay != 0.01 {
+			t.Errorf("step %d: learning_rate %v weight_decay %v, want %v and 0.01", i+1, *req.Loss.LearningRate, *req.Loss.WeightDecay, want[i])
 		}
 	}
 	f, err := os.Open(run.File("metrics.jsonl"))

@@ -82,7 +82,7 @@ func TestMetricsStampsAndNotComputedTerms(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg := testConfig()
-		cfg.Loss.KLCoef = kl
+		cfg.Loss.KLCoef = new(kl)
 		tr := newTestLoop(t, cfg, newFakePolicy(" paris", "", "", ""), run)
 		start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		clock := &fakeClock{t: start}

@@ -119,20 +119,27 @@ func (c *Client) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse, e
 	if req.StepID == "" {
 		req.StepID = newStepID()
 	}
-	if err := c.checkLossOptions(ctx, req.Loss); err != nil {
+	// Every loss field goes on the wire with its value, so the endpoint
+	// applies exactly the loss resolved here (PROTOCOL.md, "LossConfig").
+	loss, err := req.Loss.Resolve()
+	if err != nil {
+		return GRPOResponse{}, fmt.Errorf("trainer at %s: grpo_step: %w", c.base, err)
+	}
+	req.Loss = loss.Config()
+	if err := c.checkLossOptions(ctx, loss); err != nil {
 		return GRPOResponse{}, err
 	}
 	var out GRPOResponse
-	err := c.call(ctx, http.MethodPost, "/v1/grpo_step", "grpo_step", req, &out)
+	err = c.call(ctx, http.MethodPost, "/v1/grpo_step", "grpo_step", req, &out)
 	return out, err
 }
 
 // checkLossOptions refuses optional loss settings the endpoint does not
 // advertise: an endpoint that predates them would ignore the fields and
 // train with another loss than the one asked for.
-func (c *Client) checkLossOptions(ctx context.Context, lc LossConfig) error {
+func (c *Client) checkLossOptions(ctx context.Context, lc ResolvedLoss) error {
 	dual := lc.ClipRatioC != 0
-	kl := lc.KLEstimator != "" && lc.KLEstimator != KLK3
+	kl := lc.KLEstimator != KLK3
 	if !dual && !kl {
 		return nil
 	}

@@ -119,15 +119,15 @@ func TestClientRefusesUnadvertisedLossOptions(t *testing.T) {
 	defer old.Close()
 	c := quietClient(old.URL, "")
 	for _, lc := range []LossConfig{
-		{Type: LossGRPO, LearningRate: 1, ClipRatioC: 3},
-		{Type: LossGRPO, LearningRate: 1, KLEstimator: KLLowVar},
+		{LearningRate: new(1.0), ClipRatioC: new(3.0)},
+		{LearningRate: new(1.0), KLEstimator: new(KLLowVar)},
 	} {
 		_, err := c.GRPOStep(ctx, GRPORequest{Loss: lc})
 		if err == nil || !strings.Contains(err.Error(), "does not advertise") && !strings.Contains(err.Error(), "offers only [k3]") {
 			t.Errorf("%+v: got %v, want a refusal", lc, err)
 		}
 	}
-	if _, err := c.GRPOStep(ctx, GRPORequest{Loss: LossConfig{Type: LossGRPO, LearningRate: 1, KLEstimator: KLK3}}); err != nil || steps != 1 {
+	if _, err := c.GRPOStep(ctx, GRPORequest{Loss: LossConfig{Type: new(LossGRPO), LearningRate: new(1.0), KLEstimator: new(KLK3)}}); err != nil || steps != 1 {
 		t.Errorf("plain k3 step: %v (%d steps reached the server, want 1)", err, steps)
 	}
 }

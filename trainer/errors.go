@@ -35,9 +35,14 @@ type Error struct {
 	Retryable bool   `json:"retryable"`
 	// Status is the HTTP status; 0 means the default for Code.
 	Status int `json:"-"`
+	// cause is the field error behind a refused loss value (LossConfig.Resolve).
+	cause error
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// Unwrap returns the field error behind the error, if any.
+func (e *Error) Unwrap() error { return e.cause }
 
 // HTTPStatus is the status an endpoint answers for the error.
 func (e *Error) HTTPStatus() int {

@@ -158,31 +158,6 @@ type GRPOSample struct {
 	Advantage   float64   `json:"advantage"`
 }
 
-// LossConfig selects the loss of a grpo_step (PROTOCOL.md). Zero values take
-// the documented defaults: ClipLow 0.2, ClipHigh = ClipLow, Mu 1, MaxLength =
-// the longest sample, Temperature 1, MaxGradNorm 0 = no clipping.
-type LossConfig struct {
-	Type         string  `json:"type"` // grpo, bnpo, dapo or dr_grpo
-	ClipLow      float64 `json:"clip_low,omitempty"`
-	ClipHigh     float64 `json:"clip_high,omitempty"`
-	KLCoef       float64 `json:"kl_coef,omitempty"`
-	Mu           int     `json:"mu,omitempty"`
-	LearningRate float64 `json:"learning_rate"`
-	MaxGradNorm  float64 `json:"max_grad_norm,omitempty"`
-	// WeightDecay is AdamW's decoupled λ, as in SFTRequest.
-	WeightDecay float64 `json:"weight_decay,omitempty"`
-	MaxLength   int     `json:"max_length,omitempty"` // dr_grpo's L_max
-	// Temperature is the sampling temperature of the samples, so that the new
-	// logprobs are computed like the old ones.
-	Temperature float64 `json:"temperature,omitempty"`
-	// ClipRatioC is dual-clip PPO's c (verl's clip_ratio_c, which defaults
-	// to 3 there): for A_i < 0 a token's loss is capped at −c·A_i. 0: no dual
-	// clip; otherwise > 1.
-	ClipRatioC float64 `json:"clip_ratio_c,omitempty"`
-	// KLEstimator is KLK3 (default, "" too) or KLLowVar.
-	KLEstimator string `json:"kl_estimator,omitempty"`
-}
-
 // GRPORequest is one policy-gradient update.
 type GRPORequest struct {
 	StepID  string       `json:"step_id"`

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -169,7 +170,7 @@ func checkCompletions() []string {
 
 func (c *checker) runAll(ctx context.Context) (bool, error) {
 	names := []string{"info", "sample_shape", "sample_deterministic", "grpo_positive_raises_logprob",
-		"grpo_negative_lowers_logprob", "sft_lowers_loss", "step_id_replay", "save_load_restores", "checkpoints_list",
+		"grpo_negative_lowers_logprob", "clip_low_zero", "sft_lowers_loss", "step_id_replay", "save_load_restores", "checkpoints_list",
 		"learning_rate_scales_update", "weight_decay", "delete", "version_precondition", "checkpoint_run_id", "limits"}
 	info, err := c.p.Info(ctx)
 	if err == nil {
@@ -205,6 +206,7 @@ func (c *checker) runAll(ctx context.Context) (bool, error) {
 	sample := c.checkSamples(ctx)
 	c.checkDirection(ctx, "grpo_positive_raises_logprob", sample, +1)
 	c.checkDirection(ctx, "grpo_negative_lowers_logprob", sample, -1)
+	c.checkClipLowZero(ctx, sample)
 	c.checkSFT(ctx)
 	c.checkReplay(ctx, sample)
 	c.checkSaveLoad(ctx, sample)
@@ -404,8 +406,78 @@ func (c *checker) grpoWith(ctx context.Context, stepID string, s *trainer.GRPOSa
 	gs := *s
 	gs.Advantage = adv
 	return c.p.GRPOStep(ctx, trainer.GRPORequest{StepID: stepID, Samples: []trainer.GRPOSample{gs},
-		Loss: trainer.LossConfig{Type: c.opts.LossType, LearningRate: lr, WeightDecay: wd, Temperature: 1}})
+		Loss: c.loss(lr, wd)})
 }
+
+// loss is the check's loss: its type, learning rate and weight decay, at
+// temperature 1 (its samples' temperature); every other field is left unset,
+// so it takes the protocol's default.
+func (c *checker) loss(lr, wd float64) trainer.LossConfig {
+	return trainer.LossConfig{Type: new(c.opts.LossType), LearningRate: new(lr), WeightDecay: new(wd), Temperature: new(1.0)}
+}
+
+// checkClipLowZero runs clip_low_zero: a present clip_low 0 is taken
+// literally (PROTOCOL.md, "LossConfig"), not as the default 0.2. From the
+// starting policy, the sample gets old logprobs that make every ratio
+// r = exp(π − π_old) 0.9 (or exp(π) for a token with π > log 0.9, old
+// logprobs being ≤ 0) and advantage −1. No token is then below
+// 1 − 0.2 = 0.8, so clip_frac_low is 0 with clip_low 0.2, while with
+// clip_low 0 every token with r < 1 is below 1 − 0: clip_frac_low > 0.
+func (c *checker) checkClipLowZero(ctx context.Context, s *trainer.GRPOSample) {
+	const name = "clip_low_zero"
+	if s == nil {
+		c.report(name, fmt.Errorf("skipped: no sample with tokens"), "")
+		return
+	}
+	clipFracLow := func(clipLow float64) (float64, error) {
+		if err := c.restore(ctx); err != nil {
+			return 0, err
+		}
+		lp, err := c.score(ctx, s)
+		if err != nil {
+			return 0, err
+		}
+		if !slices.ContainsFunc(lp, func(x float64) bool { return x < -0.01 }) {
+			return 0, errNoRatio
+		}
+		gs := *s
+		gs.Advantage = -1
+		gs.OldLogprobs = make([]float64, len(lp))
+		for t, x := range lp {
+			gs.OldLogprobs[t] = min(x-math.Log(0.9), 0)
+		}
+		loss := c.loss(c.opts.LearningRate, 0)
+		loss.ClipLow = new(clipLow)
+		r, err := c.p.GRPOStep(ctx, trainer.GRPORequest{StepID: c.stepID("clip-low"), Samples: []trainer.GRPOSample{gs}, Loss: loss})
+		return r.ClipFracLow, err
+	}
+	err := func() error {
+		def, err := clipFracLow(0.2)
+		if err != nil {
+			return err
+		}
+		zero, err := clipFracLow(0)
+		if err != nil {
+			return err
+		}
+		if def != 0 || !(zero > 0) {
+			return fmt.Errorf("ratios ≥ 0.9 with advantage −1 gave clip_frac_low %.6g with clip_low 0.2 (want 0) and %.6g with clip_low 0 (want > 0): "+
+				"a present clip_low 0 must mean no lower clipping, not the default", def, zero)
+		}
+		c.report(name, nil, fmt.Sprintf("ratios ≥ 0.9, advantage −1: clip_frac_low %.6g with clip_low 0.2, %.6g with clip_low 0", def, zero))
+		return nil
+	}()
+	if errors.Is(err, errNoRatio) {
+		c.skip(name, "every token's logprob is ≥ −0.01, so no ratio below 1 can be set up")
+		return
+	}
+	if err != nil {
+		c.report(name, err, "")
+	}
+}
+
+// errNoRatio: clip_low_zero cannot set up a ratio below 1.
+var errNoRatio = errors.New("no token with a logprob below −0.01")
 
 func (c *checker) checkDirection(ctx context.Context, name string, s *trainer.GRPOSample, adv float64) {
 	if s == nil {
@@ -994,7 +1066,7 @@ func (c *checker) checkLimits(ctx context.Context) {
 		if l.MaxBatch < probeMax {
 			gs := trainer.GRPOSample{Prompt: p, TokenIDs: []int{}, OldLogprobs: []float64{}, Advantage: 1}
 			g := trainer.GRPORequest{StepID: c.stepID("limit-grpo"), Samples: slices.Repeat([]trainer.GRPOSample{gs}, l.MaxBatch+1),
-				Loss: trainer.LossConfig{Type: c.opts.LossType, LearningRate: c.opts.LearningRate}}
+				Loss: c.loss(c.opts.LearningRate, 0)}
 			if err := refused(fmt.Sprintf("grpo_step with %d samples", len(g.Samples)), second(c.p.GRPOStep(ctx, g))); err != nil {
 				return err
 			}
@@ -1024,7 +1096,7 @@ func (c *checker) grpoAt(ctx context.Context, stepID string, s *trainer.GRPOSamp
 	gs := *s
 	gs.Advantage = adv
 	return c.p.GRPOStep(ctx, trainer.GRPORequest{StepID: stepID, Samples: []trainer.GRPOSample{gs}, ExpectedPolicyVersion: expected,
-		Loss: trainer.LossConfig{Type: c.opts.LossType, LearningRate: c.opts.LearningRate, Temperature: 1}})
+		Loss: c.loss(c.opts.LearningRate, 0)})
 }
 
 // second returns a call's error, for checks that expect one.

@@ -97,7 +97,7 @@ func TestCheckPassesInProcessAndOverHTTP(t *testing.T) {
 		t.Fatalf("HTTP check failed (%v):\n%s", err, out.String())
 	}
 	for _, prop := range []string{"info", "sample_shape", "sample_deterministic", "grpo_positive_raises_logprob",
-		"grpo_negative_lowers_logprob", "sft_lowers_loss", "step_id_replay", "save_load_restores", "checkpoints_list", "delete",
+		"grpo_negative_lowers_logprob", "clip_low_zero", "sft_lowers_loss", "step_id_replay", "save_load_restores", "checkpoints_list", "delete",
 		"version_precondition", "checkpoint_run_id", "limits"} {
 		if !strings.Contains(out.String(), "PASS  "+prop+":") {
 			t.Errorf("no PASS line for %s:\n%s", prop, out.String())
@@ -177,9 +177,9 @@ type deafEndpoint struct {
 }
 
 func (d deafEndpoint) GRPOStep(ctx context.Context, req trainer.GRPORequest) (trainer.GRPOResponse, error) {
-	req.Loss.WeightDecay = 0
+	req.Loss.WeightDecay = new(0.0)
 	if d.fixedLR > 0 {
-		req.Loss.LearningRate = d.fixedLR
+		req.Loss.LearningRate = new(d.fixedLR)
 	}
 	return d.Policy.GRPOStep(ctx, req)
 }
@@ -236,7 +236,7 @@ func TestCheckDeleteProperty(t *testing.T) {
 	e := newEmbeddedAt(t, dir)
 	var out bytes.Buffer
 	ok, err := Check(ctx, e, &out)
-	if err != nil || !ok || !strings.Contains(out.String(), "PASS  delete:") || !strings.Contains(out.String(), "15/15 properties passed\n") {
+	if err != nil || !ok || !strings.Contains(out.String(), "PASS  delete:") || !strings.Contains(out.String(), "16/16 properties passed\n") {
 		t.Fatalf("check with delete (%v, %v):\n%s", ok, err, out.String())
 	}
 	if got := dirNames(t, dir); len(got) != 0 {
@@ -256,7 +256,7 @@ func TestCheckDeleteProperty(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("check of an endpoint without delete failed (%v):\n%s", err, out.String())
 	}
-	for _, want := range []string{"SKIP  delete: endpoint does not support delete", "14/14 properties passed (1 skipped)\n", "NOTE  restored the starting policy"} {
+	for _, want := range []string{"SKIP  delete: endpoint does not support delete", "15/15 properties passed (1 skipped)\n", "NOTE  restored the starting policy"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("missing %q:\n%s", want, out.String())
 		}
@@ -350,5 +350,24 @@ func TestCheckDetectsIntegrityViolations(t *testing.T) {
 		if err != nil || ok || !strings.Contains(out.String(), tc.want) {
 			t.Errorf("%T: ok %v err %v, want %q:\n%s", tc.p, ok, err, tc.want, out.String())
 		}
+	}
+}
+
+// zeroAsDefault reads a present clip_low 0 as the default 0.2, as the
+// protocol's servers did before "0 is a value".
+type zeroAsDefault struct{ *embedded.Policy }
+
+func (z zeroAsDefault) GRPOStep(ctx context.Context, req trainer.GRPORequest) (trainer.GRPOResponse, error) {
+	if req.Loss.ClipLow != nil && *req.Loss.ClipLow == 0 {
+		req.Loss.ClipLow = nil
+	}
+	return z.Policy.GRPOStep(ctx, req)
+}
+
+func TestCheckDetectsClipLowZeroAsDefault(t *testing.T) {
+	var out bytes.Buffer
+	ok, err := Check(context.Background(), zeroAsDefault{newTestEmbedded(t)}, &out)
+	if err != nil || ok || !strings.Contains(out.String(), "FAIL  clip_low_zero: ratios ≥ 0.9 with advantage −1 gave clip_frac_low 0 with clip_low 0.2 (want 0) and 0 with clip_low 0") {
+		t.Errorf("ok %v err %v, want clip_low_zero to fail:\n%s", ok, err, out.String())
 	}
 }

@@ -19,7 +19,7 @@ func TestWeightDecayAloneShrinksWeights(t *testing.T) {
 	s := res.Samples[0]
 	const lr, wd = 0.01, 0.5
 	if _, err := e.GRPOStep(ctx, trainer.GRPORequest{StepID: "wd", Samples: []trainer.GRPOSample{{Prompt: bronze(), TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs}},
-		Loss: trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: lr, WeightDecay: wd, Mu: 2}}); err != nil {
+		Loss: trainer.LossConfig{Type: new(trainer.LossGRPO), LearningRate: new(lr), WeightDecay: new(wd), Mu: new(2)}}); err != nil {
 		t.Fatal(err)
 	}
 	for k, w := range e.Weights() {

@@ -43,7 +43,7 @@ func BenchmarkEmbeddedGRPOStep(b *testing.B) {
 	samples := benchBatch(b, e)
 	for i := 0; b.Loop(); i++ {
 		_, err := e.GRPOStep(context.Background(), trainer.GRPORequest{StepID: fmt.Sprint(i), Samples: samples,
-			Loss: trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 1e-3, KLCoef: 0.04, Mu: 1}})
+			Loss: trainer.LossConfig{Type: new(trainer.LossGRPO), LearningRate: new(1e-3), KLCoef: new(0.04), Mu: new(1)}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func BenchmarkHTTPGRPOStep(b *testing.B) {
 	c := trainer.NewClient(srv.URL, "")
 	for i := 0; b.Loop(); i++ {
 		_, err := c.GRPOStep(context.Background(), trainer.GRPORequest{StepID: fmt.Sprint(i), Samples: samples,
-			Loss: trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 1e-3, KLCoef: 0.04, Mu: 1}})
+			Loss: trainer.LossConfig{Type: new(trainer.LossGRPO), LearningRate: new(1e-3), KLCoef: new(0.04), Mu: new(1)}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -455,9 +455,9 @@ func (e *Policy) GRPOStep(ctx context.Context, req trainer.GRPORequest) (trainer
 	if err := checkStepID(req.StepID); err != nil {
 		return trainer.GRPOResponse{}, err
 	}
-	lc, lerr := normalizeLoss(req.Loss)
-	if lerr != nil {
-		return trainer.GRPOResponse{}, lerr
+	lc, err := req.Loss.Resolve()
+	if err != nil {
+		return trainer.GRPOResponse{}, err
 	}
 	if len(req.Samples) == 0 {
 		return trainer.GRPOResponse{}, trainer.Invalidf("samples: at least one sample is required")
@@ -488,7 +488,9 @@ func (e *Policy) GRPOStep(ctx context.Context, req trainer.GRPORequest) (trainer
 		}
 		items[i] = sc
 	}
-	hash, herr := requestHash(trainer.GRPORequest{Samples: req.Samples, Loss: req.Loss, ExpectedPolicyVersion: req.ExpectedPolicyVersion})
+	// The resolved loss: a request that spells a default out and one that
+	// omits it are the same request.
+	hash, herr := requestHash(trainer.GRPORequest{Samples: req.Samples, Loss: lc.Config(), ExpectedPolicyVersion: req.ExpectedPolicyVersion})
 	if herr != nil {
 		return trainer.GRPOResponse{}, herr
 	}
@@ -545,7 +547,7 @@ func (e *Policy) GRPOStep(ctx context.Context, req trainer.GRPORequest) (trainer
 
 // grpoForward evaluates the objective at weights w (reference weights ref)
 // and returns it, the token-mean entropy, and the gradient with respect to w.
-func grpoForward(items []scored, samples []trainer.GRPOSample, w, ref []float64, lc trainer.LossConfig) (lossStats, float64, []float64) {
+func grpoForward(items []scored, samples []trainer.GRPOSample, w, ref []float64, lc trainer.ResolvedLoss) (lossStats, float64, []float64) {
 	temp := lc.Temperature
 	seqs := make([]seqInput, len(items))
 	zs := make([][]float64, len(items))

@@ -295,9 +295,9 @@ func TestGRPOStepDirection(t *testing.T) {
 		res, _ := e.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{bronze()}, Temperature: 1, Seed: 11})
 		s := res.Samples[0]
 		before := seqSum(t, e, bronze(), s.TokenIDs)
-		for _, typ := range lossTypes {
+		for _, typ := range trainer.LossTypes() {
 			r, err := e.GRPOStep(ctx, trainer.GRPORequest{StepID: typ, Samples: []trainer.GRPOSample{{Prompt: bronze(), TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: adv}},
-				Loss: trainer.LossConfig{Type: typ, LearningRate: 0.01, KLCoef: 0.01}})
+				Loss: trainer.LossConfig{Type: new(typ), LearningRate: new(0.01), KLCoef: new(0.01)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -326,7 +326,7 @@ func TestGRPOFirstStepKLZero(t *testing.T) {
 	for k, s := range res.Samples {
 		samples = append(samples, trainer.GRPOSample{Prompt: []trainer.Prompt{bronze(), coffee()}[s.PromptIndex], TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: float64(k%3) - 1})
 	}
-	lc := trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 0.05, KLCoef: 0.1}
+	lc := trainer.LossConfig{Type: new(trainer.LossGRPO), LearningRate: new(0.05), KLCoef: new(0.1)}
 	r1, err := e.GRPOStep(ctx, trainer.GRPORequest{StepID: "g1", Samples: samples, Loss: lc})
 	if err != nil {
 		t.Fatal(err)
@@ -359,8 +359,8 @@ func TestGRPOGradientMatchesFiniteDifferences(t *testing.T) {
 	}
 	// Wide clip range keeps every token off the clip kinks, where the
 	// objective is not differentiable.
-	for _, typ := range lossTypes {
-		lc, _ := normalizeLoss(trainer.LossConfig{Type: typ, ClipLow: 0.9, ClipHigh: 5, KLCoef: 0.3, LearningRate: 1, Temperature: 0.8})
+	for _, typ := range trainer.LossTypes() {
+		lc := resolve(t, trainer.LossConfig{Type: new(typ), ClipLow: new(0.9), ClipHigh: new(5.0), KLCoef: new(0.3), LearningRate: new(1.0), Temperature: new(0.8)})
 		_, _, g := grpoForward(items, samples, w, ref, lc)
 		for k := range w {
 			const h = 1e-6
@@ -383,7 +383,7 @@ func TestStepIDIdempotency(t *testing.T) {
 	res, _ := e.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{bronze()}, Temperature: 1, Seed: 1})
 	s := res.Samples[0]
 	req := trainer.GRPORequest{StepID: "step-1", Samples: []trainer.GRPOSample{{Prompt: bronze(), TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: 1}},
-		Loss: trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 0.1}}
+		Loss: trainer.LossConfig{Type: new(trainer.LossGRPO), LearningRate: new(0.1)}}
 	r1, err := e.GRPOStep(ctx, req)
 	if err != nil || r1.Replayed || r1.PolicyVersion != 1 {
 		t.Fatalf("first: %+v %v", r1, err)
@@ -411,11 +411,11 @@ func TestStepIDIdempotency(t *testing.T) {
 	}
 	// A failed call is not remembered.
 	bad := req
-	bad.StepID, bad.Loss.Type = "step-2", "x"
+	bad.StepID, bad.Loss.Type = "step-2", new("x")
 	if _, err := e.GRPOStep(ctx, bad); trainer.ErrorCode(err) != trainer.CodeUnknownLossType {
 		t.Errorf("unknown type: %v", err)
 	}
-	bad.Loss.Type = trainer.LossGRPO
+	bad.Loss.Type = new(trainer.LossGRPO)
 	if r, err := e.GRPOStep(ctx, bad); err != nil || r.Replayed || r.PolicyVersion != 2 {
 		t.Errorf("retry after a failure: %+v %v", r, err)
 	}
@@ -446,7 +446,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	for k, s := range res.Samples {
 		samples = append(samples, trainer.GRPOSample{Prompt: []trainer.Prompt{bronze(), coffee()}[s.PromptIndex], TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: float64(k) - 1.5})
 	}
-	lc := trainer.LossConfig{Type: trainer.LossDAPO, LearningRate: 0.03, KLCoef: 0.05, Mu: 2, ClipHigh: 0.28}
+	lc := trainer.LossConfig{Type: new(trainer.LossDAPO), LearningRate: new(0.03), KLCoef: new(0.05), Mu: new(2), ClipHigh: new(0.28)}
 	if _, err := e.GRPOStep(ctx, trainer.GRPORequest{StepID: "g1", Samples: samples, Loss: lc}); err != nil {
 		t.Fatal(err)
 	}
@@ -535,12 +535,12 @@ func TestSampleRejectsBadRequests(t *testing.T) {
 			t.Errorf("%+v: %v, want invalid_argument naming %s", c.req, err, c.field)
 		}
 	}
-	_, err := e.GRPOStep(context.Background(), trainer.GRPORequest{StepID: "x", Loss: trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 1},
+	_, err := e.GRPOStep(context.Background(), trainer.GRPORequest{StepID: "x", Loss: trainer.LossConfig{Type: new(trainer.LossGRPO), LearningRate: new(1.0)},
 		Samples: []trainer.GRPOSample{{Prompt: bronze(), TokenIDs: []int{1, 0}, OldLogprobs: []float64{-0.1}}}})
 	if want := "samples[0].old_logprobs: length 1, want 2 (len(token_ids))"; err == nil || err.Error() != want {
 		t.Errorf("got %v, want %q", err, want)
 	}
-	_, err = e.GRPOStep(context.Background(), trainer.GRPORequest{StepID: "x", Loss: trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 1},
+	_, err = e.GRPOStep(context.Background(), trainer.GRPORequest{StepID: "x", Loss: trainer.LossConfig{Type: new(trainer.LossGRPO), LearningRate: new(1.0)},
 		Samples: []trainer.GRPOSample{{Prompt: bronze(), TokenIDs: []int{2}, OldLogprobs: []float64{-0.1}}}})
 	if want := "samples[0].token_ids[0]: 2 is not a decision (0 drop, 1 keep)"; err == nil || err.Error() != want {
 		t.Errorf("got %v, want %q", err, want)
@@ -555,7 +555,7 @@ func TestConcurrentSameStepID(t *testing.T) {
 	res, _ := e.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{bronze()}, Temperature: 1, Seed: 3})
 	s := res.Samples[0]
 	req := trainer.GRPORequest{StepID: "same", Samples: []trainer.GRPOSample{{Prompt: bronze(), TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: 1}},
-		Loss: trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 0.1}}
+		Loss: trainer.LossConfig{Type: new(trainer.LossGRPO), LearningRate: new(0.1)}}
 	const n = 8
 	var wg sync.WaitGroup
 	out := make([]trainer.GRPOResponse, n)

@@ -116,7 +116,7 @@ func TestVersionPrecondition(t *testing.T) {
 	gs := trainer.GRPOSample{Prompt: p, TokenIDs: s.Samples[0].TokenIDs, OldLogprobs: s.Samples[0].Logprobs, Advantage: 1}
 	grpo := func(id string, v int64) (trainer.GRPOResponse, error) {
 		return c.GRPOStep(ctx, trainer.GRPORequest{StepID: id, Samples: []trainer.GRPOSample{gs}, ExpectedPolicyVersion: trainer.Version(v),
-			Loss: trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 0.1, Temperature: 1}})
+			Loss: trainer.LossConfig{Type: new(trainer.LossGRPO), LearningRate: new(0.1), Temperature: new(1.0)}})
 	}
 	r, err := grpo("a", 0)
 	if err != nil || r.PolicyVersion != 1 {

@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"math"
-	"slices"
 
 	"github.com/himes-rl/himes/trainer"
 )
@@ -21,65 +20,11 @@ type lossStats struct {
 	tokens                                int
 }
 
-// lossTypes are the loss aggregations the embedded policy implements: all of
-// the protocol's.
-var lossTypes = trainer.LossTypes()
-
-// klEstimators are the KL estimators the embedded policy implements.
-var klEstimators = trainer.KLEstimators()
-
-// normalizeLoss validates lc and fills the documented defaults.
-func normalizeLoss(lc trainer.LossConfig) (trainer.LossConfig, *trainer.Error) {
-	if !slices.Contains(lossTypes, lc.Type) {
-		return lc, trainer.NewError(trainer.CodeUnknownLossType, "unknown loss type '%s' (supported: grpo, bnpo, dapo, dr_grpo)", lc.Type)
-	}
-	if lc.ClipLow == 0 {
-		lc.ClipLow = 0.2
-	}
-	if lc.ClipHigh == 0 {
-		lc.ClipHigh = lc.ClipLow
-	}
-	if lc.Mu == 0 {
-		lc.Mu = 1
-	}
-	if lc.Temperature == 0 {
-		lc.Temperature = 1
-	}
-	if lc.KLEstimator == "" {
-		lc.KLEstimator = trainer.KLK3
-	}
-	switch {
-	case !slices.Contains(klEstimators, lc.KLEstimator):
-		return lc, trainer.Invalidf("loss.kl_estimator: must be k3 or low_var_kl, got %q", lc.KLEstimator)
-	case !finite(lc.ClipRatioC) || lc.ClipRatioC != 0 && lc.ClipRatioC <= 1:
-		return lc, trainer.Invalidf("loss.clip_ratio_c: must be > 1 (dual-clip PPO) or 0 (none), got %v", lc.ClipRatioC)
-	case !finite(lc.ClipLow) || lc.ClipLow < 0 || lc.ClipLow >= 1:
-		return lc, trainer.Invalidf("loss.clip_low: must be in [0, 1), got %v", lc.ClipLow)
-	case !finite(lc.ClipHigh) || lc.ClipHigh < 0:
-		return lc, trainer.Invalidf("loss.clip_high: must be ≥ 0, got %v", lc.ClipHigh)
-	case !finite(lc.KLCoef) || lc.KLCoef < 0:
-		return lc, trainer.Invalidf("loss.kl_coef: must be ≥ 0, got %v", lc.KLCoef)
-	case lc.Mu < 0:
-		return lc, trainer.Invalidf("loss.mu: must be ≥ 1, got %d", lc.Mu)
-	case !finite(lc.LearningRate) || lc.LearningRate <= 0:
-		return lc, trainer.Invalidf("loss.learning_rate: must be > 0, got %v", lc.LearningRate)
-	case !finite(lc.MaxGradNorm) || lc.MaxGradNorm < 0:
-		return lc, trainer.Invalidf("loss.max_grad_norm: must be ≥ 0, got %v", lc.MaxGradNorm)
-	case !finite(lc.WeightDecay) || lc.WeightDecay < 0:
-		return lc, trainer.Invalidf("loss.weight_decay: must be ≥ 0, got %v", lc.WeightDecay)
-	case lc.MaxLength < 0:
-		return lc, trainer.Invalidf("loss.max_length: must be ≥ 0, got %d", lc.MaxLength)
-	case !finite(lc.Temperature) || lc.Temperature < 0:
-		return lc, trainer.Invalidf("loss.temperature: must be > 0, got %v", lc.Temperature)
-	}
-	return lc, nil
-}
-
 // grpoObjective evaluates the clipped surrogate (dual-clipped for negative
 // advantages when lc.ClipRatioC > 0) with the k3 or low_var_kl KL,
 // aggregated as lc.Type says (PROTOCOL.md), and returns it with dL/dπ for
-// every token. lc must be normalized.
-func grpoObjective(seqs []seqInput, lc trainer.LossConfig) (lossStats, [][]float64) {
+// every token.
+func grpoObjective(seqs []seqInput, lc trainer.ResolvedLoss) (lossStats, [][]float64) {
 	var st lossStats
 	maxLen := 0
 	for _, s := range seqs {

@@ -7,6 +7,16 @@ import (
 	"github.com/himes-rl/himes/trainer"
 )
 
+// resolve is lc with the protocol's defaults, as GRPOStep resolves it.
+func resolve(t *testing.T, lc trainer.LossConfig) trainer.ResolvedLoss {
+	t.Helper()
+	l, err := lc.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 func near(t *testing.T, what string, got, want float64) {
 	t.Helper()
 	if math.Abs(got-want) > 1e-12*max(1, math.Abs(want)) {
@@ -52,10 +62,7 @@ func TestGRPOObjectiveAggregations(t *testing.T) {
 		{trainer.LossDrGRPO, 4, 0.54, [][]float64{{-1.0 / 8, 0}, {0, 2.2 / 8, 2.8 / 8}}},
 	}
 	for _, c := range cases {
-		lc, err := normalizeLoss(trainer.LossConfig{Type: c.typ, ClipLow: 0.2, ClipHigh: 0.28, LearningRate: 1, MaxLength: c.maxLength})
-		if err != nil {
-			t.Fatal(err)
-		}
+		lc := resolve(t, trainer.LossConfig{Type: new(c.typ), ClipLow: new(0.2), ClipHigh: new(0.28), LearningRate: new(1.0), MaxLength: new(c.maxLength)})
 		st, grads := grpoObjective(handBatch(), lc)
 		near(t, c.typ+" loss", st.loss, c.loss)
 		near(t, c.typ+" clip_frac_low", st.clipLow, 0.2)
@@ -73,22 +80,16 @@ func TestGRPOObjectiveAggregations(t *testing.T) {
 }
 
 func TestGRPOObjectiveSymmetricClipDefault(t *testing.T) {
-	// clip_high defaults to clip_low: with ε = 0.2 the r = 1.5, A = +1 token
-	// is clipped at 1.2.
-	lc, err := normalizeLoss(trainer.LossConfig{Type: trainer.LossBNPO, ClipLow: 0.2, LearningRate: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// clip_high unset defaults to clip_low: with ε = 0.2 the r = 1.5, A = +1
+	// token is clipped at 1.2.
+	lc := resolve(t, trainer.LossConfig{Type: new(trainer.LossBNPO), ClipLow: new(0.2), LearningRate: new(1.0)})
 	st, _ := grpoObjective(handBatch()[:1], lc)
 	near(t, "loss", st.loss, (-1-1.2)/2)
 	near(t, "clip_frac_high", st.clipHigh, 0.5)
 }
 
 func TestGRPOObjectiveKL(t *testing.T) {
-	lc, err := normalizeLoss(trainer.LossConfig{Type: trainer.LossGRPO, KLCoef: 0.5, LearningRate: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lc := resolve(t, trainer.LossConfig{Type: new(trainer.LossGRPO), KLCoef: new(0.5), LearningRate: new(1.0)})
 	// Policy equal to the reference: k3 = 0 and the KL term adds no gradient.
 	s := seqInput{logp: []float64{-0.3, -1.2}, old: []float64{-0.3, -1.2}, ref: []float64{-0.3, -1.2}, adv: 0}
 	st, g := grpoObjective([]seqInput{s}, lc)
@@ -108,29 +109,34 @@ func TestGRPOObjectiveKL(t *testing.T) {
 
 func TestGRPOObjectiveEmptySample(t *testing.T) {
 	// A sample with no tokens counts in B but adds nothing.
-	lc, _ := normalizeLoss(trainer.LossConfig{Type: trainer.LossGRPO, ClipHigh: 0.28, LearningRate: 1})
+	lc := resolve(t, trainer.LossConfig{Type: new(trainer.LossGRPO), ClipHigh: new(0.28), LearningRate: new(1.0)})
 	b := handBatch()[:1] // loss −2.28/2 alone
 	st, _ := grpoObjective(append(b, seqInput{adv: 3}), lc)
 	near(t, "loss", st.loss, -1.14/2)
 }
 
-func TestNormalizeLossErrors(t *testing.T) {
-	_, err := normalizeLoss(trainer.LossConfig{Type: "x", LearningRate: 1})
-	if err == nil || err.Code != trainer.CodeUnknownLossType || err.Message[:23] != "unknown loss type 'x' (" {
-		t.Fatalf("unknown type: got %v", err)
-	}
-	for _, lc := range []trainer.LossConfig{
-		{Type: trainer.LossGRPO},                                   // no learning rate
-		{Type: trainer.LossGRPO, LearningRate: 1, ClipLow: 1.5},    // ε_low ≥ 1
-		{Type: trainer.LossGRPO, LearningRate: 1, KLCoef: -1},      // β < 0
-		{Type: trainer.LossGRPO, LearningRate: 1, Mu: -2},          // μ < 1
-		{Type: trainer.LossGRPO, LearningRate: math.NaN()},         // NaN
-		{Type: trainer.LossGRPO, LearningRate: 1, MaxLength: -1},   // L_max < 0
-		{Type: trainer.LossGRPO, LearningRate: 1, Temperature: -1}, // T < 0
+// TestGRPOObjectiveClipLowZero: clip_low 0 is taken literally, no lower
+// clipping range at all: a token with r = 0.9 and A = −1 is inside
+// [1 − 0.2, 1.28] (loss 0.9, gradient −r·A = 0.9) but below [1, 1.28], so
+// with ε_low = 0 its loss is the clipped 1 and it carries no gradient.
+func TestGRPOObjectiveClipLowZero(t *testing.T) {
+	old := math.Log(0.5)
+	s := seqInput{logp: []float64{old + math.Log(0.9)}, old: []float64{old}, adv: -1}
+	for _, c := range []struct {
+		clipLow              float64
+		loss, grad, clipFrac float64
+	}{
+		{0.2, 0.9, 0.9, 0},
+		{0, 1, 0, 1},
 	} {
-		if _, err := normalizeLoss(lc); err == nil || err.Code != trainer.CodeInvalidArgument {
-			t.Errorf("%+v: got %v, want invalid_argument", lc, err)
+		lc := resolve(t, trainer.LossConfig{Type: new(trainer.LossGRPO), ClipLow: new(c.clipLow), ClipHigh: new(0.28), LearningRate: new(1.0)})
+		if lc.ClipLow != c.clipLow {
+			t.Fatalf("clip_low %v resolved to %v", c.clipLow, lc.ClipLow)
 		}
+		st, g := grpoObjective([]seqInput{s}, lc)
+		near(t, "loss", st.loss, c.loss)
+		near(t, "grad", g[0][0], c.grad)
+		near(t, "clip_frac_low", st.clipLow, c.clipFrac)
 	}
 }
 
@@ -153,10 +159,7 @@ func TestLogSigmoid(t *testing.T) {
 // stay. Loss (−2.28 + 1.6 + 2.2 + 2.6)/5 = 0.824, one token of five capped.
 // With verl's default c = 3 the cap (6) is never reached.
 func TestGRPOObjectiveDualClip(t *testing.T) {
-	lc, err := normalizeLoss(trainer.LossConfig{Type: trainer.LossBNPO, ClipLow: 0.2, ClipHigh: 0.28, LearningRate: 1, ClipRatioC: 1.3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lc := resolve(t, trainer.LossConfig{Type: new(trainer.LossBNPO), ClipLow: new(0.2), ClipHigh: new(0.28), LearningRate: new(1.0), ClipRatioC: new(1.3)})
 	st, g := grpoObjective(handBatch(), lc)
 	near(t, "loss", st.loss, 0.824)
 	near(t, "clip_frac_dual", st.clipDual, 0.2)
@@ -171,11 +174,6 @@ func TestGRPOObjectiveDualClip(t *testing.T) {
 	st, _ = grpoObjective(handBatch(), lc)
 	near(t, "loss (c = 3)", st.loss, 0.864)
 	near(t, "clip_frac_dual (c = 3)", st.clipDual, 0)
-	for _, c := range []float64{1, 0.5, -3, math.Inf(1), math.NaN()} {
-		if _, err := normalizeLoss(trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 1, ClipRatioC: c}); err == nil || err.Code != trainer.CodeInvalidArgument {
-			t.Errorf("clip_ratio_c %v: got %v, want invalid_argument", c, err)
-		}
-	}
 }
 
 // TestGRPOObjectiveLowVarKL: verl's low_var_kl is k3 where k3 ≤ 10, and 10
@@ -194,11 +192,9 @@ func TestGRPOObjectiveLowVarKL(t *testing.T) {
 		{-12, 10, 0, math.Exp(-12) + 11, 1 - math.Exp(-12)},
 		{25, 10, 0, math.Exp(25) - 26, 1 - math.Exp(25)},
 	} {
-		for _, est := range []string{trainer.KLLowVar, trainer.KLK3, ""} {
-			lc, err := normalizeLoss(trainer.LossConfig{Type: trainer.LossGRPO, KLCoef: 0.5, LearningRate: 1, KLEstimator: est})
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, given := range []*string{new(trainer.KLLowVar), new(trainer.KLK3), nil} { // nil: the default, k3
+			lc := resolve(t, trainer.LossConfig{Type: new(trainer.LossGRPO), KLCoef: new(0.5), LearningRate: new(1.0), KLEstimator: given})
+			est := lc.KLEstimator
 			// A = 0: only the KL term; π = log ½, π_ref = π + d.
 			lp := math.Log(0.5)
 			s := seqInput{logp: []float64{lp}, old: []float64{lp}, ref: []float64{lp + c.d}}
@@ -211,8 +207,5 @@ func TestGRPOObjectiveLowVarKL(t *testing.T) {
 			near(t, est+" loss", st.loss, 0.5*kl)
 			near(t, est+" grad", g[0][0], 0.5*grad)
 		}
-	}
-	if _, err := normalizeLoss(trainer.LossConfig{Type: trainer.LossGRPO, LearningRate: 1, KLEstimator: "k2"}); err == nil || err.Code != trainer.CodeInvalidArgument {
-		t.Errorf("kl_estimator k2: got %v, want invalid_argument", err)
 	}
 }
