@@ -106,7 +106,7 @@ type term struct {
 // the weights w (w is authoritative; Score.Reward is not read), or the guard
 // penalty of a guarded rollout. With "sum_of_normalized" each term (Rouge-L
 // F1, EM, Hit and the guard penalty, see SampleReward) is normalized within
-// its group by the estimator below and the advantage is
+// its group by the estimator and the advantage is
 // A = n(F1) + α·n(EM) + β·n(Hit) + n(guard). "normalize_then_sum" is TRL's
 // multi_objective_aggregation of that name (GDPO): the same sum, then
 // normalized once more over the batch, Â = A / (std_B(A) + ε), std_B over
@@ -117,17 +117,9 @@ type term struct {
 // ignores scale_rewards): Estimator "group", Std "sample", Epsilon 1e-4
 // reproduce it.
 //
-// Estimators, for a group's valid rollouts r_1..r_n (n ≥ 2) with mean m:
-//
-//	group  A_i = (r_i − m) / (std + ε), std over the group's valid rollouts
-//	batch  A_i = (r_i − m) / (std_B + ε), std_B over all valid rollouts of
-//	       the batch (every group, dropped or not) about the batch mean; the
-//	       centring stays per group
-//	none   A_i = r_i − m (Dr. GRPO: centred, not scaled)
-//	rloo   A_i = r_i − (Σ_{j≠i} r_j)/(n−1), the leave-one-out baseline
-//	       (= n/(n−1)·(r_i − m))
-//
-// std is the population standard deviation (divide by n) with Std
+// The estimator (cfg.Estimator, one of the estimators registry: group,
+// batch, none, rloo) normalizes each quantity over a group's valid
+// rollouts. std is the population standard deviation (divide by n) with Std
 // "population" — the DeepSeekMath/GRPO formulation — or Bessel-corrected
 // (divide by n−1, what torch.std and TRL use) with Std "sample". ε
 // (Epsilon, default 1e-6) is added to the std, never under the square root,
@@ -139,118 +131,48 @@ type term struct {
 // dropped with "drop". A term that is constant within a group contributes
 // exactly 0, not a rounding residue.
 func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleReward) (Advantages, error) {
-	if err := cfg.Validate(); err != nil {
-		return Advantages{}, fmt.Errorf("advantage config: %w", err)
+	if err := checkAdvantageInputs(cfg, w, groups); err != nil {
+		return Advantages{}, err
 	}
-	for _, x := range []struct {
-		name string
-		v    float64
-	}{{"alpha", w.Alpha}, {"beta", w.Beta}} {
-		if math.IsNaN(x.v) || math.IsInf(x.v, 0) || x.v < 0 {
-			return Advantages{}, fmt.Errorf("reward weight %s must be a finite number ≥ 0, got %v", x.name, x.v)
-		}
-	}
-	for g, grp := range groups {
-		for i, s := range grp {
-			if !s.Valid {
-				continue
-			}
-			for _, v := range []float64{s.Score.RougeF1, s.Score.EM, s.Score.Hit, s.guard()} {
-				if math.IsNaN(v) || math.IsInf(v, 0) {
-					return Advantages{}, fmt.Errorf("group %d rollout %d: reward term is %v", g, i, v)
-				}
-			}
-		}
-	}
-
+	est := estimators[cfg.Estimator]
 	terms := normalizedTerms(cfg, w)
+	in := estimatorInput{sampleStd: cfg.Std == "sample", epsilon: cfg.Epsilon}
+	var batchStd []float64
+	if est.usesBatchStd {
+		batchStd = termBatchStds(terms, groups, in.sampleStd)
+	}
 
 	out := Advantages{Values: make([][]float64, len(groups)), Include: make([][]bool, len(groups))}
 	st := &out.Stats
 	st.Groups = len(groups)
-
-	// The batch std of each term, over every valid rollout of the batch.
-	batchStd := make([]float64, len(terms))
-	if cfg.Estimator == "batch" {
-		for t, tm := range terms {
-			var vals []float64
-			for _, grp := range groups {
-				for _, s := range grp {
-					if s.Valid {
-						vals = append(vals, tm.get(s))
-					}
-				}
-			}
-			_, batchStd[t] = stats.MeanStd(vals, cfg.Std == "sample")
-		}
-	}
-
-	vals := []float64{}
-	var included []float64
+	var included, vals []float64
 	for g, grp := range groups {
 		out.Values[g] = make([]float64, len(grp))
 		out.Include[g] = make([]bool, len(grp))
-		var valid []int
-		for i, s := range grp {
-			if s.Valid {
-				valid = append(valid, i)
-			} else {
-				st.FailedRollouts++
-			}
-		}
+		valid := validRollouts(grp)
+		st.FailedRollouts += len(grp) - len(valid)
 		if len(valid) < 2 {
 			st.DroppedGroups++
 			continue
 		}
-		st.ComparableGroups++
-		constant := func(get func(SampleReward) float64) bool { return constantOver(grp, valid, get) }
-		if constant(SampleReward.rougeF1) {
-			st.ZeroVarRougeL++
-		}
-		if constant(SampleReward.em) {
-			st.ZeroVarEM++
-		}
-		if constant(SampleReward.hit) {
-			st.ZeroVarHit++
-		}
-		if zeroVariance(terms, grp, valid) {
-			st.ZeroVarGroups++
-			if cfg.ZeroVariance == "drop" {
-				st.DroppedGroups++
-				continue
-			}
+		if !countVariance(st, cfg, terms, grp, valid) {
+			st.DroppedGroups++
+			continue
 		}
 		for t, tm := range terms {
-			if constant(tm.get) {
+			if constantOver(grp, valid, tm.get) {
 				continue // contributes exactly 0
 			}
 			vals = vals[:0]
 			for _, i := range valid {
 				vals = append(vals, tm.get(grp[i]))
 			}
-			m, std := stats.MeanStd(vals, cfg.Std == "sample")
-			var scale float64
-			switch cfg.Estimator {
-			case "group":
-				scale = 1 / (std + cfg.Epsilon)
-			case "batch":
-				scale = 1 / (batchStd[t] + cfg.Epsilon)
+			if batchStd != nil {
+				in.batchStd = batchStd[t]
 			}
-			sum := 0.0
-			for _, v := range vals {
-				sum += v
-			}
+			est.advantages(vals, in) // vals are now the term's advantages
 			for k, i := range valid {
-				var a float64
-				switch cfg.Estimator {
-				case "group", "batch":
-					a = (vals[k] - m) * scale
-				case "none":
-					a = vals[k] - m
-				case "rloo":
-					a = vals[k] - (sum-vals[k])/float64(len(vals)-1)
-				}
-				out.Values[g][i] += tm.weight * a
+				out.Values[g][i] += tm.weight * vals[k]
 			}
 		}
 		for _, i := range valid {
@@ -259,22 +181,7 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 		}
 	}
 	if cfg.Aggregation == "normalize_then_sum" && len(included) > 0 {
-		// TRL's final batch normalization of the summed advantages.
-		_, std := stats.MeanStd(included, cfg.Std == "sample")
-		scale := 1 / (std + cfg.Epsilon)
-		if math.IsInf(scale, 0) {
-			scale = 0 // every included advantage is 0 (ε = 0): nothing to scale
-		}
-		for g := range out.Values {
-			for i, in := range out.Include[g] {
-				if in {
-					out.Values[g][i] *= scale
-				}
-			}
-		}
-		for i := range included {
-			included[i] *= scale
-		}
+		normalizeOverBatch(out, included, in)
 	}
 	if len(included) > 0 {
 		st.Mean, st.Std = stats.MeanStd(included, false)
@@ -284,6 +191,105 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 		st.AbsMean /= float64(len(included))
 	}
 	return out, nil
+}
+
+// checkAdvantageInputs refuses a config, reward weights or a valid
+// rollout's reward terms that would make the advantages meaningless.
+func checkAdvantageInputs(cfg AdvantageConfig, w hser.Weights, groups [][]SampleReward) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("advantage config: %w", err)
+	}
+	for _, x := range []struct {
+		name string
+		v    float64
+	}{{"alpha", w.Alpha}, {"beta", w.Beta}} {
+		if math.IsNaN(x.v) || math.IsInf(x.v, 0) || x.v < 0 {
+			return fmt.Errorf("reward weight %s must be a finite number ≥ 0, got %v", x.name, x.v)
+		}
+	}
+	for g, grp := range groups {
+		for i, s := range grp {
+			if !s.Valid {
+				continue
+			}
+			for _, v := range []float64{s.Score.RougeF1, s.Score.EM, s.Score.Hit, s.guard()} {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					return fmt.Errorf("group %d rollout %d: reward term is %v", g, i, v)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// termBatchStds is each term's std over every valid rollout of the batch
+// (for EstimatorBatch).
+func termBatchStds(terms []term, groups [][]SampleReward, sample bool) []float64 {
+	out := make([]float64, len(terms))
+	for t, tm := range terms {
+		var vals []float64
+		for _, grp := range groups {
+			for _, s := range grp {
+				if s.Valid {
+					vals = append(vals, tm.get(s))
+				}
+			}
+		}
+		_, out[t] = stats.MeanStd(vals, sample)
+	}
+	return out
+}
+
+// validRollouts lists the indices of a group's valid rollouts.
+func validRollouts(grp []SampleReward) []int {
+	var valid []int
+	for i, s := range grp {
+		if s.Valid {
+			valid = append(valid, i)
+		}
+	}
+	return valid
+}
+
+// countVariance counts a comparable group's constant terms in st and
+// reports whether the group stays in the update: false for a zero-variance
+// group under ZeroVariance "drop".
+func countVariance(st *AdvantageStats, cfg AdvantageConfig, terms []term, grp []SampleReward, valid []int) bool {
+	st.ComparableGroups++
+	for _, c := range []struct {
+		get   func(SampleReward) float64
+		count *int
+	}{{SampleReward.rougeF1, &st.ZeroVarRougeL}, {SampleReward.em, &st.ZeroVarEM}, {SampleReward.hit, &st.ZeroVarHit}} {
+		if constantOver(grp, valid, c.get) {
+			*c.count++
+		}
+	}
+	if !zeroVariance(terms, grp, valid) {
+		return true
+	}
+	st.ZeroVarGroups++
+	return cfg.ZeroVariance != "drop"
+}
+
+// normalizeOverBatch is TRL's final batch normalization of the summed
+// advantages (normalize_then_sum): every included advantage divided by
+// their std + ε.
+func normalizeOverBatch(out Advantages, included []float64, in estimatorInput) {
+	_, std := stats.MeanStd(included, in.sampleStd)
+	scale := 1 / (std + in.epsilon)
+	if math.IsInf(scale, 0) {
+		scale = 0 // every included advantage is 0 (ε = 0): nothing to scale
+	}
+	for g := range out.Values {
+		for i, inc := range out.Include[g] {
+			if inc {
+				out.Values[g][i] *= scale
+			}
+		}
+	}
+	for i := range included {
+		included[i] *= scale
+	}
 }
 
 // normalizedTerms lists the quantities that are normalized on their own:

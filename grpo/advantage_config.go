@@ -31,15 +31,14 @@ type AdvantageConfig struct {
 
 // DefaultAdvantageConfig is GRPO's group normalization with population std.
 func DefaultAdvantageConfig() AdvantageConfig {
-	return AdvantageConfig{Estimator: "group", Std: "population", Epsilon: 1e-6, Aggregation: "sum", ZeroVariance: "keep"}
+	return AdvantageConfig{Estimator: EstimatorGroup, Std: "population", Epsilon: 1e-6, Aggregation: "sum", ZeroVariance: "keep"}
 }
 
 // Validate checks modes and ranges.
 func (c AdvantageConfig) Validate() error {
-	switch c.Estimator {
-	case "group", "batch", "none", "rloo":
-	default:
-		return fielderr.New("estimator", "must be group, batch, none or rloo, got %q", c.Estimator)
+	if _, ok := estimators[c.Estimator]; !ok {
+		return fielderr.New("estimator", "must be %s, %s, %s or %s, got %q",
+			EstimatorGroup, EstimatorBatch, EstimatorNone, EstimatorRLOO, c.Estimator)
 	}
 	switch c.Std {
 	case "population", "sample":
