@@ -25,7 +25,7 @@ func WithMaxBodyBytes(n int64) HandlerOption { return func(h *handler) { h.maxBo
 // request must carry "Authorization: Bearer <token>". /v1/logprobs is served
 // when p implements Scorer, /v1/delete when p implements Deleter (and
 // info.capabilities.delete is true only then, and only if p's own Info says
-// so: a Client proxying an older endpoint implements Deleter but cannot delete). Idempotency of step_ids is p's job (Embedded and
+// so: a Client proxying an older endpoint implements Deleter but cannot delete). Idempotency of step_ids is p's job (the embedded policy and
 // Client both provide it), so the handler adds no state of its own.
 func NewHandler(p Policy, token string, opts ...HandlerOption) http.Handler {
 	h := &handler{p: p, token: token, maxBody: DefaultMaxBodyBytes}

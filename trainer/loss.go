@@ -96,6 +96,12 @@ func orDefault[T any](p **T, v T) {
 // fielderr.Error, so that a config error points at grpo.loss's key.
 func (lc LossConfig) Resolve() (ResolvedLoss, error) {
 	d := lc.WithDefaults()
+	if !slices.Contains(LossTypes(), *d.Type) {
+		types := strings.Join(LossTypes(), ", ")
+		return ResolvedLoss{}, &Error{Code: CodeUnknownLossType,
+			Message: fmt.Sprintf("unknown loss type '%s' (supported: %s)", *d.Type, types),
+			cause:   &fielderr.Error{Field: "type", Msg: fmt.Sprintf("must be one of %s, got %q", types, *d.Type)}}
+	}
 	if d.LearningRate == nil {
 		return ResolvedLoss{}, lossErr("learning_rate", "is required")
 	}
@@ -103,12 +109,6 @@ func (lc LossConfig) Resolve() (ResolvedLoss, error) {
 		Type: *d.Type, ClipLow: *d.ClipLow, ClipHigh: *d.ClipHigh, KLCoef: *d.KLCoef, KLEstimator: *d.KLEstimator,
 		ClipRatioC: *d.ClipRatioC, Mu: *d.Mu, MaxGradNorm: *d.MaxGradNorm, LearningRate: *d.LearningRate,
 		WeightDecay: *d.WeightDecay, MaxLength: *d.MaxLength, Temperature: *d.Temperature,
-	}
-	if !slices.Contains(LossTypes(), l.Type) {
-		types := strings.Join(LossTypes(), ", ")
-		return ResolvedLoss{}, &Error{Code: CodeUnknownLossType,
-			Message: fmt.Sprintf("unknown loss type '%s' (supported: %s)", l.Type, types),
-			cause:   &fielderr.Error{Field: "type", Msg: fmt.Sprintf("must be one of %s, got %q", types, l.Type)}}
 	}
 	switch {
 	case !finite(l.ClipLow) || l.ClipLow < 0 || l.ClipLow >= 1:

@@ -301,14 +301,15 @@ type Policy interface {
 }
 
 // Scorer scores given completions under the current policy (POST
-// /v1/logprobs). Embedded and Client implement it; it is separate from Policy
-// so that fakes of Policy need not.
+// /v1/logprobs). The embedded policy (trainer/embedded) and Client implement
+// it; it is separate from Policy so that fakes of Policy need not.
 type Scorer interface {
 	Logprobs(ctx context.Context, req LogprobsRequest) (LogprobsResponse, error)
 }
 
-// Deleter removes a saved checkpoint (POST /v1/delete). Embedded and Client
-// implement it; it is separate from Policy so that fakes of Policy need not.
+// Deleter removes a saved checkpoint (POST /v1/delete). The embedded policy
+// and Client implement it; it is separate from Policy so that fakes of
+// Policy need not.
 // A Client implements it whatever the remote endpoint supports, so callers
 // check Info().Capabilities.Delete first (AsDeleter does both).
 type Deleter interface {

@@ -11,7 +11,7 @@ import (
 // stepLog remembers the results of applied mutating calls by step_id, so a
 // repeated call is answered from the log instead of being applied again. It
 // holds the most recent cap entries (FIFO eviction). Not safe for concurrent
-// use: the Embedded's lock guards it together with the state it protects.
+// use: the Policy's lock guards it together with the state it protects.
 type stepLog struct {
 	cap   int
 	m     map[string]stepEntry
