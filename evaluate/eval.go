@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/himes-rl/himes/evaluate/ir"
 	"github.com/himes-rl/himes/internal/stats"
 
 	"golang.org/x/sync/errgroup"
@@ -377,10 +378,10 @@ func runTurn(ctx context.Context, s System, t datasets.Turn, resp Responder, sco
 	// (its metrics are 0), and a turn whose retrieval failed is absent.
 	if q := t.Qrels(); len(q) > 0 {
 		r.HasGold = true
-		r.RecipRank = retrieval.RecipRank(r.Run, q)
-		r.NDCG3 = retrieval.NDCGCut(r.Run, q, 3)
-		r.Recall10 = retrieval.Recall(r.Run, q, 10)
-		r.Recall100 = retrieval.Recall(r.Run, q, 100)
+		r.RecipRank = ir.RecipRank(r.Run, q)
+		r.NDCG3 = ir.NDCGCut(r.Run, q, 3)
+		r.Recall10 = ir.Recall(r.Run, q, 10)
+		r.Recall100 = ir.Recall(r.Run, q, 100)
 	}
 	ans, err := resp.Respond(ctx, t.Question, res.Chunks)
 	if err != nil {

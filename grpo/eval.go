@@ -8,8 +8,8 @@ import (
 	"math"
 
 	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/evaluate/ir"
 	"github.com/himes-rl/himes/internal/stats"
-	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/rollout"
 	"github.com/himes-rl/himes/trainer"
 )
@@ -232,7 +232,7 @@ func (l *Loop) evalSystem(ctx context.Context, turns []datasets.Turn, rewrites [
 			return s, fmt.Errorf("rank %s: %w", turn.ID(), err)
 		}
 		judged++
-		recall[i], rr[i] = retrieval.Recall(run, qrels, 10), retrieval.RecipRank(run, qrels)
+		recall[i], rr[i] = ir.Recall(run, qrels, 10), ir.RecipRank(run, qrels)
 		sumR += recall[i]
 		sumRR += rr[i]
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/evaluate/ir"
 	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/internal/stats"
 	"github.com/himes-rl/himes/report"
@@ -331,7 +332,7 @@ func measureTurn(t datasets.Turn, res retrieval.Result, ranked []retrieval.Ranke
 	}
 	if q := t.Qrels(); len(q) > 0 {
 		run := evaluate.PipelineRun(res)
-		m.r10, m.n3 = retrieval.Recall(run, q, 10), retrieval.NDCGCut(run, q, 3)
+		m.r10, m.n3 = ir.Recall(run, q, 10), ir.NDCGCut(run, q, 3)
 	}
 	if len(t.MemoryLabels) > 0 {
 		_, m.memRec, _ = evaluate.MemoryActivation(m.memories, t.MemoryLabels)
