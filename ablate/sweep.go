@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/himes-rl/himes/configs"
+	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/report"
 )
 
@@ -73,6 +75,116 @@ func RunSweep(ctx context.Context, runs []SweepRun, parallel int, launch func(co
 	}
 	_ = eg.Wait()
 	return errs
+}
+
+// SweepOptions are what `himes ablate sweep` passes on to every run, and
+// where the sweep writes.
+type SweepOptions struct {
+	// ConfigPath is the base config and Sets its --set overrides, given to
+	// each run's `himes train` before the point's own overrides.
+	ConfigPath string
+	Sets       []string
+	// Parallel runs train at once.
+	Parallel int
+	// Resume and Overwrite are passed to train; with neither, existing run
+	// directories are refused before anything starts.
+	Resume, Overwrite bool
+	// Report writes the runs' overlaid plots to <run.name>-sweep/report/.
+	Report bool
+	// Out is the JSON table ("" = <run.output_dir>/<run.name>-sweep/sweep.json).
+	Out string
+}
+
+// Sweep trains every planned run (PlanSweep) with `himes train`, each
+// logging to <run.output_dir>/<run.name>-sweep/<run>.log, and tabulates
+// their final evaluations: sweep.json, the Markdown table on stdout, and
+// for points repeated over run.seed their summary over seeds
+// (sweep_seeds.json). A failed run does not stop the others; Sweep returns
+// an error naming how many failed.
+func Sweep(ctx context.Context, stdout io.Writer, base configs.Config, runs []SweepRun, o SweepOptions) error {
+	if !o.Resume && !o.Overwrite {
+		// Checked up front: train would refuse, and the table would show
+		// the old runs' metrics as if they were new.
+		var existing []string
+		for _, r := range runs {
+			if _, err := os.Stat(r.RunDir); err == nil {
+				existing = append(existing, r.RunDir)
+			}
+		}
+		if len(existing) > 0 {
+			return fmt.Errorf("sweep: run directories already exist (pass --resume or --overwrite): %s", strings.Join(existing, ", "))
+		}
+	}
+	exe, err := himesBinary("sweep")
+	if err != nil {
+		return err
+	}
+	logDir := filepath.Join(base.Run.OutputDir, base.Run.Name+"-sweep")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	slog.Info("sweep", "points", len(runs), "parallel", o.Parallel, "logs", logDir)
+	errs := RunSweep(ctx, runs, o.Parallel, func(ctx context.Context, r SweepRun) error {
+		args := []string{"train", "--config", o.ConfigPath, "--log-format", "json"}
+		for _, s := range o.Sets {
+			args = append(args, "--set", s)
+		}
+		for _, ov := range r.Overrides {
+			args = append(args, "--set", ov)
+		}
+		args = append(args, "--set", "run.name="+r.RunName)
+		if o.Resume {
+			args = append(args, "--resume")
+		}
+		if o.Overwrite {
+			args = append(args, "--overwrite")
+		}
+		return runChild(ctx, exe, args, filepath.Join(logDir, r.RunName+".log"))
+	})
+	rows := GatherSweep(ctx, runs, errs)
+	out := o.Out
+	if out == "" {
+		out = filepath.Join(logDir, "sweep.json")
+	}
+	if err := atomicfile.WriteJSON(out, rows); err != nil {
+		return err
+	}
+	if err := WriteSweepMarkdown(stdout, rows); err != nil {
+		return err
+	}
+	// Points repeated over run.seed: mean, sd and a t-interval per metric.
+	if groups := GroupSeeds(rows, 0.95); groups != nil {
+		if err := atomicfile.WriteJSON(filepath.Join(filepath.Dir(out), "sweep_seeds.json"), groups); err != nil {
+			return err
+		}
+		if err := WriteSeedsMarkdown(stdout, groups); err != nil {
+			return err
+		}
+	}
+	// The runs overlaid in one report, so the curves can be compared too.
+	var dirs []string
+	for i, r := range runs {
+		if errs[i] == nil {
+			dirs = append(dirs, r.RunDir)
+		}
+	}
+	if o.Report && len(dirs) > 0 {
+		if res, err := report.Generate(ctx, dirs, filepath.Join(logDir, "report")); err != nil {
+			slog.Warn("sweep report not written", "err", err)
+		} else {
+			slog.Info("sweep report written", "html", res.HTML)
+		}
+	}
+	failed := 0
+	for _, e := range errs {
+		if e != nil {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("sweep: %d of %d runs failed (logs in %s)", failed, len(runs), logDir)
+	}
+	return nil
 }
 
 // SweepRow is the gathered outcome of one sweep run.

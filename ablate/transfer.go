@@ -18,6 +18,7 @@ import (
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/internal/stats"
 	"github.com/himes-rl/himes/report"
 )
@@ -251,6 +252,104 @@ func RunTransfer(ctx context.Context, folds []TransferFold, jobs int,
 	}
 	_ = eg.Wait()
 	return errs
+}
+
+// TransferOptions are what `himes ablate transfer` passes on to every run,
+// and where it writes.
+type TransferOptions struct {
+	// ConfigPath is the base config and Sets its --set overrides, given to
+	// each run's `himes train` before the fold's own overrides.
+	ConfigPath string
+	Sets       []string
+	// Jobs training runs go at once.
+	Jobs int
+	// Overwrite retrains runs whose directories exist; without it they are
+	// refused before anything starts.
+	Overwrite bool
+	// Out receives transfer.json, transfer.md and transfer.png (the folds'
+	// directory of PlanTransfer).
+	Out string
+}
+
+// Transfer trains and evaluates every fold's runs (PlanTransfer): each
+// fold's training file is written once, each run is `himes train` on it
+// then `himes eval --rewriter raw,concat,gold,policy` on the left-out
+// collection, logging beside its run directory. It writes transfer.json,
+// transfer.md and transfer.png to o.Out and the tables to stdout. A failed
+// run does not stop the others; Transfer returns an error naming how many
+// failed.
+func Transfer(ctx context.Context, stdout io.Writer, base configs.Config, folds []TransferFold, o TransferOptions) error {
+	if !o.Overwrite {
+		for _, f := range folds {
+			for _, r := range f.Runs {
+				if _, err := os.Stat(r.RunDir); err == nil {
+					return fmt.Errorf("transfer: run directory %s already exists (pass --overwrite to retrain)", r.RunDir)
+				}
+			}
+		}
+	}
+	exe, err := himesBinary("transfer")
+	if err != nil {
+		return err
+	}
+	opts := datasets.LoadOptions{UserField: base.Data.UserField, SkipBad: base.Data.SkipBad}
+	slog.Info("transfer", "folds", len(folds), "variants", len(folds[0].Runs), "jobs", o.Jobs, "out", o.Out)
+	errs := RunTransfer(ctx, folds, o.Jobs,
+		func(ctx context.Context, f TransferFold) error {
+			n, err := WriteFoldTrain(ctx, f, opts)
+			if err == nil {
+				slog.Info("transfer fold", "held_out", f.Name, "train_turns", n, "train", f.TrainAt)
+			}
+			return err
+		},
+		func(ctx context.Context, f TransferFold, r TransferRun) error {
+			if err := os.MkdirAll(filepath.Dir(r.RunDir), 0o755); err != nil {
+				return err
+			}
+			train := []string{"train", "--config", o.ConfigPath, "--log-format", "json", "--overwrite"}
+			for _, s := range append(append([]string{}, o.Sets...), f.Overrides(r)...) {
+				train = append(train, "--set", s)
+			}
+			logDir := filepath.Dir(r.RunDir)
+			if err := runChild(ctx, exe, train, filepath.Join(logDir, r.RunName+".train.log")); err != nil {
+				return err
+			}
+			eval := []string{"eval", "--run", r.RunDir, "--rewriter", "raw,concat,gold,policy",
+				"--out", r.EvalDir, "--log-format", "json"}
+			return runChild(ctx, exe, eval, filepath.Join(logDir, r.RunName+".eval.log"))
+		})
+	rows := GatherTransfer(folds, errs)
+	if err := atomicfile.WriteJSON(filepath.Join(o.Out, "transfer.json"), map[string]any{"folds": folds, "rows": rows}); err != nil {
+		return err
+	}
+	var md strings.Builder
+	md.WriteString("# Leave-one-collection-out transfer\n\n![Recall@10 per left-out collection](transfer.png)\n\n")
+	if err := WriteTransferMarkdown(&md, rows); err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(filepath.Join(o.Out, "transfer.md"), []byte(md.String()), 0o644); err != nil {
+		return err
+	}
+	if png, err := TransferPNG(rows); err != nil {
+		slog.Warn("transfer plot not written", "err", err)
+	} else if err := atomicfile.WriteFile(filepath.Join(o.Out, "transfer.png"), png, 0o644); err != nil {
+		return err
+	}
+	if err := WriteTransferMarkdown(stdout, rows); err != nil {
+		return err
+	}
+	failed := 0
+	for _, fe := range errs {
+		for _, e := range fe {
+			if e != nil {
+				failed++
+			}
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("transfer: %d runs failed (logs in %s)", failed, o.Out)
+	}
+	return nil
 }
 
 // TransferMetrics are the metrics the transfer table reports, in order.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -232,16 +231,11 @@ func Evaluate(ctx context.Context, turns []datasets.Turn, systems []System, resp
 			return Report{}, nil, fmt.Errorf("evaluate: system %q lacks a rewriter or retriever", s.Name)
 		}
 	}
-	convs := groupConversations(turns)
+	convs := Conversations(turns)
 
 	results := make([][]TurnResult, len(systems))
 	for i := range results {
 		results[i] = make([]TurnResult, len(turns))
-	}
-	// Index of each turn in the input order, per conversation.
-	index := map[*datasets.Turn]int{}
-	for i := range turns {
-		index[&turns[i]] = i
 	}
 	total := len(turns) * len(systems)
 	var (
@@ -253,11 +247,11 @@ func Evaluate(ctx context.Context, turns []datasets.Turn, systems []System, resp
 	for si := range systems {
 		for _, conv := range convs {
 			eg.Go(func() error {
-				for _, t := range conv {
+				for _, i := range conv {
 					if err := ectx.Err(); err != nil {
 						return err
 					}
-					results[si][index[t]] = runTurn(ectx, systems[si], *t, resp, scorer)
+					results[si][i] = runTurn(ectx, systems[si], turns[i], resp, scorer)
 					if opts.Progress != nil {
 						progressMu.Lock()
 						done++
@@ -286,13 +280,13 @@ func Evaluate(ctx context.Context, turns []datasets.Turn, systems []System, resp
 		}
 	}
 	for si, s := range systems {
-		rep.Systems = append(rep.Systems, summarizeSystem(s, results[si], turns, convs, index, opts.Stats))
+		rep.Systems = append(rep.Systems, summarizeSystem(s, results[si], convs, opts.Stats))
 	}
 	// Paired comparisons with the baseline of the same memory setting, and
 	// memory on against off for the same rewriter.
 	for si, s := range systems {
 		if base := findSystem(systems, opts.Baseline, s.Memory, s.Variant); base >= 0 && base != si {
-			cmp, err := compare(results[si], results[base], convs, index, opts.Stats)
+			cmp, err := compare(results[si], results[base], convs, opts.Stats)
 			if err != nil {
 				return Report{}, nil, err
 			}
@@ -300,7 +294,7 @@ func Evaluate(ctx context.Context, turns []datasets.Turn, systems []System, resp
 		}
 		if s.Memory {
 			if off := findSystem(systems, s.Rewriter.Name(), false, ""); off >= 0 {
-				cmp, err := compare(results[si], results[off], convs, index, opts.Stats)
+				cmp, err := compare(results[si], results[off], convs, opts.Stats)
 				if err != nil {
 					return Report{}, nil, err
 				}
@@ -319,27 +313,6 @@ func findSystem(systems []System, rewriter string, memory bool, variant string) 
 		}
 	}
 	return -1
-}
-
-// groupConversations returns the turns of each conversation in turn order;
-// conversations in order of first appearance.
-func groupConversations(turns []datasets.Turn) [][]*datasets.Turn {
-	pos := map[string]int{}
-	var out [][]*datasets.Turn
-	for i := range turns {
-		t := &turns[i]
-		p, ok := pos[t.ConvID]
-		if !ok {
-			p = len(out)
-			pos[t.ConvID] = p
-			out = append(out, nil)
-		}
-		out[p] = append(out[p], t)
-	}
-	for _, c := range out {
-		sort.SliceStable(c, func(i, j int) bool { return c[i].Turn < c[j].Turn })
-	}
-	return out
 }
 
 // PipelineRun is the passage ranking the pipeline produced (see
@@ -377,10 +350,8 @@ func runTurn(ctx context.Context, s System, t datasets.Turn, resp Responder, sco
 	// (its metrics are 0), and a turn whose retrieval failed is absent.
 	if q := t.Qrels(); len(q) > 0 {
 		r.HasGold = true
-		r.RecipRank = retrieval.RecipRank(r.Run, q)
-		r.NDCG3 = retrieval.NDCGCut(r.Run, q, 3)
-		r.Recall10 = retrieval.Recall(r.Run, q, 10)
-		r.Recall100 = retrieval.Recall(r.Run, q, 100)
+		sc := ScoreRanking(r.Run, q)
+		r.RecipRank, r.NDCG3, r.Recall10, r.Recall100 = sc.RecipRank, sc.NDCG3, sc.Recall10, sc.Recall100
 	}
 	ans, err := resp.Respond(ctx, t.Question, res.Chunks)
 	if err != nil {
@@ -421,21 +392,18 @@ func MemoryActivation(activated, relevant []string) (precision, recall, rr float
 	return precision, float64(hits) / float64(len(relevant)), rr
 }
 
-// byConversation lays a metric out as conversation → turn values (NaN where
-// the turn failed or the metric does not apply), for the cluster statistics.
-func byConversation(res []TurnResult, convs [][]*datasets.Turn, index map[*datasets.Turn]int, metric string) [][]float64 {
-	out := make([][]float64, len(convs))
-	for c, conv := range convs {
-		out[c] = make([]float64, len(conv))
-		for k, t := range conv {
-			out[c][k] = res[index[t]].metric(metric)
-		}
+// perTurn is one metric of every turn (NaN where the turn failed or the
+// metric does not apply), in input order.
+func perTurn(res []TurnResult, metric string) []float64 {
+	out := make([]float64, len(res))
+	for i := range res {
+		out[i] = res[i].metric(metric)
 	}
 	return out
 }
 
-func summarizeSystem(s System, res []TurnResult, turns []datasets.Turn, convs [][]*datasets.Turn, index map[*datasets.Turn]int, cfg stats.Config) SystemReport {
-	sr := SystemReport{Name: s.Name, Rewriter: s.Rewriter.Name(), Memory: s.Memory, Turns: len(turns),
+func summarizeSystem(s System, res []TurnResult, convs [][]int, cfg stats.Config) SystemReport {
+	sr := SystemReport{Name: s.Name, Rewriter: s.Rewriter.Name(), Memory: s.Memory, Turns: len(res),
 		Failures: map[string]int{}, Metrics: map[string]stats.Estimate{}}
 	for _, r := range res {
 		if r.ErrorStage != "" {
@@ -448,7 +416,7 @@ func summarizeSystem(s System, res []TurnResult, turns []datasets.Turn, convs []
 		}
 	}
 	for _, m := range allMetrics() {
-		est, err := stats.Bootstrap(byConversation(res, convs, index, m), cfg)
+		est, err := Estimate(convs, perTurn(res, m), cfg)
 		if err != nil {
 			continue // no turn has this metric (no answers or no gold passages)
 		}
@@ -457,10 +425,10 @@ func summarizeSystem(s System, res []TurnResult, turns []datasets.Turn, convs []
 	return sr
 }
 
-func compare(sys, base []TurnResult, convs [][]*datasets.Turn, index map[*datasets.Turn]int, cfg stats.Config) (map[string]stats.Comparison, error) {
+func compare(sys, base []TurnResult, convs [][]int, cfg stats.Config) (map[string]stats.Comparison, error) {
 	out := map[string]stats.Comparison{}
 	for _, m := range allMetrics() {
-		c, err := stats.Paired(byConversation(sys, convs, index, m), byConversation(base, convs, index, m), cfg)
+		c, err := Compare(convs, perTurn(sys, m), perTurn(base, m), cfg)
 		if errors.Is(err, stats.ErrNoData) {
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/himes-rl/himes/evaluate/ir"
 	"github.com/himes-rl/himes/internal/stats"
 	"github.com/himes-rl/himes/internal/testdata"
 
@@ -91,11 +92,11 @@ func TestEvaluateMatchesTrecEvalVectors(t *testing.T) {
 	if err := json.Unmarshal(raw, &v); err != nil {
 		t.Fatal(err)
 	}
-	qrels, err := retrieval.ParseQrels(strings.NewReader(v.Qrels), "qrels")
+	qrels, err := ir.ParseQrels(strings.NewReader(v.Qrels), "qrels")
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := retrieval.ParseTRECRun(strings.NewReader(v.Run), "run")
+	run, err := ir.ParseTRECRun(strings.NewReader(v.Run), "run")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,12 +167,12 @@ func TestEvaluateMatchesTrecEvalVectors(t *testing.T) {
 	if err := WriteTRECRun(&buf, results[0], "raw"); err != nil {
 		t.Fatal(err)
 	}
-	back, err := retrieval.ParseTRECRun(&buf, "raw.trec")
+	back, err := ir.ParseTRECRun(&buf, "raw.trec")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for q, want := range v.PerQuery {
-		got := retrieval.RecipRank(back[QueryID("c"+q, 1)], qrels[q])
+		got := ir.RecipRank(back[QueryID("c"+q, 1)], qrels[q])
 		if math.Abs(got-want["recip_rank"]) > 1e-12 {
 			t.Errorf("run file %s: recip_rank %v, want %v", q, got, want["recip_rank"])
 		}

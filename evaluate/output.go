@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/himes-rl/himes/evaluate/ir"
 	"github.com/himes-rl/himes/internal/parquetfile"
 
 	"github.com/himes-rl/himes/internal/stats"
@@ -21,7 +22,6 @@ import (
 
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
-	"github.com/himes-rl/himes/retrieval"
 )
 
 var metricLabels = map[string]string{
@@ -202,7 +202,7 @@ func WriteTRECRun(w io.Writer, res []TurnResult, tag string) error {
 		if len(r.Run) == 0 {
 			continue
 		}
-		if err := retrieval.WriteTRECRun(bw, QueryID(r.ConvID, r.Turn), r.Run, tag); err != nil {
+		if err := ir.WriteTRECRun(bw, QueryID(r.ConvID, r.Turn), r.Run, tag); err != nil {
 			return err
 		}
 	}

@@ -8,8 +8,8 @@ import (
 	"math"
 
 	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/evaluate"
 	"github.com/himes-rl/himes/internal/stats"
-	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/rollout"
 	"github.com/himes-rl/himes/trainer"
 )
@@ -178,8 +178,11 @@ func (l *Loop) evalRollouts(ctx context.Context, step int, turns []datasets.Turn
 // (those both systems completed) and, where the turns have gold passages,
 // computes the retrieval metrics over every judged turn (the ranking does
 // not depend on the responder). Means come with 95% intervals from
-// resampling conversations (the same bootstrap, seed and conversation order
-// as himes eval, which reproduces them).
+// resampling conversations: himes eval's evaluator (evaluate.Conversations,
+// ScoreRanking, Estimate) with its default resampling and the run's seed,
+// so himes eval on the run's checkpoint reproduces them. The means are
+// summed turn by turn; Estimate's sum conversation by conversation, so the
+// two can differ in the last bits of a float64 and in nothing else.
 func (l *Loop) evalSystem(ctx context.Context, turns []datasets.Turn, rewrites []string, recs []rollout.Record, use []bool) (EvalSystem, error) {
 	s := EvalSystem{Turns: len(turns)}
 	reward, squad := make([]float64, len(turns)), make([]float64, len(turns))
@@ -202,16 +205,17 @@ func (l *Loop) evalSystem(ctx context.Context, turns []datasets.Turn, rewrites [
 		s.SquadF1 += r.SquadF1
 	}
 	s.Compared = valid
-	convs := conversationsOf(turns)
+	convs := evaluate.Conversations(turns)
+	cfg := evaluate.DefaultStats(l.deps.Seed)
 	if valid > 0 {
 		n := float64(valid)
 		s.Reward, s.RougeLF1, s.EM, s.Hit, s.SquadF1 = s.Reward/n, s.RougeLF1/n, s.EM/n, s.Hit/n, s.SquadF1/n
 		s.SquadEM /= n
 		var err error
-		if s.CI.Reward, err = l.interval(convs, reward); err != nil {
+		if s.CI.Reward, err = interval(convs, reward, cfg); err != nil {
 			return s, err
 		}
-		if s.CI.SquadF1, err = l.interval(convs, squad); err != nil {
+		if s.CI.SquadF1, err = interval(convs, squad, cfg); err != nil {
 			return s, err
 		}
 	}
@@ -232,50 +236,28 @@ func (l *Loop) evalSystem(ctx context.Context, turns []datasets.Turn, rewrites [
 			return s, fmt.Errorf("rank %s: %w", turn.ID(), err)
 		}
 		judged++
-		recall[i], rr[i] = retrieval.Recall(run, qrels, 10), retrieval.RecipRank(run, qrels)
+		sc := evaluate.ScoreRanking(run, qrels)
+		recall[i], rr[i] = sc.Recall10, sc.RecipRank
 		sumR += recall[i]
 		sumRR += rr[i]
 	}
 	if judged > 0 {
 		s.Recall10, s.MRR = ptr(sumR/float64(judged)), ptr(sumRR/float64(judged))
 		var err error
-		if s.CI.Recall10, err = l.interval(convs, recall); err != nil {
+		if s.CI.Recall10, err = interval(convs, recall, cfg); err != nil {
 			return s, err
 		}
-		if s.CI.MRR, err = l.interval(convs, rr); err != nil {
+		if s.CI.MRR, err = interval(convs, rr, cfg); err != nil {
 			return s, err
 		}
 	}
 	return s, nil
 }
 
-// conversationsOf lists, per conversation in order of first appearance, the
-// indices of its turns: the clusters of the bootstrap.
-func conversationsOf(turns []datasets.Turn) [][]int {
-	pos := map[string]int{}
-	var out [][]int
-	for i, t := range turns {
-		p, ok := pos[t.ConvID]
-		if !ok {
-			p = len(out)
-			pos[t.ConvID] = p
-			out = append(out, nil)
-		}
-		out[p] = append(out[p], i)
-	}
-	return out
-}
-
-// interval is the 95% cluster-bootstrap interval of the mean of per-turn
-// values (NaN: the turn has no value), nil when no turn has one.
-func (l *Loop) interval(convs [][]int, perTurn []float64) (*Interval, error) {
-	values := make([][]float64, len(convs))
-	for c, idx := range convs {
-		for _, i := range idx {
-			values[c] = append(values[c], perTurn[i])
-		}
-	}
-	est, err := stats.Bootstrap(values, evalStats(l.deps.Seed))
+// interval is the 95% interval of evaluate.Estimate, nil when no turn has a
+// value.
+func interval(convs [][]int, perTurn []float64, cfg stats.Config) (*Interval, error) {
+	est, err := evaluate.Estimate(convs, perTurn, cfg)
 	if errors.Is(err, stats.ErrNoData) {
 		return nil, nil
 	}
@@ -283,14 +265,6 @@ func (l *Loop) interval(convs [][]int, perTurn []float64) (*Interval, error) {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	return &Interval{Lo: est.Lo, Hi: est.Hi}, nil
-}
-
-// evalStats is himes eval's default resampling (2000 resamples, 95%, the
-// run's seed), so its intervals reproduce the loop's.
-func evalStats(seed int64) stats.Config {
-	c := stats.DefaultConfig()
-	c.Seed = uint64(seed)
-	return c
 }
 
 func round4(x float64) float64 { return math.Round(x*1e4) / 1e4 }

@@ -1,26 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"time"
-
-	"github.com/himes-rl/himes/configs"
 
 	"github.com/spf13/cobra"
 
 	"github.com/himes-rl/himes/ablate"
-	"github.com/himes-rl/himes/datasets"
-	"github.com/himes-rl/himes/internal/atomicfile"
-	"github.com/himes-rl/himes/report"
-	"github.com/himes-rl/himes/retrieval"
 )
 
 func newAblateCmd() *cobra.Command {
@@ -60,7 +46,7 @@ up in the run's training data and knowledge base (--data/--kb override the
 saved paths).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRescore(cmd.Context(), cmd.OutOrStdout(), args[0], grid, data, kb, out)
+			return ablate.RescoreRun(cmd.Context(), cmd.OutOrStdout(), args[0], grid, data, kb, out)
 		},
 	}
 	cmd.Flags().StringVar(&grid, "grid", "", "grid file (YAML)")
@@ -69,71 +55,6 @@ saved paths).`,
 	cmd.Flags().StringVarP(&out, "out", "o", "", "JSON output (default: RUN_DIR/rescore.json)")
 	_ = cmd.MarkFlagRequired("grid")
 	return cmd
-}
-
-func runRescore(ctx context.Context, stdout io.Writer, runDir, gridPath, data, kb, out string) error {
-	t0 := time.Now()
-	cfg, err := configs.LoadRunSnapshot(runDir)
-	if err != nil {
-		return err
-	}
-	g, err := ablate.ReadGrid(gridPath)
-	if err != nil {
-		return err
-	}
-	settings, err := ablate.RescoreSettings(g, cfg)
-	if err != nil {
-		return err
-	}
-	recs, err := ablate.ReadRunLedgers(ctx, runDir)
-	if err != nil {
-		return err
-	}
-	if data == "" {
-		data = cfg.Data.Train
-	}
-	if kb == "" {
-		kb = cfg.Data.KB
-	}
-	turns, _, err := datasets.LoadContext(ctx, data, cfg.Data.LoadOptions())
-	if err != nil {
-		return fmt.Errorf("the run's training data (pass --data if it moved): %w", err)
-	}
-	if cfg.Data.Eval != "" {
-		// Some runs draw prompts from both files; references may live in either.
-		if more, _, err := datasets.LoadContext(ctx, cfg.Data.Eval, cfg.Data.LoadOptions()); err == nil {
-			turns = append(turns, more...)
-		}
-	}
-	k, err := retrieval.LoadKB(ctx, kb)
-	if err != nil {
-		return fmt.Errorf("the run's knowledge base (pass --kb if it moved): %w", err)
-	}
-	chunks, err := retrieval.ChunkPassages(k.Passages, cfg.Retrieval.ChunkWords, cfg.Retrieval.ChunkStride)
-	if err != nil {
-		return err
-	}
-	own := ablate.SettingOf("own", nil, cfg)
-	slog.Info("rescoring", "run", runDir, "rollouts", len(recs), "settings", len(settings))
-	res, err := ablate.Rescore(ctx, recs, ablate.NewMapLookup(turns, chunks), own, settings)
-	if err != nil {
-		return err
-	}
-	if out == "" {
-		out = filepath.Join(runDir, "rescore.json")
-	}
-	if err := atomicfile.Write(out, 0o644, func(w io.Writer) error { return writeIndentedJSON(w, res) }); err != nil {
-		return err
-	}
-	if err := ablate.WriteRescoreMarkdown(stdout, res); err != nil {
-		return err
-	}
-	slog.Info("rescore written", "json", out, "elapsed_s", math.Round(time.Since(t0).Seconds()*100)/100)
-	if res[0].MaxRewardDiff != 0 {
-		slog.Warn("the run's own setting does not reproduce the logged rewards: the data, knowledge base or chunking differ from training",
-			"max_reward_diff", res[0].MaxRewardDiff)
-	}
-	return nil
 }
 
 func newAblateSweepCmd() *cobra.Command {
@@ -178,90 +99,8 @@ sweep_seeds.json next to sweep.json).`,
 			if resume && overwrite {
 				return fmt.Errorf("--resume and --overwrite exclude each other")
 			}
-			if !resume && !overwrite {
-				// Checked up front: train would refuse, and the table would show
-				// the old runs' metrics as if they were new.
-				var existing []string
-				for _, r := range runs {
-					if _, err := os.Stat(r.RunDir); err == nil {
-						existing = append(existing, r.RunDir)
-					}
-				}
-				if len(existing) > 0 {
-					return fmt.Errorf("sweep: run directories already exist (pass --resume or --overwrite): %s", strings.Join(existing, ", "))
-				}
-			}
-			exe, err := os.Executable()
-			if err != nil {
-				return fmt.Errorf("sweep: locate the himes binary: %w", err)
-			}
-			logDir := filepath.Join(cfg.Run.OutputDir, cfg.Run.Name+"-sweep")
-			if err := os.MkdirAll(logDir, 0o755); err != nil {
-				return fmt.Errorf("sweep: %w", err)
-			}
-			ctx := cmd.Context()
-			slog.Info("sweep", "points", len(runs), "parallel", parallel, "logs", logDir)
-			errs := ablate.RunSweep(ctx, runs, parallel, func(ctx context.Context, r ablate.SweepRun) error {
-				args := []string{"train", "--config", cf.path, "--log-format", "json"}
-				for _, s := range cf.sets {
-					args = append(args, "--set", s)
-				}
-				for _, o := range r.Overrides {
-					args = append(args, "--set", o)
-				}
-				args = append(args, "--set", "run.name="+r.RunName)
-				if resume {
-					args = append(args, "--resume")
-				}
-				if overwrite {
-					args = append(args, "--overwrite")
-				}
-				return runSweepChild(ctx, exe, args, filepath.Join(logDir, r.RunName+".log"))
-			})
-			rows := ablate.GatherSweep(ctx, runs, errs)
-			if out == "" {
-				out = filepath.Join(logDir, "sweep.json")
-			}
-			if err := atomicfile.Write(out, 0o644, func(w io.Writer) error { return writeIndentedJSON(w, rows) }); err != nil {
-				return err
-			}
-			if err := ablate.WriteSweepMarkdown(cmd.OutOrStdout(), rows); err != nil {
-				return err
-			}
-			// Points repeated over run.seed: mean, sd and a t-interval per metric.
-			if groups := ablate.GroupSeeds(rows, 0.95); groups != nil {
-				seeds := filepath.Join(filepath.Dir(out), "sweep_seeds.json")
-				if err := atomicfile.Write(seeds, 0o644, func(w io.Writer) error { return writeIndentedJSON(w, groups) }); err != nil {
-					return err
-				}
-				if err := ablate.WriteSeedsMarkdown(cmd.OutOrStdout(), groups); err != nil {
-					return err
-				}
-			}
-			// The runs overlaid in one report, so the curves can be compared too.
-			var dirs []string
-			for i, r := range runs {
-				if errs[i] == nil {
-					dirs = append(dirs, r.RunDir)
-				}
-			}
-			if withReport && len(dirs) > 0 {
-				if res, err := report.Generate(ctx, dirs, filepath.Join(logDir, "report")); err != nil {
-					slog.Warn("sweep report not written", "err", err)
-				} else {
-					slog.Info("sweep report written", "html", res.HTML)
-				}
-			}
-			failed := 0
-			for _, e := range errs {
-				if e != nil {
-					failed++
-				}
-			}
-			if failed > 0 {
-				return fmt.Errorf("sweep: %d of %d runs failed (logs in %s)", failed, len(runs), logDir)
-			}
-			return nil
+			return ablate.Sweep(cmd.Context(), cmd.OutOrStdout(), cfg, runs, ablate.SweepOptions{ConfigPath: cf.path, Sets: cf.sets,
+				Parallel: parallel, Resume: resume, Overwrite: overwrite, Report: withReport, Out: out})
 		},
 	}
 	cf.register(cmd, true)
@@ -273,24 +112,6 @@ sweep_seeds.json next to sweep.json).`,
 	cmd.Flags().StringVarP(&out, "out", "o", "", "JSON output (default: <run.output_dir>/<run.name>-sweep/sweep.json)")
 	_ = cmd.MarkFlagRequired("grid")
 	return cmd
-}
-
-// runSweepChild runs the binary with args, its stdout and stderr into logPath.
-func runSweepChild(ctx context.Context, exe string, args []string, logPath string) error {
-	lf, err := os.Create(logPath)
-	if err != nil {
-		return fmt.Errorf("sweep log: %w", err)
-	}
-	defer lf.Close()
-	c := exec.CommandContext(ctx, exe, args...)
-	c.Stdout, c.Stderr = lf, lf
-	// No terminal: the child logs lines instead of drawing a progress bar.
-	c.Env = append(os.Environ(), "CI=true")
-	c.WaitDelay = 10 * time.Second
-	if err := c.Run(); err != nil {
-		return fmt.Errorf("himes %s: %w (see %s)", args[0], err, logPath)
-	}
-	return nil
 }
 
 func newAblateTransferCmd() *cobra.Command {
@@ -342,86 +163,8 @@ the same for every seed, so that spread is the training's alone.`,
 			if err != nil {
 				return err
 			}
-			if !overwrite {
-				for _, f := range folds {
-					for _, r := range f.Runs {
-						if _, err := os.Stat(r.RunDir); err == nil {
-							return fmt.Errorf("transfer: run directory %s already exists (pass --overwrite to retrain)", r.RunDir)
-						}
-					}
-				}
-			}
-			exe, err := os.Executable()
-			if err != nil {
-				return fmt.Errorf("transfer: locate the himes binary: %w", err)
-			}
-			ctx := cmd.Context()
-			opts := datasets.LoadOptions{UserField: cfg.Data.UserField, SkipBad: cfg.Data.SkipBad}
-			slog.Info("transfer", "folds", len(folds), "variants", len(folds[0].Runs), "jobs", jobs, "out", out)
-			errs := ablate.RunTransfer(ctx, folds, jobs,
-				func(ctx context.Context, f ablate.TransferFold) error {
-					n, err := ablate.WriteFoldTrain(ctx, f, opts)
-					if err == nil {
-						slog.Info("transfer fold", "held_out", f.Name, "train_turns", n, "train", f.TrainAt)
-					}
-					return err
-				},
-				func(ctx context.Context, f ablate.TransferFold, r ablate.TransferRun) error {
-					if err := os.MkdirAll(filepath.Dir(r.RunDir), 0o755); err != nil {
-						return err
-					}
-					train := []string{"train", "--config", cf.path, "--log-format", "json", "--overwrite"}
-					for _, s := range append(append([]string{}, cf.sets...), f.Overrides(r)...) {
-						train = append(train, "--set", s)
-					}
-					logDir := filepath.Dir(r.RunDir)
-					if err := runSweepChild(ctx, exe, train, filepath.Join(logDir, r.RunName+".train.log")); err != nil {
-						return err
-					}
-					eval := []string{"eval", "--run", r.RunDir, "--rewriter", "raw,concat,gold,policy",
-						"--out", r.EvalDir, "--log-format", "json"}
-					return runSweepChild(ctx, exe, eval, filepath.Join(logDir, r.RunName+".eval.log"))
-				})
-			rows := ablate.GatherTransfer(folds, errs)
-			if err := atomicfile.Write(filepath.Join(out, "transfer.json"), 0o644, func(w io.Writer) error {
-				return writeIndentedJSON(w, map[string]any{"folds": folds, "rows": rows})
-			}); err != nil {
-				return err
-			}
-			var md strings.Builder
-			md.WriteString("# Leave-one-collection-out transfer\n\n![Recall@10 per left-out collection](transfer.png)\n\n")
-			if err := ablate.WriteTransferMarkdown(&md, rows); err != nil {
-				return err
-			}
-			if err := atomicfile.Write(filepath.Join(out, "transfer.md"), 0o644, func(w io.Writer) error {
-				_, err := io.WriteString(w, md.String())
-				return err
-			}); err != nil {
-				return err
-			}
-			if png, err := ablate.TransferPNG(rows); err != nil {
-				slog.Warn("transfer plot not written", "err", err)
-			} else if err := atomicfile.Write(filepath.Join(out, "transfer.png"), 0o644, func(w io.Writer) error {
-				_, err := w.Write(png)
-				return err
-			}); err != nil {
-				return err
-			}
-			if err := ablate.WriteTransferMarkdown(cmd.OutOrStdout(), rows); err != nil {
-				return err
-			}
-			failed := 0
-			for _, fe := range errs {
-				for _, e := range fe {
-					if e != nil {
-						failed++
-					}
-				}
-			}
-			if failed > 0 {
-				return fmt.Errorf("transfer: %d runs failed (logs in %s)", failed, out)
-			}
-			return nil
+			return ablate.Transfer(cmd.Context(), cmd.OutOrStdout(), cfg, folds, ablate.TransferOptions{ConfigPath: cf.path, Sets: cf.sets,
+				Jobs: jobs, Overwrite: overwrite, Out: out})
 		},
 	}
 	cf.register(cmd, true)

@@ -138,7 +138,7 @@ func TestImportsPointDown(t *testing.T) {
 	const mod = "github.com/himes-rl/himes/"
 	layer := map[string]int{
 		"internal": 1, "datasets": 2, "hser": 2, "retrieval": 2, "trainer": 3, "rollout": 3,
-		"grpo": 4, "evaluate": 4, "report": 5, "configs": 5, "ablate": 6, "scripts": 6, "cmd": 7,
+		"evaluate": 4, "grpo": 5, "report": 6, "configs": 6, "ablate": 7, "scripts": 7, "cmd": 8,
 	}
 	top := func(rel string) string { first, _, _ := strings.Cut(rel, "/"); return first }
 	fset := token.NewFileSet()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -527,11 +526,4 @@ func (p *evalProgress) finish() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}
-}
-
-// writeIndentedJSON writes v as indented JSON.
-func writeIndentedJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/himes-rl/himes/evaluate/ir"
 	"github.com/himes-rl/himes/internal/testdata"
 
 	"github.com/himes-rl/himes/datasets"
@@ -129,7 +130,7 @@ func TestTRECRunRewriteBeatsQuestion(t *testing.T) {
 			if !ok {
 				t.Fatalf("unknown qid %q in the run", qid)
 			}
-			sum += retrieval.Recall(r, q, 10)
+			sum += ir.Recall(r, q, 10)
 		}
 		return sum / float64(len(ranked))
 	}

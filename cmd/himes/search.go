@@ -16,6 +16,7 @@ import (
 
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/evaluate/ir"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -285,7 +286,7 @@ func snippet(c retrieval.Chunk, n int) string {
 }
 
 func writeTRECRun(cmd *cobra.Command, p *retrieval.Pipeline, sf *searchFlags) error {
-	qs, err := retrieval.ReadRunQueries(sf.queries, sf.field)
+	qs, err := ir.ReadRunQueries(sf.queries, sf.field)
 	if err != nil {
 		return err
 	}
@@ -305,7 +306,7 @@ func writeTRECRun(cmd *cobra.Command, p *retrieval.Pipeline, sf *searchFlags) er
 			f.Close()
 			return fmt.Errorf("query %s: %w", q.QID, err)
 		}
-		if err := retrieval.WriteTRECRun(bw, q.QID, p.PassageRanking(res), sf.tag); err != nil {
+		if err := ir.WriteTRECRun(bw, q.QID, p.PassageRanking(res), sf.tag); err != nil {
 			f.Close()
 			return err
 		}

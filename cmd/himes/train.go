@@ -10,8 +10,6 @@ import (
 
 	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/internal/rundir"
-	"github.com/himes-rl/himes/internal/tbevent"
-	"github.com/himes-rl/himes/trainer/embedded"
 )
 
 func newTrainCmd() *cobra.Command {
@@ -32,7 +30,7 @@ events, run.tensorboard), state/ and trainer/ checkpoints. One process at a
 time uses a run directory (it holds a lock on it); --resume refuses a changed
 config unless --allow-config-change.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			if resume && overwrite {
 				return fmt.Errorf("--resume and --overwrite exclude each other")
 			}
@@ -73,49 +71,13 @@ config unless --allow-config-change.`,
 			if err != nil {
 				return err
 			}
-			run, err := rundir.Open(base, name, mode)
-			if err != nil {
-				return err
-			}
-			defer run.Close()
-			var tr *grpo.Loop
-			defer func() {
-				// A new run that failed before saving any trained work is
-				// removed, so that running it again needs no flag.
-				if err != nil && run.Created() && (tr == nil || !tr.Resumable()) {
-					if derr := run.Discard(); derr != nil {
-						slog.Warn("could not remove the partial run directory", "run", run.Path, "error", derr)
-					} else {
-						slog.Info("removed the partial run directory of the failed run", "run", run.Path)
-					}
-				}
-			}()
-			if err := snapshotRun(run, cfg); err != nil {
-				return err
-			}
-			var tracker grpo.Tracker
-			if cfg.Run.TensorBoard {
-				tracker = tbTracker{tbevent.NewRun(run.File("tb"))}
-			}
-			tr, err = grpo.NewLoop(cfg.GRPO, grpo.Deps{
+			return grpo.Train(ctx, cfg.GRPO, grpo.Deps{
 				Policy: comp.Policy, Runner: comp.Runner, Renderer: comp.Renderer, Ranker: comp.rankPassages,
 				Train: comp.Train, Eval: comp.Eval, SFT: comp.SFT, Reward: cfg.Reward.Weights,
-				Run: run, Seed: cfg.Run.Seed, Logger: slog.Default(),
-				Progress: newProgress(os.Stderr, isInteractive(os.Stderr)), Fault: fault, Tracker: tracker,
-			})
-			if err != nil {
-				return err
-			}
-			slog.Info("training", "run", run.Path, "steps", cfg.GRPO.Steps, "prompts", len(comp.Train),
-				"eval_turns", len(comp.Eval), "group_size", cfg.GRPO.GroupSize, "resume", resume)
-			if err := tr.Run(ctx, resume); err != nil {
-				return err
-			}
-			if e, ok := comp.Policy.(*embedded.Policy); ok {
-				slog.Info("embedded policy weights", "weights", e.NamedWeights())
-			}
-			slog.Info("done", "metrics", run.File("metrics.jsonl"), "ledger", run.File("ledger"))
-			return nil
+				Seed: cfg.Run.Seed, Logger: slog.Default(),
+				Progress: newProgress(os.Stderr, isInteractive(os.Stderr)), Fault: fault,
+			}, grpo.RunPlace{Base: base, Name: name, Mode: mode, TensorBoard: cfg.Run.TensorBoard,
+				Snapshot: func(run *rundir.RunDir) error { return snapshotRun(run, cfg) }})
 		},
 	}
 	cf.register(cmd, true)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/evaluate/ir"
 )
 
 func newTRECEvalCmd() *cobra.Command {
@@ -36,9 +36,9 @@ num_rel num_rel_ret map recip_rank P.5,10 recall.10,100 ndcg_cut.3,10.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(measures) == 0 {
-				measures = retrieval.DefaultTRECMeasures
+				measures = ir.DefaultTRECMeasures
 			}
-			ms, err := retrieval.ParseTRECMeasures(measures)
+			ms, err := ir.ParseTRECMeasures(measures)
 			if err != nil {
 				return fmt.Errorf("-m: %w", err)
 			}
@@ -47,7 +47,7 @@ num_rel num_rel_ret map recip_rank P.5,10 recall.10,100 ndcg_cut.3,10.`,
 				return fmt.Errorf("trec-eval: %w", err)
 			}
 			defer qf.Close()
-			qrels, err := retrieval.ParseQrels(qf, args[0])
+			qrels, err := ir.ParseQrels(qf, args[0])
 			if err != nil {
 				return err
 			}
@@ -56,15 +56,15 @@ num_rel num_rel_ret map recip_rank P.5,10 recall.10,100 ndcg_cut.3,10.`,
 				return fmt.Errorf("trec-eval: %w", err)
 			}
 			defer rf.Close()
-			run, err := retrieval.ReadTRECRun(rf, args[1])
+			run, err := ir.ReadTRECRun(rf, args[1])
 			if err != nil {
 				return err
 			}
-			res := retrieval.TRECEval(run.Queries, qrels, ms, complete)
+			res := ir.TRECEval(run.Queries, qrels, ms, complete)
 			if len(res.Queries) == 0 {
 				return fmt.Errorf("trec-eval: no query of %s is judged in %s", args[1], args[0])
 			}
-			if err := retrieval.WriteTRECEval(cmd.OutOrStdout(), res, perQuery, run.RunID); err != nil {
+			if err := ir.WriteTRECEval(cmd.OutOrStdout(), res, perQuery, run.RunID); err != nil {
 				return fmt.Errorf("write: %w", err)
 			}
 			return nil

@@ -30,6 +30,7 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/evaluate/ir"
 	"github.com/himes-rl/himes/internal/testdata"
 	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/trainer"
@@ -77,7 +78,7 @@ func (e *expEnv) run(text string) []retrieval.Scored {
 }
 
 func (e *expEnv) recall(text string, q map[string]int) float64 {
-	return retrieval.Recall(e.run(text), q, 10)
+	return ir.Recall(e.run(text), q, 10)
 }
 
 // loadExperiment reads the four collections over the shared KB. prev puts
@@ -191,7 +192,7 @@ func (e *expEnv) turn(t *testing.T, r *datasets.Renderer, coll int, tu datasets.
 	if util {
 		metric := func(text string) float64 {
 			run := e.run(text)
-			return retrieval.Recall(run, x.qrels, 10) + retrieval.RecipRank(run, x.qrels)
+			return ir.Recall(run, x.qrels, 10) + ir.RecipRank(run, x.qrels)
 		}
 		base := metric(x.question)
 		for _, c := range cands {

@@ -1,4 +1,4 @@
-package retrieval
+package ir
 
 import (
 	"bufio"
@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/himes-rl/himes/retrieval"
 )
 
 // The TREC file formats, read as trec_eval 10 reads them (get_trec_results.c,
@@ -18,7 +20,7 @@ import (
 type TRECRun struct {
 	// Queries maps qid → the run's entries, in file order (the rank column
 	// is ignored, as trec_eval ignores it: it sorts by score).
-	Queries map[string][]Scored
+	Queries map[string][]retrieval.Scored
 	// RunID is the tag of the last line, as trec_eval reports it.
 	RunID string
 }
@@ -28,7 +30,7 @@ type TRECRun struct {
 // and line: too few fields, a score that is not a number, a docno given
 // twice for one query.
 func ReadTRECRun(r io.Reader, name string) (TRECRun, error) {
-	run := TRECRun{Queries: map[string][]Scored{}}
+	run := TRECRun{Queries: map[string][]retrieval.Scored{}}
 	first := map[[2]string]int{} // (qid, docno) → line
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -49,7 +51,7 @@ func ReadTRECRun(r io.Reader, name string) (TRECRun, error) {
 			return TRECRun{}, fmt.Errorf("%s:%d: query %s: docno %s already on line %d (trec_eval refuses duplicate docs)", name, line, f[0], f[2], l)
 		}
 		first[k] = line
-		run.Queries[f[0]] = append(run.Queries[f[0]], Scored{ID: f[2], Score: score})
+		run.Queries[f[0]] = append(run.Queries[f[0]], retrieval.Scored{ID: f[2], Score: score})
 		run.RunID = f[5]
 	}
 	if err := sc.Err(); err != nil {
@@ -59,7 +61,7 @@ func ReadTRECRun(r io.Reader, name string) (TRECRun, error) {
 }
 
 // ParseTRECRun is ReadTRECRun's qid → entries.
-func ParseTRECRun(r io.Reader, name string) (map[string][]Scored, error) {
+func ParseTRECRun(r io.Reader, name string) (map[string][]retrieval.Scored, error) {
 	run, err := ReadTRECRun(r, name)
 	return run.Queries, err
 }

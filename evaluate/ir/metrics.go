@@ -1,4 +1,4 @@
-package retrieval
+package ir
 
 import (
 	"bufio"
@@ -8,14 +8,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/himes-rl/himes/retrieval"
 )
 
 // trecOrder sorts a run the way trec_eval 10.0 does before evaluating: score
 // descending, ties by docno descending (strcmp). Duplicate docnos keep their
 // first (best-ranked) occurrence.
-func trecOrder(run []Scored) []Scored {
+func trecOrder(run []retrieval.Scored) []retrieval.Scored {
 	r := slices.Clone(run)
-	slices.SortStableFunc(r, func(a, b Scored) int {
+	slices.SortStableFunc(r, func(a, b retrieval.Scored) int {
 		switch {
 		case a.Score > b.Score:
 			return -1
@@ -47,7 +49,7 @@ func numRelevant(qrels map[string]int) int {
 
 // RecipRank is trec_eval's recip_rank: 1/rank of the first relevant document
 // (relevance > 0) over the whole run, 0 if none is retrieved.
-func RecipRank(run []Scored, qrels map[string]int) float64 {
+func RecipRank(run []retrieval.Scored, qrels map[string]int) float64 {
 	for i, s := range trecOrder(run) {
 		if qrels[s.ID] > 0 {
 			return 1 / float64(i+1)
@@ -59,7 +61,7 @@ func RecipRank(run []Scored, qrels map[string]int) float64 {
 // NDCGCut is trec_eval's ndcg_cut_k with linear gain (gain = relevance
 // value, discount log2(rank+1)); the ideal ranking sorts the judged
 // relevances in descending order. 0 when no document is relevant.
-func NDCGCut(run []Scored, qrels map[string]int, k int) float64 {
+func NDCGCut(run []retrieval.Scored, qrels map[string]int, k int) float64 {
 	dcg := 0.0
 	for i, s := range trecOrder(run) {
 		if i >= k {
@@ -92,7 +94,7 @@ func NDCGCut(run []Scored, qrels map[string]int, k int) float64 {
 
 // Recall is trec_eval's recall_k: relevant documents in the top k over all
 // relevant documents; 0 when none is relevant.
-func Recall(run []Scored, qrels map[string]int, k int) float64 {
+func Recall(run []retrieval.Scored, qrels map[string]int, k int) float64 {
 	nrel := numRelevant(qrels)
 	if nrel == 0 {
 		return 0
@@ -111,7 +113,7 @@ func Recall(run []Scored, qrels map[string]int, k int) float64 {
 
 // WriteTRECRun writes one query's ranking as TREC run lines
 // "qid Q0 docno rank score tag", in trec_eval's order, ranks from 1.
-func WriteTRECRun(w io.Writer, qid string, run []Scored, tag string) error {
+func WriteTRECRun(w io.Writer, qid string, run []retrieval.Scored, tag string) error {
 	if strings.ContainsAny(qid, " \t\n") || strings.ContainsAny(tag, " \t\n") || tag == "" {
 		return fmt.Errorf("trec run: qid %q and tag %q must be non-empty and contain no whitespace", qid, tag)
 	}
@@ -129,18 +131,4 @@ func WriteTRECRun(w io.Writer, qid string, run []Scored, tag string) error {
 		return fmt.Errorf("trec run: %w", err)
 	}
 	return nil
-}
-
-// PassageRun collapses a chunk ranking to passages (each passage scored by
-// its best chunk, MaxP), the granularity of the qrels.
-func PassageRun(chunks []Ranked) []Scored {
-	seen := map[string]bool{}
-	var out []Scored
-	for _, c := range chunks {
-		if !seen[c.PassageID] {
-			seen[c.PassageID] = true
-			out = append(out, Scored{ID: c.PassageID, Score: c.Score})
-		}
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package retrieval
+package ir
 
 import (
 	"bufio"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/himes-rl/himes/retrieval"
 )
 
 // TRECMeasure is one trec_eval measure: Name is trec_eval's (num_q,
@@ -94,7 +96,7 @@ type TRECEvalResult struct {
 // query, those missing from the run scoring 0. Documents are ranked by
 // score, ties by docno descending; relevance ≥ 1 is relevant and is the
 // gain of ndcg.
-func TRECEval(run map[string][]Scored, qrels map[string]map[string]int, measures []TRECMeasure, complete bool) TRECEvalResult {
+func TRECEval(run map[string][]retrieval.Scored, qrels map[string]map[string]int, measures []TRECMeasure, complete bool) TRECEvalResult {
 	var qids []string
 	for q := range qrels {
 		if _, ok := run[q]; ok || complete {
@@ -121,7 +123,7 @@ func TRECEval(run map[string][]Scored, qrels map[string]map[string]int, measures
 }
 
 // trecMeasure is one measure of one query; ranked is in trec_eval's order.
-func trecMeasure(m TRECMeasure, ranked []Scored, rel map[string]int) float64 {
+func trecMeasure(m TRECMeasure, ranked []retrieval.Scored, rel map[string]int) float64 {
 	relRet := func(k int) int {
 		n := 0
 		for _, s := range ranked[:min(k, len(ranked))] {

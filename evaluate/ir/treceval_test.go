@@ -1,4 +1,4 @@
-package retrieval
+package ir
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/retrieval"
 )
 
 type irVectors struct {
@@ -115,7 +116,7 @@ func TestTRECFileFormats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(run.Queries["q1"]) != 2 || run.RunID != "bm25" || run.Queries["q1"][1] != (Scored{ID: "d2", Score: 1.5}) {
+	if len(run.Queries["q1"]) != 2 || run.RunID != "bm25" || run.Queries["q1"][1] != (retrieval.Scored{ID: "d2", Score: 1.5}) {
 		t.Fatalf("run %+v", run)
 	}
 	for _, c := range []struct{ in, want string }{
@@ -146,7 +147,7 @@ func TestTRECFileFormats(t *testing.T) {
 // TestWriteTRECEval: trec_eval's layout, per query with -q, then runid and
 // the means; counts as integers.
 func TestWriteTRECEval(t *testing.T) {
-	run := map[string][]Scored{"b": {{"x", 1}, {"y", 2}}, "a": {{"x", 1}}}
+	run := map[string][]retrieval.Scored{"b": {{ID: "x", Score: 1}, {ID: "y", Score: 2}}, "a": {{ID: "x", Score: 1}}}
 	qrels := map[string]map[string]int{"a": {"x": 1}, "b": {"x": 1}}
 	res := TRECEval(run, qrels, mustMeasures(t, "num_q", "recip_rank"), false)
 	var buf bytes.Buffer

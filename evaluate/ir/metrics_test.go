@@ -1,4 +1,4 @@
-package retrieval
+package ir
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/retrieval"
 )
 
 func TestIRVectors(t *testing.T) {
@@ -35,11 +36,11 @@ func TestIRVectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	metrics := map[string]func([]Scored, map[string]int) float64{
+	metrics := map[string]func([]retrieval.Scored, map[string]int) float64{
 		"recip_rank": RecipRank,
-		"ndcg_cut_3": func(r []Scored, q map[string]int) float64 { return NDCGCut(r, q, 3) },
-		"recall_10":  func(r []Scored, q map[string]int) float64 { return Recall(r, q, 10) },
-		"recall_100": func(r []Scored, q map[string]int) float64 { return Recall(r, q, 100) },
+		"ndcg_cut_3": func(r []retrieval.Scored, q map[string]int) float64 { return NDCGCut(r, q, 3) },
+		"recall_10":  func(r []retrieval.Scored, q map[string]int) float64 { return Recall(r, q, 10) },
+		"recall_100": func(r []retrieval.Scored, q map[string]int) float64 { return Recall(r, q, 100) },
 	}
 	sums := map[string]float64{}
 	n := 0
@@ -82,7 +83,7 @@ func TestIRVectors(t *testing.T) {
 
 func TestWriteTRECRunRoundTrip(t *testing.T) {
 	var b strings.Builder
-	run := []Scored{{"b", 1}, {"a", 2}, {"c", 1}}
+	run := []retrieval.Scored{{ID: "b", Score: 1}, {ID: "a", Score: 2}, {ID: "c", Score: 1}}
 	if err := WriteTRECRun(&b, "q1", run, "himes"); err != nil {
 		t.Fatal(err)
 	}
