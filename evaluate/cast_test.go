@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/himes-rl/himes/internal/sharedtest"
 	"github.com/himes-rl/himes/internal/stats"
-	"github.com/himes-rl/himes/internal/testdata"
 
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
@@ -25,7 +25,7 @@ func TestEvalSharedCollectionsReproduceReferenceRecall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a BM25 index over the shared knowledge base")
 	}
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	ctx := context.Background()
 	var turns []datasets.Turn
 	for _, f := range []string{"cast2020", "cast2021", "cast2022", "mtrag_human_eval_subset"} {
@@ -92,7 +92,7 @@ func TestEvalSharedCollectionsLuceneParity(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a BM25 index over the shared knowledge base")
 	}
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	ctx := context.Background()
 	var turns []datasets.Turn
 	for _, f := range []string{"cast2020", "cast2021", "cast2022", "mtrag_human_eval_subset"} {

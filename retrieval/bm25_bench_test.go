@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 // BenchmarkSearch compares Search's choice (the dense accumulator at this
@@ -57,7 +57,7 @@ func BenchmarkBuildIndex(b *testing.B) {
 //
 //	go test ./retrieval -run '^$' -bench Retrieve -benchtime 300x
 func BenchmarkRetrieve(b *testing.B) {
-	kb := filepath.Join(testdata.SharedDir(b), "kb", "passages.jsonl")
+	kb := filepath.Join(sharedtest.SharedDir(b), "kb", "passages.jsonl")
 	for _, memOn := range []bool{false, true} {
 		cfg := DefaultConfig()
 		cfg.Candidates, cfg.Memory.Enabled = 20, memOn

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 func TestBM25HandComputed(t *testing.T) {
@@ -110,7 +110,7 @@ func TestMaxScoreAgreesWithExhaustive(t *testing.T) {
 // TestCAsTRewriteBeatsQuestion reproduces the reference numbers' direction on
 // CAsT 2020: the human rewrite retrieves far better than the raw question.
 func TestCAsTRewriteBeatsQuestion(t *testing.T) {
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	q, rw := castRecall(t, data, []string{"cast2020.jsonl"})
 	t.Logf("cast2020 Recall@10: question %.3f, human rewrite %.3f", q, rw)
 	if rw < q+0.15 {
@@ -124,7 +124,7 @@ func TestReferenceRecallFourFiles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("four-file recall in -short mode")
 	}
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	q, rw := castRecall(t, data, []string{"cast2020.jsonl", "cast2021.jsonl", "cast2022.jsonl", "mtrag_human_eval_subset.jsonl"})
 	t.Logf("four files Recall@10: question %.4f, human rewrite %.4f", q, rw)
 	if math.Abs(q-0.385) > 0.0005 || math.Abs(rw-0.674) > 0.0005 /* README rounds to 3 places */ {
@@ -206,7 +206,7 @@ func TestEnglishAnalyzer(t *testing.T) {
 }
 
 func TestEnglishMaxScoreAgreesOnKB(t *testing.T) {
-	kb, err := LoadKB(t.Context(), filepath.Join(testdata.SharedDir(t), "kb", "passages.jsonl"))
+	kb, err := LoadKB(t.Context(), filepath.Join(sharedtest.SharedDir(t), "kb", "passages.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestEnglishMaxScoreAgreesOnKB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tt := range readTurns(t, filepath.Join(testdata.SharedDir(t), "conversations", "cast2020.jsonl")) {
+	for _, tt := range readTurns(t, filepath.Join(sharedtest.SharedDir(t), "conversations", "cast2020.jsonl")) {
 		q := an.Tokenize(tt.Question)
 		got, want := ix.Search(q, 10), ix.SearchExhaustive(q, 10)
 		if len(got) != len(want) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 // Under lucene scoring the on-disk index ranks as the in-memory one (ids,
@@ -59,7 +59,7 @@ func TestDiskIndexLuceneParitySharedKB(t *testing.T) {
 	refs := readParity(t, "lucene-english")
 	cfg := DefaultConfig()
 	cfg.Scoring, cfg.Analyzer, cfg.K1, cfg.B = ScoringLucene, AnalyzerLuceneEnglish, 0.9, 0.4
-	kb := filepath.Join(testdata.SharedDir(t), "kb", "passages.jsonl")
+	kb := filepath.Join(sharedtest.SharedDir(t), "kb", "passages.jsonl")
 	disk, _, _ := buildDisk(t, cfg, kb, DiskBuildOptions{BlockDocs: 4096, Workers: 2})
 	got := compareParity(t, disk, refs, true)
 	if got.scoresEqual != got.queries || got.queries != 2*825 {

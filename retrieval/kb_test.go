@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -69,7 +69,7 @@ func TestLoadKBPyserini(t *testing.T) {
 }
 
 func TestLoadKBRealFile(t *testing.T) {
-	kb, err := LoadKB(t.Context(), filepath.Join(testdata.SharedDir(t), "kb", "passages.jsonl"))
+	kb, err := LoadKB(t.Context(), filepath.Join(sharedtest.SharedDir(t), "kb", "passages.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 // parityRecord is one query of the reference rankings that
@@ -54,7 +54,7 @@ func readParity(t *testing.T, name string) []parityRecord {
 // passage, title + text).
 func sharedIndex(t *testing.T, analyzer, scoring string) *Index {
 	t.Helper()
-	kb, err := LoadKB(t.Context(), filepath.Join(testdata.SharedDir(t), "kb", "passages.jsonl"))
+	kb, err := LoadKB(t.Context(), filepath.Join(sharedtest.SharedDir(t), "kb", "passages.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 // Agreement on hand-made turns: float32 keeps [a b c] and activates
@@ -42,7 +42,7 @@ func TestMemQuantAgreementHandComputed(t *testing.T) {
 // judged conversations: float32 agrees with itself exactly, bytes follow
 // from hash_dim 32 (codes + 12 bytes), and every output is written.
 func TestAblateMemoryQuantCLI(t *testing.T) {
-	root := testdata.RepoRoot(t)
+	root := sharedtest.RepoRoot(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "labelled.jsonl")
 	var lines bytes.Buffer

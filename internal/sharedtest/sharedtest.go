@@ -1,9 +1,9 @@
-// Package testdata finds the files tests read outside their own package: the
+// Package sharedtest finds the files tests read outside their own package: the
 // repository root, and the shared reference data (../shared/data beside the
 // checkout) that CI provides. A clone without ../shared skips those tests with
 // a visible reason; under CI=true a missing ../shared is a failure, so CI can
 // never pass by skipping them.
-package testdata
+package sharedtest
 
 import (
 	"os"
