@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
@@ -95,7 +96,7 @@ func BenchmarkRetrieve(b *testing.B) {
 func demoLongQueries(b testing.TB) [][]string {
 	var qs [][]string
 	for _, text := range demoLongTexts(b) {
-		qs = append(qs, Analyzer{}.Tokenize(text))
+		qs = append(qs, analysis.Analyzer{}.Tokenize(text))
 	}
 	return qs
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/himes-rl/himes/analysis"
 )
 
 // Search strategies, forced so that each is checked whatever the index
@@ -104,7 +106,7 @@ func TestBothStrategiesAgreeOnDemo(t *testing.T) {
 // what searching its analyzed tokens finds, with both analyzers.
 func TestSearchTextMatchesTokenize(t *testing.T) {
 	texts := append(demoLongTexts(t), "", "!!!", "The THE the", "zzzunknown what's 1951?", strings.Repeat("water level ", 40))
-	for _, name := range []string{AnalyzerPlain, AnalyzerEnglish} {
+	for _, name := range []string{analysis.Plain, analysis.English} {
 		cfg := DefaultConfig()
 		cfg.Analyzer = name
 		p, err := Open(t.Context(), cfg, filepath.Join("..", "datasets", "demo", "passages.jsonl"))

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
@@ -39,7 +40,7 @@ func TestBM25HandComputed(t *testing.T) {
 		// a repeated query term counts once
 		{"cat cat", []Hit{{1, idf * 2 / 3.02}, {0, idf * 1 / 1.9}}},
 	}
-	var a Analyzer
+	var a analysis.Analyzer
 	for _, c := range cases {
 		for name, got := range map[string][]Hit{
 			"maxscore":   ix.Search(a.Tokenize(c.query), 10),
@@ -149,7 +150,7 @@ func castRecall(t *testing.T, data string, files []string) (question, rewrite fl
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a Analyzer
+	var a analysis.Analyzer
 	n := 0
 	for _, f := range files {
 		for _, tt := range readTurns(t, filepath.Join(data, "conversations", f)) {
@@ -179,7 +180,7 @@ func castRecall(t *testing.T, data string, files []string) (question, rewrite fl
 }
 
 func TestEnglishAnalyzer(t *testing.T) {
-	an, err := NewAnalyzer(AnalyzerEnglish)
+	an, err := analysis.New(analysis.English)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestEnglishMaxScoreAgreesOnKB(t *testing.T) {
 	for i, p := range order {
 		ids[i], texts[i] = p.ID, indexText(Chunk{Title: p.Title, Text: p.Text})
 	}
-	an, _ := NewAnalyzer(AnalyzerEnglish)
+	an, _ := analysis.New(analysis.English)
 	ix, err := BuildIndexWith(ids, texts, BM25Params{K1: 0.9, B: 0.4}, an)
 	if err != nil {
 		t.Fatal(err)

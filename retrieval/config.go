@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/internal/fielderr"
 )
 
@@ -308,7 +309,7 @@ const maxCandidates = 100_000
 
 // DefaultConfig returns the embedded defaults (Pyserini's BM25 parameters).
 func DefaultConfig() Config {
-	return Config{Method: "bm25", TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Analyzer: AnalyzerPlain, Scoring: ScoringExact, Embedder: "hash",
+	return Config{Method: "bm25", TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Analyzer: analysis.Plain, Scoring: ScoringExact, Embedder: "hash",
 		HashDim: 1024, LSADim: 64, LSAMinDF: 2, OllamaURL: "http://localhost:11434", EmbedModel: "nomic-embed-text", EmbedBatch: 32, RRFK: 60,
 		Remote:        RemoteConfig{Call: DefaultServiceConfig()},
 		Elasticsearch: ElasticConfig{Call: DefaultServiceConfig(), TextField: "contents"},
@@ -345,7 +346,7 @@ func (c Config) Validate() error {
 	if c.B < 0 || c.B > 1 {
 		return fielderr.New("b", "must be in [0, 1], got %v", c.B)
 	}
-	if _, err := NewAnalyzer(c.Analyzer); err != nil {
+	if _, err := analysis.New(c.Analyzer); err != nil {
 		return fielderr.New("analyzer", "must be plain, english or lucene-english, got %q", c.Analyzer)
 	}
 	if c.Scoring != ScoringExact && c.Scoring != ScoringLucene {

@@ -22,6 +22,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/himes-rl/himes/analysis"
+
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -71,7 +73,7 @@ func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt Dis
 	if err := checkScoring(cfg.Scoring); err != nil {
 		return IndexMeta{}, fmt.Errorf("index build --disk: %w", err)
 	}
-	an, err := NewAnalyzer(cfg.Analyzer)
+	an, err := analysis.New(cfg.Analyzer)
 	if err != nil {
 		return IndexMeta{}, err
 	}
@@ -166,7 +168,7 @@ func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt Dis
 }
 
 type diskBuilder struct {
-	an       Analyzer
+	an       analysis.Analyzer
 	params   BM25Params
 	opt      DiskBuildOptions
 	src      *passageSource

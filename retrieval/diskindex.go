@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"sort"
 	"unsafe"
+
+	"github.com/himes-rl/himes/analysis"
 )
 
 // The on-disk index (DiskIndexFile) holds what a search touches, laid out
@@ -404,7 +406,7 @@ func parseDiskIndex(path string, mem []byte) (*Index, IndexMeta, error) {
 		return nil, meta, corrupt("metadata: %v", err)
 	}
 	meta.Checksum = fmt.Sprintf("%x", tr[diskTrailerSize-32:])
-	an, ok := analyzerByID(meta.Analyzer)
+	an, ok := analysis.ByID(meta.Analyzer)
 	if !ok {
 		return nil, meta, fmt.Errorf("%s: index analyzed with %q, which this himes does not know: rebuild it", path, meta.Analyzer)
 	}

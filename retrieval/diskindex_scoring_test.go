@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
@@ -31,7 +32,7 @@ func TestDiskIndexLuceneRanksAsInMemory(t *testing.T) {
 		fmt.Fprintf(&b, "{\"id\":\"p%d\",\"title\":%q,\"text\":%q}\n", i, title, text)
 	}
 	kb := writeFile(t, "kb.jsonl", b.String())
-	for _, analyzer := range []string{AnalyzerPlain, AnalyzerLuceneEnglish} {
+	for _, analyzer := range []string{analysis.Plain, analysis.LuceneEnglish} {
 		t.Run(analyzer, func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Scoring, cfg.Analyzer, cfg.K1, cfg.B = ScoringLucene, analyzer, 0.9, 0.4
@@ -43,7 +44,7 @@ func TestDiskIndexLuceneRanksAsInMemory(t *testing.T) {
 			if disk.luc.avgdl != mem.luc.avgdl || disk.luc.cache != mem.luc.cache {
 				t.Fatalf("avgdl %v vs %v, or the norm cache differs", disk.luc.avgdl, mem.luc.avgdl)
 			}
-			an, _ := NewAnalyzer(analyzer)
+			an, _ := analysis.New(analyzer)
 			compareIndexes(t, disk, mem, chunks, queriesFrom(chunks, an, 150, 5))
 			compareIndexes(t, disk, mem, chunks, ZipfQueries(8, 100, 2500, 5, 1.1))
 		})
@@ -58,7 +59,7 @@ func TestDiskIndexLuceneParitySharedKB(t *testing.T) {
 	}
 	refs := readParity(t, "lucene-english")
 	cfg := DefaultConfig()
-	cfg.Scoring, cfg.Analyzer, cfg.K1, cfg.B = ScoringLucene, AnalyzerLuceneEnglish, 0.9, 0.4
+	cfg.Scoring, cfg.Analyzer, cfg.K1, cfg.B = ScoringLucene, analysis.LuceneEnglish, 0.9, 0.4
 	kb := filepath.Join(sharedtest.SharedDir(t), "kb", "passages.jsonl")
 	disk, _, _ := buildDisk(t, cfg, kb, DiskBuildOptions{BlockDocs: 4096, Workers: 2})
 	got := compareParity(t, disk, refs, true)

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/himes-rl/himes/analysis"
 )
 
 // memoryTwin builds the in-memory index over the same chunks the disk build
@@ -23,7 +25,7 @@ func memoryTwin(t *testing.T, cfg Config, kbPath string) (*Index, []Chunk) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	an, err := NewAnalyzer(cfg.Analyzer)
+	an, err := analysis.New(cfg.Analyzer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +123,7 @@ func compareIndexes(t *testing.T, disk, mem *Index, chunks []Chunk, queries [][]
 
 // queriesFrom draws queries of 1..6 tokens from the chunks' own words (and
 // one unknown word), so they hit.
-func queriesFrom(chunks []Chunk, an Analyzer, n int, seed uint64) [][]string {
+func queriesFrom(chunks []Chunk, an analysis.Analyzer, n int, seed uint64) [][]string {
 	r := rand.New(rand.NewPCG(seed, 1))
 	out := make([][]string, 0, n)
 	for range n {
@@ -145,7 +147,7 @@ func TestDiskIndexRanksAsInMemoryDemoKB(t *testing.T) {
 	for _, tc := range []struct {
 		analyzer      string
 		words, stride int
-	}{{AnalyzerPlain, 0, 0}, {AnalyzerEnglish, 0, 0}, {AnalyzerPlain, 40, 20}} {
+	}{{analysis.Plain, 0, 0}, {analysis.English, 0, 0}, {analysis.Plain, 40, 20}} {
 		t.Run(fmt.Sprintf("%s/%d", tc.analyzer, tc.words), func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Analyzer, cfg.ChunkWords, cfg.ChunkStride = tc.analyzer, tc.words, tc.stride
@@ -154,7 +156,7 @@ func TestDiskIndexRanksAsInMemoryDemoKB(t *testing.T) {
 			if meta.Layout != "disk" || meta.Docs != len(chunks) {
 				t.Fatalf("meta %+v", meta)
 			}
-			an, _ := NewAnalyzer(cfg.Analyzer)
+			an, _ := analysis.New(cfg.Analyzer)
 			compareIndexes(t, disk, mem, chunks, queriesFrom(chunks, an, 100, 7))
 		})
 	}
@@ -181,7 +183,7 @@ func TestDiskIndexRanksAsInMemoryZipf(t *testing.T) {
 	mem, chunks := memoryTwin(t, cfg, kb)
 	disk, _, _ := buildDisk(t, cfg, kb, DiskBuildOptions{BlockDocs: 97, Workers: 2})
 	compareIndexes(t, disk, mem, chunks, ZipfQueries(4, 200, 3000, 5, 1.1))
-	compareIndexes(t, disk, mem, chunks, queriesFrom(chunks, Analyzer{}, 200, 3))
+	compareIndexes(t, disk, mem, chunks, queriesFrom(chunks, analysis.Analyzer{}, 200, 3))
 
 	one, _, _ := buildDisk(t, cfg, kb, DiskBuildOptions{BlockDocs: 1 << 20, Workers: 1})
 	compareIndexes(t, one, mem, chunks, ZipfQueries(6, 50, 3000, 5, 1.1))

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/internal/ollama"
 
 	"github.com/ollama/ollama/api"
@@ -77,7 +78,7 @@ func (h *HashEmbedder) embed(text string) []float32 {
 		v[x%uint64(h.dim)] += s
 	}
 	var prev []byte
-	forEachToken(text, func(tok []byte) {
+	analysis.ForEachPlainToken(text, func(tok []byte) {
 		add(fnv1a(fnv1a(fnvOffset, "u\x00"), string(tok)))
 		if prev != nil {
 			add(fnv1a(fnv1a(fnv1a(fnv1a(fnvOffset, "b\x00"), string(prev)), "\x00"), string(tok)))

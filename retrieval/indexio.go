@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/himes-rl/himes/analysis"
 )
 
 // IndexFormatVersion is bumped whenever the on-disk layout or the scoring it
@@ -164,7 +166,7 @@ func LoadIndex(ctx context.Context, dir string) (*Index, IndexMeta, error) {
 		return nil, meta, err
 	}
 	r := &binReader{b: body}
-	an, _ := analyzerByID(meta.Analyzer) // checked by checkIndexFile
+	an, _ := analysis.ByID(meta.Analyzer) // checked by checkIndexFile
 	ix := &Index{params: meta.Params, analyzer: an}
 	ix.ids = r.strings()
 	ix.docLen = r.u32s(len(ix.ids))
@@ -243,7 +245,7 @@ func checkIndexFile(path string, raw []byte) (IndexMeta, []byte, error) {
 		return meta, nil, fmt.Errorf("%s: %w: metadata: %w", path, ErrIndexCorrupt, err)
 	}
 	meta.Checksum = fmt.Sprintf("%x", got)
-	if _, ok := analyzerByID(meta.Analyzer); !ok {
+	if _, ok := analysis.ByID(meta.Analyzer); !ok {
 		return meta, nil, fmt.Errorf("%s: index analyzed with %q, which this himes does not know: rebuild it", path, meta.Analyzer)
 	}
 	if err := checkScoring(meta.Params.Scoring); err != nil {

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/himes-rl/himes/analysis"
 )
 
 func TestIndexPersistRoundTripAndCorruption(t *testing.T) {
@@ -82,7 +84,7 @@ func TestOpenRejectsStaleIndex(t *testing.T) {
 		t.Fatalf("index with other k1: got %v", err)
 	}
 	other = cfg
-	other.Analyzer = AnalyzerEnglish
+	other.Analyzer = analysis.English
 	if _, err := Open(t.Context(), other, kb1); err == nil || !strings.Contains(err.Error(), "analyzer") {
 		t.Fatalf("index with another analyzer: got %v", err)
 	}

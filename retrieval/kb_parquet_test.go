@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/himes-rl/himes/analysis"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -87,7 +89,7 @@ func TestDiskIndexFromParquetKB(t *testing.T) {
 	if meta.KBFingerprint != loaded.Fingerprint {
 		t.Errorf("fingerprint %s, LoadKB's %s", meta.KBFingerprint, loaded.Fingerprint)
 	}
-	compareIndexes(t, disk, mem, chunks, queriesFrom(chunks, Analyzer{}, 100, 9))
+	compareIndexes(t, disk, mem, chunks, queriesFrom(chunks, analysis.Analyzer{}, 100, 9))
 	left, _ := filepath.Glob(filepath.Join(dir, ".kb-*"))
 	if len(left) > 0 {
 		t.Errorf("spill files left behind: %v", left)

@@ -16,6 +16,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/internal/words"
 )
@@ -60,7 +61,7 @@ type LSAConfig struct {
 
 func lsaTokens(text string, stop map[string]bool) []string {
 	var out []string
-	forEachToken(text, func(tok []byte) {
+	analysis.ForEachPlainToken(text, func(tok []byte) {
 		if len(tok) > 1 && !stop[string(tok)] {
 			out = append(out, string(tok))
 		}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
@@ -63,7 +64,7 @@ func sharedIndex(t *testing.T, analyzer, scoring string) *Index {
 	if err != nil {
 		t.Fatal(err)
 	}
-	an, err := NewAnalyzer(analyzer)
+	an, err := analysis.New(analyzer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +130,8 @@ func TestLuceneParitySharedKB(t *testing.T) {
 		t.Skip("indexes the shared knowledge base several times")
 	}
 	for _, tc := range []struct{ analyzer, ref string }{
-		{AnalyzerPlain, "plain"},
-		{AnalyzerLuceneEnglish, "lucene-english"},
+		{analysis.Plain, "plain"},
+		{analysis.LuceneEnglish, "lucene-english"},
 	} {
 		refs := readParity(t, tc.ref)
 		if len(refs) != 2*825 {
@@ -145,8 +146,8 @@ func TestLuceneParitySharedKB(t *testing.T) {
 		}
 		exact := sharedIndex(t, tc.analyzer, ScoringExact)
 		t.Logf("analyzer %s, scoring exact vs the reference: %v", tc.analyzer, compareParity(t, exact, refs, false))
-		if tc.analyzer == AnalyzerLuceneEnglish {
-			snow := sharedIndex(t, AnalyzerEnglish, ScoringExact)
+		if tc.analyzer == analysis.LuceneEnglish {
+			snow := sharedIndex(t, analysis.English, ScoringExact)
 			t.Logf("analyzer english (Snowball), scoring exact vs the lucene-english reference: %v", compareParity(t, snow, refs, false))
 		}
 		// the three search strategies agree under Lucene scoring

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/himes-rl/himes/analysis"
+
 	"golang.org/x/sync/errgroup"
 )
 
@@ -30,7 +32,7 @@ type Pipeline struct {
 	chunkPos map[string]int
 	passages map[string]bool // passage ids, to check a service's ids
 	bm25     *Index          // nil for a service without data.kb
-	analyzer Analyzer
+	analyzer analysis.Analyzer
 	emb      Embedder  // nil when neither dense search nor memory needs one
 	lsaOnce  sync.Once // fits or loads the LSA embedder once, on first need
 	lsa      *LSAEmbedder
@@ -71,7 +73,7 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 	case !cfg.UsesService():
 		return nil, fmt.Errorf("retrieval method %s needs a knowledge base (data.kb)", cfg.Method)
 	default:
-		if p.analyzer, err = NewAnalyzer(cfg.Analyzer); err != nil {
+		if p.analyzer, err = analysis.New(cfg.Analyzer); err != nil {
 			return nil, err
 		}
 	}
@@ -138,7 +140,7 @@ func (p *Pipeline) openKB(ctx context.Context, kbPath string) error {
 		}
 		p.bm25 = ix
 	} else {
-		an, err := NewAnalyzer(cfg.Analyzer)
+		an, err := analysis.New(cfg.Analyzer)
 		if err != nil {
 			return err
 		}
@@ -250,7 +252,7 @@ func BuildIndexDir(ctx context.Context, cfg Config, kbPath, dir string) (IndexMe
 	if err != nil {
 		return IndexMeta{}, err
 	}
-	an, err := NewAnalyzer(cfg.Analyzer)
+	an, err := analysis.New(cfg.Analyzer)
 	if err != nil {
 		return IndexMeta{}, err
 	}
@@ -328,7 +330,7 @@ func checkIndexConfig(meta IndexMeta, cfg Config) error {
 		return fmt.Errorf("built with chunk_words=%d chunk_stride=%d, config says %d/%d",
 			meta.ChunkWords, meta.ChunkStride, cfg.ChunkWords, cfg.ChunkStride)
 	}
-	if an, _ := NewAnalyzer(cfg.Analyzer); an.ID() != meta.Analyzer {
+	if an, _ := analysis.New(cfg.Analyzer); an.ID() != meta.Analyzer {
 		return fmt.Errorf("built with analyzer %q, config says %q (%s)", meta.Analyzer, cfg.Analyzer, an.ID())
 	}
 	if meta.Params.K1 != cfg.K1 || meta.Params.B != cfg.B {

@@ -1,4 +1,4 @@
-package retrieval
+package analysis
 
 // lucenePorter is Lucene's PorterStemmer (org.apache.lucene.analysis.en,
 // used by PorterStemFilter): Martin Porter's own "Release 3" C/Java

@@ -1,4 +1,4 @@
-package retrieval
+package analysis
 
 // Emoji properties of Lucene's StandardTokenizer grammar
 // (UnicodeEmojiProperties.jflex: Unicode 14 emoji data), as sorted

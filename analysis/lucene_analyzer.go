@@ -1,4 +1,4 @@
-package retrieval
+package analysis
 
 import (
 	"unicode"
@@ -16,11 +16,11 @@ var luceneStopWords = map[string]bool{
 	"was": true, "will": true, "with": true,
 }
 
-// forEachLuceneToken calls fn with each StandardTokenizer token of text after
+// ForEachLuceneToken calls fn with each StandardTokenizer token of text after
 // EnglishPossessiveFilter (a trailing 's, ’s or ＇s removed, S too) and
 // LowerCaseFilter (Character.toLowerCase per code point). The slice passed
 // to fn is reused.
-func forEachLuceneToken(text string, fn func(tok []byte)) {
+func ForEachLuceneToken(text string, fn func(tok []byte)) {
 	var buf []byte
 	luceneTokens(text, func(tok []rune) {
 		if n := len(tok); n >= 2 && (tok[n-2] == '\'' || tok[n-2] == '\u2019' || tok[n-2] == '\uFF07') &&
@@ -42,20 +42,4 @@ func luceneTerm(tok string) (string, bool) {
 	}
 	var s lucenePorter
 	return string(utf16.Decode(s.stem(utf16.Encode([]rune(tok))))), true
-}
-
-// analyzeLucene is analysisWorker.analyze for the lucene-english analyzer:
-// the same accounting over StandardTokenizer tokens.
-func (a *analysisWorker) analyzeLucene(p *chunkPart, texts []string, lo, hi int, docLen []uint32) {
-	for d := lo; d < hi; d++ {
-		first := len(p.pairs)
-		n := 0
-		forEachLuceneToken(texts[d], func(tok []byte) {
-			if a.count(p, d, first, tok) {
-				n++
-			}
-		})
-		a.endDoc(p, d, n, docLen)
-	}
-	p.strs = a.strs
 }
