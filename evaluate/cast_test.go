@@ -9,6 +9,7 @@ import (
 	"github.com/himes-rl/himes/internal/sharedtest"
 	"github.com/himes-rl/himes/internal/stats"
 
+	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
 	"github.com/himes-rl/himes/retrieval"
@@ -103,7 +104,7 @@ func TestEvalSharedCollectionsLuceneParity(t *testing.T) {
 		turns = append(turns, ts...)
 	}
 	rcfg := retrieval.DefaultConfig()
-	rcfg.Scoring, rcfg.Analyzer = retrieval.ScoringLucene, retrieval.AnalyzerLuceneEnglish
+	rcfg.Scoring, rcfg.Analyzer = retrieval.ScoringLucene, analysis.LuceneEnglish
 	ret, err := retrieval.Open(ctx, rcfg, filepath.Join(data, "kb", "passages.jsonl"))
 	if err != nil {
 		t.Fatal(err)
