@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/himes-rl/himes/embedding"
 	"github.com/himes-rl/himes/internal/ollama"
 
 	"github.com/ollama/ollama/api"
@@ -27,7 +28,7 @@ type EmbeddingClassifier struct {
 }
 
 // NewEmbeddingClassifier embeds the taxonomy's label descriptions with emb.
-func NewEmbeddingClassifier(ctx context.Context, tax *Taxonomy, emb Embedder) (*EmbeddingClassifier, error) {
+func NewEmbeddingClassifier(ctx context.Context, tax *Taxonomy, emb embedding.Embedder) (*EmbeddingClassifier, error) {
 	vecs, err := emb.Embed(ctx, tax.labelTexts())
 	if err != nil {
 		return nil, fmt.Errorf("embed taxonomy labels: %w", err)
@@ -45,7 +46,7 @@ func (c *EmbeddingClassifier) Classify(_ context.Context, texts []string, vecs [
 		best, bestSim := len(c.labels)-1, 0.0
 		for j, lv := range c.vecs {
 			// strictly greater: the first label wins ties, deterministically
-			if s := Cosine(v, lv); s > bestSim {
+			if s := embedding.Cosine(v, lv); s > bestSim {
 				best, bestSim = j, s
 			}
 		}
@@ -68,7 +69,7 @@ func labelNeighbours(labels []Label, vecs [][]float32) map[Label][]Label {
 		var cs []cand
 		for j, m := range labels {
 			if j != i {
-				cs = append(cs, cand{j, m.Topic == l.Topic, Cosine(vecs[i], vecs[j])})
+				cs = append(cs, cand{j, m.Topic == l.Topic, embedding.Cosine(vecs[i], vecs[j])})
 			}
 		}
 		slices.SortStableFunc(cs, func(a, b cand) int {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/himes-rl/himes/embedding"
+
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 )
@@ -32,13 +34,13 @@ func NewDenseIndex(vecs [][]float32, embedder string) (*DenseIndex, error) {
 		if len(v) != dim {
 			return nil, fmt.Errorf("dense index: vector %d has dimension %d, want %d", i, len(v), dim)
 		}
-		d.data = append(d.data, Normalize(v)...)
+		d.data = append(d.data, embedding.Normalize(v)...)
 	}
 	return d, nil
 }
 
 // EmbedDocs embeds texts in batches and builds a dense index.
-func EmbedDocs(ctx context.Context, e Embedder, texts []string, batch int) (*DenseIndex, error) {
+func EmbedDocs(ctx context.Context, e embedding.Embedder, texts []string, batch int) (*DenseIndex, error) {
 	vecs := make([][]float32, 0, len(texts))
 	last := time.Now()
 	for start := 0; start < len(texts); start += batch {
@@ -68,7 +70,7 @@ func (d *DenseIndex) Scores(q []float32) ([]float32, error) {
 	if len(q) != d.dim {
 		return nil, fmt.Errorf("dense search: query dimension %d, index (%s) has %d", len(q), d.name, d.dim)
 	}
-	q = Normalize(q)
+	q = embedding.Normalize(q)
 	y := make([]float32, d.rows)
 	blas32.Gemv(blas.NoTrans, 1,
 		blas32.General{Rows: d.rows, Cols: d.dim, Stride: d.dim, Data: d.data},

@@ -25,7 +25,7 @@
 // analyzer. Scoring "lucene" computes Lucene's float32 scores (see
 // luceneStats).
 //
-// Dense: Embedder (HashEmbedder: signed feature hashing of unigrams and
+// Dense: embedding.Embedder (HashEmbedder: signed feature hashing of unigrams and
 // bigrams; OllamaEmbedder: /api/embed, batched, disk cache keyed by model
 // and text hash), DenseIndex (exact cosine by one BLAS sgemv), RRF for
 // hybrid BM25 + dense.

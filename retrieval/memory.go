@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/himes-rl/himes/embedding"
 	"github.com/himes-rl/himes/internal/words"
 )
 
@@ -45,7 +46,7 @@ type MemoryEntry struct {
 // for concurrent use.
 type MemoryStore struct {
 	cfg        MemoryConfig
-	emb        Embedder
+	emb        embedding.Embedder
 	tax        *Taxonomy
 	cls        Classifier
 	neighbours map[Label][]Label
@@ -71,7 +72,7 @@ type MemoryStore struct {
 // BuildMemory builds a store from entries with the taxonomy and classifier
 // named in cfg (cfg.Taxonomy, cfg.Classifier). Entries without an embedding
 // are embedded with emb, entries without a label are classified.
-func BuildMemory(ctx context.Context, cfg MemoryConfig, emb Embedder, entries []MemoryEntry, opts ...MemoryOption) (*MemoryStore, error) {
+func BuildMemory(ctx context.Context, cfg MemoryConfig, emb embedding.Embedder, entries []MemoryEntry, opts ...MemoryOption) (*MemoryStore, error) {
 	tax, err := LoadTaxonomy(cfg.Taxonomy)
 	if err != nil {
 		return nil, err
@@ -96,7 +97,7 @@ func WithProgress(fn func(stage string, done, total int)) MemoryOption {
 }
 
 // NewClassifier builds the classifier cfg.Classifier names.
-func NewClassifier(ctx context.Context, cfg MemoryConfig, tax *Taxonomy, emb Embedder) (Classifier, error) {
+func NewClassifier(ctx context.Context, cfg MemoryConfig, tax *Taxonomy, emb embedding.Embedder) (Classifier, error) {
 	switch cfg.Classifier {
 	case "", "embedding":
 		return NewEmbeddingClassifier(ctx, tax, emb)
@@ -108,7 +109,7 @@ func NewClassifier(ctx context.Context, cfg MemoryConfig, tax *Taxonomy, emb Emb
 }
 
 // NewMemoryStore is BuildMemory with an explicit taxonomy and classifier.
-func NewMemoryStore(ctx context.Context, cfg MemoryConfig, emb Embedder, tax *Taxonomy, cls Classifier, entries []MemoryEntry, opts ...MemoryOption) (*MemoryStore, error) {
+func NewMemoryStore(ctx context.Context, cfg MemoryConfig, emb embedding.Embedder, tax *Taxonomy, cls Classifier, entries []MemoryEntry, opts ...MemoryOption) (*MemoryStore, error) {
 	var o memoryOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -265,7 +266,7 @@ func (m *MemoryStore) Entries() []MemoryEntry { return m.entries }
 func (m *MemoryStore) Taxonomy() *Taxonomy { return m.tax }
 
 // Embedder returns the embedder whose space the memories live in.
-func (m *MemoryStore) Embedder() Embedder { return m.emb }
+func (m *MemoryStore) Embedder() embedding.Embedder { return m.emb }
 
 // Partitions returns, for a user, the number of memories per label.
 func (m *MemoryStore) Partitions(user string) map[Label]int {
@@ -322,7 +323,7 @@ func sqNorm(v []float32) float64 {
 	return n
 }
 
-// cosineNorm is Cosine(a, b) given |a|² and |b|², with the same arithmetic
+// cosineNorm is embedding.Cosine(a, b) given |a|² and |b|², with the same arithmetic
 // (so the same bits).
 func cosineNorm(a []float32, na float64, b []float32, nb float64) float64 {
 	if na == 0 || nb == 0 {
@@ -559,7 +560,7 @@ func Rerank(cands []Ranked, candVecs [][]float32, memVecs [][]float32, retrieval
 	for i := range out {
 		mem := 0.0
 		for _, h := range memVecs {
-			mem += Cosine(candVecs[i], h)
+			mem += embedding.Cosine(candVecs[i], h)
 		}
 		mem /= float64(len(memVecs))
 		score := mem

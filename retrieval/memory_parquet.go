@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/himes-rl/himes/embedding"
 	"github.com/himes-rl/himes/internal/parquetfile"
 )
 
@@ -146,7 +147,7 @@ func SaveMemory(ctx context.Context, path string, m *MemoryStore) error {
 // store with cfg's taxonomy and classifier. The file's embedder and taxonomy
 // must be the ones given: vectors from another embedding space or labels
 // from another taxonomy would be silently meaningless.
-func LoadMemory(ctx context.Context, path string, cfg MemoryConfig, emb Embedder) (*MemoryStore, error) {
+func LoadMemory(ctx context.Context, path string, cfg MemoryConfig, emb embedding.Embedder) (*MemoryStore, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load memory: %w", err)

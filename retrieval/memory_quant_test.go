@@ -9,16 +9,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/himes-rl/himes/embedding"
 )
 
 // syntheticStore is n memories of one user with random embeddings from the
 // embedder's space and labels drawn from the taxonomy (so nothing needs
 // classifying). dup makes every third memory a copy of the previous
 // embedding, and times repeat, so scores and times tie.
-func syntheticStore(t testing.TB, cfg MemoryConfig, dim, n int, dup bool, labels []Label) (*MemoryStore, Embedder) {
+func syntheticStore(t testing.TB, cfg MemoryConfig, dim, n int, dup bool, labels []Label) (*MemoryStore, embedding.Embedder) {
 	t.Helper()
 	ctx := context.Background()
-	emb, err := NewHashEmbedder(dim)
+	emb, err := embedding.NewHash(dim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func syntheticStore(t testing.TB, cfg MemoryConfig, dim, n int, dup bool, labels
 }
 
 // referenceActivate is activation as first written: collect the whole pool,
-// score it with Cosine and MemoryScore, sort it, keep the top n.
+// score it with embedding.Cosine and MemoryScore, sort it, keep the top n.
 func referenceActivate(m *MemoryStore, query string, qvec []float32, seq int64, l Label) []string {
 	sig := m.cfg.Signals
 	var pool []int
@@ -86,7 +88,7 @@ func referenceActivate(m *MemoryStore, query string, qvec []float32, seq int64, 
 	}
 	var cs []cand
 	for _, i := range pool {
-		cs = append(cs, cand{i, MemoryScore(sig, m.cfg.RecencyHalfLife, Cosine(qvec, m.entries[i].Embedding), l, seq, map[string]bool{}, m.entries[i])})
+		cs = append(cs, cand{i, MemoryScore(sig, m.cfg.RecencyHalfLife, embedding.Cosine(qvec, m.entries[i].Embedding), l, seq, map[string]bool{}, m.entries[i])})
 	}
 	slices.SortFunc(cs, func(a, b cand) int {
 		if a.score != b.score {
@@ -202,7 +204,7 @@ func TestQuantizedStoreActivation(t *testing.T) {
 					if !slices.Equal(vecs[j], dec) {
 						t.Fatalf("%s: re-rank vector of %s is not its decoded embedding", q.Name(), mm.ID)
 					}
-					if want := Cosine(qvec, dec); math.Abs(mm.Sim-want) > 1e-5 {
+					if want := embedding.Cosine(qvec, dec); math.Abs(mm.Sim-want) > 1e-5 {
 						t.Fatalf("%s: sim %v, decoded cosine %v", q.Name(), mm.Sim, want)
 					}
 					if j > 0 && mm.Score > mems[j-1].Score {
@@ -225,7 +227,7 @@ func TestQuantizedStoreActivation(t *testing.T) {
 // folds to k) and spacing is the query itself and is never activated.
 func TestActivateSkipsTheQueryUnderFolding(t *testing.T) {
 	ctx := context.Background()
-	emb, _ := NewHashEmbedder(16)
+	emb, _ := embedding.NewHash(16)
 	tax, _ := DefaultTaxonomy()
 	cls, err := NewEmbeddingClassifier(ctx, tax, emb)
 	if err != nil {

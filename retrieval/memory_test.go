@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/himes-rl/himes/embedding"
 )
 
 func TestRerankHandComputed(t *testing.T) {
@@ -157,7 +159,7 @@ func TestEmbeddingClassifierDefaultTaxonomy(t *testing.T) {
 	if len(tax.Topics) != 17 {
 		t.Fatalf("%d topics", len(tax.Topics))
 	}
-	emb, _ := NewHashEmbedder(1024)
+	emb, _ := embedding.NewHash(1024)
 	cls, err := NewEmbeddingClassifier(t.Context(), tax, emb)
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +183,7 @@ func TestEmbeddingClassifierDefaultTaxonomy(t *testing.T) {
 }
 
 func TestMemoryParquetRoundTrip(t *testing.T) {
-	emb, _ := NewHashEmbedder(64)
+	emb, _ := embedding.NewHash(64)
 	t0 := time.Date(2025, 3, 4, 5, 6, 7, 123456000, time.UTC)
 	var entries []MemoryEntry
 	for i, q := range []string{"garage door opener repair", "diabetes symptoms", "best red wine", "fix a leaking faucet", "how tall is everest"} {
@@ -226,7 +228,7 @@ func TestMemoryParquetRoundTrip(t *testing.T) {
 			t.Errorf("user %s partitions %v, want %v", u, back.Partitions(u), m.Partitions(u))
 		}
 	}
-	other, _ := NewHashEmbedder(128)
+	other, _ := embedding.NewHash(128)
 	if _, err := LoadMemory(t.Context(), path, cfg, other); err == nil || !strings.Contains(err.Error(), "embedded with") {
 		t.Fatalf("other embedder: got %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/himes-rl/himes/analysis"
+	"github.com/himes-rl/himes/embedding"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -33,9 +34,9 @@ type Pipeline struct {
 	passages map[string]bool // passage ids, to check a service's ids
 	bm25     *Index          // nil for a service without data.kb
 	analyzer analysis.Analyzer
-	emb      Embedder  // nil when neither dense search nor memory needs one
-	lsaOnce  sync.Once // fits or loads the LSA embedder once, on first need
-	lsa      *LSAEmbedder
+	emb      embedding.Embedder // nil when neither dense search nor memory needs one
+	lsaOnce  sync.Once          // fits or loads the LSA embedder once, on first need
+	lsa      *embedding.LSA
 	lsaErr   error
 	dense    *DenseIndex // nil unless method is dense or hybrid
 	service  Service     // the first stage when method is remote or elasticsearch
@@ -271,12 +272,12 @@ func BuildIndexDir(ctx context.Context, cfg Config, kbPath, dir string) (IndexMe
 		return IndexMeta{}, err
 	}
 	if cfg.Embedder == "lsa" {
-		lsa, err := FitLSA(ctx, texts, LSAConfig{Dim: cfg.LSADim, MinDF: cfg.LSAMinDF},
-			LSAMeta{KBFingerprint: kb.Fingerprint, ChunkWords: cfg.ChunkWords, ChunkStride: cfg.ChunkStride})
+		lsa, err := embedding.FitLSA(ctx, texts, embedding.LSAConfig{Dim: cfg.LSADim, MinDF: cfg.LSAMinDF},
+			embedding.LSAMeta{KBFingerprint: kb.Fingerprint, ChunkWords: cfg.ChunkWords, ChunkStride: cfg.ChunkStride})
 		if err != nil {
 			return IndexMeta{}, err
 		}
-		if err := SaveLSA(dir, lsa); err != nil {
+		if err := embedding.SaveLSA(dir, lsa); err != nil {
 			return IndexMeta{}, err
 		}
 	}
@@ -343,10 +344,10 @@ func checkIndexConfig(meta IndexMeta, cfg Config) error {
 }
 
 // NewEmbedder builds the embedder cfg.Embedder names.
-func NewEmbedder(cfg Config) (Embedder, error) {
+func NewEmbedder(cfg Config) (embedding.Embedder, error) {
 	switch cfg.Embedder {
 	case "hash":
-		return NewHashEmbedder(cfg.HashDim)
+		return embedding.NewHash(cfg.HashDim)
 	case "ollama":
 		cache := cfg.EmbedCache
 		switch cache {
@@ -359,7 +360,7 @@ func NewEmbedder(cfg Config) (Embedder, error) {
 			}
 			cache = filepath.Join(dir, "himes", "embed")
 		}
-		return NewOllamaEmbedder(cfg.OllamaURL, cfg.EmbedModel, cfg.EmbedBatch, cache)
+		return embedding.NewOllama(cfg.OllamaURL, cfg.EmbedModel, cfg.EmbedBatch, cache)
 	case "lsa":
 		return nil, fmt.Errorf("embedder lsa is fitted on the knowledge base: get it from the retrieval pipeline (retrieval.Open, then Embedder)")
 	default:
@@ -473,7 +474,7 @@ func (p *Pipeline) Tokenize(text string) []string { return p.analyzer.Tokenize(t
 // no stage needed one yet (so memories can be built in the same space). The
 // LSA embedder is loaded from the persisted index (refused when stale) or,
 // without one, fitted on the knowledge base's chunks.
-func (p *Pipeline) Embedder() (Embedder, error) {
+func (p *Pipeline) Embedder() (embedding.Embedder, error) {
 	if p.emb != nil {
 		return p.emb, nil
 	}
@@ -484,17 +485,17 @@ func (p *Pipeline) Embedder() (Embedder, error) {
 		return nil, errors.New("the lsa embedder is fit on the knowledge base: set data.kb (a retrieval service alone has no corpus to fit it on)")
 	}
 	p.lsaOnce.Do(func() {
-		meta := LSAMeta{KBFingerprint: p.kb.Fingerprint, ChunkWords: p.cfg.ChunkWords, ChunkStride: p.cfg.ChunkStride}
-		lcfg := LSAConfig{Dim: p.cfg.LSADim, MinDF: p.cfg.LSAMinDF}
+		meta := embedding.LSAMeta{KBFingerprint: p.kb.Fingerprint, ChunkWords: p.cfg.ChunkWords, ChunkStride: p.cfg.ChunkStride}
+		lcfg := embedding.LSAConfig{Dim: p.cfg.LSADim, MinDF: p.cfg.LSAMinDF}
 		start := time.Now()
 		if p.cfg.Index != "" {
-			p.lsa, p.lsaErr = LoadLSA(p.cfg.Index, meta, lcfg)
+			p.lsa, p.lsaErr = embedding.LoadLSA(p.cfg.Index, meta, lcfg)
 		} else {
 			var texts []string
 			if texts, p.lsaErr = p.allTexts(); p.lsaErr != nil {
 				return
 			}
-			p.lsa, p.lsaErr = FitLSA(context.Background(), texts, lcfg, meta)
+			p.lsa, p.lsaErr = embedding.FitLSA(context.Background(), texts, lcfg, meta)
 		}
 		if p.lsaErr == nil {
 			slog.Info("retrieval: LSA embedder ready", "name", p.lsa.Name(), "persisted", p.cfg.Index != "",
@@ -705,7 +706,7 @@ func (p *Pipeline) rerankAll(ctx context.Context, r Request, cands []Ranked) (Re
 
 // candidateVectors returns E(c) for candidates: from the dense index when
 // there is one in the same space, else embedded now.
-func (p *Pipeline) candidateVectors(ctx context.Context, emb Embedder, cands []Ranked) ([][]float32, error) {
+func (p *Pipeline) candidateVectors(ctx context.Context, emb embedding.Embedder, cands []Ranked) ([][]float32, error) {
 	if p.service != nil {
 		return p.serviceVectors(ctx, emb, cands)
 	}
@@ -747,7 +748,7 @@ func (p *Pipeline) candidateVectors(ctx context.Context, emb Embedder, cands []R
 
 // serviceVectors embeds a service's chunks, cached by text: the service
 // may return any document of a corpus the process never loaded.
-func (p *Pipeline) serviceVectors(ctx context.Context, emb Embedder, cands []Ranked) ([][]float32, error) {
+func (p *Pipeline) serviceVectors(ctx context.Context, emb embedding.Embedder, cands []Ranked) ([][]float32, error) {
 	out := make([][]float32, len(cands))
 	var missing []int
 	var texts []string

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/himes-rl/himes/embedding"
 )
 
 const tinyKB = `{"id":"p1","title":"Garage doors","text":"A garage door opener that is going bad makes grinding noises and reverses."}
@@ -95,7 +97,7 @@ func TestPipelineRetrieveWithAndWithoutMemory(t *testing.T) {
 		cv, _ := emb.Embed(t.Context(), []string{ch.Title + " " + ch.Text})
 		s := 0.0
 		for _, h := range memVecs {
-			s += Cosine(cv[0], h)
+			s += embedding.Cosine(cv[0], h)
 		}
 		want = append(want, sc{c.ID, s / float64(len(memVecs))})
 	}

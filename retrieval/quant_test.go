@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/himes-rl/himes/embedding"
 )
 
 func quantizer(t *testing.T, bits, dim int, rotate bool) *Quantizer {
@@ -177,7 +179,7 @@ func TestQuantQueryCosineMatchesDecoded(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range vecs {
-				want := Cosine(qv, q.Decode(s.Code(i)))
+				want := embedding.Cosine(qv, q.Decode(s.Code(i)))
 				if got := p.Cosine(i); !near(got, want, 1e-5) {
 					t.Fatalf("%s vector %d: cosine %v, decoded gives %v", q.Name(), i, got, want)
 				}

@@ -137,8 +137,8 @@ func TestImportsPointDown(t *testing.T) {
 	}
 	const mod = "github.com/himes-rl/himes/"
 	layer := map[string]int{
-		"internal": 1, "datasets": 2, "hser": 2, "retrieval": 2, "trainer": 3, "rollout": 3,
-		"grpo": 4, "evaluate": 4, "report": 5, "configs": 5, "ablate": 6, "scripts": 6, "cmd": 7,
+		"internal": 1, "datasets": 2, "hser": 2, "analysis": 2, "embedding": 3, "memory": 4, "retrieval": 5,
+		"trainer": 6, "rollout": 6, "grpo": 7, "evaluate": 7, "report": 8, "configs": 8, "ablate": 9, "scripts": 9, "cmd": 10,
 	}
 	top := func(rel string) string { first, _, _ := strings.Cut(rel, "/"); return first }
 	fset := token.NewFileSet()

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/embedding"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -121,7 +122,7 @@ from another embedder or taxonomy are refused when loaded.`,
 
 // memoryEmbedder is the configured embedder; the LSA embedder comes from the
 // knowledge base's pipeline (fitted, or loaded from retrieval.index).
-func memoryEmbedder(cmd *cobra.Command, cfg retrieval.Config, kb string) (retrieval.Embedder, error) {
+func memoryEmbedder(cmd *cobra.Command, cfg retrieval.Config, kb string) (embedding.Embedder, error) {
 	if cfg.Embedder != "lsa" {
 		return retrieval.NewEmbedder(cfg)
 	}

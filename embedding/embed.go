@@ -1,4 +1,9 @@
-package retrieval
+// Package embedding maps texts to vectors, for dense retrieval and for
+// long-term memory, which compare a query, chunks and memories in one
+// space: the hashing embedder (the embedded default, lexical), LSA fitted
+// on the knowledge base (semantic, no service) and Ollama's /api/embed.
+// Every embedder names its space; vectors of two names are never compared.
+package embedding
 
 import (
 	"context"
@@ -31,29 +36,29 @@ type Embedder interface {
 	Name() string
 }
 
-// HashEmbedder is the embedded default: signed feature hashing of word
+// Hash is the embedded default: signed feature hashing of word
 // unigrams and bigrams (the plain analyzer's tokens), L2-normalized. It needs
 // no model, is deterministic across runs and platforms, and puts texts that
 // share words and word pairs close together — a lexical, not a semantic,
 // similarity, which is what the quickstart needs and all it claims.
-type HashEmbedder struct{ dim int }
+type Hash struct{ dim int }
 
-// NewHashEmbedder returns a hashing embedder of the given dimension.
-func NewHashEmbedder(dim int) (*HashEmbedder, error) {
+// NewHash returns a hashing embedder of the given dimension.
+func NewHash(dim int) (*Hash, error) {
 	if dim < 2 {
 		return nil, fmt.Errorf("hash embedder: dimension must be ≥ 2, got %d", dim)
 	}
-	return &HashEmbedder{dim: dim}, nil
+	return &Hash{dim: dim}, nil
 }
 
 // Dim implements Embedder.
-func (h *HashEmbedder) Dim() int { return h.dim }
+func (h *Hash) Dim() int { return h.dim }
 
 // Name implements Embedder.
-func (h *HashEmbedder) Name() string { return fmt.Sprintf("hash-uni-bi-fnv1a-v1/%d", h.dim) }
+func (h *Hash) Name() string { return fmt.Sprintf("hash-uni-bi-fnv1a-v1/%d", h.dim) }
 
 // Embed implements Embedder.
-func (h *HashEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+func (h *Hash) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
 	for i, t := range texts {
 		if i%256 == 0 {
@@ -66,7 +71,7 @@ func (h *HashEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, 
 	return out, nil
 }
 
-func (h *HashEmbedder) embed(text string) []float32 {
+func (h *Hash) embed(text string) []float32 {
 	v := make([]float64, h.dim)
 	add := func(x uint64) {
 		// low bits pick the coordinate, the top bit the sign: independent
@@ -142,10 +147,10 @@ func Cosine(a, b []float32) float64 {
 	return dot / math.Sqrt(na*nb)
 }
 
-// OllamaEmbedder calls Ollama's /api/embed in batches and keeps an on-disk
+// Ollama calls Ollama's /api/embed in batches and keeps an on-disk
 // cache keyed by model and text hash, so a knowledge base is embedded once
 // across runs. Vectors are L2-normalized.
-type OllamaEmbedder struct {
+type Ollama struct {
 	client   *ollama.Client
 	model    string
 	batch    int
@@ -155,10 +160,10 @@ type OllamaEmbedder struct {
 	dim int
 }
 
-// NewOllamaEmbedder embeds with model on the Ollama server at host
+// NewOllama embeds with model on the Ollama server at host
 // ("host:port" or a URL; "" = OLLAMA_HOST); calls have the timeout and
 // retries of ollama.DefaultPolicy.
-func NewOllamaEmbedder(host, model string, batch int, cacheDir string) (*OllamaEmbedder, error) {
+func NewOllama(host, model string, batch int, cacheDir string) (*Ollama, error) {
 	if model == "" {
 		return nil, errors.New("ollama embedder: model is empty")
 	}
@@ -173,20 +178,20 @@ func NewOllamaEmbedder(host, model string, batch int, cacheDir string) (*OllamaE
 	if err != nil {
 		return nil, fmt.Errorf("ollama embedder: %w", err)
 	}
-	return &OllamaEmbedder{client: client, model: model, batch: batch, cacheDir: cacheDir}, nil
+	return &Ollama{client: client, model: model, batch: batch, cacheDir: cacheDir}, nil
 }
 
 // Dim implements Embedder; 0 until a vector has been seen.
-func (o *OllamaEmbedder) Dim() int {
+func (o *Ollama) Dim() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.dim
 }
 
 // Name implements Embedder.
-func (o *OllamaEmbedder) Name() string { return "ollama:" + o.model }
+func (o *Ollama) Name() string { return "ollama:" + o.model }
 
-func (o *OllamaEmbedder) cachePath(text string) string {
+func (o *Ollama) cachePath(text string) string {
 	h := sha256.Sum256([]byte(o.model + "\x00" + text))
 	k := hex.EncodeToString(h[:])
 	return filepath.Join(o.cacheDir, k[:2], k+".f32")
@@ -194,7 +199,7 @@ func (o *OllamaEmbedder) cachePath(text string) string {
 
 // Embed implements Embedder: cached texts are read from disk, the rest sent
 // in batches of o.batch.
-func (o *OllamaEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+func (o *Ollama) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
 	var missing []int
 	for i, t := range texts {
@@ -239,7 +244,7 @@ func (o *OllamaEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 	return out, nil
 }
 
-func (o *OllamaEmbedder) checkDim(n int) error {
+func (o *Ollama) checkDim(n int) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if n == 0 {

@@ -1,4 +1,4 @@
-package retrieval
+package embedding
 
 import (
 	"bytes"
@@ -27,14 +27,14 @@ const LSAFormat = "himes-lsa-v1"
 // LSAFile is the LSA model's file name inside an index directory.
 const LSAFile = "lsa.gob"
 
-// LSAEmbedder is latent semantic analysis: texts are TF-IDF vectors
+// LSA is latent semantic analysis: texts are TF-IDF vectors
 // (sublinear tf, smoothed idf, function words dropped, L2-normalized)
 // projected on the top right singular vectors of the knowledge base's
 // TF-IDF matrix, then L2-normalized. Words that co-occur across the corpus
 // share dimensions, so "university" and "degree" are close where hashing
 // only matches identical words. It is fitted in Go (a randomized truncated
 // SVD), deterministic for a corpus and settings, and needs no service.
-type LSAEmbedder struct {
+type LSA struct {
 	meta  LSAMeta
 	terms map[string]int
 	idf   []float64
@@ -70,7 +70,7 @@ func lsaTokens(text string, stop map[string]bool) []string {
 }
 
 // FitLSA fits an LSA model on docs (the knowledge base's chunk texts).
-func FitLSA(ctx context.Context, docs []string, cfg LSAConfig, meta LSAMeta) (*LSAEmbedder, error) {
+func FitLSA(ctx context.Context, docs []string, cfg LSAConfig, meta LSAMeta) (*LSA, error) {
 	if cfg.Dim < 1 || cfg.MinDF < 1 {
 		return nil, fmt.Errorf("lsa: dimension and min_df must be ≥ 1, got %d and %d", cfg.Dim, cfg.MinDF)
 	}
@@ -97,7 +97,7 @@ func FitLSA(ctx context.Context, docs []string, cfg LSAConfig, meta LSAMeta) (*L
 	if len(vocab) < 2 {
 		return nil, fmt.Errorf("lsa: %d terms occur in ≥ %d documents: too few to fit", len(vocab), cfg.MinDF)
 	}
-	e := &LSAEmbedder{terms: make(map[string]int, len(vocab)), idf: make([]float64, len(vocab))}
+	e := &LSA{terms: make(map[string]int, len(vocab)), idf: make([]float64, len(vocab))}
 	n := float64(len(docs))
 	for i, t := range vocab {
 		e.terms[t] = i
@@ -132,7 +132,7 @@ type sparseVec struct {
 }
 
 // tfidf is the L2-normalized sublinear TF-IDF vector of tokens over the vocabulary.
-func (e *LSAEmbedder) tfidf(toks []string) sparseVec {
+func (e *LSA) tfidf(toks []string) sparseVec {
 	tf := map[int]int{}
 	for _, t := range toks {
 		if i, ok := e.terms[t]; ok {
@@ -296,7 +296,7 @@ func randomizedRightSVD(ctx context.Context, rows []sparseVec, cols, k int) ([]f
 	return out, nil
 }
 
-func (e *LSAEmbedder) setName() {
+func (e *LSA) setName() {
 	h := sha256.New()
 	var b [8]byte
 	for _, t := range e.sortedTerms() {
@@ -314,7 +314,7 @@ func (e *LSAEmbedder) setName() {
 	e.name = fmt.Sprintf("lsa-tfidf-v1/%d/%s", e.meta.Dim, hex.EncodeToString(h.Sum(nil))[:12])
 }
 
-func (e *LSAEmbedder) sortedTerms() []string {
+func (e *LSA) sortedTerms() []string {
 	out := make([]string, len(e.terms))
 	for t, i := range e.terms {
 		out[i] = t
@@ -323,18 +323,18 @@ func (e *LSAEmbedder) sortedTerms() []string {
 }
 
 // Dim implements Embedder.
-func (e *LSAEmbedder) Dim() int { return e.meta.Dim }
+func (e *LSA) Dim() int { return e.meta.Dim }
 
 // Name implements Embedder: the fingerprint of the fitted model, so memories
 // embedded with another fit are refused.
-func (e *LSAEmbedder) Name() string { return e.name }
+func (e *LSA) Name() string { return e.name }
 
 // Meta returns what the model was fitted on.
-func (e *LSAEmbedder) Meta() LSAMeta { return e.meta }
+func (e *LSA) Meta() LSAMeta { return e.meta }
 
 // Embed implements Embedder. A text without any known term is the zero
 // vector (cosine 0 with everything).
-func (e *LSAEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+func (e *LSA) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	stop := words.FunctionWords()
 	k := e.meta.Dim
 	out := make([][]float32, len(texts))
@@ -378,7 +378,7 @@ type lsaFile struct {
 }
 
 // SaveLSA writes the model into dir (atomically).
-func SaveLSA(dir string, e *LSAEmbedder) error {
+func SaveLSA(dir string, e *LSA) error {
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(lsaFile{Meta: e.meta, Terms: e.sortedTerms(), IDF: e.idf, Proj: e.proj, Name: e.name}); err != nil {
 		return fmt.Errorf("save lsa: %w", err)
@@ -389,7 +389,7 @@ func SaveLSA(dir string, e *LSAEmbedder) error {
 // LoadLSA reads the model of an index directory and checks it was fitted on
 // what want describes (knowledge base, chunking, dimension, min_df); a
 // model fitted on anything else is stale and refused.
-func LoadLSA(dir string, want LSAMeta, cfg LSAConfig) (*LSAEmbedder, error) {
+func LoadLSA(dir string, want LSAMeta, cfg LSAConfig) (*LSA, error) {
 	path := filepath.Join(dir, LSAFile)
 	raw, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -415,7 +415,7 @@ func LoadLSA(dir string, want LSAMeta, cfg LSAConfig) (*LSAEmbedder, error) {
 	case len(f.IDF) != len(f.Terms) || len(f.Proj) != len(f.Terms)*m.Dim:
 		return nil, fmt.Errorf("%s: corrupt: %d terms, %d idf values, %d projection values for dimension %d", path, len(f.Terms), len(f.IDF), len(f.Proj), m.Dim)
 	}
-	e := &LSAEmbedder{meta: m, terms: make(map[string]int, len(f.Terms)), idf: f.IDF, proj: f.Proj}
+	e := &LSA{meta: m, terms: make(map[string]int, len(f.Terms)), idf: f.IDF, proj: f.Proj}
 	for i, t := range f.Terms {
 		e.terms[t] = i
 	}

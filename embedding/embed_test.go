@@ -1,19 +1,17 @@
-package retrieval
+package embedding
 
 import (
 	"encoding/json"
 	"hash/fnv"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 )
 
 func TestHashEmbedder(t *testing.T) {
-	e, err := NewHashEmbedder(4096)
+	e, err := NewHash(4096)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +52,8 @@ func TestHashEmbedder(t *testing.T) {
 	}
 }
 
-// fakeOllama serves /api/embed (vector [len(text), 1, 0]) and /api/chat.
-func fakeOllama(t *testing.T, embedCalls *atomic.Int32, chatReply string, lastFormat *atomic.Value) *httptest.Server {
+// fakeOllama serves /api/embed (vector [len(text), 1, 0]).
+func fakeOllama(t *testing.T, embedCalls *atomic.Int32) *httptest.Server {
 	t.Helper()
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -74,14 +72,6 @@ func fakeOllama(t *testing.T, embedCalls *atomic.Int32, chatReply string, lastFo
 				out = append(out, []float32{float32(len(s)), 1, 0})
 			}
 			json.NewEncoder(w).Encode(map[string]any{"model": req.Model, "embeddings": out})
-		case "/api/chat":
-			var req map[string]json.RawMessage
-			json.NewDecoder(r.Body).Decode(&req)
-			if lastFormat != nil {
-				lastFormat.Store(string(req["format"]))
-			}
-			json.NewEncoder(w).Encode(map[string]any{"model": "m", "done": true,
-				"message": map[string]string{"role": "assistant", "content": chatReply}})
 		default:
 			http.NotFound(w, r)
 		}
@@ -90,10 +80,10 @@ func fakeOllama(t *testing.T, embedCalls *atomic.Int32, chatReply string, lastFo
 
 func TestOllamaEmbedderBatchesAndCaches(t *testing.T) {
 	var calls atomic.Int32
-	srv := fakeOllama(t, &calls, "", nil)
+	srv := fakeOllama(t, &calls)
 	defer srv.Close()
 	cache := t.TempDir()
-	e, err := NewOllamaEmbedder(srv.URL, "nomic", 2, cache)
+	e, err := NewOllama(srv.URL, "nomic", 2, cache)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +108,7 @@ func TestOllamaEmbedderBatchesAndCaches(t *testing.T) {
 		t.Fatalf("dim %d name %s", e.Dim(), e.Name())
 	}
 	// a fresh embedder on the same cache sends nothing for known texts
-	e2, _ := NewOllamaEmbedder(srv.URL, "nomic", 2, cache)
+	e2, _ := NewOllama(srv.URL, "nomic", 2, cache)
 	vs2, err := e2.Embed(t.Context(), []string{"ccc", "a", "new"})
 	if err != nil {
 		t.Fatal(err)
@@ -132,99 +122,10 @@ func TestOllamaEmbedderBatchesAndCaches(t *testing.T) {
 		}
 	}
 	// the cache is keyed by model too
-	e3, _ := NewOllamaEmbedder(srv.URL, "other", 2, cache)
+	e3, _ := NewOllama(srv.URL, "other", 2, cache)
 	e3.Embed(t.Context(), []string{"a"})
 	if calls.Load() != 5 {
 		t.Fatalf("other model reused the cache: %d requests", calls.Load())
-	}
-}
-
-func TestOllamaClassifierUsesSchema(t *testing.T) {
-	tax, _ := DefaultTaxonomy()
-	var calls atomic.Int32
-	var format atomic.Value
-	srv := fakeOllama(t, &calls, `{"label": "home/repair"}`, &format)
-	defer srv.Close()
-	c, err := NewOllamaClassifier(srv.URL, "llama", tax)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.Classify(t.Context(), []string{"garage door broke"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got[0] != (Label{"home", "repair"}) {
-		t.Fatalf("got %v", got[0])
-	}
-	var schema struct {
-		Properties struct {
-			Label struct {
-				Enum []string `json:"enum"`
-			} `json:"label"`
-		} `json:"properties"`
-	}
-	if err := json.Unmarshal([]byte(format.Load().(string)), &schema); err != nil {
-		t.Fatalf("format is not a JSON schema: %v", err)
-	}
-	if len(schema.Properties.Label.Enum) != len(tax.Labels()) || !strings.Contains(strings.Join(schema.Properties.Label.Enum, ","), "home/repair") {
-		t.Fatalf("schema enum %v", schema.Properties.Label.Enum)
-	}
-	bad := fakeOllama(t, &calls, `{"label": "cooking/space"}`, nil)
-	defer bad.Close()
-	c2, _ := NewOllamaClassifier(bad.URL, "llama", tax)
-	if _, err := c2.Classify(t.Context(), []string{"x"}, nil); err == nil {
-		t.Fatal("label outside the taxonomy accepted")
-	}
-}
-
-func TestDenseSearchMatchesBruteForce(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	vecs := make([][]float32, 300)
-	for i := range vecs {
-		vecs[i] = make([]float32, 16)
-		for j := range vecs[i] {
-			vecs[i][j] = float32(r.NormFloat64())
-		}
-	}
-	d, err := NewDenseIndex(vecs, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := vecs[7]
-	got, err := d.Search(q, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got[0].Doc != 7 || math.Abs(got[0].Score-1) > 1e-5 {
-		t.Fatalf("a document's own vector is not its nearest: %+v", got[0])
-	}
-	// brute force with float64 cosines
-	best := -2.0
-	for i := range vecs {
-		if i != 7 {
-			best = max(best, Cosine(q, vecs[i]))
-		}
-	}
-	if math.Abs(got[1].Score-best) > 1e-5 {
-		t.Fatalf("second hit %v, brute-force best %v", got[1].Score, best)
-	}
-	for i := 1; i < len(got); i++ {
-		if got[i].Score > got[i-1].Score {
-			t.Fatal("not sorted")
-		}
-	}
-	if _, err := d.Search([]float32{1}, 1); err == nil {
-		t.Fatal("wrong query dimension accepted")
-	}
-}
-
-func TestRRFHandComputed(t *testing.T) {
-	got := RRF(60, []Hit{{1, 9}, {2, 8}}, []Hit{{2, 0.9}, {3, 0.5}})
-	want := []Hit{{2, 1.0/62 + 1.0/61}, {1, 1.0 / 61}, {3, 1.0 / 62}}
-	for i := range want {
-		if got[i].Doc != want[i].Doc || math.Abs(got[i].Score-want[i].Score) > 1e-15 {
-			t.Fatalf("rank %d: got %+v, want %+v", i+1, got[i], want[i])
-		}
 	}
 }
 

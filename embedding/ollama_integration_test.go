@@ -1,4 +1,4 @@
-package retrieval
+package embedding
 
 // The Ollama embedder and topic classifier against a real Ollama server
 // (internal/ollamatest; skipped without the ollama binary, run in CI).
@@ -17,7 +17,7 @@ func TestRealOllamaEmbed(t *testing.T) {
 	s := ollamatest.Start(t)
 	ctx := context.Background()
 	cache := t.TempDir()
-	e, err := NewOllamaEmbedder(s.URL(), ollamatest.Model, 2, cache)
+	e, err := NewOllama(s.URL(), ollamatest.Model, 2, cache)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestRealOllamaEmbed(t *testing.T) {
 	// Cached: a second embedder reads every vector from disk, even with the
 	// server gone.
 	s.Stop()
-	e2, err := NewOllamaEmbedder(s.URL(), ollamatest.Model, 2, cache)
+	e2, err := NewOllama(s.URL(), ollamatest.Model, 2, cache)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,30 +72,10 @@ func TestRealOllamaEmbed(t *testing.T) {
 
 	// A model the server does not have is a clear error naming the fix.
 	s.Start()
-	e3, _ := NewOllamaEmbedder(s.URL(), "no-such-model", 2, "")
+	e3, _ := NewOllama(s.URL(), "no-such-model", 2, "")
 	_, err = e3.Embed(ctx, []string{"x"})
 	var nf *httpcall.ModelNotFoundError
 	if !errors.As(err, &nf) {
 		t.Errorf("missing model: %v, want a ModelNotFoundError", err)
-	}
-}
-
-func TestRealOllamaClassifier(t *testing.T) {
-	s := ollamatest.Start(t)
-	tax, err := DefaultTaxonomy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := NewOllamaClassifier(s.URL(), ollamatest.Model, tax)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The format schema constrains even a random model to a taxonomy label.
-	labels, err := c.Classify(context.Background(), []string{"how do I fix a leaking tap"}, nil)
-	if err != nil {
-		t.Fatalf("%v\nserver log:\n%s", err, s.Log())
-	}
-	if len(labels) != 1 || !tax.Has(labels[0]) {
-		t.Errorf("labels %v", labels)
 	}
 }
