@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/analysis"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 // Search strategies, forced so that each is checked whatever the index
@@ -60,7 +61,7 @@ func checkAgainstExhaustive(t *testing.T, ix *Index, q []string, k int) {
 // (ties), on random queries with repeated and unknown terms, including
 // queries longer than the duplicate-scan limit.
 func TestBothStrategiesAgreeWithExhaustive(t *testing.T) {
-	ids, texts := ZipfCorpus(7, 3000, 2000, 40, 1.1)
+	ids, texts := corpus.Zipf(7, 3000, 2000, 40, 1.1)
 	for i := 0; i+1 < len(texts); i += 17 {
 		texts[i+1] = texts[i]
 	}
@@ -69,8 +70,8 @@ func TestBothStrategiesAgreeWithExhaustive(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(5, 6))
-	queries := ZipfQueries(13, 300, 2000, 0, 1.1)
-	queries = append(queries, ZipfQueries(17, 20, 2000, 80, 1.1)...) // > longQuery distinct terms
+	queries := corpus.ZipfQueries(13, 300, 2000, 0, 1.1)
+	queries = append(queries, corpus.ZipfQueries(17, 20, 2000, 80, 1.1)...) // > longQuery distinct terms
 	for qi, q := range queries {
 		switch qi % 4 {
 		case 0:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/internal/sharedtest"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 func TestBM25HandComputed(t *testing.T) {
@@ -81,7 +82,7 @@ func TestBuildIndexRejectsUnsortedIDs(t *testing.T) {
 // TestMaxScoreAgreesWithExhaustive checks the pruned top-k against the
 // reference on random queries, on a corpus with many exact duplicates (ties).
 func TestMaxScoreAgreesWithExhaustive(t *testing.T) {
-	ids, texts := ZipfCorpus(7, 3000, 2000, 40, 1.1)
+	ids, texts := corpus.Zipf(7, 3000, 2000, 40, 1.1)
 	for i := 0; i+1 < len(texts); i += 17 {
 		texts[i+1] = texts[i] // ties that only the doc-number tie-break orders
 	}
@@ -90,7 +91,7 @@ func TestMaxScoreAgreesWithExhaustive(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(3, 4))
-	queries := ZipfQueries(11, 400, 2000, 0, 1.1)
+	queries := corpus.ZipfQueries(11, 400, 2000, 0, 1.1)
 	for qi, q := range queries {
 		if qi%4 == 0 {
 			q = append(q, q[0]) // repeated term
@@ -135,7 +136,7 @@ func TestReferenceRecallFourFiles(t *testing.T) {
 
 func castRecall(t *testing.T, data string, files []string) (question, rewrite float64) {
 	t.Helper()
-	kb, err := LoadKB(t.Context(), filepath.Join(data, "kb", "passages.jsonl"))
+	kb, err := corpus.Load(t.Context(), filepath.Join(data, "kb", "passages.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func castRecall(t *testing.T, data string, files []string) (question, rewrite fl
 	order := sortedPassages(kb.Passages)
 	for i, p := range order {
 		ids[i] = p.ID
-		texts[i] = indexText(Chunk{Title: p.Title, Text: p.Text})
+		texts[i] = Chunk{Title: p.Title, Text: p.Text}.IndexText()
 	}
 	ix, err := BuildIndex(ids, texts, BM25Params{K1: 0.9, B: 0.4})
 	if err != nil {
@@ -207,7 +208,7 @@ func TestEnglishAnalyzer(t *testing.T) {
 }
 
 func TestEnglishMaxScoreAgreesOnKB(t *testing.T) {
-	kb, err := LoadKB(t.Context(), filepath.Join(sharedtest.SharedDir(t), "kb", "passages.jsonl"))
+	kb, err := corpus.Load(t.Context(), filepath.Join(sharedtest.SharedDir(t), "kb", "passages.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestEnglishMaxScoreAgreesOnKB(t *testing.T) {
 	ids := make([]string, len(order))
 	texts := make([]string, len(order))
 	for i, p := range order {
-		ids[i], texts[i] = p.ID, indexText(Chunk{Title: p.Title, Text: p.Text})
+		ids[i], texts[i] = p.ID, Chunk{Title: p.Title, Text: p.Text}.IndexText()
 	}
 	an, _ := analysis.New(analysis.English)
 	ix, err := BuildIndexWith(ids, texts, BM25Params{K1: 0.9, B: 0.4}, an)

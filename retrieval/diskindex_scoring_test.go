@@ -11,6 +11,7 @@ import (
 
 	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/internal/sharedtest"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 // Under lucene scoring the on-disk index ranks as the in-memory one (ids,
@@ -18,7 +19,7 @@ import (
 // and much longer than the ≈40 tokens below which one-byte norms are exact,
 // with several runs and workers, for both analyzers.
 func TestDiskIndexLuceneRanksAsInMemory(t *testing.T) {
-	_, texts := ZipfCorpus(11, 1200, 2500, 30, 1.1)
+	_, texts := corpus.Zipf(11, 1200, 2500, 30, 1.1)
 	r := rand.New(rand.NewPCG(3, 4))
 	var b strings.Builder
 	for _, i := range r.Perm(len(texts)) {
@@ -46,7 +47,7 @@ func TestDiskIndexLuceneRanksAsInMemory(t *testing.T) {
 			}
 			an, _ := analysis.New(analyzer)
 			compareIndexes(t, disk, mem, chunks, queriesFrom(chunks, an, 150, 5))
-			compareIndexes(t, disk, mem, chunks, ZipfQueries(8, 100, 2500, 5, 1.1))
+			compareIndexes(t, disk, mem, chunks, corpus.ZipfQueries(8, 100, 2500, 5, 1.1))
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/internal/sharedtest"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 // parityRecord is one query of the reference rankings that
@@ -55,7 +56,7 @@ func readParity(t *testing.T, name string) []parityRecord {
 // passage, title + text).
 func sharedIndex(t *testing.T, analyzer, scoring string) *Index {
 	t.Helper()
-	kb, err := LoadKB(t.Context(), filepath.Join(sharedtest.SharedDir(t), "kb", "passages.jsonl"))
+	kb, err := corpus.Load(t.Context(), filepath.Join(sharedtest.SharedDir(t), "kb", "passages.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func compareParity(t *testing.T, ix *Index, refs []parityRecord, verbose bool) a
 		got := make([]string, len(hits))
 		gotBits := make([]string, len(hits))
 		for i, h := range hits {
-			got[i] = ChunkPassageID(ix.ID(h.Doc))
+			got[i] = corpus.ChunkPassageID(ix.ID(h.Doc))
 			gotBits[i] = fmt.Sprintf("%08x", math.Float32bits(float32(h.Score)))
 		}
 		want := make([]string, len(r.Hits))

@@ -17,6 +17,9 @@ import (
 
 	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/embedding"
+	"github.com/himes-rl/himes/memory"
+	"github.com/himes-rl/himes/retrieval/corpus"
+	"github.com/himes-rl/himes/retrieval/service"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -28,8 +31,8 @@ import (
 // for concurrent use.
 type Pipeline struct {
 	cfg      Config
-	kb       *KB     // nil for a service without data.kb; no passages with an on-disk index
-	chunks   []Chunk // sorted by id: position = document number (nil with an on-disk index)
+	kb       *corpus.KB // nil for a service without data.kb; no passages with an on-disk index
+	chunks   []Chunk    // sorted by id: position = document number (nil with an on-disk index)
 	chunkPos map[string]int
 	passages map[string]bool // passage ids, to check a service's ids
 	bm25     *Index          // nil for a service without data.kb
@@ -38,12 +41,12 @@ type Pipeline struct {
 	lsaOnce  sync.Once          // fits or loads the LSA embedder once, on first need
 	lsa      *embedding.LSA
 	lsaErr   error
-	dense    *DenseIndex // nil unless method is dense or hybrid
-	service  Service     // the first stage when method is remote or elasticsearch
-	mem      atomic.Pointer[MemoryStore]
+	dense    *DenseIndex     // nil unless method is dense or hybrid
+	service  service.Backend // the first stage when method is remote or elasticsearch
+	mem      atomic.Pointer[memory.Store]
 	// memBase are the memories loaded from cfg.Memory.Partitions, which
 	// AttachMemory extends with the data's own.
-	memBase []MemoryEntry
+	memBase []memory.Entry
 	// chunkVecs caches E(c) per chunk for memory re-ranking when there is no
 	// dense index: rollouts retrieve the same chunks over and over.
 	chunkVecs []atomic.Pointer[[]float32]
@@ -99,7 +102,7 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 		slog.Info("retrieval: dense index ready", "embedder", p.emb.Name(), "dim", p.dense.Dim())
 	}
 	if cfg.Memory.Enabled && cfg.Memory.Partitions != "" {
-		m, err := LoadMemory(ctx, cfg.Memory.Partitions, cfg.Memory, p.emb)
+		m, err := memory.Load(ctx, cfg.Memory.Partitions, cfg.Memory, p.emb)
 		if err != nil {
 			return nil, err
 		}
@@ -117,7 +120,7 @@ func (p *Pipeline) openKB(ctx context.Context, kbPath string) error {
 	if cfg.Index != "" && HasDiskIndex(cfg.Index) {
 		return p.openDisk(ctx, kbPath, start)
 	}
-	kb, err := LoadKB(ctx, kbPath)
+	kb, err := corpus.Load(ctx, kbPath)
 	if err != nil {
 		return err
 	}
@@ -167,10 +170,10 @@ func (p *Pipeline) openKB(ctx context.Context, kbPath string) error {
 }
 
 // openService connects to the configured retrieval service and probes it.
-func openService(ctx context.Context, cfg Config) (Service, error) {
+func openService(ctx context.Context, cfg Config) (service.Backend, error) {
 	switch cfg.Method {
 	case MethodRemote:
-		r, err := NewRemote(cfg.Remote.Call, 1)
+		r, err := service.NewRemote(cfg.Remote.Call, 1)
 		if err != nil {
 			return nil, fmt.Errorf("retrieval.remote: %w", err)
 		}
@@ -180,7 +183,7 @@ func openService(ctx context.Context, cfg Config) (Service, error) {
 		slog.Info("retrieval: service ready", "backend", r.Name(), "max_batch", r.MaxBatch())
 		return r, nil
 	case MethodElastic:
-		e, err := NewElastic(cfg.Elasticsearch, 1)
+		e, err := service.NewElastic(cfg.Elasticsearch, 1)
 		if err != nil {
 			return nil, fmt.Errorf("retrieval.elasticsearch: %w", err)
 		}
@@ -219,7 +222,13 @@ func (p *Pipeline) knownID() func(string) bool {
 }
 
 // Service returns the retrieval service of method remote or elasticsearch (nil otherwise).
-func (p *Pipeline) Service() Service { return p.service }
+func (p *Pipeline) Service() service.Backend { return p.service }
+
+// Served says what the pipeline's first stage serves (service.NewHandler's
+// GET /health).
+func (p *Pipeline) Served() service.Served {
+	return service.Served{Method: p.cfg.Method, Documents: p.NumChunks(), Analyzer: p.analyzer.ID()}
+}
 
 // Close releases a service's connections.
 func (p *Pipeline) Close() {
@@ -233,8 +242,8 @@ func (p *Pipeline) Close() {
 
 // sortedChunks chunks the KB and orders chunks by id, the document order of
 // every index.
-func sortedChunks(kb *KB, cfg Config) ([]Chunk, error) {
-	chunks, err := ChunkPassages(kb.Passages, cfg.ChunkWords, cfg.ChunkStride)
+func sortedChunks(kb *corpus.KB, cfg Config) ([]Chunk, error) {
+	chunks, err := corpus.ChunkPassages(kb.Passages, cfg.ChunkWords, cfg.ChunkStride)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +254,7 @@ func sortedChunks(kb *KB, cfg Config) ([]Chunk, error) {
 // BuildIndexDir builds the BM25 index of a knowledge base with cfg's k1, b
 // and chunking and persists it in dir (what `himes index build` does).
 func BuildIndexDir(ctx context.Context, cfg Config, kbPath, dir string) (IndexMeta, error) {
-	kb, err := LoadKB(ctx, kbPath)
+	kb, err := corpus.Load(ctx, kbPath)
 	if err != nil {
 		return IndexMeta{}, err
 	}
@@ -288,7 +297,7 @@ func chunkTexts(chunks []Chunk) (ids, texts []string) {
 	ids = make([]string, len(chunks))
 	texts = make([]string, len(chunks))
 	for i, c := range chunks {
-		ids[i], texts[i] = c.ID, indexText(c)
+		ids[i], texts[i] = c.ID, c.IndexText()
 	}
 	return ids, texts
 }
@@ -305,7 +314,7 @@ func (p *Pipeline) allTexts() ([]string, error) {
 
 // checkIndexMatches refuses a persisted index built from another KB, with
 // other chunking or other BM25 parameters.
-func checkIndexMatches(meta IndexMeta, ix *Index, kb *KB, chunks []Chunk, cfg Config) error {
+func checkIndexMatches(meta IndexMeta, ix *Index, kb *corpus.KB, chunks []Chunk, cfg Config) error {
 	if meta.KBFingerprint != kb.Fingerprint {
 		return fmt.Errorf("stale: built from a knowledge base with SHA-256 %.12s…, %s has %.12s…: rebuild with `himes index build`",
 			meta.KBFingerprint, kb.Path, kb.Fingerprint)
@@ -372,7 +381,7 @@ func NewEmbedder(cfg Config) (embedding.Embedder, error) {
 func (p *Pipeline) Config() Config { return p.cfg }
 
 // KB returns the loaded knowledge base.
-func (p *Pipeline) KB() *KB { return p.kb }
+func (p *Pipeline) KB() *corpus.KB { return p.kb }
 
 // Index returns the BM25 index.
 func (p *Pipeline) Index() *Index { return p.bm25 }
@@ -423,7 +432,7 @@ func (p *Pipeline) chunkAt(i int) (Chunk, error) {
 		return Chunk{}, err
 	}
 	id := p.bm25.ID(i)
-	return Chunk{ID: id, PassageID: ChunkPassageID(id), Title: title, Text: text}, nil
+	return Chunk{ID: id, PassageID: corpus.ChunkPassageID(id), Title: title, Text: text}, nil
 }
 
 // allChunks returns every chunk, reading them all from an on-disk index's
@@ -447,7 +456,7 @@ func (p *Pipeline) allChunks() ([]Chunk, error) {
 func (p *Pipeline) PassageOf(chunkID string) string {
 	if i, ok := p.chunkIndex(chunkID); ok {
 		if p.chunks == nil {
-			return ChunkPassageID(p.bm25.ID(i))
+			return corpus.ChunkPassageID(p.bm25.ID(i))
 		}
 		return p.chunks[i].PassageID
 	}
@@ -512,9 +521,9 @@ func (p *Pipeline) Embedder() (embedding.Embedder, error) {
 // build`, LoadMemory or BuildMemory). Its embedder must be the pipeline's
 // (same name), since chunk and memory vectors are compared. Memory is used
 // by Retrieve only when cfg.Memory.Enabled.
-func (p *Pipeline) SetMemory(m *MemoryStore) error {
-	if m != nil && p.emb != nil && m.emb.Name() != p.emb.Name() {
-		return fmt.Errorf("set memory: memories embedded with %s, pipeline embeds with %s", m.emb.Name(), p.emb.Name())
+func (p *Pipeline) SetMemory(m *memory.Store) error {
+	if m != nil && p.emb != nil && m.Embedder().Name() != p.emb.Name() {
+		return fmt.Errorf("set memory: memories embedded with %s, pipeline embeds with %s", m.Embedder().Name(), p.emb.Name())
 	}
 	if m != nil && p.emb == nil && p.cfg.Memory.Enabled {
 		// cannot happen through Open (memory on creates the embedder); the
@@ -526,13 +535,13 @@ func (p *Pipeline) SetMemory(m *MemoryStore) error {
 }
 
 // Memory returns the attached memory store (nil if none).
-func (p *Pipeline) Memory() *MemoryStore { return p.mem.Load() }
+func (p *Pipeline) Memory() *memory.Store { return p.mem.Load() }
 
 // Search is the first stage alone: the top k chunks for text by the
 // configured method (bm25, dense, hybrid by RRF of the two, or the service).
 func (p *Pipeline) Search(ctx context.Context, text string, k int) ([]Ranked, error) {
 	if p.service != nil {
-		lists, errs := serviceSearch(ctx, p.service, []string{text}, k, p.knownID())
+		lists, errs := service.Search(ctx, p.service, []string{text}, k, p.knownID())
 		return lists[0], errs[0]
 	}
 	return p.searchLocal(ctx, text, k)
@@ -543,7 +552,7 @@ func (p *Pipeline) Search(ctx context.Context, text string, k int) ([]Ranked, er
 // every core. errs[i] is text i's failure.
 func (p *Pipeline) SearchBatch(ctx context.Context, texts []string, k int) ([][]Ranked, []error) {
 	if p.service != nil {
-		return serviceSearch(ctx, p.service, texts, k, p.knownID())
+		return service.Search(ctx, p.service, texts, k, p.knownID())
 	}
 	lists := make([][]Ranked, len(texts))
 	errs := make([]error, len(texts))
@@ -606,7 +615,7 @@ func (p *Pipeline) Retrieve(ctx context.Context, user, rewrite, query string) (R
 }
 
 // RetrieveAt is Retrieve with long-term memory seen from position seq of the
-// user's question history (see MemoryStore.ActivateAt; 0: every memory), so
+// user's question history (see memory.Store.ActivateAt; 0: every memory), so
 // that a turn never activates its own or a later question. The activated
 // memories re-rank the candidates only when the most similar of them has a
 // cosine with the query of at least cfg.Memory.RerankFloor; the re-rank
@@ -672,7 +681,7 @@ func (p *Pipeline) rerankAll(ctx context.Context, r Request, cands []Ranked) (Re
 	}
 	final := cands
 	if m := p.mem.Load(); m != nil && p.cfg.Memory.Enabled && len(cands) > 0 && strings.TrimSpace(r.Query) != "" && m.HasUser(r.User) {
-		qv, err := m.emb.Embed(ctx, []string{r.Query})
+		qv, err := m.Embedder().Embed(ctx, []string{r.Query})
 		if err != nil {
 			return Result{}, nil, fmt.Errorf("embed query for memory: %w", err)
 		}
@@ -686,7 +695,7 @@ func (p *Pipeline) rerankAll(ctx context.Context, r Request, cands []Ranked) (Re
 			best = max(best, mm.Sim)
 		}
 		if len(mems) > 0 && best >= p.cfg.Memory.RerankFloor {
-			candVecs, err := p.candidateVectors(ctx, m.emb, cands)
+			candVecs, err := p.candidateVectors(ctx, m.Embedder(), cands)
 			if err != nil {
 				return Result{}, nil, fmt.Errorf("embed candidates for memory: %w", err)
 			}
@@ -732,7 +741,7 @@ func (p *Pipeline) candidateVectors(ctx context.Context, emb embedding.Embedder,
 	}
 	texts := make([]string, len(missing))
 	for j, i := range missing {
-		texts[j] = indexText(cands[i].Chunk)
+		texts[j] = cands[i].Chunk.IndexText()
 	}
 	vs, err := emb.Embed(ctx, texts)
 	if err != nil {
@@ -753,7 +762,7 @@ func (p *Pipeline) serviceVectors(ctx context.Context, emb embedding.Embedder, c
 	var missing []int
 	var texts []string
 	for i, c := range cands {
-		t := indexText(c.Chunk)
+		t := c.Chunk.IndexText()
 		if v, ok := p.textVecs.get(t); ok {
 			out[i] = v
 		} else {
@@ -803,3 +812,6 @@ var (
 	_ Retriever      = (*Pipeline)(nil)
 	_ BatchRetriever = (*Pipeline)(nil)
 )
+
+// errNoService marks a pipeline method that needs the embedded index.
+var errNoService = errors.New("not available with a retrieval service (method remote or elasticsearch)")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/himes-rl/himes/embedding"
+	"github.com/himes-rl/himes/memory"
 )
 
 const tinyKB = `{"id":"p1","title":"Garage doors","text":"A garage door opener that is going bad makes grinding noises and reverses."}
@@ -57,7 +58,7 @@ func TestPipelineRetrieveWithAndWithoutMemory(t *testing.T) {
 	}
 	emb, _ := pm.Embedder()
 	t0 := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
-	mem, err := BuildMemory(t.Context(), cfg.Memory, emb, []MemoryEntry{
+	mem, err := memory.Build(t.Context(), cfg.Memory, emb, []memory.Entry{
 		{User: "u", Text: "garage door springs lubrication", Time: t0},
 		{User: "u", Text: "sliding doors need lubrication", Time: t0.Add(time.Hour)},
 		{User: "other", Text: "garage door opener remote battery", Time: t0},

@@ -1,4 +1,4 @@
-package retrieval
+package service_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -16,17 +17,30 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/himes-rl/himes/internal/httpcall"
+	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/retrieval/corpus"
+	"github.com/himes-rl/himes/retrieval/service"
 )
 
-const demoKB = "../datasets/demo/passages.jsonl"
+const demoKB = "../../datasets/demo/passages.jsonl"
 
 // demoQueries are the demo conversations' questions: real queries whose
 // rankings are long and full of ties-free scores.
 func demoQueries(t *testing.T, n int) []string {
 	t.Helper()
+	raw, err := os.ReadFile("../../datasets/demo/train.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var qs []string
-	for _, tt := range readTurns(t, "../datasets/demo/train.jsonl") {
-		qs = append(qs, tt.Question)
+	for line := range strings.SplitSeq(strings.TrimSpace(string(raw)), "\n") {
+		var turn struct {
+			Question string `json:"question"`
+		}
+		if err := json.Unmarshal([]byte(line), &turn); err != nil {
+			t.Fatal(err)
+		}
+		qs = append(qs, turn.Question)
 		if len(qs) == n {
 			break
 		}
@@ -34,9 +48,9 @@ func demoQueries(t *testing.T, n int) []string {
 	return qs
 }
 
-func openDemo(t *testing.T, cfg Config) *Pipeline {
+func openDemo(t *testing.T, cfg retrieval.Config) *retrieval.Pipeline {
 	t.Helper()
-	p, err := Open(t.Context(), cfg, demoKB)
+	p, err := retrieval.Open(t.Context(), cfg, demoKB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +58,8 @@ func openDemo(t *testing.T, cfg Config) *Pipeline {
 }
 
 // fastService is a call policy for tests: short backoff, few retries.
-func fastService(urls ...string) ServiceConfig {
-	s := DefaultServiceConfig()
+func fastService(urls ...string) service.Config {
+	s := service.DefaultConfig()
 	s.URL, s.Retries, s.BackoffBase, s.BackoffMax, s.Timeout = urls, 2, time.Millisecond, 2*time.Millisecond, 10*time.Second
 	return s
 }
@@ -61,7 +75,7 @@ func newCountingServer(t *testing.T, h http.Handler) *countingServer {
 	cs := &countingServer{}
 	cs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		var req RetrieveRequest
+		var req service.RetrieveRequest
 		if json.Unmarshal(body, &req) == nil && r.URL.Path == "/retrieve" {
 			cs.mu.Lock()
 			cs.batches = append(cs.batches, len(req.Queries))
@@ -75,17 +89,17 @@ func newCountingServer(t *testing.T, h http.Handler) *countingServer {
 }
 
 // TestRemoteThroughServeEqualsInProcess serves the demo index with
-// NewHandler and checks that a remote pipeline retrieves exactly what the
+// service.NewHandler and checks that a remote pipeline retrieves exactly what the
 // in-process pipeline does (ids, order, scores, titles, texts, passage ids),
 // one request per batch of max_batch distinct texts.
 func TestRemoteThroughServeEqualsInProcess(t *testing.T) {
-	local := openDemo(t, DefaultConfig())
-	srv := newCountingServer(t, NewHandler(local, 20))
+	local := openDemo(t, retrieval.DefaultConfig())
+	srv := newCountingServer(t, service.NewHandler(local, 20))
 
-	cfg := DefaultConfig()
-	cfg.Method, cfg.Remote.Call = MethodRemote, fastService(srv.URL)
+	cfg := retrieval.DefaultConfig()
+	cfg.Method, cfg.Remote.Call = retrieval.MethodRemote, fastService(srv.URL)
 	cfg.Remote.Call.MaxBatch = 64
-	remote, err := Open(t.Context(), cfg, "") // no KB: nothing but the service
+	remote, err := retrieval.Open(t.Context(), cfg, "") // no KB: nothing but the service
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,11 +110,11 @@ func TestRemoteThroughServeEqualsInProcess(t *testing.T) {
 
 	qs := demoQueries(t, 100)
 	// 100 distinct texts, each asked twice, plus one with no indexed term.
-	reqs := make([]Request, 0, 201)
+	reqs := make([]retrieval.Request, 0, 201)
 	for _, q := range qs {
-		reqs = append(reqs, Request{User: "u", Query: q}, Request{User: "v", Rewrite: q, Query: "other"})
+		reqs = append(reqs, retrieval.Request{User: "u", Query: q}, retrieval.Request{User: "v", Rewrite: q, Query: "other"})
 	}
-	reqs = append(reqs, Request{Rewrite: "zzqxj vvkwp", Query: "zzqxj vvkwp"})
+	reqs = append(reqs, retrieval.Request{Rewrite: "zzqxj vvkwp", Query: "zzqxj vvkwp"})
 	srv.batches = nil
 	got, errs := remote.RetrieveBatch(t.Context(), reqs)
 	if want := []int{64, 37}; !sameMultiset(srv.batches, want) {
@@ -154,11 +168,11 @@ func sameMultiset(a, b []int) bool {
 }
 
 // fakeRetrieve answers /retrieve with body(queries) and status.
-func fakeRetrieve(t *testing.T, status int, body func(req RetrieveRequest) string) (*httptest.Server, *int) {
+func fakeRetrieve(t *testing.T, status int, body func(req service.RetrieveRequest) string) (*httptest.Server, *int) {
 	calls := new(int)
 	var mu sync.Mutex
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req RetrieveRequest
+		var req service.RetrieveRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || r.URL.Path != "/retrieve" || r.Method != http.MethodPost {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
@@ -183,8 +197,8 @@ func TestRemoteBadAnswers(t *testing.T) {
 		name   string
 		status int
 		body   string
-		kind   string // httpcall kind (a CallError) or ResultError kind
-		result bool   // a ResultError, not a CallError
+		kind   string // httpcall kind (a CallError) or service.ResultError kind
+		result bool   // a service.ResultError, not a CallError
 		calls  int
 		want   string
 	}{
@@ -192,28 +206,28 @@ func TestRemoteBadAnswers(t *testing.T) {
 		{"no result", 200, `{"results": []}`, httpcall.KindMalformed, false, 1, `no "result"`},
 		{"count", 200, `{"result": [[], []]}`, httpcall.KindMalformed, false, 1, "2 result lists for 1 queries"},
 		{"no score", 200, `{"result": [[{"document": {"id": "a", "contents": "x"}}]]}`, httpcall.KindMalformed, false, 1, `no "score"`},
-		{"no id", 200, `{"result": [[{"document": {"contents": "x"}, "score": 1}]]}`, ResultMalformed, true, 1, "no document id"},
-		{"no text", 200, `{"result": [[{"document": {"id": "a"}, "score": 1}]]}`, ResultMalformed, true, 1, `"a" has no text`},
-		{"duplicate", 200, `{"result": [[` + doc("a", 2) + `,` + doc("a", 1) + `]]}`, ResultMalformed, true, 1, "returned twice"},
-		{"ascending", 200, `{"result": [[` + doc("a", 1) + `,` + doc("b", 2) + `]]}`, ResultMalformed, true, 1, "not in descending order"},
-		{"too many", 200, `{"result": [[` + doc("a", 3) + `,` + doc("b", 2) + `,` + doc("c", 1) + `]]}`, ResultMalformed, true, 1, "3 results for topk 2"},
+		{"no id", 200, `{"result": [[{"document": {"contents": "x"}, "score": 1}]]}`, service.ResultMalformed, true, 1, "no document id"},
+		{"no text", 200, `{"result": [[{"document": {"id": "a"}, "score": 1}]]}`, service.ResultMalformed, true, 1, `"a" has no text`},
+		{"duplicate", 200, `{"result": [[` + doc("a", 2) + `,` + doc("a", 1) + `]]}`, service.ResultMalformed, true, 1, "returned twice"},
+		{"ascending", 200, `{"result": [[` + doc("a", 1) + `,` + doc("b", 2) + `]]}`, service.ResultMalformed, true, 1, "not in descending order"},
+		{"too many", 200, `{"result": [[` + doc("a", 3) + `,` + doc("b", 2) + `,` + doc("c", 1) + `]]}`, service.ResultMalformed, true, 1, "3 results for topk 2"},
 		{"rejected", 422, `{"detail": "bad"}`, httpcall.KindRejected, false, 1, "422"},
 		{"server error", 500, `{"error": "index exploded"}`, httpcall.KindUnavailable, false, 3, "index exploded"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			srv, calls := fakeRetrieve(t, c.status, func(RetrieveRequest) string { return c.body })
-			r, err := NewRemote(fastService(srv.URL), 1)
+			srv, calls := fakeRetrieve(t, c.status, func(service.RetrieveRequest) string { return c.body })
+			r, err := service.NewRemote(fastService(srv.URL), 1)
 			if err != nil {
 				t.Fatal(err)
 			}
-			lists, errs := serviceSearch(t.Context(), r, []string{"q"}, 2, nil)
+			lists, errs := service.Search(t.Context(), r, []string{"q"}, 2, nil)
 			err = errs[0]
 			if err == nil || lists[0] != nil {
 				t.Fatalf("want a failure, got %v (%d results)", err, len(lists[0]))
 			}
 			var ce *httpcall.CallError
-			var re *ResultError
+			var re *service.ResultError
 			switch {
 			case c.result && errors.As(err, &re):
 				if re.Kind != c.kind {
@@ -241,7 +255,7 @@ func TestRemoteBadAnswers(t *testing.T) {
 // than asked, and an empty list; with a knowledge base configured, an id it
 // does not hold fails that query only, as unknown_id.
 func TestRemoteSearchR1Documents(t *testing.T) {
-	srv, _ := fakeRetrieve(t, 200, func(req RetrieveRequest) string {
+	srv, _ := fakeRetrieve(t, 200, func(req service.RetrieveRequest) string {
 		var lists []string
 		for _, q := range req.Queries {
 			switch q {
@@ -259,26 +273,26 @@ func TestRemoteSearchR1Documents(t *testing.T) {
 		}
 		return `{"result": [` + strings.Join(lists, ",") + `]}`
 	})
-	r, err := NewRemote(fastService(srv.URL), 1)
+	r, err := service.NewRemote(fastService(srv.URL), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lists, errs := serviceSearch(t.Context(), r, []string{"wiki", "none"}, 5, nil)
+	lists, errs := service.Search(t.Context(), r, []string{"wiki", "none"}, 5, nil)
 	if errs[0] != nil || errs[1] != nil {
 		t.Fatal(errs)
 	}
-	want := []Ranked{
-		{Chunk: Chunk{ID: "17", PassageID: "17", Title: "Aaron", Text: "Aaron is a prophet."}, Score: 9.5},
-		{Chunk: Chunk{ID: "18", PassageID: "18", Text: "no title here"}, Score: 9.5},
+	want := []corpus.Ranked{
+		{Chunk: corpus.Chunk{ID: "17", PassageID: "17", Title: "Aaron", Text: "Aaron is a prophet."}, Score: 9.5},
+		{Chunk: corpus.Chunk{ID: "18", PassageID: "18", Text: "no title here"}, Score: 9.5},
 	}
 	if !reflect.DeepEqual(lists[0], want) || len(lists[1]) != 0 {
 		t.Errorf("got %+v and %d results, want %+v and none", lists[0], len(lists[1]), want)
 	}
 
 	known := func(id string) bool { return id == "MARCO_0#0" || id == "MARCO_1" } // a chunk id and a passage id
-	_, errs = serviceSearch(t.Context(), r, []string{"stranger", "ok"}, 5, known)
-	var re *ResultError
-	if !errors.As(errs[0], &re) || re.Kind != ResultUnknownID || !strings.Contains(errs[0].Error(), `"not-in-kb"`) {
+	_, errs = service.Search(t.Context(), r, []string{"stranger", "ok"}, 5, known)
+	var re *service.ResultError
+	if !errors.As(errs[0], &re) || re.Kind != service.ResultUnknownID || !strings.Contains(errs[0].Error(), `"not-in-kb"`) {
 		t.Errorf("stranger: got %v, want unknown_id naming the id", errs[0])
 	}
 	if errs[1] != nil {
@@ -289,8 +303,8 @@ func TestRemoteSearchR1Documents(t *testing.T) {
 // TestOpenProbesEveryHost refuses a service with an unreachable host or no
 // /retrieve before any work starts.
 func TestOpenProbesEveryHost(t *testing.T) {
-	local := openDemo(t, DefaultConfig())
-	good := httptest.NewServer(NewHandler(local, 20))
+	local := openDemo(t, retrieval.DefaultConfig())
+	good := httptest.NewServer(service.NewHandler(local, 20))
 	defer good.Close()
 	none := httptest.NewServer(http.NotFoundHandler())
 	defer none.Close()
@@ -298,9 +312,9 @@ func TestOpenProbesEveryHost(t *testing.T) {
 		{none.URL, "not found on host " + none.URL},
 		{"http://127.0.0.1:1", "unavailable"},
 	} {
-		cfg := DefaultConfig()
-		cfg.Method, cfg.Remote.Call = MethodRemote, fastService(good.URL, c.host)
-		_, err := Open(t.Context(), cfg, "")
+		cfg := retrieval.DefaultConfig()
+		cfg.Method, cfg.Remote.Call = retrieval.MethodRemote, fastService(good.URL, c.host)
+		_, err := retrieval.Open(t.Context(), cfg, "")
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "retrieval service "+c.host) {
 			t.Errorf("host %s: got %v, want an error naming the host and %q", c.host, err, c.want)
 		}
@@ -309,8 +323,8 @@ func TestOpenProbesEveryHost(t *testing.T) {
 
 // TestServeRejectsBadRequests: the handler's own input checks.
 func TestServeRejectsBadRequests(t *testing.T) {
-	local := openDemo(t, DefaultConfig())
-	srv := httptest.NewServer(NewHandler(local, 3))
+	local := openDemo(t, retrieval.DefaultConfig())
+	srv := httptest.NewServer(service.NewHandler(local, 3))
 	defer srv.Close()
 	post := func(body string) (int, string) {
 		resp, err := http.Post(srv.URL+"/retrieve", "application/json", strings.NewReader(body))
@@ -330,7 +344,7 @@ func TestServeRejectsBadRequests(t *testing.T) {
 		{`{"queries": ["a"], "topk": -1}`, 400, `\"topk\" must be in`},
 		{`{"queries": ["a"]} {"x": 1}`, 400, "trailing data"},
 		{`{"queries": "a"}`, 400, "cannot unmarshal"},
-		{`{"queries": [` + strings.Repeat(`"a",`, ServeMaxQueries) + `"a"]}`, 413, "at most 4096"},
+		{`{"queries": [` + strings.Repeat(`"a",`, service.ServeMaxQueries) + `"a"]}`, 413, "at most 4096"},
 	} {
 		if st, body := post(c.body); st != c.status || !strings.Contains(body, c.want) {
 			t.Errorf("%.40s: %d %s, want %d with %q", c.body, st, body, c.status, c.want)
@@ -340,7 +354,7 @@ func TestServeRejectsBadRequests(t *testing.T) {
 	// documents come bare, as Search-R1 sends them.
 	st, body := post(`{"queries": ["president of the united states"]}`)
 	var bare struct {
-		Result [][]Document `json:"result"`
+		Result [][]service.Document `json:"result"`
 	}
 	if err := json.Unmarshal([]byte(body), &bare); st != 200 || err != nil || len(bare.Result) != 1 || len(bare.Result[0]) != 3 || bare.Result[0][0].ID == "" {
 		t.Errorf("default topk 3, bare documents: %d %.200s", st, body)
@@ -352,29 +366,33 @@ func TestServeRejectsBadRequests(t *testing.T) {
 func TestServiceConfig(t *testing.T) {
 	for _, c := range []struct {
 		yaml string
-		want HostList
+		want service.HostList
 	}{
-		{`url: http://a:8000`, HostList{"http://a:8000"}},
-		{`url: [http://a:8000, "https://b/prefix"]`, HostList{"http://a:8000", "https://b/prefix"}},
+		{`url: http://a:8000`, service.HostList{"http://a:8000"}},
+		{`url: [http://a:8000, "https://b/prefix"]`, service.HostList{"http://a:8000", "https://b/prefix"}},
 	} {
-		var s ServiceConfig
+		var s service.Config
 		if err := yaml.Unmarshal([]byte(c.yaml), &s); err != nil || !reflect.DeepEqual(s.URL, c.want) {
 			t.Errorf("%s: got %v (%v), want %v", c.yaml, s.URL, err, c.want)
 		}
 	}
 	for _, c := range []struct {
-		set  func(*Config)
+		set  func(*retrieval.Config)
 		want string
 	}{
-		{func(c *Config) { c.Method = MethodRemote }, "remote.url: required"},
-		{func(c *Config) { c.Method, c.Remote.Call.URL = MethodRemote, HostList{"ftp://x"} }, "remote.url: host 1"},
-		{func(c *Config) {
-			c.Method, c.Remote.Call.URL, c.Remote.Call.MaxBatch = MethodRemote, HostList{"http://x"}, 0
+		{func(c *retrieval.Config) { c.Method = retrieval.MethodRemote }, "remote.url: required"},
+		{func(c *retrieval.Config) {
+			c.Method, c.Remote.Call.URL = retrieval.MethodRemote, service.HostList{"ftp://x"}
+		}, "remote.url: host 1"},
+		{func(c *retrieval.Config) {
+			c.Method, c.Remote.Call.URL, c.Remote.Call.MaxBatch = retrieval.MethodRemote, service.HostList{"http://x"}, 0
 		}, "remote.max_batch"},
-		{func(c *Config) { c.Method, c.Elasticsearch.Call.URL = MethodElastic, HostList{"http://x"} }, "elasticsearch.index"},
-		{func(c *Config) { c.Method = "solr" }, "must be bm25, dense, hybrid, remote or elasticsearch"},
+		{func(c *retrieval.Config) {
+			c.Method, c.Elasticsearch.Call.URL = retrieval.MethodElastic, service.HostList{"http://x"}
+		}, "elasticsearch.index"},
+		{func(c *retrieval.Config) { c.Method = "solr" }, "must be bm25, dense, hybrid, remote or elasticsearch"},
 	} {
-		cfg := DefaultConfig()
+		cfg := retrieval.DefaultConfig()
 		c.set(&cfg)
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v, want %q", err, c.want)

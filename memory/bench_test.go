@@ -1,4 +1,4 @@
-package retrieval
+package memory
 
 import (
 	"context"
@@ -15,19 +15,19 @@ import (
 // the process's CPU time per query, which a busy machine inflates less than
 // wall time. Run on one core:
 //
-//	GOMAXPROCS=1 go test ./retrieval/ -run '^$' -bench Activate1M -benchtime 200x
+//	GOMAXPROCS=1 go test ./memory/ -run '^$' -bench Activate1M -benchtime 200x
 const benchMemories, benchDim = 1_000_000, 64
 
-var benchStores = map[string]*MemoryStore{}
+var benchStores = map[string]*Store{}
 var benchMu sync.Mutex
 
-func benchStore(b *testing.B, layout string) *MemoryStore {
+func benchStore(b *testing.B, layout string) *Store {
 	benchMu.Lock()
 	defer benchMu.Unlock()
 	if m, ok := benchStores[layout]; ok {
 		return m
 	}
-	cfg := DefaultConfig().Memory
+	cfg := DefaultConfig()
 	cfg.TopN = 3
 	var labels []Label
 	if layout == "one-partition" {

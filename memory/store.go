@@ -1,9 +1,8 @@
-package retrieval
+package memory
 
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -16,10 +15,10 @@ import (
 	"github.com/himes-rl/himes/internal/words"
 )
 
-// MemoryEntry is one long-term memory of a user: a statement about
+// Entry is one long-term memory of a user: a statement about
 // themselves (a fact) or a question they asked. Topic/Subtopic, Entities and
-// Embedding may be left empty when building: BuildMemory fills them.
-type MemoryEntry struct {
+// Embedding may be left empty when building: Build fills them.
+type Entry struct {
 	User string
 	// ID names the memory within its user (labels of relevant memories use
 	// it); "" is filled with "m<position>" when building.
@@ -41,16 +40,28 @@ type MemoryEntry struct {
 	Embedding []float32
 }
 
-// MemoryStore is HiMeS long-term memory: every user's historical queries,
+// Activated is one activated long-term memory (an element of H_n): its id
+// within the user, its text, label, cosine with the query (Sim) and
+// activation score (Score, see Score).
+type Activated struct {
+	ID       string  `json:"id"`
+	Text     string  `json:"text"`
+	Topic    string  `json:"topic"`
+	Subtopic string  `json:"subtopic"`
+	Sim      float64 `json:"sim"`
+	Score    float64 `json:"score"`
+}
+
+// Store is HiMeS long-term memory: every user's historical queries,
 // partitioned by (topic, subtopic). It is immutable after building and safe
 // for concurrent use.
-type MemoryStore struct {
-	cfg        MemoryConfig
+type Store struct {
+	cfg        Config
 	emb        embedding.Embedder
 	tax        *Taxonomy
 	cls        Classifier
 	neighbours map[Label][]Label
-	entries    []MemoryEntry
+	entries    []Entry
 	parts      map[string]map[Label][]int // user → label → entry indexes
 	// The scan layout: every partition's memories side by side (scan
 	// position p holds entry order[p]; span[user][label] is its partition's
@@ -69,10 +80,10 @@ type MemoryStore struct {
 	quant *QuantSet
 }
 
-// BuildMemory builds a store from entries with the taxonomy and classifier
+// Build builds a store from entries with the taxonomy and classifier
 // named in cfg (cfg.Taxonomy, cfg.Classifier). Entries without an embedding
 // are embedded with emb, entries without a label are classified.
-func BuildMemory(ctx context.Context, cfg MemoryConfig, emb embedding.Embedder, entries []MemoryEntry, opts ...MemoryOption) (*MemoryStore, error) {
+func Build(ctx context.Context, cfg Config, emb embedding.Embedder, entries []Entry, opts ...Option) (*Store, error) {
 	tax, err := LoadTaxonomy(cfg.Taxonomy)
 	if err != nil {
 		return nil, err
@@ -81,23 +92,23 @@ func BuildMemory(ctx context.Context, cfg MemoryConfig, emb embedding.Embedder, 
 	if err != nil {
 		return nil, err
 	}
-	return NewMemoryStore(ctx, cfg, emb, tax, cls, entries, opts...)
+	return NewStore(ctx, cfg, emb, tax, cls, entries, opts...)
 }
 
-// MemoryOption adjusts building a store.
-type MemoryOption func(*memoryOptions)
+// Option adjusts building a store.
+type Option func(*options)
 
-type memoryOptions struct {
+type options struct {
 	progress func(stage string, done, total int)
 }
 
 // WithProgress reports building progress: stage is "embed" or "classify".
-func WithProgress(fn func(stage string, done, total int)) MemoryOption {
-	return func(o *memoryOptions) { o.progress = fn }
+func WithProgress(fn func(stage string, done, total int)) Option {
+	return func(o *options) { o.progress = fn }
 }
 
 // NewClassifier builds the classifier cfg.Classifier names.
-func NewClassifier(ctx context.Context, cfg MemoryConfig, tax *Taxonomy, emb embedding.Embedder) (Classifier, error) {
+func NewClassifier(ctx context.Context, cfg Config, tax *Taxonomy, emb embedding.Embedder) (Classifier, error) {
 	switch cfg.Classifier {
 	case "", "embedding":
 		return NewEmbeddingClassifier(ctx, tax, emb)
@@ -108,9 +119,9 @@ func NewClassifier(ctx context.Context, cfg MemoryConfig, tax *Taxonomy, emb emb
 	}
 }
 
-// NewMemoryStore is BuildMemory with an explicit taxonomy and classifier.
-func NewMemoryStore(ctx context.Context, cfg MemoryConfig, emb embedding.Embedder, tax *Taxonomy, cls Classifier, entries []MemoryEntry, opts ...MemoryOption) (*MemoryStore, error) {
-	var o memoryOptions
+// NewStore is Build with an explicit taxonomy and classifier.
+func NewStore(ctx context.Context, cfg Config, emb embedding.Embedder, tax *Taxonomy, cls Classifier, entries []Entry, opts ...Option) (*Store, error) {
+	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -123,7 +134,7 @@ func NewMemoryStore(ctx context.Context, cfg MemoryConfig, emb embedding.Embedde
 	if err != nil {
 		return nil, fmt.Errorf("embed taxonomy labels: %w", err)
 	}
-	m := &MemoryStore{cfg: cfg, emb: emb, tax: tax, cls: cls,
+	m := &Store{cfg: cfg, emb: emb, tax: tax, cls: cls,
 		neighbours: labelNeighbours(tax.Labels(), labelVecs),
 		entries:    slices.Clone(entries), parts: map[string]map[Label][]int{}}
 	var toEmbed, toClassify []int
@@ -210,9 +221,9 @@ func NewMemoryStore(ctx context.Context, cfg MemoryConfig, emb embedding.Embedde
 	return m, nil
 }
 
-// layout lays the partitions out for scanning (see MemoryStore.order) and
+// layout lays the partitions out for scanning (see Store.order) and
 // points each entry's embedding into the flat copy, so it is stored once.
-func (m *MemoryStore) layout(dim int) {
+func (m *Store) layout(dim int) {
 	n := len(m.entries)
 	m.dim, m.order, m.span = dim, make([]int, 0, n), map[string]map[Label][2]int{}
 	m.vecs, m.norms = make([]float32, n*dim), make([]float64, n)
@@ -257,19 +268,19 @@ func foldHash(s string) uint64 {
 }
 
 // Len is the number of stored queries.
-func (m *MemoryStore) Len() int { return len(m.entries) }
+func (m *Store) Len() int { return len(m.entries) }
 
 // Entries returns the stored entries (callers must not modify them).
-func (m *MemoryStore) Entries() []MemoryEntry { return m.entries }
+func (m *Store) Entries() []Entry { return m.entries }
 
 // Taxonomy returns the store's taxonomy.
-func (m *MemoryStore) Taxonomy() *Taxonomy { return m.tax }
+func (m *Store) Taxonomy() *Taxonomy { return m.tax }
 
 // Embedder returns the embedder whose space the memories live in.
-func (m *MemoryStore) Embedder() embedding.Embedder { return m.emb }
+func (m *Store) Embedder() embedding.Embedder { return m.emb }
 
 // Partitions returns, for a user, the number of memories per label.
-func (m *MemoryStore) Partitions(user string) map[Label]int {
+func (m *Store) Partitions(user string) map[Label]int {
 	out := map[Label]int{}
 	for l, idx := range m.parts[user] {
 		out[l] = len(idx)
@@ -282,7 +293,7 @@ func (m *MemoryStore) Partitions(user string) map[Label]int {
 // none): activation scores the codes against the query (see QuantSet), and
 // the activated memories' vectors, which re-rank the candidates, are decoded
 // then. Everything else (labels, partitions, texts) is shared with m.
-func (m *MemoryStore) Quantized(q *Quantizer) (*MemoryStore, error) {
+func (m *Store) Quantized(q *Quantizer) (*Store, error) {
 	vecs := make([][]float32, len(m.order))
 	for p := range m.order {
 		vecs[p] = m.vecs[p*m.dim : (p+1)*m.dim]
@@ -303,7 +314,7 @@ func (m *MemoryStore) Quantized(q *Quantizer) (*MemoryStore, error) {
 
 // Quantizer returns the quantizer of a store made by Quantized (nil: the
 // embeddings are float32).
-func (m *MemoryStore) Quantizer() *Quantizer {
+func (m *Store) Quantizer() *Quantizer {
 	if m.quant == nil {
 		return nil
 	}
@@ -338,10 +349,10 @@ func cosineNorm(a []float32, na float64, b []float32, nb float64) float64 {
 }
 
 // HasUser reports whether the store holds memories of user.
-func (m *MemoryStore) HasUser(user string) bool { return len(m.parts[user]) > 0 }
+func (m *Store) HasUser(user string) bool { return len(m.parts[user]) > 0 }
 
 // Lookup returns the memory of user with id.
-func (m *MemoryStore) Lookup(user, id string) (MemoryEntry, bool) {
+func (m *Store) Lookup(user, id string) (Entry, bool) {
 	for _, idx := range m.parts[user] {
 		for _, i := range idx {
 			if m.entries[i].ID == id {
@@ -349,25 +360,25 @@ func (m *MemoryStore) Lookup(user, id string) (MemoryEntry, bool) {
 			}
 		}
 	}
-	return MemoryEntry{}, false
+	return Entry{}, false
 }
 
 // Activate selects H_n for a user's current query with every memory of the
 // user visible (see ActivateAt).
-func (m *MemoryStore) Activate(ctx context.Context, user, query string, qvec []float32) ([]Memory, [][]float32, error) {
+func (m *Store) Activate(ctx context.Context, user, query string, qvec []float32) ([]Activated, [][]float32, error) {
 	return m.ActivateAt(ctx, user, query, qvec, 0)
 }
 
 // ActivateAt selects H_n for a user's current query: classify it, take its
 // partition, widen to neighbouring partitions (nearest first) while fewer
 // than cfg.MinPartition memories are available, drop memories equal to the
-// query itself, score each by cfg.Signals (see MemoryScore) and keep the
+// query itself, score each by cfg.Signals (see Score) and keep the
 // top cfg.TopN (ties: more recent first, then id). qvec is the query's
 // embedding. seq is the query's position in its user's question history:
 // question memories with Seq ≥ seq are not visible (the turn's own and
 // later questions); 0 means no restriction and no recency. It returns the
 // activated memories and their embeddings.
-func (m *MemoryStore) ActivateAt(ctx context.Context, user, query string, qvec []float32, seq int64) ([]Memory, [][]float32, error) {
+func (m *Store) ActivateAt(ctx context.Context, user, query string, qvec []float32, seq int64) ([]Activated, [][]float32, error) {
 	return m.activate(ctx, user, query, qvec, seq, m.cfg.Signals, m.cfg.TopN)
 }
 
@@ -375,13 +386,13 @@ func (m *MemoryStore) ActivateAt(ctx context.Context, user, query string, qvec [
 // weights sig instead of the store's top_n and signals (memories as
 // rewriter input have their own top_n, and keep the run's signals under an
 // evaluation's memory variants).
-func (m *MemoryStore) ActivateTop(ctx context.Context, user, query string, qvec []float32, seq int64, sig MemorySignals, n int) ([]Memory, error) {
+func (m *Store) ActivateTop(ctx context.Context, user, query string, qvec []float32, seq int64, sig Signals, n int) ([]Activated, error) {
 	mems, _, err := m.activate(ctx, user, query, qvec, seq, sig, n)
 	return mems, err
 }
 
-func (m *MemoryStore) activate(ctx context.Context, user, query string, qvec []float32, seq int64, sig MemorySignals, topN int) ([]Memory, [][]float32, error) {
-	if sig == (MemorySignals{}) {
+func (m *Store) activate(ctx context.Context, user, query string, qvec []float32, seq int64, sig Signals, topN int) ([]Activated, [][]float32, error) {
+	if sig == (Signals{}) {
 		sig.Semantic = 1
 	}
 	userParts := m.parts[user]
@@ -412,7 +423,7 @@ func (m *MemoryStore) activate(ctx context.Context, user, query string, qvec []f
 		i, p       int // entry index, scan position
 		sim, score float64
 	}
-	semanticOnly := sig == MemorySignals{Semantic: 1}
+	semanticOnly := sig == Signals{Semantic: 1}
 	before := func(a, b cand) bool {
 		if a.score != b.score {
 			return a.score > b.score
@@ -448,8 +459,8 @@ func (m *MemoryStore) activate(ctx context.Context, user, query string, qvec []f
 				sim = cosineNorm(qvec, qn, m.vecs[p*m.dim:(p+1)*m.dim], m.norms[p])
 			}
 			c := cand{i, p, sim, sim}
-			if !semanticOnly { // else MemoryScore is 1·cos: the entry need not be read
-				c.score = MemoryScore(sig, m.cfg.RecencyHalfLife, sim, l, seq, qwords, m.entries[i])
+			if !semanticOnly { // else Score is 1·cos: the entry need not be read
+				c.score = Score(sig, m.cfg.RecencyHalfLife, sim, l, seq, qwords, m.entries[i])
 			}
 			if len(cs) == topN && !before(c, cs[len(cs)-1]) {
 				continue
@@ -470,11 +481,11 @@ func (m *MemoryStore) activate(ctx context.Context, user, query string, qvec []f
 		}
 		take(nb)
 	}
-	mems := make([]Memory, len(cs))
+	mems := make([]Activated, len(cs))
 	vecs := make([][]float32, len(cs))
 	for j, c := range cs {
 		e := m.entries[c.i]
-		mems[j] = Memory{ID: e.ID, Text: e.Text, Topic: e.Topic, Subtopic: e.Subtopic, Sim: c.sim, Score: c.score}
+		mems[j] = Activated{ID: e.ID, Text: e.Text, Topic: e.Topic, Subtopic: e.Subtopic, Sim: c.sim, Score: c.score}
 		vecs[j] = e.Embedding
 		if m.quant != nil {
 			vecs[j] = m.quant.q.Decode(m.quant.Code(c.p))
@@ -483,7 +494,7 @@ func (m *MemoryStore) activate(ctx context.Context, user, query string, qvec []f
 	return mems, vecs, nil
 }
 
-// MemoryScore is the activation score of memory e for a query classified as
+// Score is the activation score of memory e for a query classified as
 // ql at position seq of its user's history, with query words qwords:
 //
 //	semantic·cos + topic·match + recency·0.5^(age/halfLife) + importance·e.Importance + entities·overlap
@@ -493,7 +504,7 @@ func (m *MemoryStore) activate(ctx context.Context, user, query string, qvec []f
 // memories without a Seq (facts, imported memories) or without a query
 // position; overlap is the share of e's entities among the query's words.
 // A weight of 0 turns its signal off.
-func MemoryScore(sig MemorySignals, halfLife float64, cos float64, ql Label, seq int64, qwords map[string]bool, e MemoryEntry) float64 {
+func Score(sig Signals, halfLife float64, cos float64, ql Label, seq int64, qwords map[string]bool, e Entry) float64 {
 	score := sig.Semantic * cos
 	if sig.Topic != 0 {
 		switch {
@@ -532,55 +543,4 @@ func contentWords(text string) []string {
 		}
 	}
 	return out
-}
-
-// Rerank is HiMeS's memory-aware re-ranking: score(c) = mean over h in H_n
-// of cos(E(c), E(h)). With retrievalWeight w > 0 the final score is
-// (1−w)·memory + w·retrieval, the retrieval score min–max normalized over the
-// candidates (all-equal scores normalize to 1) — an ablation, off by
-// default. Ties keep retrieval order. With no memories the candidates are
-// returned unchanged, in retrieval order.
-func Rerank(cands []Ranked, candVecs [][]float32, memVecs [][]float32, retrievalWeight float64) ([]Ranked, error) {
-	if len(candVecs) != len(cands) {
-		return nil, errors.New("rerank: one vector per candidate required")
-	}
-	out := slices.Clone(cands)
-	if len(memVecs) == 0 {
-		return out, nil
-	}
-	lo, hi := 0.0, 0.0
-	for i, c := range cands {
-		if i == 0 || c.Score < lo {
-			lo = c.Score
-		}
-		if i == 0 || c.Score > hi {
-			hi = c.Score
-		}
-	}
-	for i := range out {
-		mem := 0.0
-		for _, h := range memVecs {
-			mem += embedding.Cosine(candVecs[i], h)
-		}
-		mem /= float64(len(memVecs))
-		score := mem
-		if retrievalWeight > 0 {
-			norm := 1.0
-			if hi > lo {
-				norm = (cands[i].Score - lo) / (hi - lo)
-			}
-			score = (1-retrievalWeight)*mem + retrievalWeight*norm
-		}
-		out[i].Score = score
-	}
-	slices.SortStableFunc(out, func(a, b Ranked) int {
-		switch {
-		case a.Score > b.Score:
-			return -1
-		case a.Score < b.Score:
-			return 1
-		}
-		return 0
-	})
-	return out, nil
 }

@@ -1,4 +1,4 @@
-package retrieval
+package service
 
 import (
 	"context"
@@ -8,9 +8,10 @@ import (
 	"strings"
 
 	"github.com/himes-rl/himes/internal/httpcall"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
-// The protocol's wire types (retrieval/PROTOCOL.md): Search-R1's
+// The protocol's wire types (retrieval/service/PROTOCOL.md): Search-R1's
 // retrieval_server.py, plus optional fields of our own that Search-R1
 // clients ignore.
 type (
@@ -33,43 +34,21 @@ type (
 	// `"Title"\ntext`); title, text and passage_id are optional extensions
 	// (`himes retrieval serve` sends them so that chunks round-trip exactly).
 	Document struct {
-		ID        DocID  `json:"id"`
-		Contents  string `json:"contents"`
-		Title     string `json:"title,omitempty"`
-		Text      string `json:"text,omitempty"`
-		PassageID string `json:"passage_id,omitempty"`
+		ID        corpus.DocID `json:"id"`
+		Contents  string       `json:"contents"`
+		Title     string       `json:"title,omitempty"`
+		Text      string       `json:"text,omitempty"`
+		PassageID string       `json:"passage_id,omitempty"`
 	}
 )
 
-// DocID is a document id that may arrive as a JSON string or a number
-// (some corpora number their documents); it is kept as text.
-type DocID string
-
-// UnmarshalJSON accepts a string or a number.
-func (d *DocID) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*d = DocID(s)
-		return nil
-	}
-	var n json.Number
-	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("document id: want a string or a number, got %s", b)
-	}
-	*d = DocID(n.String())
-	return nil
-}
-
 // Chunk is the chunk a returned document becomes.
-func (d Document) Chunk() Chunk {
-	c := Chunk{ID: string(d.ID), PassageID: d.PassageID}
+func (d Document) Chunk() corpus.Chunk {
+	c := corpus.Chunk{ID: string(d.ID), PassageID: d.PassageID}
 	if d.Text != "" {
 		c.Title, c.Text = d.Title, d.Text
 	} else {
-		c.Title, c.Text = ParseContents(d.Contents)
+		c.Title, c.Text = corpus.ParseContents(d.Contents)
 	}
 	if c.PassageID == "" {
 		c.PassageID = c.ID
@@ -86,8 +65,8 @@ type Remote struct {
 
 // NewRemote returns a client of the service cfg names. seed drives only
 // the retry jitter.
-func NewRemote(cfg ServiceConfig, seed uint64) (*Remote, error) {
-	pool, err := servicePool(cfg)
+func NewRemote(cfg Config, seed uint64) (*Remote, error) {
+	pool, err := newPool(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +74,7 @@ func NewRemote(cfg ServiceConfig, seed uint64) (*Remote, error) {
 		name: "remote " + strings.Join(cfg.URL, ",")}, nil
 }
 
-func servicePool(cfg ServiceConfig) (*httpcall.Pool, error) {
+func newPool(cfg Config) (*httpcall.Pool, error) {
 	bases := make([]*url.URL, len(cfg.URL))
 	limits := make([]int, len(cfg.URL))
 	for i, h := range cfg.URL {
@@ -108,7 +87,7 @@ func servicePool(cfg ServiceConfig) (*httpcall.Pool, error) {
 	return httpcall.NewPool(bases, limits), nil
 }
 
-func (s ServiceConfig) policy() httpcall.Policy {
+func (s Config) policy() httpcall.Policy {
 	return httpcall.Policy{Timeout: s.Timeout, Retries: s.Retries, BackoffBase: s.BackoffBase, BackoffMax: s.BackoffMax}
 }
 
@@ -128,13 +107,13 @@ func (r *Remote) Probe(ctx context.Context) error {
 	return nil
 }
 
-func (r *Remote) searchBatch(ctx context.Context, queries []string, k int) ([][]Ranked, []error, error) {
+func (r *Remote) searchBatch(ctx context.Context, queries []string, k int) ([][]corpus.Ranked, []error, error) {
 	lists, err := r.post(ctx, nil, queries, k)
 	return lists, nil, err
 }
 
 // post runs one /retrieve call (on pin when set) and converts the answer.
-func (r *Remote) post(ctx context.Context, pin *httpcall.Host, queries []string, k int) ([][]Ranked, error) {
+func (r *Remote) post(ctx context.Context, pin *httpcall.Host, queries []string, k int) ([][]corpus.Ranked, error) {
 	body, err := json.Marshal(RetrieveRequest{Queries: queries, TopK: k, ReturnScores: true})
 	if err != nil {
 		return nil, err
@@ -151,11 +130,11 @@ func (r *Remote) post(ctx context.Context, pin *httpcall.Host, queries []string,
 	if err != nil {
 		return nil, err
 	}
-	out := make([][]Ranked, len(queries))
+	out := make([][]corpus.Ranked, len(queries))
 	for i, list := range resp.Result {
-		out[i] = make([]Ranked, len(list))
+		out[i] = make([]corpus.Ranked, len(list))
 		for j, sd := range list {
-			out[i][j] = Ranked{Chunk: sd.Document.Chunk(), Score: *sd.Score}
+			out[i][j] = corpus.Ranked{Chunk: sd.Document.Chunk(), Score: *sd.Score}
 		}
 	}
 	return out, nil

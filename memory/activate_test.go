@@ -1,4 +1,4 @@
-package retrieval
+package memory
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // embedder's space and labels drawn from the taxonomy (so nothing needs
 // classifying). dup makes every third memory a copy of the previous
 // embedding, and times repeat, so scores and times tie.
-func syntheticStore(t testing.TB, cfg MemoryConfig, dim, n int, dup bool, labels []Label) (*MemoryStore, embedding.Embedder) {
+func syntheticStore(t testing.TB, cfg Config, dim, n int, dup bool, labels []Label) (*Store, embedding.Embedder) {
 	t.Helper()
 	ctx := context.Background()
 	emb, err := embedding.NewHash(dim)
@@ -37,14 +37,14 @@ func syntheticStore(t testing.TB, cfg MemoryConfig, dim, n int, dup bool, labels
 	}
 	rng := rand.New(rand.NewPCG(11, 12))
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	entries := make([]MemoryEntry, n)
+	entries := make([]Entry, n)
 	for i := range entries {
 		l := labels[rng.IntN(len(labels))]
 		v := randVec(rng, dim)
 		if dup && i%3 == 2 {
 			v = entries[i-1].Embedding
 		}
-		entries[i] = MemoryEntry{User: "u", ID: fmt.Sprintf("m%07d", i), Text: fmt.Sprintf("memory %d", i),
+		entries[i] = Entry{User: "u", ID: fmt.Sprintf("m%07d", i), Text: fmt.Sprintf("memory %d", i),
 			Time: t0.Add(time.Duration(i/4) * time.Hour), Seq: int64(i % 7), Topic: l.Topic, Subtopic: l.Subtopic,
 			Entities: []string{}, Embedding: v}
 		if dup && i%3 == 2 { // a twin of the previous memory but for its id and text
@@ -52,7 +52,7 @@ func syntheticStore(t testing.TB, cfg MemoryConfig, dim, n int, dup bool, labels
 			entries[i].Time, entries[i].Seq, entries[i].Topic, entries[i].Subtopic = p.Time, p.Seq, p.Topic, p.Subtopic
 		}
 	}
-	m, err := NewMemoryStore(ctx, cfg, emb, tax, cls, entries)
+	m, err := NewStore(ctx, cfg, emb, tax, cls, entries)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +60,8 @@ func syntheticStore(t testing.TB, cfg MemoryConfig, dim, n int, dup bool, labels
 }
 
 // referenceActivate is activation as first written: collect the whole pool,
-// score it with embedding.Cosine and MemoryScore, sort it, keep the top n.
-func referenceActivate(m *MemoryStore, query string, qvec []float32, seq int64, l Label) []string {
+// score it with embedding.Cosine and Score, sort it, keep the top n.
+func referenceActivate(m *Store, query string, qvec []float32, seq int64, l Label) []string {
 	sig := m.cfg.Signals
 	var pool []int
 	take := func(lb Label) {
@@ -88,7 +88,7 @@ func referenceActivate(m *MemoryStore, query string, qvec []float32, seq int64, 
 	}
 	var cs []cand
 	for _, i := range pool {
-		cs = append(cs, cand{i, MemoryScore(sig, m.cfg.RecencyHalfLife, embedding.Cosine(qvec, m.entries[i].Embedding), l, seq, map[string]bool{}, m.entries[i])})
+		cs = append(cs, cand{i, Score(sig, m.cfg.RecencyHalfLife, embedding.Cosine(qvec, m.entries[i].Embedding), l, seq, map[string]bool{}, m.entries[i])})
 	}
 	slices.SortFunc(cs, func(a, b cand) int {
 		if a.score != b.score {
@@ -123,16 +123,16 @@ func TestActivateTopNEqualsFullSort(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
-		sig  MemorySignals
+		sig  Signals
 		minP int
 		seq  int64
 	}{
-		{"semantic", MemorySignals{Semantic: 1}, 5, 0},
-		{"signals", MemorySignals{Semantic: 1, Topic: 0.3, Recency: 0.2}, 5, 4},
-		{"widen", MemorySignals{Semantic: 1}, 200, 0},
+		{"semantic", Signals{Semantic: 1}, 5, 0},
+		{"signals", Signals{Semantic: 1, Topic: 0.3, Recency: 0.2}, 5, 4},
+		{"widen", Signals{Semantic: 1}, 200, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig().Memory
+			cfg := DefaultConfig()
 			cfg.TopN, cfg.MinPartition, cfg.Signals = 6, tc.minP, tc.sig
 			m, _ := syntheticStore(t, cfg, 16, 600, true, nil)
 			rng := rand.New(rand.NewPCG(1, 2))
@@ -167,7 +167,7 @@ func TestActivateTopNEqualsFullSort(t *testing.T) {
 // re-ranking are the decoded ones, and the float32 store is left as it was.
 func TestQuantizedStoreActivation(t *testing.T) {
 	ctx := context.Background()
-	cfg := DefaultConfig().Memory
+	cfg := DefaultConfig()
 	cfg.TopN = 4
 	m, _ := syntheticStore(t, cfg, 24, 300, false, nil)
 	before := slices.Clone(m.entries[0].Embedding)
@@ -235,9 +235,9 @@ func TestActivateSkipsTheQueryUnderFolding(t *testing.T) {
 	}
 	l := tax.Labels()[0]
 	v := []float32{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
-	cfg := DefaultConfig().Memory
+	cfg := DefaultConfig()
 	cfg.TopN = 5
-	m, err := NewMemoryStore(ctx, cfg, emb, tax, cls, []MemoryEntry{
+	m, err := NewStore(ctx, cfg, emb, tax, cls, []Entry{
 		{User: "u", ID: "same", Text: "The \u212Aelvin   SCALE", Topic: l.Topic, Subtopic: l.Subtopic, Embedding: v},
 		{User: "u", ID: "other", Text: "The Celsius scale", Topic: l.Topic, Subtopic: l.Subtopic, Embedding: v},
 	})

@@ -1,6 +1,7 @@
-package retrieval
+package service
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 // Limits of one request to the retrieval handler.
@@ -17,12 +20,27 @@ const (
 	serveMaxBody    = 32 << 20
 )
 
-// NewHandler serves p's first stage over the protocol (retrieval/PROTOCOL.md):
+// Searcher is what a handler serves: a retrieval pipeline's first stage.
+type Searcher interface {
+	// SearchBatch returns the top k chunks of each query; errs[i] is query i's failure.
+	SearchBatch(ctx context.Context, queries []string, k int) (lists [][]corpus.Ranked, errs []error)
+	// Served says what is served, for GET /health.
+	Served() Served
+}
+
+// Served is what GET /health reports of a Searcher.
+type Served struct {
+	Method    string // the retrieval method
+	Documents int    // the chunks searched
+	Analyzer  string // the analyzer's ID
+}
+
+// NewHandler serves p's first stage over the protocol (retrieval/service/PROTOCOL.md):
 // POST /retrieve answers each query with its top-k chunks, and GET /health
 // says what is served. Long-term memory is the client's: it re-ranks what
 // the handler returns, so the handler never sees users. defaultK answers a
 // request without topk (Search-R1's server does the same with its --topk).
-func NewHandler(p *Pipeline, defaultK int) http.Handler {
+func NewHandler(p Searcher, defaultK int) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /retrieve", func(w http.ResponseWriter, r *http.Request) {
 		var req RetrieveRequest
@@ -97,16 +115,17 @@ func NewHandler(p *Pipeline, defaultK int) http.Handler {
 	})
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "method": p.cfg.Method,
-			"documents": p.NumChunks(), "analyzer": p.analyzer.ID(), "default_topk": defaultK})
+		s := p.Served()
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "method": s.Method,
+			"documents": s.Documents, "analyzer": s.Analyzer, "default_topk": defaultK})
 	})
 	return mux
 }
 
 // documentOf is a chunk as the protocol's document: Search-R1's id and
 // contents, and the exact title, text and passage id for our clients.
-func documentOf(c Chunk) Document {
-	return Document{ID: DocID(c.ID), Contents: FormatContents(c), Title: c.Title, Text: c.Text, PassageID: c.PassageID}
+func documentOf(c corpus.Chunk) Document {
+	return Document{ID: corpus.DocID(c.ID), Contents: corpus.FormatContents(c), Title: c.Title, Text: c.Text, PassageID: c.PassageID}
 }
 
 func serveError(w http.ResponseWriter, status int, format string, args ...any) {

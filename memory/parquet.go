@@ -1,4 +1,4 @@
-package retrieval
+package memory
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
+	arrowmem "github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -21,8 +21,8 @@ import (
 	"github.com/himes-rl/himes/internal/parquetfile"
 )
 
-// MemoryFormat tags persisted memory files.
-const MemoryFormat = "himes-memory-v2"
+// Format tags persisted memory files.
+const Format = "himes-memory-v2"
 
 // Schema-level metadata keys of a memory Parquet file.
 const (
@@ -31,7 +31,7 @@ const (
 	metaTaxonomy = "himes.taxonomy_sha256"
 )
 
-func memorySchema(md arrow.Metadata) *arrow.Schema {
+func fileSchema(md arrow.Metadata) *arrow.Schema {
 	return arrow.NewSchema([]arrow.Field{
 		{Name: "user", Type: arrow.BinaryTypes.String},
 		{Name: "id", Type: arrow.BinaryTypes.String},
@@ -46,11 +46,11 @@ func memorySchema(md arrow.Metadata) *arrow.Schema {
 	}, &md)
 }
 
-// SaveMemory writes the store as one Parquet file, rows ordered by user,
+// Save writes the store as one Parquet file, rows ordered by user,
 // topic, subtopic, time (so each partition is contiguous), with the
 // embedder name and taxonomy fingerprint in the schema metadata. The write
 // is atomic (temp file + rename).
-func SaveMemory(ctx context.Context, path string, m *MemoryStore) error {
+func Save(ctx context.Context, path string, m *Store) error {
 	idx := make([]int, len(m.entries))
 	for i := range idx {
 		idx[i] = i
@@ -66,9 +66,9 @@ func SaveMemory(ctx context.Context, path string, m *MemoryStore) error {
 		return 0
 	})
 	md := arrow.NewMetadata([]string{metaFormat, metaEmbedder, metaTaxonomy},
-		[]string{MemoryFormat, m.emb.Name(), m.tax.Fingerprint})
-	schema := memorySchema(md)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		[]string{Format, m.emb.Name(), m.tax.Fingerprint})
+	schema := fileSchema(md)
+	b := array.NewRecordBuilder(arrowmem.DefaultAllocator, schema)
 	defer b.Release()
 	users := b.Field(0).(*array.StringBuilder)
 	ids := b.Field(1).(*array.StringBuilder)
@@ -143,11 +143,11 @@ func SaveMemory(ctx context.Context, path string, m *MemoryStore) error {
 	return nil
 }
 
-// LoadMemory reads a memory Parquet file written by SaveMemory and builds a
+// Load reads a memory Parquet file written by Save and builds a
 // store with cfg's taxonomy and classifier. The file's embedder and taxonomy
 // must be the ones given: vectors from another embedding space or labels
 // from another taxonomy would be silently meaningless.
-func LoadMemory(ctx context.Context, path string, cfg MemoryConfig, emb embedding.Embedder) (*MemoryStore, error) {
+func Load(ctx context.Context, path string, cfg Config, emb embedding.Embedder) (*Store, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load memory: %w", err)
@@ -160,8 +160,8 @@ func LoadMemory(ctx context.Context, path string, cfg MemoryConfig, emb embeddin
 	get := tbl.Meta
 	if f := get(metaFormat); f == "himes-memory-v1" {
 		return nil, fmt.Errorf("%s: a memory file of an older himes (%s, without ids): rebuild with `himes memory build`", path, f)
-	} else if f != MemoryFormat {
-		return nil, fmt.Errorf("%s: not a himes memory file (format %q, want %q)", path, f, MemoryFormat)
+	} else if f != Format {
+		return nil, fmt.Errorf("%s: not a himes memory file (format %q, want %q)", path, f, Format)
 	}
 	if e := get(metaEmbedder); e != emb.Name() {
 		return nil, fmt.Errorf("%s: memories embedded with %q, the configured embedder is %q: rebuild with `himes memory build`", path, e, emb.Name())
@@ -173,13 +173,13 @@ func LoadMemory(ctx context.Context, path string, cfg MemoryConfig, emb embeddin
 	if t := get(metaTaxonomy); t != tax.Fingerprint {
 		return nil, fmt.Errorf("%s: labelled with another taxonomy (sha256 %.12s…, configured %.12s…): rebuild with `himes memory build`", path, t, tax.Fingerprint)
 	}
-	want := memorySchema(arrow.Metadata{})
+	want := fileSchema(arrow.Metadata{})
 	for i, f := range want.Fields() {
 		if tbl.NumCols() <= int64(i) || tbl.Schema().Field(i).Name != f.Name || !arrow.TypeEqual(tbl.Schema().Field(i).Type, f.Type) {
 			return nil, fmt.Errorf("%s: column %d: want %s %s", path, i, f.Name, f.Type)
 		}
 	}
-	entries := make([]MemoryEntry, 0, tbl.NumRows())
+	entries := make([]Entry, 0, tbl.NumRows())
 	tr := array.NewTableReader(tbl, 1<<16)
 	defer tr.Release()
 	for tr.Next() {
@@ -203,7 +203,7 @@ func LoadMemory(ctx context.Context, path string, cfg MemoryConfig, emb embeddin
 			for j := elo; j < ehi; j++ {
 				entities = append(entities, entVals.Value(int(j)))
 			}
-			entries = append(entries, MemoryEntry{
+			entries = append(entries, Entry{
 				User: users.Value(r), ID: ids.Value(r), Text: texts.Value(r),
 				Time: time.UnixMicro(int64(times.Value(r))).UTC(), Seq: seqs.Value(r),
 				Topic: topics.Value(r), Subtopic: subs.Value(r), Importance: imps.Value(r),
@@ -218,7 +218,7 @@ func LoadMemory(ctx context.Context, path string, cfg MemoryConfig, emb embeddin
 	if err != nil {
 		return nil, err
 	}
-	m, err := NewMemoryStore(ctx, cfg, emb, tax, cls, entries)
+	m, err := NewStore(ctx, cfg, emb, tax, cls, entries)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -1,4 +1,4 @@
-package retrieval
+package corpus
 
 import (
 	"os"
@@ -19,7 +19,7 @@ func writeFile(t *testing.T, name, content string) string {
 	return p
 }
 
-func TestLoadKBErrorsNameFileAndLine(t *testing.T) {
+func TestLoadErrorsNameFileAndLine(t *testing.T) {
 	cases := []struct {
 		name, content, want string
 	}{
@@ -36,24 +36,24 @@ func TestLoadKBErrorsNameFileAndLine(t *testing.T) {
 	}
 	for _, c := range cases {
 		path := writeFile(t, c.name+".jsonl", c.content)
-		_, err := LoadKB(t.Context(), path)
+		_, err := Load(t.Context(), path)
 		if err == nil || !strings.Contains(err.Error(), path+c.want) {
 			t.Errorf("%s: got error %v, want it to contain %q", c.name, err, path+c.want)
 		}
 	}
 }
 
-// TestLoadKBPyserini reads a Pyserini/Anserini JsonCollection: {id,
+// TestLoadPyserini reads a Pyserini/Anserini JsonCollection: {id,
 // contents}, numeric ids as Anserini reads them, Search-R1's
 // `"Title"\ntext` contents split into title and text, a separate title
 // keeping contents whole.
-func TestLoadKBPyserini(t *testing.T) {
+func TestLoadPyserini(t *testing.T) {
 	path := writeFile(t, "collection.jsonl", `{"id": "0", "contents": "\"Aaron\"\nAaron is a prophet, high priest."}
 {"id": 12, "contents": "The Manhattan Project was a research effort."}
 {"id": "x", "title": "T", "contents": "\"Q\"\nkept whole"}
 {"id": "y", "contents": "\"only a quoted line\""}
 `)
-	kb, err := LoadKB(t.Context(), path)
+	kb, err := Load(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,8 +68,8 @@ func TestLoadKBPyserini(t *testing.T) {
 	}
 }
 
-func TestLoadKBRealFile(t *testing.T) {
-	kb, err := LoadKB(t.Context(), filepath.Join(sharedtest.SharedDir(t), "kb", "passages.jsonl"))
+func TestLoadRealFile(t *testing.T) {
+	kb, err := Load(t.Context(), filepath.Join(sharedtest.SharedDir(t), "kb", "passages.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,8 @@
-package retrieval
+package memory
 
 import (
 	"context"
 	"fmt"
-	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,49 +10,6 @@ import (
 
 	"github.com/himes-rl/himes/embedding"
 )
-
-func TestRerankHandComputed(t *testing.T) {
-	cands := []Ranked{
-		{Chunk: Chunk{ID: "c1"}, Score: 10},
-		{Chunk: Chunk{ID: "c2"}, Score: 5},
-		{Chunk: Chunk{ID: "c3"}, Score: 0},
-	}
-	cv := [][]float32{{1, 0}, {0, 1}, {0.8, 0.6}}
-	hv := [][]float32{{1, 0}, {0.6, 0.8}}
-	// mean cosines: c1 (1 + 0.6)/2 = 0.8, c2 (0 + 0.8)/2 = 0.4, c3 (0.8 + 0.96)/2 = 0.88
-	got, err := Rerank(cands, cv, hv, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []struct {
-		id    string
-		score float64
-	}{{"c3", 0.88}, {"c1", 0.8}, {"c2", 0.4}}
-	for i, w := range want {
-		if got[i].ID != w.id || math.Abs(got[i].Score-w.score) > 1e-6 {
-			t.Errorf("pure rank %d: got %s %.6f, want %s %.6f", i+1, got[i].ID, got[i].Score, w.id, w.score)
-		}
-	}
-	// λ-fusion with w = 0.5: retrieval normalized to 1, 0.5, 0
-	// c1 0.5·0.8 + 0.5·1 = 0.9, c2 0.5·0.4 + 0.25 = 0.45, c3 0.5·0.88 + 0 = 0.44
-	got, _ = Rerank(cands, cv, hv, 0.5)
-	want = []struct {
-		id    string
-		score float64
-	}{{"c1", 0.9}, {"c2", 0.45}, {"c3", 0.44}}
-	for i, w := range want {
-		if got[i].ID != w.id || math.Abs(got[i].Score-w.score) > 1e-6 {
-			t.Errorf("fused rank %d: got %s %.6f, want %s %.6f", i+1, got[i].ID, got[i].Score, w.id, w.score)
-		}
-	}
-	// no memories: retrieval order and scores untouched
-	got, _ = Rerank(cands, cv, nil, 0)
-	for i := range cands {
-		if got[i] != cands[i] {
-			t.Fatalf("empty H_n changed the ranking: %+v", got)
-		}
-	}
-}
 
 // mapEmbedder returns fixed vectors for known texts and a zero vector otherwise.
 type mapEmbedder struct {
@@ -98,10 +54,10 @@ func TestActivatePartitionFallbackAndExclusion(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	e := func(user, q, topic, sub string, day int, v ...float32) MemoryEntry {
-		return MemoryEntry{User: user, Text: q, Topic: topic, Subtopic: sub, Time: t0.AddDate(0, 0, day), Embedding: v}
+	e := func(user, q, topic, sub string, day int, v ...float32) Entry {
+		return Entry{User: user, Text: q, Topic: topic, Subtopic: sub, Time: t0.AddDate(0, 0, day), Embedding: v}
 	}
-	entries := []MemoryEntry{
+	entries := []Entry{
 		e("u", "q1", "A", "a1", 1, 1, 0, 0),
 		e("u", "q2", "A", "a1", 2, 0.6, 0.8, 0),
 		e("u", "q3", "A", "a2", 3, 0, 1, 0),
@@ -111,9 +67,9 @@ func TestActivatePartitionFallbackAndExclusion(t *testing.T) {
 	}
 	emb := mapEmbedder{dim: 3}
 	cls := mapClassifier{"same query": {"A", "a1"}}
-	activate := func(topN, minPart int) []Memory {
+	activate := func(topN, minPart int) []Activated {
 		t.Helper()
-		m, err := NewMemoryStore(t.Context(), MemoryConfig{TopN: topN, MinPartition: minPart}, emb, tax, cls, entries)
+		m, err := NewStore(t.Context(), Config{TopN: topN, MinPartition: minPart}, emb, tax, cls, entries)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +82,7 @@ func TestActivatePartitionFallbackAndExclusion(t *testing.T) {
 		}
 		return mems
 	}
-	names := func(ms []Memory) string {
+	names := func(ms []Activated) string {
 		var s []string
 		for _, m := range ms {
 			s = append(s, fmt.Sprintf("%s:%.1f", m.Text, m.Sim))
@@ -145,7 +101,7 @@ func TestActivatePartitionFallbackAndExclusion(t *testing.T) {
 	if got, want := names(activate(4, 3)), "q1:1.0 q2:0.6 q3:0.0"; got != want {
 		t.Errorf("topN=4 min=3: got %s, want %s", got, want)
 	}
-	m, _ := NewMemoryStore(t.Context(), MemoryConfig{TopN: 2}, emb, tax, cls, entries)
+	m, _ := NewStore(t.Context(), Config{TopN: 2}, emb, tax, cls, entries)
 	if mems, _, _ := m.Activate(t.Context(), "stranger", "same query", []float32{1, 0, 0}); len(mems) != 0 {
 		t.Errorf("unknown user activated %v", mems)
 	}
@@ -185,27 +141,27 @@ func TestEmbeddingClassifierDefaultTaxonomy(t *testing.T) {
 func TestMemoryParquetRoundTrip(t *testing.T) {
 	emb, _ := embedding.NewHash(64)
 	t0 := time.Date(2025, 3, 4, 5, 6, 7, 123456000, time.UTC)
-	var entries []MemoryEntry
+	var entries []Entry
 	for i, q := range []string{"garage door opener repair", "diabetes symptoms", "best red wine", "fix a leaking faucet", "how tall is everest"} {
-		entries = append(entries, MemoryEntry{User: []string{"alice", "bob"}[i%2], Text: q, Time: t0.Add(time.Duration(i) * time.Hour)})
+		entries = append(entries, Entry{User: []string{"alice", "bob"}[i%2], Text: q, Time: t0.Add(time.Duration(i) * time.Hour)})
 	}
-	cfg := DefaultConfig().Memory
-	m, err := BuildMemory(t.Context(), cfg, emb, entries)
+	cfg := DefaultConfig()
+	m, err := Build(t.Context(), cfg, emb, entries)
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "mem.parquet")
-	if err := SaveMemory(t.Context(), path, m); err != nil {
+	if err := Save(t.Context(), path, m); err != nil {
 		t.Fatal(err)
 	}
-	back, err := LoadMemory(t.Context(), path, cfg, emb)
+	back, err := Load(t.Context(), path, cfg, emb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if back.Len() != m.Len() {
 		t.Fatalf("%d entries back, %d written", back.Len(), m.Len())
 	}
-	byQuery := map[string]MemoryEntry{}
+	byQuery := map[string]Entry{}
 	for _, e := range m.Entries() {
 		byQuery[e.Text] = e
 	}
@@ -229,7 +185,7 @@ func TestMemoryParquetRoundTrip(t *testing.T) {
 		}
 	}
 	other, _ := embedding.NewHash(128)
-	if _, err := LoadMemory(t.Context(), path, cfg, other); err == nil || !strings.Contains(err.Error(), "embedded with") {
+	if _, err := Load(t.Context(), path, cfg, other); err == nil || !strings.Contains(err.Error(), "embedded with") {
 		t.Fatalf("other embedder: got %v", err)
 	}
 }
@@ -239,13 +195,13 @@ func TestMemoryParquetRoundTrip(t *testing.T) {
 func TestActivateAtExcludesOwnAndLaterQuestions(t *testing.T) {
 	tax, _ := ParseTaxonomy([]byte("topics:\n  - {name: A, description: a, subtopics: [{name: a1, description: x}]}\n"), "test")
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	entries := []MemoryEntry{
+	entries := []Entry{
 		{User: "u", ID: "f", Text: "a fact", Topic: "A", Subtopic: "a1", Embedding: []float32{1, 0}},
 		{User: "u", Text: "first", Seq: 1, Topic: "A", Subtopic: "a1", Time: t0, Embedding: []float32{1, 0}},
 		{User: "u", Text: "second", Seq: 2, Topic: "A", Subtopic: "a1", Time: t0.Add(time.Hour), Embedding: []float32{1, 0}},
 		{User: "u", Text: "third", Seq: 3, Topic: "A", Subtopic: "a1", Time: t0.Add(2 * time.Hour), Embedding: []float32{1, 0}},
 	}
-	m, err := NewMemoryStore(t.Context(), MemoryConfig{TopN: 5}, mapEmbedder{dim: 2}, tax, mapClassifier{"q": {"A", "a1"}}, entries)
+	m, err := NewStore(t.Context(), Config{TopN: 5}, mapEmbedder{dim: 2}, tax, mapClassifier{"q": {"A", "a1"}}, entries)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package retrieval
+package memory
 
 import "syscall"
 

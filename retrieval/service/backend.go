@@ -1,20 +1,22 @@
-package retrieval
+package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
 
+	"github.com/himes-rl/himes/retrieval/corpus"
+
 	"golang.org/x/sync/errgroup"
 )
 
-// Service is a first stage held outside the process: a retrieval service
-// (Search-R1's /retrieve protocol) or an Elasticsearch/OpenSearch index. The
-// pipeline turns what it returns into chunks, re-ranks them with long-term
-// memory and hands them on, exactly as it does with the embedded index.
-type Service interface {
+// Backend is a first stage held outside the process: a retrieval service
+// (Search-R1's /retrieve protocol, Remote) or an Elasticsearch/OpenSearch
+// index (Elastic). The pipeline turns what it returns into chunks, re-ranks
+// them with long-term memory and hands them on, exactly as it does with the
+// embedded index.
+type Backend interface {
 	// Name identifies the backend in logs ("remote http://…", "elasticsearch idx").
 	Name() string
 	// MaxBatch is the most queries one call may carry.
@@ -22,7 +24,7 @@ type Service interface {
 	// searchBatch runs one call for len(queries) ≤ MaxBatch() queries. A
 	// failure of the call is returned as err; a failure of one query's
 	// results (a document that breaks the protocol) as errs[i].
-	searchBatch(ctx context.Context, queries []string, k int) (lists [][]Ranked, errs []error, err error)
+	searchBatch(ctx context.Context, queries []string, k int) (lists [][]corpus.Ranked, errs []error, err error)
 	// Close releases idle connections.
 	Close()
 }
@@ -53,31 +55,10 @@ func resultErr(backend, kind, format string, args ...any) *ResultError {
 	return &ResultError{Kind: kind, Backend: backend, Msg: fmt.Sprintf(format, args...)}
 }
 
-// ParseContents splits a Pyserini/Search-R1 "contents" string into title and
-// text. Search-R1's corpora (wiki-18) store `"Title"\ntext`; a first line in
-// double quotes followed by more lines is taken as the title, anything else
-// is all text.
-func ParseContents(contents string) (title, text string) {
-	first, rest, ok := strings.Cut(contents, "\n")
-	if ok && len(first) >= 2 && first[0] == '"' && first[len(first)-1] == '"' && strings.TrimSpace(rest) != "" {
-		return first[1 : len(first)-1], rest
-	}
-	return "", contents
-}
-
-// FormatContents is the inverse of ParseContents for chunks served over the
-// protocol: `"Title"\ntext`, or the text alone when there is no title.
-func FormatContents(c Chunk) string {
-	if c.Title == "" {
-		return c.Text
-	}
-	return `"` + c.Title + `"` + "\n" + c.Text
-}
-
 // checkList validates one query's results: at most k, ids present and
 // unique, text present, scores finite and in descending order, ids known to
 // the knowledge base when one is configured (known != nil).
-func checkList(backend string, list []Ranked, k int, known func(string) bool) error {
+func checkList(backend string, list []corpus.Ranked, k int, known func(string) bool) error {
 	if len(list) > k {
 		return resultErr(backend, ResultMalformed, "%d results for topk %d", len(list), k)
 	}
@@ -105,11 +86,11 @@ func checkList(backend string, list []Ranked, k int, known func(string) bool) er
 	return nil
 }
 
-// serviceSearch runs queries through s in batches of at most s.MaxBatch()
+// Search runs queries through s in batches of at most s.MaxBatch()
 // (the batches concurrently; the service's host pool bounds what is in
 // flight). Identical queries are sent once. errs[i] is query i's failure.
-func serviceSearch(ctx context.Context, s Service, queries []string, k int, known func(string) bool) ([][]Ranked, []error) {
-	lists := make([][]Ranked, len(queries))
+func Search(ctx context.Context, s Backend, queries []string, k int, known func(string) bool) ([][]corpus.Ranked, []error) {
+	lists := make([][]corpus.Ranked, len(queries))
 	errs := make([]error, len(queries))
 	var distinct []string
 	first := map[string]int{} // query → its index in distinct
@@ -123,7 +104,7 @@ func serviceSearch(ctx context.Context, s Service, queries []string, k int, know
 		}
 		slot[i] = j
 	}
-	dl := make([][]Ranked, len(distinct))
+	dl := make([][]corpus.Ranked, len(distinct))
 	de := make([]error, len(distinct))
 	var eg errgroup.Group
 	for lo := 0; lo < len(distinct); lo += s.MaxBatch() {
@@ -153,6 +134,3 @@ func serviceSearch(ctx context.Context, s Service, queries []string, k int, know
 	}
 	return lists, errs
 }
-
-// errNoService marks a pipeline method that needs the embedded index.
-var errNoService = errors.New("not available with a retrieval service (method remote or elasticsearch)")

@@ -1,4 +1,4 @@
-package retrieval
+package corpus
 
 import (
 	"bufio"
@@ -16,12 +16,12 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
-// ZipfCorpus generates a synthetic corpus for tests and benchmarks: a
+// Zipf generates a synthetic corpus for tests and benchmarks: a
 // vocabulary of vocab words ("w0", "w1", … by frequency rank) drawn from a
 // Zipf distribution with exponent s (> 1; natural text is ≈ 1.07), document
 // lengths uniform in [meanLen/2, 3·meanLen/2]. Document ids are "doc%08d",
 // so they sort in generation order. The same seed gives the same corpus.
-func ZipfCorpus(seed uint64, docs, vocab, meanLen int, s float64) (ids, texts []string) {
+func Zipf(seed uint64, docs, vocab, meanLen int, s float64) (ids, texts []string) {
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	z := rand.NewZipf(r, s, 1, uint64(vocab-1))
 	ids = make([]string, docs)
@@ -44,7 +44,7 @@ func ZipfCorpus(seed uint64, docs, vocab, meanLen int, s float64) (ids, texts []
 }
 
 // ZipfQueries draws n queries of 2..8 terms from the same distribution as
-// ZipfCorpus, skipping the most frequent skip ranks (stopword-like terms
+// Zipf, skipping the most frequent skip ranks (stopword-like terms
 // that real queries rarely consist of).
 func ZipfQueries(seed uint64, n, vocab, skip int, s float64) [][]string {
 	r := rand.New(rand.NewPCG(seed, 0x2545f4914f6cdd1d))
@@ -63,7 +63,7 @@ func ZipfQueries(seed uint64, n, vocab, skip int, s float64) [][]string {
 	return out
 }
 
-// WriteZipfKB streams the corpus of ZipfCorpus (same seed, same texts) to w
+// WriteZipfKB streams the corpus of Zipf (same seed, same texts) to w
 // as a JSONL knowledge base of {"id", "text"} records, holding one
 // document at a time: benchmarks build corpora larger than memory with it.
 func WriteZipfKB(w io.Writer, seed uint64, docs, vocab, meanLen int, s float64) error {

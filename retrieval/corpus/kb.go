@@ -1,4 +1,10 @@
-package retrieval
+// Package corpus is the knowledge base: {id, title, text} passages read
+// from JSONL or Parquet, or a Pyserini/Anserini {id, contents} collection
+// (bad records are errors naming file and line), whole (Load) or streamed
+// for a build that never holds them (Source); ChunkPassages cuts them into
+// the overlapping word windows every index retrieves ("<passage id>#<i>").
+// Zipf corpora are synthetic knowledge bases for benchmarks.
+package corpus
 
 import (
 	"bufio"
@@ -11,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -21,6 +26,20 @@ import (
 
 	"github.com/himes-rl/himes/internal/parquetfile"
 )
+
+// Chunk is a retrievable unit: a word window of a knowledge-base passage.
+type Chunk struct {
+	ID        string `json:"id"`         // derived from the passage id, e.g. "MARCO_1#0"
+	PassageID string `json:"passage_id"` // the knowledge-base passage it came from
+	Title     string `json:"title,omitempty"`
+	Text      string `json:"text"`
+}
+
+// Ranked is a chunk with the score that placed it.
+type Ranked struct {
+	Chunk
+	Score float64 `json:"score"`
+}
 
 // Passage is one knowledge-base record.
 type Passage struct {
@@ -36,12 +55,12 @@ type KB struct {
 	Passages    []Passage
 }
 
-// LoadKB reads a knowledge base from JSONL (one {id, title, text} object per
+// Load reads a knowledge base from JSONL (one {id, title, text} object per
 // line, or a Pyserini/Anserini collection's {id, contents}) or Parquet
 // (columns id, title, text), chosen by the file extension.
 // Duplicate ids, empty texts and invalid UTF-8 are errors naming file and
 // line (or row).
-func LoadKB(ctx context.Context, path string) (*KB, error) {
+func Load(ctx context.Context, path string) (*KB, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load knowledge base: %w", err)
@@ -274,17 +293,10 @@ func ChunkPassageID(chunkID string) string {
 	return chunkID
 }
 
-// indexText is what the index sees for a chunk: title then text.
-func indexText(c Chunk) string {
+// IndexText is what an index sees of a chunk: title then text.
+func (c Chunk) IndexText() string {
 	if c.Title == "" {
 		return c.Text
 	}
 	return c.Title + " " + c.Text
-}
-
-// sortedPassages returns the passages in ascending byte order of id.
-func sortedPassages(ps []Passage) []Passage {
-	out := slices.Clone(ps)
-	slices.SortFunc(out, func(a, b Passage) int { return strings.Compare(a.ID, b.ID) })
-	return out
 }

@@ -1,4 +1,4 @@
-package retrieval
+package service
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/himes-rl/himes/internal/httpcall"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 // Elastic searches an Elasticsearch or OpenSearch index: one match query on
@@ -46,7 +47,7 @@ const (
 
 // NewElastic returns a client of cfg's index. seed drives only the retry jitter.
 func NewElastic(cfg ElasticConfig, seed uint64) (*Elastic, error) {
-	pool, err := servicePool(cfg.Call)
+	pool, err := newPool(cfg.Call)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +227,7 @@ type esHits struct {
 	} `json:"hits"`
 }
 
-func (e *Elastic) searchBatch(ctx context.Context, queries []string, k int) ([][]Ranked, []error, error) {
+func (e *Elastic) searchBatch(ctx context.Context, queries []string, k int) ([][]corpus.Ranked, []error, error) {
 	var body bytes.Buffer
 	head, _ := json.Marshal(map[string]string{"index": e.cfg.Index})
 	fields := []string{e.cfg.TextField}
@@ -262,7 +263,7 @@ func (e *Elastic) searchBatch(ctx context.Context, queries []string, k int) ([][
 	if err != nil {
 		return nil, nil, err
 	}
-	lists := make([][]Ranked, len(queries))
+	lists := make([][]corpus.Ranked, len(queries))
 	errs := make([]error, len(queries))
 	for i, r := range resp.Responses {
 		lists[i], errs[i] = e.convert(i, r.Status, r.Error, r.Hits)
@@ -271,7 +272,7 @@ func (e *Elastic) searchBatch(ctx context.Context, queries []string, k int) ([][
 }
 
 // convert turns one _msearch item into chunks.
-func (e *Elastic) convert(i, status int, esErr json.RawMessage, hits *esHits) ([]Ranked, error) {
+func (e *Elastic) convert(i, status int, esErr json.RawMessage, hits *esHits) ([]corpus.Ranked, error) {
 	if len(esErr) > 0 && string(esErr) != "null" {
 		kind := "rejected"
 		if status == http.StatusTooManyRequests || status >= 500 {
@@ -282,7 +283,7 @@ func (e *Elastic) convert(i, status int, esErr json.RawMessage, hits *esHits) ([
 	if hits == nil {
 		return nil, resultErr(e.name, ResultMalformed, `query %d: the response has neither "hits" nor "error"`, i+1)
 	}
-	out := make([]Ranked, len(hits.Hits))
+	out := make([]corpus.Ranked, len(hits.Hits))
 	for j, h := range hits.Hits {
 		if h.ID == nil || h.Score == nil {
 			return nil, resultErr(e.name, ResultMalformed, "query %d hit %d: no _id or _score", i+1, j+1)
@@ -291,16 +292,16 @@ func (e *Elastic) convert(i, status int, esErr json.RawMessage, hits *esHits) ([
 		if err != nil {
 			return nil, resultErr(e.name, ResultMalformed, "document %q: %v", *h.ID, err)
 		}
-		c := Chunk{ID: *h.ID, PassageID: *h.ID}
+		c := corpus.Chunk{ID: *h.ID, PassageID: *h.ID}
 		if e.cfg.TitleField != "" {
 			if c.Title, err = sourceString(h.Source, e.cfg.TitleField); err != nil {
 				c.Title = "" // an untitled document is fine
 			}
 			c.Text = text
 		} else {
-			c.Title, c.Text = ParseContents(text)
+			c.Title, c.Text = corpus.ParseContents(text)
 		}
-		out[j] = Ranked{Chunk: c, Score: *h.Score}
+		out[j] = corpus.Ranked{Chunk: c, Score: *h.Score}
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package retrieval
+package service_test
 
 import (
 	"bufio"
@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/retrieval/service"
 )
 
 // fakeES answers like Elasticsearch 8 does (documented response shapes:
@@ -20,7 +23,7 @@ import (
 // their text in "contents" and their title in "title".
 type fakeES struct {
 	*httptest.Server
-	p          *Pipeline
+	p          *retrieval.Pipeline
 	settings   string // the similarity settings object of the index
 	mapping    string // the contents field's mapping
 	count      int
@@ -31,7 +34,7 @@ type fakeES struct {
 	failStatus int
 }
 
-func newFakeES(t *testing.T, p *Pipeline) *fakeES {
+func newFakeES(t *testing.T, p *retrieval.Pipeline) *fakeES {
 	f := &fakeES{p: p, settings: `{}`, mapping: `{"type": "text"}`, count: 1951}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /passages/_settings", func(w http.ResponseWriter, _ *http.Request) {
@@ -98,9 +101,9 @@ func newFakeES(t *testing.T, p *Pipeline) *fakeES {
 	return f
 }
 
-func elasticConfig(url string) Config {
-	cfg := DefaultConfig()
-	cfg.Method = MethodElastic
+func elasticConfig(url string) retrieval.Config {
+	cfg := retrieval.DefaultConfig()
+	cfg.Method = retrieval.MethodElastic
 	cfg.Elasticsearch.Call, cfg.Elasticsearch.Index, cfg.Elasticsearch.TitleField = fastService(url), "passages", "title"
 	return cfg
 }
@@ -109,19 +112,19 @@ func elasticConfig(url string) Config {
 // what the index ranks (ids, order, scores), titles split from contents, a
 // step's texts in _msearch batches of max_batch.
 func TestElasticEqualsIndexRanking(t *testing.T) {
-	local := openDemo(t, DefaultConfig())
+	local := openDemo(t, retrieval.DefaultConfig())
 	es := newFakeES(t, local)
 	cfg := elasticConfig(es.URL)
 	cfg.Elasticsearch.Call.MaxBatch = 30
-	p, err := Open(t.Context(), cfg, "")
+	p, err := retrieval.Open(t.Context(), cfg, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	es.batches = nil
 	qs := demoQueries(t, 70)
-	reqs := make([]Request, len(qs))
+	reqs := make([]retrieval.Request, len(qs))
 	for i, q := range qs {
-		reqs[i] = Request{Query: q}
+		reqs[i] = retrieval.Request{Query: q}
 	}
 	got, errs := p.RetrieveBatch(t.Context(), reqs)
 	if !sameMultiset(es.batches, []int{30, 30, 10}) {
@@ -146,7 +149,7 @@ func TestElasticEqualsIndexRanking(t *testing.T) {
 			t.Fatalf("query %q:\n got %+v\nwant %+v", r.Query, got[i].Trace, want.Trace)
 		}
 	}
-	if s := p.Service().(*Elastic).Similarity; s != (ElasticSimilarity{Name: "default", Type: "BM25", K1: 1.2, B: 0.75, Docs: 1951, Index: "passages"}) {
+	if s := p.Service().(*service.Elastic).Similarity; s != (service.ElasticSimilarity{Name: "default", Type: "BM25", K1: 1.2, B: 0.75, Docs: 1951, Index: "passages"}) {
 		t.Errorf("no similarity settings: got %+v, want Elasticsearch's BM25 defaults k1 1.2, b 0.75", s)
 	}
 }
@@ -154,23 +157,23 @@ func TestElasticEqualsIndexRanking(t *testing.T) {
 // TestElasticSimilarityFromSettings reads k1 and b the way Elasticsearch
 // applies them: the field's named similarity, else the index default.
 func TestElasticSimilarityFromSettings(t *testing.T) {
-	local := openDemo(t, DefaultConfig())
+	local := openDemo(t, retrieval.DefaultConfig())
 	for _, c := range []struct {
 		settings, mapping string
-		want              ElasticSimilarity
+		want              service.ElasticSimilarity
 	}{
 		{`{"default": {"type": "BM25", "k1": "0.9", "b": "0.4"}}`, `{"type": "text"}`,
-			ElasticSimilarity{Name: "default", Type: "BM25", K1: 0.9, B: 0.4}},
+			service.ElasticSimilarity{Name: "default", Type: "BM25", K1: 0.9, B: 0.4}},
 		{`{"default": {"type": "BM25", "k1": "0.9"}, "pyserini": {"type": "BM25", "k1": 0.82, "b": 0.68}}`, `{"type": "text", "similarity": "pyserini"}`,
-			ElasticSimilarity{Name: "pyserini", Type: "BM25", K1: 0.82, B: 0.68}},
+			service.ElasticSimilarity{Name: "pyserini", Type: "BM25", K1: 0.82, B: 0.68}},
 		{`{"default": {"type": "BM25", "k1": "2"}}`, `{"type": "text"}`,
-			ElasticSimilarity{Name: "default", Type: "BM25", K1: 2, B: 0.75}},
+			service.ElasticSimilarity{Name: "default", Type: "BM25", K1: 2, B: 0.75}},
 		{`{"lm": {"type": "LMDirichlet", "mu": "1000"}}`, `{"type": "text", "similarity": "lm"}`,
-			ElasticSimilarity{Name: "lm", Type: "LMDirichlet", K1: 1.2, B: 0.75}},
+			service.ElasticSimilarity{Name: "lm", Type: "LMDirichlet", K1: 1.2, B: 0.75}},
 	} {
 		es := newFakeES(t, local)
 		es.settings, es.mapping = c.settings, c.mapping
-		e, err := NewElastic(elasticConfig(es.URL).Elasticsearch, 1)
+		e, err := service.NewElastic(elasticConfig(es.URL).Elasticsearch, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,38 +187,38 @@ func TestElasticSimilarityFromSettings(t *testing.T) {
 	}
 }
 
-// TestElasticRefusesBadIndexes at Open, and fails single queries whose
+// TestElasticRefusesBadIndexes at retrieval.Open, and fails single queries whose
 // _msearch item is an error, with the kind its status says.
 func TestElasticRefusesBadIndexes(t *testing.T) {
-	local := openDemo(t, DefaultConfig())
+	local := openDemo(t, retrieval.DefaultConfig())
 	for _, c := range []struct {
 		name    string
-		setup   func(*fakeES, *Config)
+		setup   func(*fakeES, *retrieval.Config)
 		wantErr string
 	}{
-		{"empty", func(f *fakeES, _ *Config) { f.count = 0 }, "holds no documents"},
-		{"keyword", func(f *fakeES, _ *Config) { f.mapping = `{"type": "keyword"}` }, `has type "keyword"`},
-		{"field", func(_ *fakeES, c *Config) { c.Elasticsearch.TextField = "body" }, `no field "body"`},
-		{"similarity", func(f *fakeES, _ *Config) { f.mapping = `{"type": "text", "similarity": "mine"}` }, `similarity "mine" is not defined`},
-		{"index", func(_ *fakeES, c *Config) { c.Elasticsearch.Index = "other" }, "not found on host"},
+		{"empty", func(f *fakeES, _ *retrieval.Config) { f.count = 0 }, "holds no documents"},
+		{"keyword", func(f *fakeES, _ *retrieval.Config) { f.mapping = `{"type": "keyword"}` }, `has type "keyword"`},
+		{"field", func(_ *fakeES, c *retrieval.Config) { c.Elasticsearch.TextField = "body" }, `no field "body"`},
+		{"similarity", func(f *fakeES, _ *retrieval.Config) { f.mapping = `{"type": "text", "similarity": "mine"}` }, `similarity "mine" is not defined`},
+		{"index", func(_ *fakeES, c *retrieval.Config) { c.Elasticsearch.Index = "other" }, "not found on host"},
 	} {
 		es := newFakeES(t, local)
 		cfg := elasticConfig(es.URL)
 		c.setup(es, &cfg)
-		if _, err := Open(t.Context(), cfg, ""); err == nil || !strings.Contains(err.Error(), c.wantErr) {
+		if _, err := retrieval.Open(t.Context(), cfg, ""); err == nil || !strings.Contains(err.Error(), c.wantErr) {
 			t.Errorf("%s: got %v, want %q", c.name, err, c.wantErr)
 		}
 	}
 
 	es := newFakeES(t, local)
-	p, err := Open(t.Context(), elasticConfig(es.URL), "")
+	p, err := retrieval.Open(t.Context(), elasticConfig(es.URL), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for status, kind := range map[int]string{429: "unavailable", 400: "rejected"} {
 		es.failQuery, es.failStatus = "who won", status
-		_, errs := p.RetrieveBatch(t.Context(), []Request{{Query: "who won"}, {Query: "president of the united states"}})
-		var re *ResultError
+		_, errs := p.RetrieveBatch(t.Context(), []retrieval.Request{{Query: "who won"}, {Query: "president of the united states"}})
+		var re *service.ResultError
 		if !errors.As(errs[0], &re) || re.Kind != kind || !strings.Contains(errs[0].Error(), "queue full") {
 			t.Errorf("status %d: got %v, want kind %s with the reason", status, errs[0], kind)
 		}

@@ -1,5 +1,5 @@
 //go:build !unix
 
-package retrieval
+package memory
 
 func processCPU() int64 { return -1 }
