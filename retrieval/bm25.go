@@ -567,14 +567,6 @@ func (ix *Index) addTerm(qs []queryTerm, pos *map[uint32]int, t uint32) []queryT
 // contrib is one term's score contribution.
 func contrib(w, sat float64) float64 { return float64(w * sat) }
 
-// better reports whether hit a ranks above hit b (score desc, doc desc).
-func better(a, b Hit) bool {
-	if a.Score != b.Score {
-		return a.Score > b.Score
-	}
-	return a.Doc > b.Doc
-}
-
 // SearchExhaustive is the straightforward reference: score every document
 // containing a query term (term at a time, summing in canonical order), sort
 // all of them, keep k.
@@ -595,65 +587,11 @@ func (ix *Index) SearchExhaustive(tokens []string, k int) []Hit {
 	for d, s := range acc {
 		hits = append(hits, Hit{Doc: int(d), Score: s})
 	}
-	slices.SortFunc(hits, func(a, b Hit) int {
-		if better(a, b) {
-			return -1
-		}
-		if better(b, a) {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(hits, scoreDocDesc.compare)
 	if len(hits) > k {
 		hits = hits[:k]
 	}
 	return hits
-}
-
-// hitHeap is a min-heap: the worst kept hit on top.
-type hitHeap []Hit
-
-func (h hitHeap) Len() int           { return len(h) }
-func (h hitHeap) Less(i, j int) bool { return better(h[j], h[i]) }
-func (h hitHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *hitHeap) Push(x any)        { *h = append(*h, x.(Hit)) }
-func (h *hitHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-// Search keeps its hits in a min-heap (worst kept hit on top) written out here
-// rather than through container/heap, whose interface boxes every Hit.
-
-func heapUp(h []Hit, i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !better(h[p], h[i]) {
-			break
-		}
-		h[p], h[i] = h[i], h[p]
-		i = p
-	}
-}
-
-func heapDown(h []Hit, i int) {
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		m := l
-		if r := l + 1; r < len(h) && better(h[l], h[r]) {
-			m = r
-		}
-		if !better(h[i], h[m]) {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
 }
 
 // pruneSlack keeps pruning conservative against rounding: upper bounds are
@@ -767,7 +705,8 @@ func (ix *Index) search(sc *searchScratch, k int) []Hit {
 	cs, prefix := ix.maxScoreCursors(sc, len(qs), func(i int) (uint32, float64, float64) {
 		return qs[i].t, qs[i].w, contrib(qs[i].w, ix.maxSat[qs[i].t])
 	})
-	h := sc.heap[:0]
+	var top topK
+	top.reset(scoreDocDesc, k, sc.heap)
 	full := false
 	thr := 0.0
 	below := func(bound float64) bool { return full && bound < thr-pruneSlack*thr }
@@ -817,32 +756,19 @@ func (ix *Index) search(sc *searchScratch, k int) []Hit {
 			score += v
 		}
 		hit := Hit{Doc: int(d), Score: score}
-		switch {
-		case !full:
-			h = append(h, hit)
-			heapUp(h, len(h)-1)
-			full = len(h) == k
-		case better(hit, h[0]):
-			h[0] = hit
-			heapDown(h, 0)
-		default:
+		if !top.accepts(hit) {
 			continue
 		}
-		if full {
-			thr = h[0].Score
+		top.push(hit)
+		if full = top.full(); full {
+			thr = top.worst().Score
 			for ne < len(cs) && prefix[ne] < thr-pruneSlack*thr {
 				ne++
 			}
 		}
 	}
-	out := make([]Hit, len(h))
-	for i := len(h) - 1; i >= 0; i-- {
-		out[i] = h[0]
-		h[0] = h[len(h)-1]
-		h = h[:len(h)-1]
-		heapDown(h, 0)
-	}
-	sc.heap = h
+	var out []Hit
+	out, sc.heap = top.sorted()
 	return out
 }
 
@@ -880,27 +806,16 @@ func (ix *Index) searchDense(sc *searchScratch, k int, impacts bool) []Hit {
 			}
 		}
 	}
-	h := sc.heap[:0]
+	var top topK
+	top.reset(scoreDocDesc, k, sc.heap)
 	for _, d := range touched {
-		hit := Hit{Doc: int(d), Score: acc[d]}
-		acc[d] = 0
-		switch {
-		case len(h) < k:
-			h = append(h, hit)
-			heapUp(h, len(h)-1)
-		case better(hit, h[0]):
-			h[0] = hit
-			heapDown(h, 0)
+		if hit := (Hit{Doc: int(d), Score: acc[d]}); top.accepts(hit) {
+			top.push(hit)
 		}
+		acc[d] = 0
 	}
 	sc.touched = touched
-	out := make([]Hit, len(h))
-	for i := len(h) - 1; i >= 0; i-- {
-		out[i] = h[0]
-		h[0] = h[len(h)-1]
-		h = h[:len(h)-1]
-		heapDown(h, 0)
-	}
-	sc.heap = h
+	var out []Hit
+	out, sc.heap = top.sorted()
 	return out
 }

@@ -1,7 +1,6 @@
 package retrieval
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"log/slog"
@@ -86,27 +85,22 @@ func (d *DenseIndex) Search(q []float32, k int) ([]Hit, error) {
 	if err != nil {
 		return nil, err
 	}
-	return topK(y, k), nil
+	return bestOf(y, k), nil
 }
 
-func topK(y []float32, k int) []Hit {
+// bestOf is the top k of the scores y by document number.
+func bestOf(y []float32, k int) []Hit {
 	if k <= 0 {
 		return nil
 	}
-	h := make(hitHeap, 0, k)
+	var top topK
+	top.reset(scoreDocDesc, k, make([]Hit, 0, k))
 	for i, s := range y {
-		hit := Hit{Doc: i, Score: float64(s)}
-		if len(h) < k {
-			heap.Push(&h, hit)
-		} else if better(hit, h[0]) {
-			h[0] = hit
-			heap.Fix(&h, 0)
+		if hit := (Hit{Doc: i, Score: float64(s)}); top.accepts(hit) {
+			top.push(hit)
 		}
 	}
-	out := make([]Hit, len(h))
-	for i := len(h) - 1; i >= 0; i-- {
-		out[i] = heap.Pop(&h).(Hit)
-	}
+	out, _ := top.sorted()
 	return out
 }
 
@@ -123,14 +117,6 @@ func RRF(k float64, lists ...[]Hit) []Hit {
 	for d, s := range acc {
 		out = append(out, Hit{Doc: d, Score: s})
 	}
-	slices.SortFunc(out, func(a, b Hit) int {
-		if better(a, b) {
-			return -1
-		}
-		if better(b, a) {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, scoreDocDesc.compare)
 	return out
 }
