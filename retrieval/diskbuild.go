@@ -171,7 +171,7 @@ func (b *diskBuilder) build(ctx context.Context) error {
 	go b.readBlocks(readCtx, blocks)
 	w := b.w
 	w.begin(secTexts)
-	base := w.off
+	base := w.offset()
 	ws := make([]analysisWorker, b.opt.Workers)
 	for i := range ws {
 		ws[i].an = b.an
@@ -188,8 +188,8 @@ func (b *diskBuilder) build(ctx context.Context) error {
 		for k, r := range blk.recs {
 			rec = binary.AppendUvarint(rec[:0], uint64(len(r[0])))
 			rec = append(append(rec, r[0]...), r[1]...)
-			w.Write(rec)
-			textOff[blk.start+k+1] = w.off - base
+			w.bytes(rec)
+			textOff[blk.start+k+1] = w.offset() - base
 		}
 		bl := docLen[blk.start : blk.start+len(blk.texts)]
 		per := (len(blk.texts) + len(ws) - 1) / len(ws)
@@ -225,7 +225,7 @@ func (b *diskBuilder) build(ctx context.Context) error {
 	}
 	w.begin(secIDs)
 	for _, r := range b.refs {
-		w.Write([]byte(r.ID))
+		w.str(r.ID)
 	}
 	b.refs = nil
 	w.begin(secDocLen)
@@ -431,7 +431,7 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 	var blockOff []uint64
 	var blockLast []uint32
 	w.begin(secPostings)
-	base := w.off
+	base := w.offset()
 	var buf []byte
 	n := float64(len(norm))
 	for t, g := range order {
@@ -456,7 +456,7 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 					return fmt.Errorf("run %s: damaged (%v)", r.f.Name(), r.err)
 				}
 				if cnt%blockSize == 0 {
-					blockOff = append(blockOff, w.off-base+uint64(len(buf)))
+					blockOff = append(blockOff, w.offset()-base+uint64(len(buf)))
 				}
 				buf = binary.AppendUvarint(buf, uint64(doc-last)) // the first posting's gap is the document itself
 				buf = binary.AppendUvarint(buf, uint64(tf))
@@ -484,7 +484,7 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 			blockLast = append(blockLast, last)
 		}
 		if len(buf) >= 1<<16 {
-			w.Write(buf)
+			w.bytes(buf)
 			buf = buf[:0]
 		}
 		termBlk = append(termBlk, uint32(len(blockLast)))
@@ -498,7 +498,7 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 		maxSat = append(maxSat, m)
 		b.postings += int(cnt)
 	}
-	w.Write(buf)
+	w.bytes(buf)
 	for _, r := range runs {
 		if r.head != -1 || r.err != nil {
 			return fmt.Errorf("run %s not consumed (%v)", r.f.Name(), r.err)
@@ -513,7 +513,7 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 	}
 	w.begin(secTerms)
 	for _, g := range order {
-		io.WriteString(w, b.gstrs[g])
+		w.str(b.gstrs[g])
 	}
 	w.begin(secDF)
 	w.u32s(df)
