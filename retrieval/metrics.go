@@ -130,17 +130,3 @@ func WriteTRECRun(w io.Writer, qid string, run []Scored, tag string) error {
 	}
 	return nil
 }
-
-// PassageRun collapses a chunk ranking to passages (each passage scored by
-// its best chunk, MaxP), the granularity of the qrels.
-func PassageRun(chunks []Ranked) []Scored {
-	seen := map[string]bool{}
-	var out []Scored
-	for _, c := range chunks {
-		if !seen[c.PassageID] {
-			seen[c.PassageID] = true
-			out = append(out, Scored{ID: c.PassageID, Score: c.Score})
-		}
-	}
-	return out
-}
