@@ -47,7 +47,7 @@ const (
 
 // NewElastic returns a client of cfg's index. seed drives only the retry jitter.
 func NewElastic(cfg ElasticConfig, seed uint64) (*Elastic, error) {
-	pool, err := newPool(cfg.Call)
+	pool, err := servicePool(cfg.Call)
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ type Remote struct {
 // NewRemote returns a client of the service cfg names. seed drives only
 // the retry jitter.
 func NewRemote(cfg Config, seed uint64) (*Remote, error) {
-	pool, err := newPool(cfg)
+	pool, err := servicePool(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func NewRemote(cfg Config, seed uint64) (*Remote, error) {
 		name: "remote " + strings.Join(cfg.URL, ",")}, nil
 }
 
-func newPool(cfg Config) (*httpcall.Pool, error) {
+func servicePool(cfg Config) (*httpcall.Pool, error) {
 	bases := make([]*url.URL, len(cfg.URL))
 	limits := make([]int, len(cfg.URL))
 	for i, h := range cfg.URL {
