@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-func TestHashEmbedder(t *testing.T) {
+func TestHash(t *testing.T) {
 	e, err := NewHash(4096)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-func TestReadMemories(t *testing.T) {
+func TestReadJSONL(t *testing.T) {
 	path := writeFile(t, "m.jsonl", `{"user":"u","query":"a","time":"2024-01-02T03:04:05Z"}
 {"user":"u","query":"b","time":1700000000}
 {"user":"v","query":"c"}
@@ -28,7 +28,7 @@ func TestReadMemories(t *testing.T) {
 	}
 }
 
-func TestReadMemoriesShapes(t *testing.T) {
+func TestReadJSONLShapes(t *testing.T) {
 	path := writeFile(t, "m.jsonl", `{"user":"u","id":7,"text":"I am vegetarian.","importance":0.5,"entities":["Vegetarian"]}
 {"user":"u","text":"I live in Utrecht.","topic":"travel","subtopic":"destinations"}
 {"user":"v","query":"old question","time":1700000000}
