@@ -15,6 +15,7 @@ import (
 	"github.com/himes-rl/himes/evaluate"
 	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/internal/stats"
+	"github.com/himes-rl/himes/memory"
 	"github.com/himes-rl/himes/report"
 	"github.com/himes-rl/himes/retrieval"
 )
@@ -148,10 +149,10 @@ func memQuant(ctx context.Context, p *retrieval.Pipeline, retrieve retrieval.Ret
 			return MemQuantSet{}, fmt.Errorf("turn %s: first-stage search: %w", turns[i].ID(), err)
 		}
 	}
-	variants := []*retrieval.Quantizer{nil}
-	for _, bits := range retrieval.QuantBits {
+	variants := []*memory.Quantizer{nil}
+	for _, bits := range memory.QuantBits {
 		for _, rot := range []bool{false, true} {
-			q, err := retrieval.NewQuantizer(bits, dim, rot, seed)
+			q, err := memory.NewQuantizer(bits, dim, rot, seed)
 			if err != nil {
 				return MemQuantSet{}, err
 			}

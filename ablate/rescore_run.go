@@ -12,7 +12,7 @@ import (
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/internal/atomicfile"
-	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 // RescoreRun re-scores the logged rollouts of the run in runDir under each
@@ -54,11 +54,11 @@ func RescoreRun(ctx context.Context, stdout io.Writer, runDir, gridPath, data, k
 			turns = append(turns, more...)
 		}
 	}
-	k, err := retrieval.LoadKB(ctx, kb)
+	k, err := corpus.Load(ctx, kb)
 	if err != nil {
 		return fmt.Errorf("the run's knowledge base (pass --kb if it moved): %w", err)
 	}
-	chunks, err := retrieval.ChunkPassages(k.Passages, cfg.Retrieval.ChunkWords, cfg.Retrieval.ChunkStride)
+	chunks, err := corpus.ChunkPassages(k.Passages, cfg.Retrieval.ChunkWords, cfg.Retrieval.ChunkStride)
 	if err != nil {
 		return err
 	}

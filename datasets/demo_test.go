@@ -8,12 +8,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 // The quickstart trains on datasets/demo; these are the properties it relies on.
 func TestDemoInvariants(t *testing.T) {
-	dir := filepath.Join(testdata.RepoRoot(t), "datasets", "demo")
+	dir := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo")
 	train, _, err := Load(filepath.Join(dir, "train.jsonl"), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -96,8 +96,8 @@ func TestDemoInvariants(t *testing.T) {
 // Every demo passage line is a verbatim line of the shared knowledge base,
 // and every demo turn equals its source turn (less the dropped passage text).
 func TestDemoMatchesSharedData(t *testing.T) {
-	data := testdata.SharedDir(t)
-	dir := filepath.Join(testdata.RepoRoot(t), "datasets", "demo")
+	data := sharedtest.SharedDir(t)
+	dir := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo")
 	kbRaw, err := os.ReadFile(filepath.Join(data, "kb", "passages.jsonl"))
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 // Record and conversation counts per file, as documented in
@@ -36,7 +36,7 @@ var sharedFiles = []struct {
 }
 
 func TestLoadSharedFilesCounts(t *testing.T) {
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	for _, f := range sharedFiles {
 		t.Run(f.file, func(t *testing.T) {
 			if testing.Short() && f.turns > 10000 {
@@ -101,7 +101,7 @@ func TestLoadSharedFilesCounts(t *testing.T) {
 
 // Spot checks of field mapping against values read off the files by hand.
 func TestLoadFieldValues(t *testing.T) {
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	c20, _, err := Load(filepath.Join(data, "conversations", "cast2020.jsonl"), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)

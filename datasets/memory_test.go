@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 func TestHistoricalQueries(t *testing.T) {
@@ -38,7 +38,7 @@ func TestHistoricalQueries(t *testing.T) {
 // CAsT 2022 by topic: 18 topics; the repeated prefixes of the tree paths
 // (meta.duplicate_of_earlier_path) are not remembered twice.
 func TestHistoricalQueriesCAsT2022ByTopic(t *testing.T) {
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	turns, _, err := Load(filepath.Join(data, "conversations", "cast2022.jsonl"), LoadOptions{UserField: "topic"})
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestLoadMemoryFields(t *testing.T) {
 // turns with labelled relevant statements): every user's facts and
 // questions, with questions ordered and facts visible from the start.
 func TestUserMemoriesIKAT(t *testing.T) {
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	turns, _, err := Load(filepath.Join(data, "conversations", "ikat2023_train_memory.jsonl"),
 		LoadOptions{MemoryField: "meta.ptkb", MemoryLabelsField: "meta.ptkb_provenance"})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -118,7 +118,7 @@ func TestBuildSFTCounts(t *testing.T) {
 // On real data: splits do not share a conversation, the no-rewrite share is
 // the configured one, and the files load as TRL expects them.
 func TestPrepSFTSharedData(t *testing.T) {
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	var turns []Turn
 	for _, f := range []string{"cast2020.jsonl", "cast2021.jsonl", "mtrag_human_eval_subset.jsonl"} {
 		ts, _, err := Load(filepath.Join(data, "conversations", f), LoadOptions{})
@@ -283,7 +283,7 @@ func TestBuildRL(t *testing.T) {
 // (history, question, answer) among the 278 answered turns, counted with
 // Python), and no topic straddles the splits.
 func TestBuildRLCAsT2022(t *testing.T) {
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	turns, _, err := Load(filepath.Join(data, "conversations", "cast2022.jsonl"), LoadOptions{UserField: "topic"})
 	if err != nil {
 		t.Fatal(err)

@@ -135,7 +135,7 @@ type Prompt struct {
 type PromptMemory struct {
 	ID    string
 	Text  string
-	Score float64 // activation score (retrieval.MemoryScore)
+	Score float64 // activation score (memory.Score)
 }
 
 // MemorySource returns the memories a turn's prompt shows: what the turn's

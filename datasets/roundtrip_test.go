@@ -10,7 +10,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 // roundTripFiles are the shared files the round-trip tests use; together they
@@ -21,7 +21,7 @@ import (
 var roundTripFiles = []string{"cast2020.jsonl", "cast2021.jsonl", "cast2022.jsonl", "mtrag_human_eval_subset.jsonl", "qrecc_scai_sample.jsonl"}
 
 func TestParquetRoundTripEqualsJSONL(t *testing.T) {
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	for _, f := range roundTripFiles {
 		t.Run(f, func(t *testing.T) {
 			want, _, err := Load(filepath.Join(data, "conversations", f), LoadOptions{})
@@ -57,7 +57,7 @@ func TestParquetRoundTripEqualsJSONL(t *testing.T) {
 // same JSON value as the source line, up to fields the schema marks optional
 // when empty (title "", answer_snippets []).
 func TestJSONLRoundTrip(t *testing.T) {
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	for _, f := range roundTripFiles {
 		t.Run(f, func(t *testing.T) {
 			src := filepath.Join(data, "conversations", f)

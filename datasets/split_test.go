@@ -5,11 +5,11 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 func TestSplitByConversationShared(t *testing.T) {
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	turns, _, err := Load(filepath.Join(data, "conversations", "cast2020.jsonl"), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)

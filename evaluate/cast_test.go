@@ -6,9 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/himes-rl/himes/internal/sharedtest"
 	"github.com/himes-rl/himes/internal/stats"
-	"github.com/himes-rl/himes/internal/testdata"
 
+	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
 	"github.com/himes-rl/himes/retrieval"
@@ -25,7 +26,7 @@ func TestEvalSharedCollectionsReproduceReferenceRecall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a BM25 index over the shared knowledge base")
 	}
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	ctx := context.Background()
 	var turns []datasets.Turn
 	for _, f := range []string{"cast2020", "cast2021", "cast2022", "mtrag_human_eval_subset"} {
@@ -92,7 +93,7 @@ func TestEvalSharedCollectionsLuceneParity(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a BM25 index over the shared knowledge base")
 	}
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	ctx := context.Background()
 	var turns []datasets.Turn
 	for _, f := range []string{"cast2020", "cast2021", "cast2022", "mtrag_human_eval_subset"} {
@@ -103,7 +104,7 @@ func TestEvalSharedCollectionsLuceneParity(t *testing.T) {
 		turns = append(turns, ts...)
 	}
 	rcfg := retrieval.DefaultConfig()
-	rcfg.Scoring, rcfg.Analyzer = retrieval.ScoringLucene, retrieval.AnalyzerLuceneEnglish
+	rcfg.Scoring, rcfg.Analyzer = retrieval.ScoringLucene, analysis.LuceneEnglish
 	ret, err := retrieval.Open(ctx, rcfg, filepath.Join(data, "kb", "passages.jsonl"))
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ type System struct {
 	Name     string
 	Rewriter Rewriter
 	Memory   bool
-	// Variant names the memory variant (retrieval.MemoryConfig.Variant)
+	// Variant names the memory variant (memory.Config.Variant)
 	// when Memory is on; "" is the config's own setting.
 	Variant   string
 	Retriever retrieval.Retriever

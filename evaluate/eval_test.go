@@ -15,8 +15,8 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/evaluate/ir"
+	"github.com/himes-rl/himes/internal/sharedtest"
 	"github.com/himes-rl/himes/internal/stats"
-	"github.com/himes-rl/himes/internal/testdata"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -84,7 +84,7 @@ type irVectors struct {
 // (trec_eval's default: judged queries present in the run, including one
 // with only non-relevant judgments) must match trec_eval 10.0.
 func TestEvaluateMatchesTrecEvalVectors(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(testdata.SharedDir(t), "metrics", "ir_vectors.json"))
+	raw, err := os.ReadFile(filepath.Join(sharedtest.SharedDir(t), "metrics", "ir_vectors.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

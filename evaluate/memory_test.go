@@ -9,6 +9,7 @@ import (
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
 	"github.com/himes-rl/himes/internal/stats"
+	"github.com/himes-rl/himes/memory"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -40,7 +41,7 @@ func (m memRetriever) Retrieve(_ context.Context, _, _, query string) (retrieval
 	res.Chunks = []retrieval.Ranked{{Chunk: retrieval.Chunk{ID: "p#0", PassageID: "p", Text: "text"}, Score: 1}}
 	res.Trace.Candidates = []retrieval.Scored{{ID: "p#0", Score: 1}}
 	for _, id := range m.act[query] {
-		res.Trace.Memories = append(res.Trace.Memories, retrieval.Memory{ID: id, Text: "memory " + id})
+		res.Trace.Memories = append(res.Trace.Memories, memory.Activated{ID: id, Text: "memory " + id})
 	}
 	return res, nil
 }

@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 // benchPairs draws (prediction, reference) pairs of 20–60 words from real
 // MTRAG answers in the shared data.
 func benchPairs(b *testing.B) [][2]string {
-	f, err := os.Open(testdata.Shared(b, "conversations/mtrag_human_eval_subset.jsonl"))
+	f, err := os.Open(sharedtest.Shared(b, "conversations/mtrag_human_eval_subset.jsonl"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func realPairs(b testing.TB, nonASCII bool) (pairs [][2]string, ctx [][]string) 
 	var words [][]string
 	for _, rel := range []string{"conversations/cast2020.jsonl", "conversations/cast2021.jsonl",
 		"conversations/cast2022.jsonl", "kb/passages.jsonl"} {
-		f, err := os.Open(testdata.Shared(b, rel))
+		f, err := os.Open(sharedtest.Shared(b, rel))
 		if err != nil {
 			b.Fatal(err)
 		}

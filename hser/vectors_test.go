@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 type sharedVector struct {
@@ -54,7 +54,7 @@ func same(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b)
 // TestSharedVectors: the 12 reference vectors, both stemming modes, EM and
 // SQuAD F1, bit for bit.
 func TestSharedVectors(t *testing.T) {
-	vecs := readJSONL[sharedVector](t, testdata.Shared(t, "metrics/rouge_squad_vectors.jsonl"))
+	vecs := readJSONL[sharedVector](t, sharedtest.Shared(t, "metrics/rouge_squad_vectors.jsonl"))
 	if len(vecs) != 12 {
 		t.Fatalf("read %d vectors, want 12", len(vecs))
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/himes-rl/himes/analysis"
 )
 
 // BM25Params are the Lucene BM25 parameters and the arithmetic they are
@@ -44,7 +46,7 @@ type BM25Params struct {
 // An Index is immutable after building and safe for concurrent searches.
 type Index struct {
 	params   BM25Params
-	analyzer Analyzer
+	analyzer analysis.Analyzer
 	ids      []string
 	docLen   []uint32
 	avgdl    float64
@@ -102,11 +104,11 @@ type Hit struct {
 // BuildIndex indexes texts (one per document) whose ids are strictly
 // ascending, with the plain analyzer. The texts are not retained.
 func BuildIndex(ids, texts []string, p BM25Params) (*Index, error) {
-	return BuildIndexWith(ids, texts, p, Analyzer{})
+	return BuildIndexWith(ids, texts, p, analysis.Analyzer{})
 }
 
 // BuildIndexWith is BuildIndex with a chosen analyzer.
-func BuildIndexWith(ids, texts []string, p BM25Params, an Analyzer) (*Index, error) {
+func BuildIndexWith(ids, texts []string, p BM25Params, an analysis.Analyzer) (*Index, error) {
 	if len(ids) != len(texts) {
 		return nil, fmt.Errorf("build index: %d ids but %d texts", len(ids), len(texts))
 	}
@@ -217,7 +219,7 @@ func internTerm(m []uint32, lt uint32, strs []string, ids map[string]uint32, all
 // analysisWorker tokenizes a range of documents into (worker term, tf)
 // pairs with its own vocabulary, which persists across chunks.
 type analysisWorker struct {
-	an       Analyzer
+	an       analysis.Analyzer
 	vocab    map[string]uint32 // raw token → worker term (dropToken for stopwords)
 	termIDs  map[string]uint32 // analyzed term → worker term (several raw tokens may stem alike)
 	strs     []string
@@ -232,7 +234,7 @@ const dropToken = math.MaxUint32
 // newToken analyzes a raw token seen for the first time by this worker
 // (stemming runs once per distinct token, not per occurrence).
 func (a *analysisWorker) newToken(raw string) uint32 {
-	term, keep := a.an.term(raw)
+	term, keep := a.an.Term(raw)
 	if !keep {
 		a.vocab[raw] = dropToken
 		return dropToken
@@ -264,7 +266,7 @@ func (a *analysisWorker) analyze(p *chunkPart, texts []string, lo, hi int, docLe
 		a.vocab, a.termIDs = map[string]uint32{}, map[string]uint32{}
 	}
 	p.docs, p.docOff, p.pairs = p.docs[:0], append(p.docOff[:0], 0), p.pairs[:0]
-	if a.an.kind == analyzerLucene {
+	if a.an.IsLucene() {
 		a.analyzeLucene(p, texts, lo, hi, docLen)
 		return
 	}
@@ -294,6 +296,22 @@ func (a *analysisWorker) analyze(p *chunkPart, texts []string, lo, hi int, docLe
 			}
 			a.tok = a.tok[:0]
 		}
+		a.endDoc(p, d, n, docLen)
+	}
+	p.strs = a.strs
+}
+
+// analyzeLucene is analyze for the lucene-english analyzer: the same
+// accounting over StandardTokenizer tokens.
+func (a *analysisWorker) analyzeLucene(p *chunkPart, texts []string, lo, hi int, docLen []uint32) {
+	for d := lo; d < hi; d++ {
+		first := len(p.pairs)
+		n := 0
+		analysis.ForEachLuceneToken(texts[d], func(tok []byte) {
+			if a.count(p, d, first, tok) {
+				n++
+			}
+		})
 		a.endDoc(p, d, n, docLen)
 	}
 	p.strs = a.strs
@@ -469,7 +487,7 @@ func (ix *Index) NumPostings() int { return ix.post.numPostings() }
 func (ix *Index) PostingBytes() int { return ix.post.bytes() }
 
 // Analyzer is the analysis the index was built with; queries must use it.
-func (ix *Index) Analyzer() Analyzer { return ix.analyzer }
+func (ix *Index) Analyzer() analysis.Analyzer { return ix.analyzer }
 
 // Params returns k1 and b.
 func (ix *Index) Params() BM25Params { return ix.params }
@@ -549,14 +567,6 @@ func (ix *Index) addTerm(qs []queryTerm, pos *map[uint32]int, t uint32) []queryT
 // contrib is one term's score contribution.
 func contrib(w, sat float64) float64 { return float64(w * sat) }
 
-// better reports whether hit a ranks above hit b (score desc, doc desc).
-func better(a, b Hit) bool {
-	if a.Score != b.Score {
-		return a.Score > b.Score
-	}
-	return a.Doc > b.Doc
-}
-
 // SearchExhaustive is the straightforward reference: score every document
 // containing a query term (term at a time, summing in canonical order), sort
 // all of them, keep k.
@@ -577,65 +587,11 @@ func (ix *Index) SearchExhaustive(tokens []string, k int) []Hit {
 	for d, s := range acc {
 		hits = append(hits, Hit{Doc: int(d), Score: s})
 	}
-	slices.SortFunc(hits, func(a, b Hit) int {
-		if better(a, b) {
-			return -1
-		}
-		if better(b, a) {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(hits, scoreDocDesc.compare)
 	if len(hits) > k {
 		hits = hits[:k]
 	}
 	return hits
-}
-
-// hitHeap is a min-heap: the worst kept hit on top.
-type hitHeap []Hit
-
-func (h hitHeap) Len() int           { return len(h) }
-func (h hitHeap) Less(i, j int) bool { return better(h[j], h[i]) }
-func (h hitHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *hitHeap) Push(x any)        { *h = append(*h, x.(Hit)) }
-func (h *hitHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-// Search keeps its hits in a min-heap (worst kept hit on top) written out here
-// rather than through container/heap, whose interface boxes every Hit.
-
-func heapUp(h []Hit, i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !better(h[p], h[i]) {
-			break
-		}
-		h[p], h[i] = h[i], h[p]
-		i = p
-	}
-}
-
-func heapDown(h []Hit, i int) {
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		m := l
-		if r := l + 1; r < len(h) && better(h[l], h[r]) {
-			m = r
-		}
-		if !better(h[i], h[m]) {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
 }
 
 // pruneSlack keeps pruning conservative against rounding: upper bounds are
@@ -669,13 +625,13 @@ func (ix *Index) SearchText(text string, k int) []Hit {
 	if k <= 0 {
 		return nil
 	}
-	if ix.analyzer.kind != analyzerPlain || ix.luc != nil {
+	if !ix.analyzer.IsPlain() || ix.luc != nil {
 		return ix.Search(ix.analyzer.Tokenize(text), k)
 	}
 	sc := ix.getScratch()
 	defer ix.scratch.Put(sc)
 	sc.qs = sc.qs[:0]
-	forEachToken(text, func(tok []byte) {
+	analysis.ForEachPlainToken(text, func(tok []byte) {
 		if t, ok := ix.termID(string(tok)); ok {
 			sc.qs = ix.addTerm(sc.qs, &sc.pos, t)
 		}
@@ -749,7 +705,8 @@ func (ix *Index) search(sc *searchScratch, k int) []Hit {
 	cs, prefix := ix.maxScoreCursors(sc, len(qs), func(i int) (uint32, float64, float64) {
 		return qs[i].t, qs[i].w, contrib(qs[i].w, ix.maxSat[qs[i].t])
 	})
-	h := sc.heap[:0]
+	var top topK
+	top.reset(scoreDocDesc, k, sc.heap)
 	full := false
 	thr := 0.0
 	below := func(bound float64) bool { return full && bound < thr-pruneSlack*thr }
@@ -799,32 +756,19 @@ func (ix *Index) search(sc *searchScratch, k int) []Hit {
 			score += v
 		}
 		hit := Hit{Doc: int(d), Score: score}
-		switch {
-		case !full:
-			h = append(h, hit)
-			heapUp(h, len(h)-1)
-			full = len(h) == k
-		case better(hit, h[0]):
-			h[0] = hit
-			heapDown(h, 0)
-		default:
+		if !top.accepts(hit) {
 			continue
 		}
-		if full {
-			thr = h[0].Score
+		top.push(hit)
+		if full = top.full(); full {
+			thr = top.worst().Score
 			for ne < len(cs) && prefix[ne] < thr-pruneSlack*thr {
 				ne++
 			}
 		}
 	}
-	out := make([]Hit, len(h))
-	for i := len(h) - 1; i >= 0; i-- {
-		out[i] = h[0]
-		h[0] = h[len(h)-1]
-		h = h[:len(h)-1]
-		heapDown(h, 0)
-	}
-	sc.heap = h
+	var out []Hit
+	out, sc.heap = top.sorted()
 	return out
 }
 
@@ -862,56 +806,16 @@ func (ix *Index) searchDense(sc *searchScratch, k int, impacts bool) []Hit {
 			}
 		}
 	}
-	h := sc.heap[:0]
+	var top topK
+	top.reset(scoreDocDesc, k, sc.heap)
 	for _, d := range touched {
-		hit := Hit{Doc: int(d), Score: acc[d]}
-		acc[d] = 0
-		switch {
-		case len(h) < k:
-			h = append(h, hit)
-			heapUp(h, len(h)-1)
-		case better(hit, h[0]):
-			h[0] = hit
-			heapDown(h, 0)
+		if hit := (Hit{Doc: int(d), Score: acc[d]}); top.accepts(hit) {
+			top.push(hit)
 		}
+		acc[d] = 0
 	}
 	sc.touched = touched
-	out := make([]Hit, len(h))
-	for i := len(h) - 1; i >= 0; i-- {
-		out[i] = h[0]
-		h[0] = h[len(h)-1]
-		h = h[:len(h)-1]
-		heapDown(h, 0)
-	}
-	sc.heap = h
+	var out []Hit
+	out, sc.heap = top.sorted()
 	return out
-}
-
-// forEachToken calls fn with each lowercase [a-z0-9]+ run of text (the plain
-// analyzer, without allocating per token) and returns the token count. The
-// slice passed to fn is reused.
-func forEachToken(text string, fn func(tok []byte)) int {
-	var buf [64]byte
-	tok := buf[:0]
-	n := 0
-	for i := 0; i <= len(text); i++ {
-		var c byte
-		if i < len(text) {
-			c = text[i]
-		}
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-			tok = append(tok, c)
-			continue
-		case c >= 'A' && c <= 'Z':
-			tok = append(tok, c+'a'-'A')
-			continue
-		}
-		if len(tok) > 0 {
-			fn(tok)
-			n++
-			tok = tok[:0]
-		}
-	}
-	return n
 }

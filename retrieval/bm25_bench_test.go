@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/analysis"
+	"github.com/himes-rl/himes/internal/sharedtest"
+	"github.com/himes-rl/himes/memory"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 // BenchmarkSearch compares Search's choice (the dense accumulator at this
@@ -16,12 +19,12 @@ import (
 //
 //	go test ./retrieval -run '^$' -bench Search -benchtime 2000x
 func BenchmarkSearch(b *testing.B) {
-	ids, texts := ZipfCorpus(1, 20000, 20000, 60, 1.07)
+	ids, texts := corpus.Zipf(1, 20000, 20000, 60, 1.07)
 	ix, err := BuildIndex(ids, texts, BM25Params{K1: 0.9, B: 0.4})
 	if err != nil {
 		b.Fatal(err)
 	}
-	qs := ZipfQueries(2, 512, 20000, 20, 1.07)
+	qs := corpus.ZipfQueries(2, 512, 20000, 20, 1.07)
 	b.Run("search", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			ix.Search(qs[i%len(qs)], 10)
@@ -42,7 +45,7 @@ func BenchmarkSearch(b *testing.B) {
 // BenchmarkBuildIndex measures indexing throughput (documents per second in
 // the docs/s metric).
 func BenchmarkBuildIndex(b *testing.B) {
-	ids, texts := ZipfCorpus(1, 20000, 20000, 60, 1.07)
+	ids, texts := corpus.Zipf(1, 20000, 20000, 60, 1.07)
 	for b.Loop() {
 		if _, err := BuildIndex(ids, texts, BM25Params{K1: 0.9, B: 0.4}); err != nil {
 			b.Fatal(err)
@@ -57,7 +60,7 @@ func BenchmarkBuildIndex(b *testing.B) {
 //
 //	go test ./retrieval -run '^$' -bench Retrieve -benchtime 300x
 func BenchmarkRetrieve(b *testing.B) {
-	kb := filepath.Join(testdata.SharedDir(b), "kb", "passages.jsonl")
+	kb := filepath.Join(sharedtest.SharedDir(b), "kb", "passages.jsonl")
 	for _, memOn := range []bool{false, true} {
 		cfg := DefaultConfig()
 		cfg.Candidates, cfg.Memory.Enabled = 20, memOn
@@ -67,12 +70,12 @@ func BenchmarkRetrieve(b *testing.B) {
 		}
 		if memOn {
 			emb, _ := p.Embedder()
-			var es []MemoryEntry
+			var es []memory.Entry
 			for _, q := range []string{"garage door opener going bad", "why did it stop working", "cost to fix a garage door",
 				"replace the opener", "garage door safety", "choose a new opener"} {
-				es = append(es, MemoryEntry{User: "u", Text: q})
+				es = append(es, memory.Entry{User: "u", Text: q})
 			}
-			m, err := BuildMemory(b.Context(), cfg.Memory, emb, es)
+			m, err := memory.Build(b.Context(), cfg.Memory, emb, es)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -95,7 +98,7 @@ func BenchmarkRetrieve(b *testing.B) {
 func demoLongQueries(b testing.TB) [][]string {
 	var qs [][]string
 	for _, text := range demoLongTexts(b) {
-		qs = append(qs, Analyzer{}.Tokenize(text))
+		qs = append(qs, analysis.Analyzer{}.Tokenize(text))
 	}
 	return qs
 }

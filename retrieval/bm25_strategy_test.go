@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/himes-rl/himes/analysis"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 // Search strategies, forced so that each is checked whatever the index
@@ -58,7 +61,7 @@ func checkAgainstExhaustive(t *testing.T, ix *Index, q []string, k int) {
 // (ties), on random queries with repeated and unknown terms, including
 // queries longer than the duplicate-scan limit.
 func TestBothStrategiesAgreeWithExhaustive(t *testing.T) {
-	ids, texts := ZipfCorpus(7, 3000, 2000, 40, 1.1)
+	ids, texts := corpus.Zipf(7, 3000, 2000, 40, 1.1)
 	for i := 0; i+1 < len(texts); i += 17 {
 		texts[i+1] = texts[i]
 	}
@@ -67,8 +70,8 @@ func TestBothStrategiesAgreeWithExhaustive(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(5, 6))
-	queries := ZipfQueries(13, 300, 2000, 0, 1.1)
-	queries = append(queries, ZipfQueries(17, 20, 2000, 80, 1.1)...) // > longQuery distinct terms
+	queries := corpus.ZipfQueries(13, 300, 2000, 0, 1.1)
+	queries = append(queries, corpus.ZipfQueries(17, 20, 2000, 80, 1.1)...) // > longQuery distinct terms
 	for qi, q := range queries {
 		switch qi % 4 {
 		case 0:
@@ -104,7 +107,7 @@ func TestBothStrategiesAgreeOnDemo(t *testing.T) {
 // what searching its analyzed tokens finds, with both analyzers.
 func TestSearchTextMatchesTokenize(t *testing.T) {
 	texts := append(demoLongTexts(t), "", "!!!", "The THE the", "zzzunknown what's 1951?", strings.Repeat("water level ", 40))
-	for _, name := range []string{AnalyzerPlain, AnalyzerEnglish} {
+	for _, name := range []string{analysis.Plain, analysis.English} {
 		cfg := DefaultConfig()
 		cfg.Analyzer = name
 		p, err := Open(t.Context(), cfg, filepath.Join("..", "datasets", "demo", "passages.jsonl"))

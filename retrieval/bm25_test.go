@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/analysis"
+	"github.com/himes-rl/himes/internal/sharedtest"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 func TestBM25HandComputed(t *testing.T) {
@@ -39,7 +41,7 @@ func TestBM25HandComputed(t *testing.T) {
 		// a repeated query term counts once
 		{"cat cat", []Hit{{1, idf * 2 / 3.02}, {0, idf * 1 / 1.9}}},
 	}
-	var a Analyzer
+	var a analysis.Analyzer
 	for _, c := range cases {
 		for name, got := range map[string][]Hit{
 			"maxscore":   ix.Search(a.Tokenize(c.query), 10),
@@ -80,7 +82,7 @@ func TestBuildIndexRejectsUnsortedIDs(t *testing.T) {
 // TestMaxScoreAgreesWithExhaustive checks the pruned top-k against the
 // reference on random queries, on a corpus with many exact duplicates (ties).
 func TestMaxScoreAgreesWithExhaustive(t *testing.T) {
-	ids, texts := ZipfCorpus(7, 3000, 2000, 40, 1.1)
+	ids, texts := corpus.Zipf(7, 3000, 2000, 40, 1.1)
 	for i := 0; i+1 < len(texts); i += 17 {
 		texts[i+1] = texts[i] // ties that only the doc-number tie-break orders
 	}
@@ -89,7 +91,7 @@ func TestMaxScoreAgreesWithExhaustive(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(3, 4))
-	queries := ZipfQueries(11, 400, 2000, 0, 1.1)
+	queries := corpus.ZipfQueries(11, 400, 2000, 0, 1.1)
 	for qi, q := range queries {
 		if qi%4 == 0 {
 			q = append(q, q[0]) // repeated term
@@ -110,7 +112,7 @@ func TestMaxScoreAgreesWithExhaustive(t *testing.T) {
 // TestCAsTRewriteBeatsQuestion reproduces the reference numbers' direction on
 // CAsT 2020: the human rewrite retrieves far better than the raw question.
 func TestCAsTRewriteBeatsQuestion(t *testing.T) {
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	q, rw := castRecall(t, data, []string{"cast2020.jsonl"})
 	t.Logf("cast2020 Recall@10: question %.3f, human rewrite %.3f", q, rw)
 	if rw < q+0.15 {
@@ -124,7 +126,7 @@ func TestReferenceRecallFourFiles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("four-file recall in -short mode")
 	}
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	q, rw := castRecall(t, data, []string{"cast2020.jsonl", "cast2021.jsonl", "cast2022.jsonl", "mtrag_human_eval_subset.jsonl"})
 	t.Logf("four files Recall@10: question %.4f, human rewrite %.4f", q, rw)
 	if math.Abs(q-0.385) > 0.0005 || math.Abs(rw-0.674) > 0.0005 /* README rounds to 3 places */ {
@@ -150,7 +152,7 @@ func recall10(run []Scored, qrels map[string]int) float64 {
 
 func castRecall(t *testing.T, data string, files []string) (question, rewrite float64) {
 	t.Helper()
-	kb, err := LoadKB(t.Context(), filepath.Join(data, "kb", "passages.jsonl"))
+	kb, err := corpus.Load(t.Context(), filepath.Join(data, "kb", "passages.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,13 +161,13 @@ func castRecall(t *testing.T, data string, files []string) (question, rewrite fl
 	order := sortedPassages(kb.Passages)
 	for i, p := range order {
 		ids[i] = p.ID
-		texts[i] = indexText(Chunk{Title: p.Title, Text: p.Text})
+		texts[i] = Chunk{Title: p.Title, Text: p.Text}.IndexText()
 	}
 	ix, err := BuildIndex(ids, texts, BM25Params{K1: 0.9, B: 0.4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a Analyzer
+	var a analysis.Analyzer
 	n := 0
 	for _, f := range files {
 		for _, tt := range readTurns(t, filepath.Join(data, "conversations", f)) {
@@ -195,7 +197,7 @@ func castRecall(t *testing.T, data string, files []string) (question, rewrite fl
 }
 
 func TestEnglishAnalyzer(t *testing.T) {
-	an, err := NewAnalyzer(AnalyzerEnglish)
+	an, err := analysis.New(analysis.English)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +224,7 @@ func TestEnglishAnalyzer(t *testing.T) {
 }
 
 func TestEnglishMaxScoreAgreesOnKB(t *testing.T) {
-	kb, err := LoadKB(t.Context(), filepath.Join(testdata.SharedDir(t), "kb", "passages.jsonl"))
+	kb, err := corpus.Load(t.Context(), filepath.Join(sharedtest.SharedDir(t), "kb", "passages.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,14 +232,14 @@ func TestEnglishMaxScoreAgreesOnKB(t *testing.T) {
 	ids := make([]string, len(order))
 	texts := make([]string, len(order))
 	for i, p := range order {
-		ids[i], texts[i] = p.ID, indexText(Chunk{Title: p.Title, Text: p.Text})
+		ids[i], texts[i] = p.ID, Chunk{Title: p.Title, Text: p.Text}.IndexText()
 	}
-	an, _ := NewAnalyzer(AnalyzerEnglish)
+	an, _ := analysis.New(analysis.English)
 	ix, err := BuildIndexWith(ids, texts, BM25Params{K1: 0.9, B: 0.4}, an)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tt := range readTurns(t, filepath.Join(testdata.SharedDir(t), "conversations", "cast2020.jsonl")) {
+	for _, tt := range readTurns(t, filepath.Join(sharedtest.SharedDir(t), "conversations", "cast2020.jsonl")) {
 		q := an.Tokenize(tt.Question)
 		got, want := ix.Search(q, 10), ix.SearchExhaustive(q, 10)
 		if len(got) != len(want) {

@@ -1,12 +1,13 @@
 package retrieval
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/himes-rl/himes/embedding"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
@@ -32,13 +33,13 @@ func NewDenseIndex(vecs [][]float32, embedder string) (*DenseIndex, error) {
 		if len(v) != dim {
 			return nil, fmt.Errorf("dense index: vector %d has dimension %d, want %d", i, len(v), dim)
 		}
-		d.data = append(d.data, Normalize(v)...)
+		d.data = append(d.data, embedding.Normalize(v)...)
 	}
 	return d, nil
 }
 
 // EmbedDocs embeds texts in batches and builds a dense index.
-func EmbedDocs(ctx context.Context, e Embedder, texts []string, batch int) (*DenseIndex, error) {
+func EmbedDocs(ctx context.Context, e embedding.Embedder, texts []string, batch int) (*DenseIndex, error) {
 	vecs := make([][]float32, 0, len(texts))
 	last := time.Now()
 	for start := 0; start < len(texts); start += batch {
@@ -68,7 +69,7 @@ func (d *DenseIndex) Scores(q []float32) ([]float32, error) {
 	if len(q) != d.dim {
 		return nil, fmt.Errorf("dense search: query dimension %d, index (%s) has %d", len(q), d.name, d.dim)
 	}
-	q = Normalize(q)
+	q = embedding.Normalize(q)
 	y := make([]float32, d.rows)
 	blas32.Gemv(blas.NoTrans, 1,
 		blas32.General{Rows: d.rows, Cols: d.dim, Stride: d.dim, Data: d.data},
@@ -84,27 +85,22 @@ func (d *DenseIndex) Search(q []float32, k int) ([]Hit, error) {
 	if err != nil {
 		return nil, err
 	}
-	return topK(y, k), nil
+	return bestOf(y, k), nil
 }
 
-func topK(y []float32, k int) []Hit {
+// bestOf is the top k of the scores y by document number.
+func bestOf(y []float32, k int) []Hit {
 	if k <= 0 {
 		return nil
 	}
-	h := make(hitHeap, 0, k)
+	var top topK
+	top.reset(scoreDocDesc, k, make([]Hit, 0, k))
 	for i, s := range y {
-		hit := Hit{Doc: i, Score: float64(s)}
-		if len(h) < k {
-			heap.Push(&h, hit)
-		} else if better(hit, h[0]) {
-			h[0] = hit
-			heap.Fix(&h, 0)
+		if hit := (Hit{Doc: i, Score: float64(s)}); top.accepts(hit) {
+			top.push(hit)
 		}
 	}
-	out := make([]Hit, len(h))
-	for i := len(h) - 1; i >= 0; i-- {
-		out[i] = heap.Pop(&h).(Hit)
-	}
+	out, _ := top.sorted()
 	return out
 }
 
@@ -121,14 +117,6 @@ func RRF(k float64, lists ...[]Hit) []Hit {
 	for d, s := range acc {
 		out = append(out, Hit{Doc: d, Score: s})
 	}
-	slices.SortFunc(out, func(a, b Hit) int {
-		if better(a, b) {
-			return -1
-		}
-		if better(b, a) {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, scoreDocDesc.compare)
 	return out
 }

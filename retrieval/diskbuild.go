@@ -2,11 +2,8 @@ package retrieval
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,12 +17,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/himes-rl/himes/analysis"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 // DiskBuildOptions tune BuildDiskIndex; zero values take the defaults.
@@ -35,17 +29,6 @@ type DiskBuildOptions struct {
 	BlockDocs int
 	// Workers is the number of analysis goroutines (default GOMAXPROCS, ≤ 8).
 	Workers int
-}
-
-// chunkRef locates one chunk in the knowledge base: the passage's record
-// (byte offset and length of its JSONL line, or its Parquet row) and the
-// window index within it.
-type chunkRef struct {
-	id   string
-	off  int64
-	n    int32
-	line int32
-	win  int32
 }
 
 // BuildDiskIndex builds the on-disk index (DiskIndexFile) of a knowledge
@@ -71,7 +54,7 @@ func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt Dis
 	if err := checkScoring(cfg.Scoring); err != nil {
 		return IndexMeta{}, fmt.Errorf("index build --disk: %w", err)
 	}
-	an, err := NewAnalyzer(cfg.Analyzer)
+	an, err := analysis.New(cfg.Analyzer)
 	if err != nil {
 		return IndexMeta{}, err
 	}
@@ -88,28 +71,14 @@ func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt Dis
 	if opt.Workers <= 0 {
 		opt.Workers = max(1, min(runtime.GOMAXPROCS(0), 8))
 	}
-	src, err := openPassageSource(kbPath, dir)
+	src, err := corpus.OpenSource(kbPath, dir)
 	if err != nil {
 		return IndexMeta{}, err
 	}
-	defer src.close()
-	refs, err := src.scan(ctx, cfg)
+	defer src.Close()
+	refs, err := src.Scan(ctx, cfg.ChunkWords, cfg.ChunkStride)
 	if err != nil {
 		return IndexMeta{}, err
-	}
-	if len(refs) == 0 {
-		return IndexMeta{}, fmt.Errorf("%s: knowledge base has no passages", kbPath)
-	}
-	slices.SortFunc(refs, func(a, b chunkRef) int { return strings.Compare(a.id, b.id) })
-	for i := 1; i < len(refs); i++ {
-		if refs[i].id == refs[i-1].id {
-			a, b := refs[i-1], refs[i]
-			if a.line > b.line {
-				a, b = b, a
-			}
-			return IndexMeta{}, fmt.Errorf("%s:%s: field \"id\": duplicate passage id %q (first at %s)", kbPath, src.where(b),
-				ChunkPassageID(b.id), src.where(a))
-		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return IndexMeta{}, fmt.Errorf("index build: %w", err)
@@ -127,7 +96,7 @@ func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt Dis
 	defer tmp.Close()
 	b := &diskBuilder{an: an, params: params, opt: opt, src: src, refs: refs, runDir: runDir, w: newDiskWriter(tmp),
 		gterms: map[string]uint32{}}
-	if err := b.build(ctx, cfg); err != nil {
+	if err := b.build(ctx); err != nil {
 		return IndexMeta{}, fmt.Errorf("index build %s: %w", dir, err)
 	}
 	abs, err := filepath.Abs(kbPath)
@@ -135,8 +104,8 @@ func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt Dis
 		abs = kbPath
 	}
 	meta := IndexMeta{FormatVersion: DiskFormatVersion, Layout: "disk", Analyzer: an.ID(), Params: params,
-		ChunkWords: cfg.ChunkWords, ChunkStride: cfg.ChunkStride, KBPath: abs, KBFingerprint: src.fingerprint,
-		KBSize: src.size, KBModTime: src.modTime, Docs: len(refs), Terms: len(b.gstrs), Postings: b.postings,
+		ChunkWords: cfg.ChunkWords, ChunkStride: cfg.ChunkStride, KBPath: abs, KBFingerprint: src.Fingerprint(),
+		KBSize: src.Size(), KBModTime: src.ModTime(), Docs: len(refs), Terms: len(b.gstrs), Postings: b.postings,
 		AvgDocLen: b.avgdl, TotalTokens: b.totalLen, NonEmptyDocs: b.nonEmpty, Built: time.Now().UTC().Truncate(time.Second)}
 	mj, err := json.Marshal(meta)
 	if err != nil {
@@ -166,11 +135,11 @@ func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt Dis
 }
 
 type diskBuilder struct {
-	an       Analyzer
+	an       analysis.Analyzer
 	params   BM25Params
 	opt      DiskBuildOptions
-	src      *passageSource
-	refs     []chunkRef
+	src      *corpus.Source
+	refs     []corpus.Ref
 	runDir   string
 	runs     []string
 	w        *diskWriter
@@ -192,17 +161,17 @@ type block struct {
 	err   error
 }
 
-func (b *diskBuilder) build(ctx context.Context, cfg Config) error {
+func (b *diskBuilder) build(ctx context.Context) error {
 	n := len(b.refs)
 	textOff := make([]uint64, n+1)
 	docLen := make([]uint32, n)
 	blocks := make(chan *block, 1)
 	readCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go b.readBlocks(readCtx, cfg, blocks)
+	go b.readBlocks(readCtx, blocks)
 	w := b.w
 	w.begin(secTexts)
-	base := w.off
+	base := w.offset()
 	ws := make([]analysisWorker, b.opt.Workers)
 	for i := range ws {
 		ws[i].an = b.an
@@ -219,8 +188,8 @@ func (b *diskBuilder) build(ctx context.Context, cfg Config) error {
 		for k, r := range blk.recs {
 			rec = binary.AppendUvarint(rec[:0], uint64(len(r[0])))
 			rec = append(append(rec, r[0]...), r[1]...)
-			w.Write(rec)
-			textOff[blk.start+k+1] = w.off - base
+			w.bytes(rec)
+			textOff[blk.start+k+1] = w.offset() - base
 		}
 		bl := docLen[blk.start : blk.start+len(blk.texts)]
 		per := (len(blk.texts) + len(ws) - 1) / len(ws)
@@ -251,12 +220,12 @@ func (b *diskBuilder) build(ctx context.Context, cfg Config) error {
 	off := uint64(0)
 	w.u64(0)
 	for _, r := range b.refs {
-		off += uint64(len(r.id))
+		off += uint64(len(r.ID))
 		w.u64(off)
 	}
 	w.begin(secIDs)
 	for _, r := range b.refs {
-		w.Write([]byte(r.id))
+		w.str(r.ID)
 	}
 	b.refs = nil
 	w.begin(secDocLen)
@@ -296,31 +265,18 @@ func (b *diskBuilder) build(ctx context.Context, cfg Config) error {
 
 // readBlocks re-reads the chunks in document order, a block at a time,
 // overlapping the parsing with the analysis of the previous block.
-func (b *diskBuilder) readBlocks(ctx context.Context, cfg Config, out chan<- *block) {
+func (b *diskBuilder) readBlocks(ctx context.Context, out chan<- *block) {
 	defer close(out)
-	var lastOff int64 = -1
-	var chunks []Chunk
 	for start := 0; start < len(b.refs); start += b.opt.BlockDocs {
 		end := min(start+b.opt.BlockDocs, len(b.refs))
 		blk := &block{start: start, texts: make([]string, 0, end-start), recs: make([][2]string, 0, end-start)}
 		for _, r := range b.refs[start:end] {
-			if r.off != lastOff {
-				p, err := b.src.passage(r)
-				if err == nil {
-					chunks, err = ChunkPassages([]Passage{p}, cfg.ChunkWords, cfg.ChunkStride)
-				}
-				if err != nil {
-					blk.err = err
-					break
-				}
-				lastOff = r.off
-			}
-			if int(r.win) >= len(chunks) || chunks[r.win].ID != r.id {
-				blk.err = fmt.Errorf("%s:%s: passage changed while indexing", b.src.path, b.src.where(r))
+			c, err := b.src.Chunk(r)
+			if err != nil {
+				blk.err = err
 				break
 			}
-			c := chunks[r.win]
-			blk.texts = append(blk.texts, indexText(c))
+			blk.texts = append(blk.texts, c.IndexText())
 			blk.recs = append(blk.recs, [2]string{c.Title, c.Text})
 		}
 		if blk.err == nil {
@@ -475,7 +431,7 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 	var blockOff []uint64
 	var blockLast []uint32
 	w.begin(secPostings)
-	base := w.off
+	base := w.offset()
 	var buf []byte
 	n := float64(len(norm))
 	for t, g := range order {
@@ -500,7 +456,7 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 					return fmt.Errorf("run %s: damaged (%v)", r.f.Name(), r.err)
 				}
 				if cnt%blockSize == 0 {
-					blockOff = append(blockOff, w.off-base+uint64(len(buf)))
+					blockOff = append(blockOff, w.offset()-base+uint64(len(buf)))
 				}
 				buf = binary.AppendUvarint(buf, uint64(doc-last)) // the first posting's gap is the document itself
 				buf = binary.AppendUvarint(buf, uint64(tf))
@@ -528,7 +484,7 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 			blockLast = append(blockLast, last)
 		}
 		if len(buf) >= 1<<16 {
-			w.Write(buf)
+			w.bytes(buf)
 			buf = buf[:0]
 		}
 		termBlk = append(termBlk, uint32(len(blockLast)))
@@ -542,7 +498,7 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 		maxSat = append(maxSat, m)
 		b.postings += int(cnt)
 	}
-	w.Write(buf)
+	w.bytes(buf)
 	for _, r := range runs {
 		if r.head != -1 || r.err != nil {
 			return fmt.Errorf("run %s not consumed (%v)", r.f.Name(), r.err)
@@ -557,7 +513,7 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 	}
 	w.begin(secTerms)
 	for _, g := range order {
-		io.WriteString(w, b.gstrs[g])
+		w.str(b.gstrs[g])
 	}
 	w.begin(secDF)
 	w.u32s(df)
@@ -572,263 +528,4 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 	w.begin(secBlockLast)
 	w.u32s(blockLast)
 	return w.err
-}
-
-// passageSource reads knowledge-base records: a JSONL file is streamed and
-// re-read by offset; a Parquet file is loaded whole (its passages are the
-// records).
-//
-// A Parquet KB is streamed a batch of rows at a time into a spill file of
-// JSONL records beside the index (removed when the build ends), which the
-// re-reads then use as they use a JSONL KB: neither layout is ever held.
-type passageSource struct {
-	path        string
-	f           *os.File
-	spillDir    string   // where a Parquet KB's spill file goes
-	spill       *os.File // the records re-read for a Parquet KB; nil for JSONL
-	spillSize   int64
-	fingerprint string
-	size        int64
-	modTime     int64
-	win         []byte // a window of the file at winOff, for sequential re-reads
-	winOff      int64
-}
-
-func openPassageSource(path, spillDir string) (*passageSource, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("load knowledge base: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("load knowledge base: %w", err)
-	}
-	return &passageSource{path: path, f: f, spillDir: spillDir, size: st.Size(), modTime: st.ModTime().UnixNano()}, nil
-}
-
-func (s *passageSource) close() {
-	s.f.Close()
-	if s.spill != nil {
-		s.spill.Close()
-		os.Remove(s.spill.Name())
-	}
-}
-
-func (s *passageSource) where(r chunkRef) string {
-	if s.spill != nil {
-		return "row " + strconv.Itoa(int(r.line))
-	}
-	return strconv.Itoa(int(r.line))
-}
-
-// scan reads every record once: hashes the file, checks each record as
-// LoadKB does (except duplicates, found after sorting) and lists its chunks.
-func (s *passageSource) scan(ctx context.Context, cfg Config) ([]chunkRef, error) {
-	var refs []chunkRef
-	add := func(p Passage, off int64, n, line int) error {
-		chunks, err := ChunkPassages([]Passage{p}, cfg.ChunkWords, cfg.ChunkStride)
-		if err != nil {
-			return err
-		}
-		if line > math.MaxInt32 || n > math.MaxInt32 {
-			return fmt.Errorf("%s:%d: record or line number too large", s.path, line)
-		}
-		for i, c := range chunks {
-			refs = append(refs, chunkRef{id: c.ID, off: off, n: int32(n), line: int32(line), win: int32(i)})
-		}
-		return nil
-	}
-	chk := &passageChecker{path: s.path}
-	if strings.HasSuffix(strings.ToLower(s.path), ".parquet") {
-		if err := s.spillParquet(ctx, chk, add); err != nil {
-			return nil, err
-		}
-		return refs, nil
-	}
-	h := sha256.New()
-	br := bufio.NewReaderSize(io.TeeReader(s.f, h), 1<<20)
-	var off int64
-	for lineNo := 1; ; lineNo++ {
-		if lineNo%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
-		line, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long := append([]byte(nil), line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
-			}
-			line = long
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s:%d: read: %w", s.path, lineNo, err)
-		}
-		if len(bytes.TrimSpace(line)) > 0 {
-			where := strconv.Itoa(lineNo)
-			if !utf8.Valid(line) {
-				return nil, fmt.Errorf("%s:%s: invalid UTF-8", s.path, where)
-			}
-			p, field, jerr := decodePassageLine(line)
-			if jerr != nil {
-				return nil, fmt.Errorf("%s:%s: %w", s.path, where, jerr)
-			}
-			if cerr := chk.checkField(where, p, field); cerr != nil {
-				return nil, cerr
-			}
-			if err := add(p, off, len(line), lineNo); err != nil {
-				return nil, err
-			}
-		}
-		off += int64(len(line))
-		if errors.Is(err, io.EOF) {
-			break
-		}
-	}
-	if off != s.size {
-		return nil, fmt.Errorf("%s: changed while reading (%d bytes, %d at the start)", s.path, off, s.size)
-	}
-	s.fingerprint = hex.EncodeToString(h.Sum(nil))
-	return refs, nil
-}
-
-// spillParquet reads a Parquet KB a batch of rows at a time (the columns
-// and checks of LoadKB: id and text required, title optional, all strings),
-// hashes the file, and writes each passage as a JSONL record to the spill
-// file, which passage then re-reads.
-func (s *passageSource) spillParquet(ctx context.Context, chk *passageChecker, add func(Passage, int64, int, int) error) error {
-	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(s.f, 0, s.size)); err != nil {
-		return fmt.Errorf("%s: read: %w", s.path, err)
-	}
-	s.fingerprint = hex.EncodeToString(h.Sum(nil))
-	pf, err := file.NewParquetReader(io.NewSectionReader(s.f, 0, s.size))
-	if err != nil {
-		return fmt.Errorf("%s: open parquet: %w", s.path, err)
-	}
-	defer pf.Close()
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 4096}, memory.DefaultAllocator)
-	if err != nil {
-		return fmt.Errorf("%s: parquet reader: %w", s.path, err)
-	}
-	var cols []int
-	names := []string{"id", "title", "text"}
-	at := map[string]int{}
-	for _, name := range names {
-		i := pf.MetaData().Schema.ColumnIndexByName(name)
-		if i < 0 {
-			if name == "title" {
-				continue
-			}
-			return fmt.Errorf("%s: parquet has no column %q", s.path, name)
-		}
-		at[name] = len(cols)
-		cols = append(cols, i)
-	}
-	rr, err := fr.GetRecordReader(ctx, cols, nil)
-	if err != nil {
-		return fmt.Errorf("%s: read parquet: %w", s.path, err)
-	}
-	defer rr.Release()
-	if err := os.MkdirAll(s.spillDir, 0o755); err != nil {
-		return fmt.Errorf("index build: %w", err)
-	}
-	if s.spill, err = os.CreateTemp(s.spillDir, ".kb-*.jsonl"); err != nil {
-		return fmt.Errorf("index build: %w", err)
-	}
-	bw := bufio.NewWriterSize(s.spill, 1<<20)
-	row := 0
-	var off int64
-	for rr.Next() {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		rec := rr.RecordBatch()
-		col := func(name string) (func(int) string, error) {
-			i, ok := at[name]
-			if !ok {
-				return func(int) string { return "" }, nil
-			}
-			switch a := rec.Column(i).(type) {
-			case *array.String:
-				return a.Value, nil
-			case *array.LargeString:
-				return a.Value, nil
-			default:
-				return nil, fmt.Errorf("%s: column %q: want string, got %s", s.path, name, a.DataType())
-			}
-		}
-		id, err := col("id")
-		if err != nil {
-			return err
-		}
-		title, err := col("title")
-		if err != nil {
-			return err
-		}
-		text, err := col("text")
-		if err != nil {
-			return err
-		}
-		for i := range int(rec.NumRows()) {
-			row++
-			p := Passage{ID: id(i), Title: title(i), Text: text(i)}
-			if err := chk.check("row "+strconv.Itoa(row), p); err != nil {
-				return err
-			}
-			line, err := json.Marshal(struct {
-				ID    string `json:"id"`
-				Title string `json:"title"`
-				Text  string `json:"text"`
-			}{p.ID, p.Title, p.Text})
-			if err != nil {
-				return err
-			}
-			line = append(line, '\n')
-			if _, err := bw.Write(line); err != nil {
-				return fmt.Errorf("index build: spill %s: %w", s.path, err)
-			}
-			if err := add(p, off, len(line), row); err != nil {
-				return err
-			}
-			off += int64(len(line))
-		}
-	}
-	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%s: read parquet: %w", s.path, err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("index build: spill %s: %w", s.path, err)
-	}
-	s.spillSize = off
-	return nil
-}
-
-// passage re-reads the record of r (from the spill file for a Parquet KB).
-func (s *passageSource) passage(r chunkRef) (Passage, error) {
-	f, size := s.f, s.size
-	if s.spill != nil {
-		f, size = s.spill, s.spillSize
-	}
-	end := r.off + int64(r.n)
-	if r.off < s.winOff || end > s.winOff+int64(len(s.win)) {
-		n := max(int64(r.n), 1<<20)
-		if cap(s.win) < int(n) {
-			s.win = make([]byte, n)
-		}
-		s.win = s.win[:min(n, size-r.off)]
-		if _, err := f.ReadAt(s.win, r.off); err != nil && !errors.Is(err, io.EOF) {
-			return Passage{}, fmt.Errorf("%s:%s: re-read: %w", s.path, s.where(r), err)
-		}
-		s.winOff = r.off
-	}
-	line := s.win[r.off-s.winOff : end-s.winOff]
-	p, _, err := decodePassageLine(line)
-	if err != nil {
-		return Passage{}, fmt.Errorf("%s:%s: changed while indexing: %w", s.path, s.where(r), err)
-	}
-	return p, nil
 }

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"sort"
 	"unsafe"
+
+	"github.com/himes-rl/himes/analysis"
 )
 
 // The on-disk index (DiskIndexFile) holds what a search touches, laid out
@@ -75,38 +77,46 @@ type diskSection struct {
 	sum      [32]byte
 }
 
-// diskWriter writes the sections of an on-disk index in order, hashing each.
+// diskWriter writes the sections of an on-disk index in order, hashing
+// each: its binWriter writes through the sink, which counts and hashes.
 type diskWriter struct {
+	binWriter
+	sink sectionSink
 	f    *os.File
-	bw   *bufio.Writer
-	off  uint64
-	h    hash.Hash
 	cur  int
 	secs [numSections]diskSection
-	err  error
-	buf  [8]byte
 }
 
-func newDiskWriter(f *os.File) *diskWriter {
-	return &diskWriter{f: f, bw: bufio.NewWriterSize(f, 1<<20), h: sha256.New(), cur: -1}
+// sectionSink is where a diskWriter's values go: the buffered file, the
+// current section's hash and the file offset.
+type sectionSink struct {
+	bw  *bufio.Writer
+	h   hash.Hash
+	off uint64
 }
 
-func (w *diskWriter) Write(b []byte) (int, error) {
-	if w.err != nil {
-		return 0, w.err
-	}
-	n, err := w.bw.Write(b)
-	w.h.Write(b[:n])
-	w.off += uint64(n)
-	w.err = err
+func (s *sectionSink) Write(b []byte) (int, error) {
+	n, err := s.bw.Write(b)
+	s.h.Write(b[:n])
+	s.off += uint64(n)
 	return n, err
 }
 
+func newDiskWriter(f *os.File) *diskWriter {
+	w := &diskWriter{f: f, sink: sectionSink{bw: bufio.NewWriterSize(f, 1<<20), h: sha256.New()}, cur: -1}
+	w.binWriter.w = &w.sink
+	return w
+}
+
+// offset is the file offset of the next byte written.
+func (w *diskWriter) offset() uint64 { return w.sink.off }
+
+// writeRaw writes b outside every section (padding, metadata, trailer).
 func (w *diskWriter) writeRaw(b []byte) {
 	if w.err == nil {
 		var n int
-		n, w.err = w.bw.Write(b)
-		w.off += uint64(n)
+		n, w.err = w.sink.bw.Write(b)
+		w.sink.off += uint64(n)
 	}
 }
 
@@ -116,56 +126,28 @@ func (w *diskWriter) begin(s int) {
 		panic("disk index sections out of order")
 	}
 	w.end()
-	for w.off%8 != 0 {
+	for w.sink.off%8 != 0 {
 		w.writeRaw([]byte{0})
 	}
 	w.cur = s
-	w.secs[s].off = w.off
-	w.h.Reset()
+	w.secs[s].off = w.sink.off
+	w.sink.h.Reset()
 }
 
 func (w *diskWriter) end() {
-	if w.cur >= 0 && w.secs[w.cur].len == 0 && w.off >= w.secs[w.cur].off {
-		w.secs[w.cur].len = w.off - w.secs[w.cur].off
-		copy(w.secs[w.cur].sum[:], w.h.Sum(nil))
-	}
-}
-
-func (w *diskWriter) u32(v uint32) {
-	binary.LittleEndian.PutUint32(w.buf[:4], v)
-	w.Write(w.buf[:4])
-}
-
-func (w *diskWriter) u64(v uint64) {
-	binary.LittleEndian.PutUint64(w.buf[:8], v)
-	w.Write(w.buf[:8])
-}
-
-func (w *diskWriter) u32s(vs []uint32) {
-	for _, v := range vs {
-		w.u32(v)
-	}
-}
-
-func (w *diskWriter) u64s(vs []uint64) {
-	for _, v := range vs {
-		w.u64(v)
-	}
-}
-
-func (w *diskWriter) f64s(vs []float64) {
-	for _, v := range vs {
-		w.u64(math.Float64bits(v))
+	if w.cur >= 0 && w.secs[w.cur].len == 0 && w.sink.off >= w.secs[w.cur].off {
+		w.secs[w.cur].len = w.sink.off - w.secs[w.cur].off
+		copy(w.secs[w.cur].sum[:], w.sink.h.Sum(nil))
 	}
 }
 
 // finish writes the metadata and the trailer and syncs the file.
 func (w *diskWriter) finish(meta []byte) error {
 	w.end()
-	for w.off%8 != 0 {
+	for w.sink.off%8 != 0 {
 		w.writeRaw([]byte{0})
 	}
-	metaOff := w.off
+	metaOff := w.sink.off
 	tr := make([]byte, 0, diskTrailerSize)
 	for _, s := range w.secs {
 		tr = binary.LittleEndian.AppendUint64(tr, s.off)
@@ -184,7 +166,7 @@ func (w *diskWriter) finish(meta []byte) error {
 	w.writeRaw(meta)
 	w.writeRaw(tr)
 	if w.err == nil {
-		w.err = w.bw.Flush()
+		w.err = w.sink.bw.Flush()
 	}
 	if w.err == nil {
 		w.err = w.f.Sync()
@@ -404,7 +386,7 @@ func parseDiskIndex(path string, mem []byte) (*Index, IndexMeta, error) {
 		return nil, meta, corrupt("metadata: %v", err)
 	}
 	meta.Checksum = fmt.Sprintf("%x", tr[diskTrailerSize-32:])
-	an, ok := analyzerByID(meta.Analyzer)
+	an, ok := analysis.ByID(meta.Analyzer)
 	if !ok {
 		return nil, meta, fmt.Errorf("%s: index analyzed with %q, which this himes does not know: rebuild it", path, meta.Analyzer)
 	}

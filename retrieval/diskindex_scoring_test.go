@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/analysis"
+	"github.com/himes-rl/himes/internal/sharedtest"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 // Under lucene scoring the on-disk index ranks as the in-memory one (ids,
@@ -17,7 +19,7 @@ import (
 // and much longer than the ≈40 tokens below which one-byte norms are exact,
 // with several runs and workers, for both analyzers.
 func TestDiskIndexLuceneRanksAsInMemory(t *testing.T) {
-	_, texts := ZipfCorpus(11, 1200, 2500, 30, 1.1)
+	_, texts := corpus.Zipf(11, 1200, 2500, 30, 1.1)
 	r := rand.New(rand.NewPCG(3, 4))
 	var b strings.Builder
 	for _, i := range r.Perm(len(texts)) {
@@ -31,7 +33,7 @@ func TestDiskIndexLuceneRanksAsInMemory(t *testing.T) {
 		fmt.Fprintf(&b, "{\"id\":\"p%d\",\"title\":%q,\"text\":%q}\n", i, title, text)
 	}
 	kb := writeFile(t, "kb.jsonl", b.String())
-	for _, analyzer := range []string{AnalyzerPlain, AnalyzerLuceneEnglish} {
+	for _, analyzer := range []string{analysis.Plain, analysis.LuceneEnglish} {
 		t.Run(analyzer, func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Scoring, cfg.Analyzer, cfg.K1, cfg.B = ScoringLucene, analyzer, 0.9, 0.4
@@ -43,9 +45,9 @@ func TestDiskIndexLuceneRanksAsInMemory(t *testing.T) {
 			if disk.luc.avgdl != mem.luc.avgdl || disk.luc.cache != mem.luc.cache {
 				t.Fatalf("avgdl %v vs %v, or the norm cache differs", disk.luc.avgdl, mem.luc.avgdl)
 			}
-			an, _ := NewAnalyzer(analyzer)
+			an, _ := analysis.New(analyzer)
 			compareIndexes(t, disk, mem, chunks, queriesFrom(chunks, an, 150, 5))
-			compareIndexes(t, disk, mem, chunks, ZipfQueries(8, 100, 2500, 5, 1.1))
+			compareIndexes(t, disk, mem, chunks, corpus.ZipfQueries(8, 100, 2500, 5, 1.1))
 		})
 	}
 }
@@ -58,8 +60,8 @@ func TestDiskIndexLuceneParitySharedKB(t *testing.T) {
 	}
 	refs := readParity(t, "lucene-english")
 	cfg := DefaultConfig()
-	cfg.Scoring, cfg.Analyzer, cfg.K1, cfg.B = ScoringLucene, AnalyzerLuceneEnglish, 0.9, 0.4
-	kb := filepath.Join(testdata.SharedDir(t), "kb", "passages.jsonl")
+	cfg.Scoring, cfg.Analyzer, cfg.K1, cfg.B = ScoringLucene, analysis.LuceneEnglish, 0.9, 0.4
+	kb := filepath.Join(sharedtest.SharedDir(t), "kb", "passages.jsonl")
 	disk, _, _ := buildDisk(t, cfg, kb, DiskBuildOptions{BlockDocs: 4096, Workers: 2})
 	got := compareParity(t, disk, refs, true)
 	if got.scoresEqual != got.queries || got.queries != 2*825 {

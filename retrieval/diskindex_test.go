@@ -9,13 +9,21 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/himes-rl/himes/analysis"
+	"github.com/himes-rl/himes/retrieval/corpus"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
 // memoryTwin builds the in-memory index over the same chunks the disk build
 // sees, the reference the on-disk index must equal.
 func memoryTwin(t *testing.T, cfg Config, kbPath string) (*Index, []Chunk) {
 	t.Helper()
-	kb, err := LoadKB(t.Context(), kbPath)
+	kb, err := corpus.Load(t.Context(), kbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +31,7 @@ func memoryTwin(t *testing.T, cfg Config, kbPath string) (*Index, []Chunk) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	an, err := NewAnalyzer(cfg.Analyzer)
+	an, err := analysis.New(cfg.Analyzer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +129,7 @@ func compareIndexes(t *testing.T, disk, mem *Index, chunks []Chunk, queries [][]
 
 // queriesFrom draws queries of 1..6 tokens from the chunks' own words (and
 // one unknown word), so they hit.
-func queriesFrom(chunks []Chunk, an Analyzer, n int, seed uint64) [][]string {
+func queriesFrom(chunks []Chunk, an analysis.Analyzer, n int, seed uint64) [][]string {
 	r := rand.New(rand.NewPCG(seed, 1))
 	out := make([][]string, 0, n)
 	for range n {
@@ -145,7 +153,7 @@ func TestDiskIndexRanksAsInMemoryDemoKB(t *testing.T) {
 	for _, tc := range []struct {
 		analyzer      string
 		words, stride int
-	}{{AnalyzerPlain, 0, 0}, {AnalyzerEnglish, 0, 0}, {AnalyzerPlain, 40, 20}} {
+	}{{analysis.Plain, 0, 0}, {analysis.English, 0, 0}, {analysis.Plain, 40, 20}} {
 		t.Run(fmt.Sprintf("%s/%d", tc.analyzer, tc.words), func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Analyzer, cfg.ChunkWords, cfg.ChunkStride = tc.analyzer, tc.words, tc.stride
@@ -154,7 +162,7 @@ func TestDiskIndexRanksAsInMemoryDemoKB(t *testing.T) {
 			if meta.Layout != "disk" || meta.Docs != len(chunks) {
 				t.Fatalf("meta %+v", meta)
 			}
-			an, _ := NewAnalyzer(cfg.Analyzer)
+			an, _ := analysis.New(cfg.Analyzer)
 			compareIndexes(t, disk, mem, chunks, queriesFrom(chunks, an, 100, 7))
 		})
 	}
@@ -165,7 +173,7 @@ func TestDiskIndexRanksAsInMemoryDemoKB(t *testing.T) {
 // ten windows (chunk "#10" sorts before "#2"), over many small runs; and
 // the same corpus built with one worker and one run gives the same sections.
 func TestDiskIndexRanksAsInMemoryZipf(t *testing.T) {
-	_, texts := ZipfCorpus(5, 1500, 3000, 30, 1.1)
+	_, texts := corpus.Zipf(5, 1500, 3000, 30, 1.1)
 	r := rand.New(rand.NewPCG(9, 9))
 	var b strings.Builder
 	for _, i := range r.Perm(len(texts)) {
@@ -180,11 +188,11 @@ func TestDiskIndexRanksAsInMemoryZipf(t *testing.T) {
 	cfg.ChunkWords, cfg.ChunkStride = 12, 8
 	mem, chunks := memoryTwin(t, cfg, kb)
 	disk, _, _ := buildDisk(t, cfg, kb, DiskBuildOptions{BlockDocs: 97, Workers: 2})
-	compareIndexes(t, disk, mem, chunks, ZipfQueries(4, 200, 3000, 5, 1.1))
-	compareIndexes(t, disk, mem, chunks, queriesFrom(chunks, Analyzer{}, 200, 3))
+	compareIndexes(t, disk, mem, chunks, corpus.ZipfQueries(4, 200, 3000, 5, 1.1))
+	compareIndexes(t, disk, mem, chunks, queriesFrom(chunks, analysis.Analyzer{}, 200, 3))
 
 	one, _, _ := buildDisk(t, cfg, kb, DiskBuildOptions{BlockDocs: 1 << 20, Workers: 1})
-	compareIndexes(t, one, mem, chunks, ZipfQueries(6, 50, 3000, 5, 1.1))
+	compareIndexes(t, one, mem, chunks, corpus.ZipfQueries(6, 50, 3000, 5, 1.1))
 	// the sections (all but the metadata, which holds the build time) are
 	// byte-identical whatever the runs and workers
 	sa, sb := disk.Sections(), one.Sections()
@@ -266,4 +274,84 @@ func TestDiskIndexDuplicateAndBadRecords(t *testing.T) {
 			t.Fatalf("%q: an index was written despite the error", tc.kb)
 		}
 	}
+}
+
+// A Parquet KB builds the same on-disk index as the in-memory one from the
+// same file (ids, texts, rankings, the KB's fingerprint) although it is
+// streamed: 9,000 rows in row groups of 1,024 and batches of 4,096, in
+// shuffled id order, windowed; the spill file is gone afterwards, and bad
+// rows are refused naming the row.
+func TestDiskIndexFromParquetKB(t *testing.T) {
+	_, texts := corpus.Zipf(21, 9000, 4000, 25, 1.1)
+	r := rand.New(rand.NewPCG(5, 5))
+	rows := make([][3]string, len(texts))
+	for k, i := range r.Perm(len(texts)) {
+		rows[k] = [3]string{fmt.Sprintf("d%05d", i), fmt.Sprintf("T <%d> & é", i%11), texts[i]}
+	}
+	kb := writeKBParquet(t, rows)
+	cfg := DefaultConfig()
+	cfg.ChunkWords, cfg.ChunkStride = 10, 6
+	mem, chunks := memoryTwin(t, cfg, kb)
+	disk, meta, dir := buildDisk(t, cfg, kb, DiskBuildOptions{BlockDocs: 1500, Workers: 2})
+	loaded, err := corpus.Load(t.Context(), kb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta.KBFingerprint != loaded.Fingerprint {
+		t.Errorf("fingerprint %s, corpus.Load's %s", meta.KBFingerprint, loaded.Fingerprint)
+	}
+	compareIndexes(t, disk, mem, chunks, queriesFrom(chunks, analysis.Analyzer{}, 100, 9))
+	left, _ := filepath.Glob(filepath.Join(dir, ".kb-*"))
+	if len(left) > 0 {
+		t.Errorf("spill files left behind: %v", left)
+	}
+
+	for _, c := range []struct {
+		rows [][3]string
+		want string
+	}{
+		{[][3]string{{"a", "", "x"}, {"b", "", "y"}, {"a", "", "z"}}, `duplicate passage id "a"`},
+		{[][3]string{{"a", "", "x"}, {"b", "", " "}}, `:row 2: field "text": empty text`},
+		{[][3]string{{"a", "", "x"}, {"", "", "y"}}, `:row 2: field "id": missing`},
+	} {
+		bad := writeKBParquet(t, c.rows)
+		out := t.TempDir()
+		_, err := BuildDiskIndex(t.Context(), DefaultConfig(), bad, out, DiskBuildOptions{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want %q", c.rows, err, c.want)
+		}
+		if left, _ := filepath.Glob(filepath.Join(out, "*")); len(left) > 0 {
+			t.Errorf("%v: left %v", c.rows, left)
+		}
+	}
+}
+
+// writeKBParquet writes rows {id, title, text} as a Parquet knowledge base.
+func writeKBParquet(t *testing.T, rows [][3]string) string {
+	t.Helper()
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.BinaryTypes.String},
+		{Name: "title", Type: arrow.BinaryTypes.String},
+		{Name: "text", Type: arrow.BinaryTypes.String},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	for _, r := range rows {
+		for i := range 3 {
+			b.Field(i).(*array.StringBuilder).Append(r[i])
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	tbl := array.NewTableFromRecords(schema, []arrow.RecordBatch{rec})
+	defer tbl.Release()
+	path := filepath.Join(t.TempDir(), "kb.parquet")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pqarrow.WriteTable(tbl, f, 1024, nil, pqarrow.DefaultWriterProps()); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 // openDisk opens an on-disk index as the pipeline's first stage without
@@ -31,7 +33,7 @@ func (p *Pipeline) openDisk(ctx context.Context, kbPath string, start time.Time)
 		ix.Close()
 		return fmt.Errorf("index %s: %w", cfg.Index, err)
 	}
-	p.kb = &KB{Path: kbPath, Fingerprint: meta.KBFingerprint}
+	p.kb = &corpus.KB{Path: kbPath, Fingerprint: meta.KBFingerprint}
 	p.bm25, p.analyzer = ix, ix.Analyzer()
 	p.chunkVecs = make([]atomic.Pointer[[]float32], ix.Len())
 	slog.Info("retrieval: on-disk BM25 index open", "kb", kbPath, "index", cfg.Index, "chunks", ix.Len(),

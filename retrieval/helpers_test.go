@@ -4,7 +4,12 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 // testTurn is the part of the conversations schema the tests need (decoded
@@ -44,5 +49,21 @@ func readTurns(t testing.TB, path string) []testTurn {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
+	return out
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// sortedPassages returns the passages in ascending byte order of id.
+func sortedPassages(ps []corpus.Passage) []corpus.Passage {
+	out := slices.Clone(ps)
+	slices.SortFunc(out, func(a, b corpus.Passage) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }

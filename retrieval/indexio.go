@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/himes-rl/himes/analysis"
 )
 
 // IndexFormatVersion is bumped whenever the on-disk layout or the scoring it
@@ -110,9 +112,7 @@ func SaveIndex(ctx context.Context, dir string, ix *Index, meta IndexMeta) error
 	w.u32s(p.termBlk)
 	w.u32s(p.df)
 	w.u32(uint32(len(p.blockLast)))
-	for _, o := range p.blockOff {
-		w.u64(o)
-	}
+	w.u64s(p.blockOff)
 	w.u32s(p.blockLast)
 	w.u64(uint64(len(p.data)))
 	w.bytes(p.data)
@@ -164,7 +164,7 @@ func LoadIndex(ctx context.Context, dir string) (*Index, IndexMeta, error) {
 		return nil, meta, err
 	}
 	r := &binReader{b: body}
-	an, _ := analyzerByID(meta.Analyzer) // checked by checkIndexFile
+	an, _ := analysis.ByID(meta.Analyzer) // checked by checkIndexFile
 	ix := &Index{params: meta.Params, analyzer: an}
 	ix.ids = r.strings()
 	ix.docLen = r.u32s(len(ix.ids))
@@ -243,7 +243,7 @@ func checkIndexFile(path string, raw []byte) (IndexMeta, []byte, error) {
 		return meta, nil, fmt.Errorf("%s: %w: metadata: %w", path, ErrIndexCorrupt, err)
 	}
 	meta.Checksum = fmt.Sprintf("%x", got)
-	if _, ok := analyzerByID(meta.Analyzer); !ok {
+	if _, ok := analysis.ByID(meta.Analyzer); !ok {
 		return meta, nil, fmt.Errorf("%s: index analyzed with %q, which this himes does not know: rebuild it", path, meta.Analyzer)
 	}
 	if err := checkScoring(meta.Params.Scoring); err != nil {
@@ -274,101 +274,4 @@ func (ix *Index) validate() error {
 		return fmt.Errorf("bad parameters %+v", ix.params)
 	}
 	return nil
-}
-
-type binWriter struct {
-	w   io.Writer
-	err error
-	buf [8]byte
-}
-
-func (w *binWriter) bytes(b []byte) {
-	if w.err == nil {
-		_, w.err = w.w.Write(b)
-	}
-}
-func (w *binWriter) u32(v uint32) {
-	binary.LittleEndian.PutUint32(w.buf[:4], v)
-	w.bytes(w.buf[:4])
-}
-func (w *binWriter) u64(v uint64) {
-	binary.LittleEndian.PutUint64(w.buf[:8], v)
-	w.bytes(w.buf[:8])
-}
-func (w *binWriter) u32s(vs []uint32) {
-	var b [4096]byte
-	for len(vs) > 0 && w.err == nil {
-		n := min(len(vs), len(b)/4)
-		for i := 0; i < n; i++ {
-			binary.LittleEndian.PutUint32(b[4*i:], vs[i])
-		}
-		w.bytes(b[:4*n])
-		vs = vs[n:]
-	}
-}
-func (w *binWriter) strings(ss []string) {
-	w.u32(uint32(len(ss)))
-	for _, s := range ss {
-		w.u32(uint32(len(s)))
-		if w.err == nil {
-			_, w.err = io.WriteString(w.w, s)
-		}
-	}
-}
-
-type binReader struct {
-	b   []byte
-	err error
-}
-
-func (r *binReader) take(n int) []byte {
-	if r.err != nil {
-		return nil
-	}
-	if n < 0 || n > len(r.b) {
-		r.err = fmt.Errorf("truncated: want %d bytes, %d left", n, len(r.b))
-		return nil
-	}
-	out := r.b[:n]
-	r.b = r.b[n:]
-	return out
-}
-func (r *binReader) u32() uint32 {
-	b := r.take(4)
-	if b == nil {
-		return 0
-	}
-	return binary.LittleEndian.Uint32(b)
-}
-func (r *binReader) u64() uint64 {
-	b := r.take(8)
-	if b == nil {
-		return 0
-	}
-	return binary.LittleEndian.Uint64(b)
-}
-func (r *binReader) u32s(n int) []uint32 {
-	b := r.take(4 * n)
-	if b == nil {
-		return nil
-	}
-	out := make([]uint32, n)
-	for i := range out {
-		out[i] = binary.LittleEndian.Uint32(b[4*i:])
-	}
-	return out
-}
-func (r *binReader) strings() []string {
-	n := int(r.u32())
-	if r.err == nil && n > len(r.b)/4 {
-		r.err = fmt.Errorf("string count %d exceeds remaining %d bytes", n, len(r.b))
-	}
-	if r.err != nil {
-		return nil
-	}
-	out := make([]string, n)
-	for i := range out {
-		out[i] = string(r.take(int(r.u32())))
-	}
-	return out
 }

@@ -8,10 +8,13 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/himes-rl/himes/analysis"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 func TestIndexPersistRoundTripAndCorruption(t *testing.T) {
-	ids, texts := ZipfCorpus(5, 500, 300, 30, 1.1)
+	ids, texts := corpus.Zipf(5, 500, 300, 30, 1.1)
 	ix, err := BuildIndex(ids, texts, BM25Params{K1: 1.2, B: 0.75})
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +30,7 @@ func TestIndexPersistRoundTripAndCorruption(t *testing.T) {
 	if meta.KBFingerprint != "abc" || meta.Params != (BM25Params{K1: 1.2, B: 0.75}) || meta.Docs != 500 {
 		t.Fatalf("meta = %+v", meta)
 	}
-	for _, q := range ZipfQueries(9, 50, 300, 0, 1.1) {
+	for _, q := range corpus.ZipfQueries(9, 50, 300, 0, 1.1) {
 		a, b := ix.Search(q, 10), back.Search(q, 10)
 		if len(a) != len(b) {
 			t.Fatalf("query %v: %d vs %d hits after reload", q, len(a), len(b))
@@ -82,7 +85,7 @@ func TestOpenRejectsStaleIndex(t *testing.T) {
 		t.Fatalf("index with other k1: got %v", err)
 	}
 	other = cfg
-	other.Analyzer = AnalyzerEnglish
+	other.Analyzer = analysis.English
 	if _, err := Open(t.Context(), other, kb1); err == nil || !strings.Contains(err.Error(), "analyzer") {
 		t.Fatalf("index with another analyzer: got %v", err)
 	}
@@ -98,7 +101,7 @@ func TestOpenRejectsStaleIndex(t *testing.T) {
 // TestBuildDeterministicAcrossWorkers: parallel analysis must not change
 // the index (term numbering is first appearance in document order).
 func TestBuildDeterministicAcrossWorkers(t *testing.T) {
-	ids, texts := ZipfCorpus(3, 20000, 5000, 20, 1.1)
+	ids, texts := corpus.Zipf(3, 20000, 5000, 20, 1.1)
 	var files [][]byte
 	for _, procs := range []int{1, 3} {
 		old := runtime.GOMAXPROCS(procs)

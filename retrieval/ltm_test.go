@@ -4,65 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/himes-rl/himes/embedding"
+	"github.com/himes-rl/himes/memory"
 )
-
-// MemoryScore against values computed by hand from its formula.
-func TestMemoryScoreHandComputed(t *testing.T) {
-	sig := MemorySignals{Semantic: 1, Topic: 0.4, Recency: 0.2, Importance: 0.5, Entities: 0.3}
-	ql := Label{Topic: "food", Subtopic: "diet"}
-	q := map[string]bool{"vegetarian": true, "restaurant": true}
-	e := MemoryEntry{Topic: "food", Subtopic: "diet", Seq: 2, Importance: 0.8, Entities: []string{"vegetarian", "netherlands"}}
-	// 1·0.5 + 0.4·1 + 0.2·2^(−(5−2)/3) + 0.5·0.8 + 0.3·(1/2) = 0.5+0.4+0.1+0.4+0.15
-	if got := MemoryScore(sig, 3, 0.5, ql, 5, q, e); math.Abs(got-1.55) > 1e-12 {
-		t.Errorf("same label: got %v, want 1.55", got)
-	}
-	// same topic only (0.5·0.4), a fact (no recency), no importance, no entity
-	f := MemoryEntry{Topic: "food", Subtopic: "recipes", Entities: []string{"peanuts"}}
-	if got := MemoryScore(sig, 3, 0.25, ql, 5, q, f); math.Abs(got-(0.25+0.2)) > 1e-12 {
-		t.Errorf("same topic, fact: got %v, want 0.45", got)
-	}
-	// a later question (Seq ≥ seq) earns no recency; weights 0 are off
-	g := MemoryEntry{Topic: "travel", Subtopic: "x", Seq: 7, Importance: 1}
-	if got := MemoryScore(MemorySignals{Semantic: 2, Recency: 1}, 3, 0.1, ql, 5, q, g); math.Abs(got-0.2) > 1e-12 {
-		t.Errorf("off signals: got %v, want 0.2", got)
-	}
-}
-
-func TestMemoryVariants(t *testing.T) {
-	base := DefaultConfig().Memory
-	base.Signals = MemorySignals{Semantic: 1, Topic: 0.5}
-	paper, err := base.Variant("paper")
-	if err != nil || paper.RetrievalWeight != 0 || paper.RerankFloor != 0 || paper.Signals != (MemorySignals{Semantic: 1}) {
-		t.Fatalf("paper: %+v %v", paper, err)
-	}
-	plus, _ := base.Variant("+topic")
-	if plus.Signals != (MemorySignals{Semantic: 1, Topic: 0.5}) {
-		t.Errorf("+topic keeps the configured weight: %+v", plus.Signals)
-	}
-	rec, _ := base.Variant("+recency")
-	if rec.Signals != (MemorySignals{Semantic: 1, Recency: 1}) || rec.RetrievalWeight != base.RetrievalWeight {
-		t.Errorf("+recency: %+v", rec)
-	}
-	no, _ := base.Variant("no-topic")
-	if no.Signals != (MemorySignals{Semantic: 1}) {
-		t.Errorf("no-topic: %+v", no.Signals)
-	}
-	for _, bad := range []string{"topic", "+semantic", "no-colour", ""} {
-		if _, err := base.Variant(bad); err == nil {
-			t.Errorf("variant %q accepted", bad)
-		}
-	}
-	for _, name := range MemoryVariants {
-		if _, err := base.Variant(name); err != nil && name != "no-semantic" {
-			t.Errorf("listed variant %q: %v", name, err)
-		}
-	}
-}
 
 // The causal view over two users' conversations: at every question a user
 // sees their facts and only the questions they asked before it; a user's
@@ -79,11 +28,11 @@ func TestCausalRetrieverNeverSeesOwnOrLaterQuestions(t *testing.T) {
 		"ann": {"garage door opener noise", "garage door springs", "which lubrication for the door", "red wine with fish"},
 		"bob": {"red wine", "white wine with fish", "garage door opener battery"},
 	}
-	var entries []MemoryEntry
+	var entries []memory.Entry
 	for _, u := range []string{"ann", "bob"} {
-		entries = append(entries, MemoryEntry{User: u, ID: "f1", Text: u + " owns a garage door"})
+		entries = append(entries, memory.Entry{User: u, ID: "f1", Text: u + " owns a garage door"})
 		for i, q := range questions[u] {
-			entries = append(entries, MemoryEntry{User: u, ID: fmt.Sprintf("q%d", i+1), Text: q, Seq: int64(i + 1)})
+			entries = append(entries, memory.Entry{User: u, ID: fmt.Sprintf("q%d", i+1), Text: q, Seq: int64(i + 1)})
 		}
 	}
 	causal, err := AttachMemory(t.Context(), cfg.Memory, p, entries)
@@ -117,7 +66,7 @@ func TestCausalRetrieverNeverSeesOwnOrLaterQuestions(t *testing.T) {
 		t.Errorf("ad-hoc query: %d memories, want all 4", len(res.Trace.Memories))
 	}
 	// a memory already loaded with another text is a conflict
-	p.memBase = []MemoryEntry{{User: "ann", ID: "f1", Text: "ann rents"}}
+	p.memBase = []memory.Entry{{User: "ann", ID: "f1", Text: "ann rents"}}
 	if _, err := AttachMemory(t.Context(), cfg.Memory, p, entries); err == nil || !strings.Contains(err.Error(), `"f1"`) {
 		t.Errorf("conflicting memory: %v", err)
 	}
@@ -134,7 +83,7 @@ func TestRerankFloorAndFusion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries := []MemoryEntry{
+	entries := []memory.Entry{
 		{User: "u", ID: "a", Text: "garage door springs lubrication"},
 		{User: "u", ID: "b", Text: "sliding doors need lubrication"},
 	}
@@ -173,7 +122,7 @@ func TestRerankFloorAndFusion(t *testing.T) {
 		cv, _ := emb.Embed(t.Context(), []string{ch.Title + " " + ch.Text})
 		mem := 0.0
 		for _, h := range memVecs {
-			mem += Cosine(cv[0], h)
+			mem += embedding.Cosine(cv[0], h)
 		}
 		want = append(want, sc{c.ID, 0.5*mem/float64(len(memVecs)) + 0.5*(c.Score-lo)/(hi-lo)})
 	}
@@ -208,102 +157,6 @@ func cmpFloat(a, b float64) int {
 		return 1
 	}
 	return 0
-}
-
-func TestReadMemoriesShapes(t *testing.T) {
-	path := writeFile(t, "m.jsonl", `{"user":"u","id":7,"text":"I am vegetarian.","importance":0.5,"entities":["Vegetarian"]}
-{"user":"u","text":"I live in Utrecht.","topic":"travel","subtopic":"destinations"}
-{"user":"v","query":"old question","time":1700000000}
-`)
-	got, err := ReadMemories(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 3 || got[0].ID != "7" || got[0].Importance != 0.5 || !slices.Equal(got[0].Entities, []string{"vegetarian"}) ||
-		got[1].ID != "m2" || got[1].Topic != "travel" || got[2].ID != "m1" || got[2].Text != "old question" || got[2].Time.Unix() != 1700000000 {
-		t.Fatalf("got %+v", got)
-	}
-	for _, c := range []struct{ line, want string }{
-		{`{"user":"u","text":5}`, `:1: field "text": want string, got number`},
-		{`{"user":"u","text":"a","importance":2}`, `:1: field "importance": must be in [0, 1]`},
-		{`{"user":"u","text":"a","colour":"red"}`, `:1: json: unknown field "colour"`},
-		{`{"user":"u","text":"a","id":1.5}`, `:1: field "id": want a string or an integer`},
-		{`{"user":"u","text":"a","entities":"x"}`, `:1: field "entities": want []string`},
-		{"{\"user\":\"u\",\"text\":\"a\",\"id\":\"x\"}\n{\"user\":\"u\",\"text\":\"b\",\"id\":\"x\"}", `:2: field "id": user "u" already has memory "x" (line 1)`},
-		{`{"user":"u","text":"a","topic":"travel"}`, `:1: field "subtopic"`},
-	} {
-		bad := writeFile(t, "bad.jsonl", c.line+"\n")
-		if _, err := ReadMemories(bad); err == nil || !strings.Contains(err.Error(), bad+c.want) {
-			t.Errorf("%s: got %v, want …%s", c.line, err, c.want)
-		}
-	}
-}
-
-// LSA puts texts that share no word but co-occurring words close: in this
-// corpus "automobile" and "car" always appear together, so a memory about a
-// car is similar to a query about an automobile, which hashing (lexical)
-// cannot see.
-func TestLSAFindsCooccurringWords(t *testing.T) {
-	var docs []string
-	for i := range 20 {
-		docs = append(docs,
-			fmt.Sprintf("the car and automobile engine repair shop %d", i),
-			fmt.Sprintf("automobile car tyres and engine oil %d", i),
-			fmt.Sprintf("wine grapes vineyard harvest cellar %d", i),
-			fmt.Sprintf("red wine and vineyard tours %d", i))
-	}
-	e, err := FitLSA(t.Context(), docs, LSAConfig{Dim: 4, MinDF: 2}, LSAMeta{KBFingerprint: "kb"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs, _ := e.Embed(t.Context(), []string{"automobile", "car", "vineyard", "zzz unknown"})
-	if c := Cosine(vs[0], vs[1]); c < 0.9 {
-		t.Errorf("cos(automobile, car) = %.3f, want ≥ 0.9", c)
-	}
-	if c := Cosine(vs[0], vs[2]); c > 0.3 {
-		t.Errorf("cos(automobile, vineyard) = %.3f, want ≤ 0.3", c)
-	}
-	if Cosine(vs[3], vs[3]) != 0 {
-		t.Error("a text without known terms must be the zero vector")
-	}
-	h, _ := NewHashEmbedder(1024)
-	hv, _ := h.Embed(t.Context(), []string{"automobile", "car"})
-	if c := Cosine(hv[0], hv[1]); c > 0.2 {
-		t.Errorf("hashing cos(automobile, car) = %.3f: the premise fails", c)
-	}
-	// deterministic: a second fit is the same model
-	e2, _ := FitLSA(t.Context(), docs, LSAConfig{Dim: 4, MinDF: 2}, LSAMeta{KBFingerprint: "kb"})
-	if e2.Name() != e.Name() {
-		t.Errorf("refit: %s, first %s", e2.Name(), e.Name())
-	}
-	// persisted, loaded back identical; refused when stale or corrupt
-	dir := t.TempDir()
-	if err := SaveLSA(dir, e); err != nil {
-		t.Fatal(err)
-	}
-	back, err := LoadLSA(dir, LSAMeta{KBFingerprint: "kb"}, LSAConfig{Dim: 4, MinDF: 2})
-	if err != nil || back.Name() != e.Name() {
-		t.Fatalf("load: %v (%v)", err, back)
-	}
-	bv, _ := back.Embed(t.Context(), []string{"automobile"})
-	if !slices.Equal(bv[0], vs[0]) {
-		t.Error("loaded model embeds differently")
-	}
-	if _, err := LoadLSA(dir, LSAMeta{KBFingerprint: "other"}, LSAConfig{Dim: 4, MinDF: 2}); err == nil || !strings.Contains(err.Error(), "stale") {
-		t.Errorf("other KB: %v", err)
-	}
-	if _, err := LoadLSA(dir, LSAMeta{KBFingerprint: "kb"}, LSAConfig{Dim: 8, MinDF: 2}); err == nil || !strings.Contains(err.Error(), "stale") {
-		t.Errorf("other dimension: %v", err)
-	}
-	if _, err := LoadLSA(t.TempDir(), LSAMeta{}, LSAConfig{Dim: 4, MinDF: 2}); err == nil || !strings.Contains(err.Error(), "himes index build") {
-		t.Errorf("missing model: %v", err)
-	}
-	raw, _ := os.ReadFile(filepath.Join(dir, LSAFile))
-	raw[len(raw)-3] ^= 0xff
-	_ = os.WriteFile(filepath.Join(dir, LSAFile), raw, 0o644)
-	if _, err := LoadLSA(dir, LSAMeta{KBFingerprint: "kb"}, LSAConfig{Dim: 4, MinDF: 2}); err == nil {
-		t.Error("corrupt model accepted")
-	}
 }
 
 // Open with embedder lsa and a persisted index loads the index's model (the
@@ -356,15 +209,15 @@ func TestActivateBeforeIsCausalAndStrict(t *testing.T) {
 		t.Fatal(err)
 	}
 	qs := []string{"garage door opener noise", "garage door springs", "which lubrication for the door", "red wine with fish"}
-	entries := []MemoryEntry{{User: "ann", ID: "f1", Text: "ann owns a garage door"}}
+	entries := []memory.Entry{{User: "ann", ID: "f1", Text: "ann owns a garage door"}}
 	for i, q := range qs {
-		entries = append(entries, MemoryEntry{User: "ann", ID: fmt.Sprintf("q%d", i+1), Text: q, Seq: int64(i + 1)})
+		entries = append(entries, memory.Entry{User: "ann", ID: fmt.Sprintf("q%d", i+1), Text: q, Seq: int64(i + 1)})
 	}
 	causal, err := AttachMemory(t.Context(), cfg.Memory, p, entries)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig := MemorySignals{Semantic: 1}
+	sig := memory.Signals{Semantic: 1}
 	for k, q := range qs {
 		mems, err := causal.ActivateBefore(t.Context(), "ann", q, sig, 50)
 		if err != nil {

@@ -229,15 +229,6 @@ func (ix *Index) luceneQuery(tokens []string) []lucQueryTerm {
 	return qs
 }
 
-// betterLucene reports whether a ranks above b in Anserini's order: score
-// descending, then document id (number) ascending.
-func betterLucene(a, b Hit) bool {
-	if a.Score != b.Score {
-		return a.Score > b.Score
-	}
-	return a.Doc < b.Doc
-}
-
 // searchLucene returns the top k under Lucene scoring: term at a time into
 // a dense accumulator on small collections, otherwise document at a time
 // with MaxScore pruning (memory proportional to the query). Both sum each
@@ -249,17 +240,8 @@ func (ix *Index) searchLucene(tokens []string, k int, dense bool) []Hit {
 	}
 	sc := ix.getScratch()
 	defer ix.scratch.Put(sc)
-	h := sc.heap[:0]
-	push := func(hit Hit) {
-		switch {
-		case len(h) < k:
-			h = append(h, hit)
-			lucHeapUp(h, len(h)-1)
-		case betterLucene(hit, h[0]):
-			h[0] = hit
-			lucHeapDown(h, 0)
-		}
-	}
+	var top topK
+	top.reset(scoreDocAsc, k, sc.heap)
 	ls := ix.luc
 	if dense {
 		n := ix.Len()
@@ -284,22 +266,18 @@ func (ix *Index) searchLucene(tokens []string, k int, dense bool) []Hit {
 			}
 		}
 		for _, d := range touched {
-			push(Hit{Doc: int(d), Score: float64(float32(acc[d]))})
+			if hit := (Hit{Doc: int(d), Score: float64(float32(acc[d]))}); top.accepts(hit) {
+				top.push(hit)
+			}
 			acc[d] = 0
 			seen[d/64] = 0
 		}
 		sc.touched = touched
 	} else {
-		h = ix.luceneMaxScore(sc, qs, k, h)
+		ix.luceneMaxScore(sc, qs, &top)
 	}
-	out := make([]Hit, len(h))
-	for i := len(h) - 1; i >= 0; i-- {
-		out[i] = h[0]
-		h[0] = h[len(h)-1]
-		h = h[:len(h)-1]
-		lucHeapDown(h, 0)
-	}
-	sc.heap = h
+	var out []Hit
+	out, sc.heap = top.sorted()
 	return out
 }
 
@@ -312,7 +290,7 @@ func (ix *Index) searchLucene(tokens []string, k int, dense bool) []Hit {
 // than rounding (pruneSlack). Documents come in ascending order and ties go
 // to the lower document, so a later document must beat the k-th score
 // strictly: one that could only tie is safely skipped.
-func (ix *Index) luceneMaxScore(sc *searchScratch, qs []lucQueryTerm, k int, h []Hit) []Hit {
+func (ix *Index) luceneMaxScore(sc *searchScratch, qs []lucQueryTerm, top *topK) {
 	ls := ix.luc
 	cs, prefix := ix.maxScoreCursors(sc, len(qs), func(i int) (uint32, float64, float64) {
 		return qs[i].t, float64(qs[i].w), float64(clauseAt(qs[i].w, float32(ix.maxSat[qs[i].t])))
@@ -366,25 +344,17 @@ func (ix *Index) luceneMaxScore(sc *searchScratch, qs []lucQueryTerm, k int, h [
 			s += v
 		}
 		hit := Hit{Doc: int(d), Score: float64(float32(s))}
-		switch {
-		case !full:
-			h = append(h, hit)
-			lucHeapUp(h, len(h)-1)
-			full = len(h) == k
-		case betterLucene(hit, h[0]):
-			h[0] = hit
-			lucHeapDown(h, 0)
-		default:
+		if !top.accepts(hit) {
 			continue
 		}
-		if full {
-			thr = h[0].Score
+		top.push(hit)
+		if full = top.full(); full {
+			thr = top.worst().Score
 			for ne < len(cs) && prefix[ne] < thr-pruneSlack*thr {
 				ne++
 			}
 		}
 	}
-	return h
 }
 
 // searchLuceneExhaustive is the plain reference for searchLucene: every
@@ -402,45 +372,6 @@ func (ix *Index) searchLuceneExhaustive(tokens []string, k int) []Hit {
 	for d, s := range acc {
 		hits = append(hits, Hit{Doc: int(d), Score: float64(float32(s))})
 	}
-	slices.SortFunc(hits, func(a, b Hit) int {
-		if betterLucene(a, b) {
-			return -1
-		}
-		if betterLucene(b, a) {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(hits, scoreDocAsc.compare)
 	return hits[:min(k, len(hits))]
-}
-
-// lucHeapUp and lucHeapDown keep a min-heap (worst kept hit on top) in
-// Anserini's order.
-func lucHeapUp(h []Hit, i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !betterLucene(h[p], h[i]) {
-			break
-		}
-		h[p], h[i] = h[i], h[p]
-		i = p
-	}
-}
-
-func lucHeapDown(h []Hit, i int) {
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		m := l
-		if r := l + 1; r < len(h) && betterLucene(h[l], h[r]) {
-			m = r
-		}
-		if !betterLucene(h[i], h[m]) {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
 }

@@ -11,7 +11,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/analysis"
+	"github.com/himes-rl/himes/internal/sharedtest"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 // parityRecord is one query of the reference rankings that
@@ -54,7 +56,7 @@ func readParity(t *testing.T, name string) []parityRecord {
 // passage, title + text).
 func sharedIndex(t *testing.T, analyzer, scoring string) *Index {
 	t.Helper()
-	kb, err := LoadKB(t.Context(), filepath.Join(testdata.SharedDir(t), "kb", "passages.jsonl"))
+	kb, err := corpus.Load(t.Context(), filepath.Join(sharedtest.SharedDir(t), "kb", "passages.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func sharedIndex(t *testing.T, analyzer, scoring string) *Index {
 	if err != nil {
 		t.Fatal(err)
 	}
-	an, err := NewAnalyzer(analyzer)
+	an, err := analysis.New(analyzer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +96,7 @@ func compareParity(t *testing.T, ix *Index, refs []parityRecord, verbose bool) a
 		got := make([]string, len(hits))
 		gotBits := make([]string, len(hits))
 		for i, h := range hits {
-			got[i] = ChunkPassageID(ix.ID(h.Doc))
+			got[i] = corpus.ChunkPassageID(ix.ID(h.Doc))
 			gotBits[i] = fmt.Sprintf("%08x", math.Float32bits(float32(h.Score)))
 		}
 		want := make([]string, len(r.Hits))
@@ -129,8 +131,8 @@ func TestLuceneParitySharedKB(t *testing.T) {
 		t.Skip("indexes the shared knowledge base several times")
 	}
 	for _, tc := range []struct{ analyzer, ref string }{
-		{AnalyzerPlain, "plain"},
-		{AnalyzerLuceneEnglish, "lucene-english"},
+		{analysis.Plain, "plain"},
+		{analysis.LuceneEnglish, "lucene-english"},
 	} {
 		refs := readParity(t, tc.ref)
 		if len(refs) != 2*825 {
@@ -145,8 +147,8 @@ func TestLuceneParitySharedKB(t *testing.T) {
 		}
 		exact := sharedIndex(t, tc.analyzer, ScoringExact)
 		t.Logf("analyzer %s, scoring exact vs the reference: %v", tc.analyzer, compareParity(t, exact, refs, false))
-		if tc.analyzer == AnalyzerLuceneEnglish {
-			snow := sharedIndex(t, AnalyzerEnglish, ScoringExact)
+		if tc.analyzer == analysis.LuceneEnglish {
+			snow := sharedIndex(t, analysis.English, ScoringExact)
 			t.Logf("analyzer english (Snowball), scoring exact vs the lucene-english reference: %v", compareParity(t, snow, refs, false))
 		}
 		// the three search strategies agree under Lucene scoring

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +13,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/himes-rl/himes/analysis"
+	"github.com/himes-rl/himes/embedding"
+	"github.com/himes-rl/himes/memory"
+	"github.com/himes-rl/himes/retrieval/corpus"
+	"github.com/himes-rl/himes/retrieval/service"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -25,22 +30,22 @@ import (
 // for concurrent use.
 type Pipeline struct {
 	cfg      Config
-	kb       *KB     // nil for a service without data.kb; no passages with an on-disk index
-	chunks   []Chunk // sorted by id: position = document number (nil with an on-disk index)
+	kb       *corpus.KB // nil for a service without data.kb; no passages with an on-disk index
+	chunks   []Chunk    // sorted by id: position = document number (nil with an on-disk index)
 	chunkPos map[string]int
 	passages map[string]bool // passage ids, to check a service's ids
 	bm25     *Index          // nil for a service without data.kb
-	analyzer Analyzer
-	emb      Embedder  // nil when neither dense search nor memory needs one
-	lsaOnce  sync.Once // fits or loads the LSA embedder once, on first need
-	lsa      *LSAEmbedder
+	analyzer analysis.Analyzer
+	emb      embedding.Embedder // nil when neither dense search nor memory needs one
+	lsaOnce  sync.Once          // fits or loads the LSA embedder once, on first need
+	lsa      *embedding.LSA
 	lsaErr   error
-	dense    *DenseIndex // nil unless method is dense or hybrid
-	service  Service     // the first stage when method is remote or elasticsearch
-	mem      atomic.Pointer[MemoryStore]
+	dense    *DenseIndex     // nil unless method is dense or hybrid
+	service  service.Backend // the first stage when method is remote or elasticsearch
+	mem      atomic.Pointer[memory.Store]
 	// memBase are the memories loaded from cfg.Memory.Partitions, which
 	// AttachMemory extends with the data's own.
-	memBase []MemoryEntry
+	memBase []memory.Entry
 	// chunkVecs caches E(c) per chunk for memory re-ranking when there is no
 	// dense index: rollouts retrieve the same chunks over and over.
 	chunkVecs []atomic.Pointer[[]float32]
@@ -71,7 +76,7 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 	case !cfg.UsesService():
 		return nil, fmt.Errorf("retrieval method %s needs a knowledge base (data.kb)", cfg.Method)
 	default:
-		if p.analyzer, err = NewAnalyzer(cfg.Analyzer); err != nil {
+		if p.analyzer, err = analysis.New(cfg.Analyzer); err != nil {
 			return nil, err
 		}
 	}
@@ -96,7 +101,7 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 		slog.Info("retrieval: dense index ready", "embedder", p.emb.Name(), "dim", p.dense.Dim())
 	}
 	if cfg.Memory.Enabled && cfg.Memory.Partitions != "" {
-		m, err := LoadMemory(ctx, cfg.Memory.Partitions, cfg.Memory, p.emb)
+		m, err := memory.Load(ctx, cfg.Memory.Partitions, cfg.Memory, p.emb)
 		if err != nil {
 			return nil, err
 		}
@@ -114,7 +119,7 @@ func (p *Pipeline) openKB(ctx context.Context, kbPath string) error {
 	if cfg.Index != "" && HasDiskIndex(cfg.Index) {
 		return p.openDisk(ctx, kbPath, start)
 	}
-	kb, err := LoadKB(ctx, kbPath)
+	kb, err := corpus.Load(ctx, kbPath)
 	if err != nil {
 		return err
 	}
@@ -138,7 +143,7 @@ func (p *Pipeline) openKB(ctx context.Context, kbPath string) error {
 		}
 		p.bm25 = ix
 	} else {
-		an, err := NewAnalyzer(cfg.Analyzer)
+		an, err := analysis.New(cfg.Analyzer)
 		if err != nil {
 			return err
 		}
@@ -164,10 +169,10 @@ func (p *Pipeline) openKB(ctx context.Context, kbPath string) error {
 }
 
 // openService connects to the configured retrieval service and probes it.
-func openService(ctx context.Context, cfg Config) (Service, error) {
+func openService(ctx context.Context, cfg Config) (service.Backend, error) {
 	switch cfg.Method {
 	case MethodRemote:
-		r, err := NewRemote(cfg.Remote.Call, 1)
+		r, err := service.NewRemote(cfg.Remote.Call, 1)
 		if err != nil {
 			return nil, fmt.Errorf("retrieval.remote: %w", err)
 		}
@@ -177,7 +182,7 @@ func openService(ctx context.Context, cfg Config) (Service, error) {
 		slog.Info("retrieval: service ready", "backend", r.Name(), "max_batch", r.MaxBatch())
 		return r, nil
 	case MethodElastic:
-		e, err := NewElastic(cfg.Elasticsearch, 1)
+		e, err := service.NewElastic(cfg.Elasticsearch, 1)
 		if err != nil {
 			return nil, fmt.Errorf("retrieval.elasticsearch: %w", err)
 		}
@@ -216,7 +221,13 @@ func (p *Pipeline) knownID() func(string) bool {
 }
 
 // Service returns the retrieval service of method remote or elasticsearch (nil otherwise).
-func (p *Pipeline) Service() Service { return p.service }
+func (p *Pipeline) Service() service.Backend { return p.service }
+
+// Served says what the pipeline's first stage serves (service.NewHandler's
+// GET /health).
+func (p *Pipeline) Served() service.Served {
+	return service.Served{Method: p.cfg.Method, Documents: p.NumChunks(), Analyzer: p.analyzer.ID()}
+}
 
 // Close releases a service's connections.
 func (p *Pipeline) Close() {
@@ -230,8 +241,8 @@ func (p *Pipeline) Close() {
 
 // sortedChunks chunks the KB and orders chunks by id, the document order of
 // every index.
-func sortedChunks(kb *KB, cfg Config) ([]Chunk, error) {
-	chunks, err := ChunkPassages(kb.Passages, cfg.ChunkWords, cfg.ChunkStride)
+func sortedChunks(kb *corpus.KB, cfg Config) ([]Chunk, error) {
+	chunks, err := corpus.ChunkPassages(kb.Passages, cfg.ChunkWords, cfg.ChunkStride)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +253,7 @@ func sortedChunks(kb *KB, cfg Config) ([]Chunk, error) {
 // BuildIndexDir builds the BM25 index of a knowledge base with cfg's k1, b
 // and chunking and persists it in dir (what `himes index build` does).
 func BuildIndexDir(ctx context.Context, cfg Config, kbPath, dir string) (IndexMeta, error) {
-	kb, err := LoadKB(ctx, kbPath)
+	kb, err := corpus.Load(ctx, kbPath)
 	if err != nil {
 		return IndexMeta{}, err
 	}
@@ -250,7 +261,7 @@ func BuildIndexDir(ctx context.Context, cfg Config, kbPath, dir string) (IndexMe
 	if err != nil {
 		return IndexMeta{}, err
 	}
-	an, err := NewAnalyzer(cfg.Analyzer)
+	an, err := analysis.New(cfg.Analyzer)
 	if err != nil {
 		return IndexMeta{}, err
 	}
@@ -269,12 +280,12 @@ func BuildIndexDir(ctx context.Context, cfg Config, kbPath, dir string) (IndexMe
 		return IndexMeta{}, err
 	}
 	if cfg.Embedder == "lsa" {
-		lsa, err := FitLSA(ctx, texts, LSAConfig{Dim: cfg.LSADim, MinDF: cfg.LSAMinDF},
-			LSAMeta{KBFingerprint: kb.Fingerprint, ChunkWords: cfg.ChunkWords, ChunkStride: cfg.ChunkStride})
+		lsa, err := embedding.FitLSA(ctx, texts, embedding.LSAConfig{Dim: cfg.LSADim, MinDF: cfg.LSAMinDF},
+			embedding.LSAMeta{KBFingerprint: kb.Fingerprint, ChunkWords: cfg.ChunkWords, ChunkStride: cfg.ChunkStride})
 		if err != nil {
 			return IndexMeta{}, err
 		}
-		if err := SaveLSA(dir, lsa); err != nil {
+		if err := embedding.SaveLSA(dir, lsa); err != nil {
 			return IndexMeta{}, err
 		}
 	}
@@ -285,7 +296,7 @@ func chunkTexts(chunks []Chunk) (ids, texts []string) {
 	ids = make([]string, len(chunks))
 	texts = make([]string, len(chunks))
 	for i, c := range chunks {
-		ids[i], texts[i] = c.ID, indexText(c)
+		ids[i], texts[i] = c.ID, c.IndexText()
 	}
 	return ids, texts
 }
@@ -302,7 +313,7 @@ func (p *Pipeline) allTexts() ([]string, error) {
 
 // checkIndexMatches refuses a persisted index built from another KB, with
 // other chunking or other BM25 parameters.
-func checkIndexMatches(meta IndexMeta, ix *Index, kb *KB, chunks []Chunk, cfg Config) error {
+func checkIndexMatches(meta IndexMeta, ix *Index, kb *corpus.KB, chunks []Chunk, cfg Config) error {
 	if meta.KBFingerprint != kb.Fingerprint {
 		return fmt.Errorf("stale: built from a knowledge base with SHA-256 %.12s…, %s has %.12s…: rebuild with `himes index build`",
 			meta.KBFingerprint, kb.Path, kb.Fingerprint)
@@ -328,7 +339,7 @@ func checkIndexConfig(meta IndexMeta, cfg Config) error {
 		return fmt.Errorf("built with chunk_words=%d chunk_stride=%d, config says %d/%d",
 			meta.ChunkWords, meta.ChunkStride, cfg.ChunkWords, cfg.ChunkStride)
 	}
-	if an, _ := NewAnalyzer(cfg.Analyzer); an.ID() != meta.Analyzer {
+	if an, _ := analysis.New(cfg.Analyzer); an.ID() != meta.Analyzer {
 		return fmt.Errorf("built with analyzer %q, config says %q (%s)", meta.Analyzer, cfg.Analyzer, an.ID())
 	}
 	if meta.Params.K1 != cfg.K1 || meta.Params.B != cfg.B {
@@ -341,10 +352,10 @@ func checkIndexConfig(meta IndexMeta, cfg Config) error {
 }
 
 // NewEmbedder builds the embedder cfg.Embedder names.
-func NewEmbedder(cfg Config) (Embedder, error) {
+func NewEmbedder(cfg Config) (embedding.Embedder, error) {
 	switch cfg.Embedder {
 	case "hash":
-		return NewHashEmbedder(cfg.HashDim)
+		return embedding.NewHash(cfg.HashDim)
 	case "ollama":
 		cache := cfg.EmbedCache
 		switch cache {
@@ -357,7 +368,7 @@ func NewEmbedder(cfg Config) (Embedder, error) {
 			}
 			cache = filepath.Join(dir, "himes", "embed")
 		}
-		return NewOllamaEmbedder(cfg.OllamaURL, cfg.EmbedModel, cfg.EmbedBatch, cache)
+		return embedding.NewOllama(cfg.OllamaURL, cfg.EmbedModel, cfg.EmbedBatch, cache)
 	case "lsa":
 		return nil, fmt.Errorf("embedder lsa is fitted on the knowledge base: get it from the retrieval pipeline (retrieval.Open, then Embedder)")
 	default:
@@ -369,7 +380,7 @@ func NewEmbedder(cfg Config) (Embedder, error) {
 func (p *Pipeline) Config() Config { return p.cfg }
 
 // KB returns the loaded knowledge base.
-func (p *Pipeline) KB() *KB { return p.kb }
+func (p *Pipeline) KB() *corpus.KB { return p.kb }
 
 // Index returns the BM25 index.
 func (p *Pipeline) Index() *Index { return p.bm25 }
@@ -420,7 +431,7 @@ func (p *Pipeline) chunkAt(i int) (Chunk, error) {
 		return Chunk{}, err
 	}
 	id := p.bm25.ID(i)
-	return Chunk{ID: id, PassageID: ChunkPassageID(id), Title: title, Text: text}, nil
+	return Chunk{ID: id, PassageID: corpus.ChunkPassageID(id), Title: title, Text: text}, nil
 }
 
 // allChunks returns every chunk, reading them all from an on-disk index's
@@ -444,7 +455,7 @@ func (p *Pipeline) allChunks() ([]Chunk, error) {
 func (p *Pipeline) PassageOf(chunkID string) string {
 	if i, ok := p.chunkIndex(chunkID); ok {
 		if p.chunks == nil {
-			return ChunkPassageID(p.bm25.ID(i))
+			return corpus.ChunkPassageID(p.bm25.ID(i))
 		}
 		return p.chunks[i].PassageID
 	}
@@ -471,7 +482,7 @@ func (p *Pipeline) Tokenize(text string) []string { return p.analyzer.Tokenize(t
 // no stage needed one yet (so memories can be built in the same space). The
 // LSA embedder is loaded from the persisted index (refused when stale) or,
 // without one, fitted on the knowledge base's chunks.
-func (p *Pipeline) Embedder() (Embedder, error) {
+func (p *Pipeline) Embedder() (embedding.Embedder, error) {
 	if p.emb != nil {
 		return p.emb, nil
 	}
@@ -482,17 +493,17 @@ func (p *Pipeline) Embedder() (Embedder, error) {
 		return nil, errors.New("the lsa embedder is fit on the knowledge base: set data.kb (a retrieval service alone has no corpus to fit it on)")
 	}
 	p.lsaOnce.Do(func() {
-		meta := LSAMeta{KBFingerprint: p.kb.Fingerprint, ChunkWords: p.cfg.ChunkWords, ChunkStride: p.cfg.ChunkStride}
-		lcfg := LSAConfig{Dim: p.cfg.LSADim, MinDF: p.cfg.LSAMinDF}
+		meta := embedding.LSAMeta{KBFingerprint: p.kb.Fingerprint, ChunkWords: p.cfg.ChunkWords, ChunkStride: p.cfg.ChunkStride}
+		lcfg := embedding.LSAConfig{Dim: p.cfg.LSADim, MinDF: p.cfg.LSAMinDF}
 		start := time.Now()
 		if p.cfg.Index != "" {
-			p.lsa, p.lsaErr = LoadLSA(p.cfg.Index, meta, lcfg)
+			p.lsa, p.lsaErr = embedding.LoadLSA(p.cfg.Index, meta, lcfg)
 		} else {
 			var texts []string
 			if texts, p.lsaErr = p.allTexts(); p.lsaErr != nil {
 				return
 			}
-			p.lsa, p.lsaErr = FitLSA(context.Background(), texts, lcfg, meta)
+			p.lsa, p.lsaErr = embedding.FitLSA(context.Background(), texts, lcfg, meta)
 		}
 		if p.lsaErr == nil {
 			slog.Info("retrieval: LSA embedder ready", "name", p.lsa.Name(), "persisted", p.cfg.Index != "",
@@ -509,9 +520,9 @@ func (p *Pipeline) Embedder() (Embedder, error) {
 // build`, LoadMemory or BuildMemory). Its embedder must be the pipeline's
 // (same name), since chunk and memory vectors are compared. Memory is used
 // by Retrieve only when cfg.Memory.Enabled.
-func (p *Pipeline) SetMemory(m *MemoryStore) error {
-	if m != nil && p.emb != nil && m.emb.Name() != p.emb.Name() {
-		return fmt.Errorf("set memory: memories embedded with %s, pipeline embeds with %s", m.emb.Name(), p.emb.Name())
+func (p *Pipeline) SetMemory(m *memory.Store) error {
+	if m != nil && p.emb != nil && m.Embedder().Name() != p.emb.Name() {
+		return fmt.Errorf("set memory: memories embedded with %s, pipeline embeds with %s", m.Embedder().Name(), p.emb.Name())
 	}
 	if m != nil && p.emb == nil && p.cfg.Memory.Enabled {
 		// cannot happen through Open (memory on creates the embedder); the
@@ -523,13 +534,13 @@ func (p *Pipeline) SetMemory(m *MemoryStore) error {
 }
 
 // Memory returns the attached memory store (nil if none).
-func (p *Pipeline) Memory() *MemoryStore { return p.mem.Load() }
+func (p *Pipeline) Memory() *memory.Store { return p.mem.Load() }
 
 // Search is the first stage alone: the top k chunks for text by the
 // configured method (bm25, dense, hybrid by RRF of the two, or the service).
 func (p *Pipeline) Search(ctx context.Context, text string, k int) ([]Ranked, error) {
 	if p.service != nil {
-		lists, errs := serviceSearch(ctx, p.service, []string{text}, k, p.knownID())
+		lists, errs := service.Search(ctx, p.service, []string{text}, k, p.knownID())
 		return lists[0], errs[0]
 	}
 	return p.searchLocal(ctx, text, k)
@@ -540,7 +551,7 @@ func (p *Pipeline) Search(ctx context.Context, text string, k int) ([]Ranked, er
 // every core. errs[i] is text i's failure.
 func (p *Pipeline) SearchBatch(ctx context.Context, texts []string, k int) ([][]Ranked, []error) {
 	if p.service != nil {
-		return serviceSearch(ctx, p.service, texts, k, p.knownID())
+		return service.Search(ctx, p.service, texts, k, p.knownID())
 	}
 	lists := make([][]Ranked, len(texts))
 	errs := make([]error, len(texts))
@@ -603,7 +614,7 @@ func (p *Pipeline) Retrieve(ctx context.Context, user, rewrite, query string) (R
 }
 
 // RetrieveAt is Retrieve with long-term memory seen from position seq of the
-// user's question history (see MemoryStore.ActivateAt; 0: every memory), so
+// user's question history (see memory.Store.ActivateAt; 0: every memory), so
 // that a turn never activates its own or a later question. The activated
 // memories re-rank the candidates only when the most similar of them has a
 // cosine with the query of at least cfg.Memory.RerankFloor; the re-rank
@@ -645,158 +656,10 @@ func (p *Pipeline) RetrieveBatch(ctx context.Context, reqs []Request) ([]Result,
 	return out, errs
 }
 
-// RerankCandidates is the second stage of RetrieveAt on first-stage
-// candidates (from SearchBatch with cfg.Candidates): memory activation and
-// re-ranking. It also returns every candidate in its final order with its
-// final score (the re-ranked scores when the memories re-ranked, else the
-// retrieval order): what ablations compare rankings on.
-func (p *Pipeline) RerankCandidates(ctx context.Context, r Request, cands []Ranked) (Result, []Ranked, error) {
-	return p.rerankAll(ctx, r, cands)
-}
-
-// rerank activates the user's memories and re-ranks the candidates.
-func (p *Pipeline) rerank(ctx context.Context, r Request, cands []Ranked) (Result, error) {
-	res, _, err := p.rerankAll(ctx, r, cands)
-	return res, err
-}
-
-// rerankAll is rerank that also returns all candidates in final order.
-func (p *Pipeline) rerankAll(ctx context.Context, r Request, cands []Ranked) (Result, []Ranked, error) {
-	var res Result
-	res.Trace.Candidates = make([]Scored, len(cands))
-	for i, c := range cands {
-		res.Trace.Candidates[i] = Scored{ID: c.ID, Score: c.Score}
-	}
-	final := cands
-	if m := p.mem.Load(); m != nil && p.cfg.Memory.Enabled && len(cands) > 0 && strings.TrimSpace(r.Query) != "" && m.HasUser(r.User) {
-		qv, err := m.emb.Embed(ctx, []string{r.Query})
-		if err != nil {
-			return Result{}, nil, fmt.Errorf("embed query for memory: %w", err)
-		}
-		mems, memVecs, err := m.ActivateAt(ctx, r.User, r.Query, qv[0], r.Seq)
-		if err != nil {
-			return Result{}, nil, fmt.Errorf("activate memories: %w", err)
-		}
-		res.Trace.Memories = mems
-		best := math.Inf(-1)
-		for _, mm := range mems {
-			best = max(best, mm.Sim)
-		}
-		if len(mems) > 0 && best >= p.cfg.Memory.RerankFloor {
-			candVecs, err := p.candidateVectors(ctx, m.emb, cands)
-			if err != nil {
-				return Result{}, nil, fmt.Errorf("embed candidates for memory: %w", err)
-			}
-			if final, err = Rerank(cands, candVecs, memVecs, p.cfg.Memory.RetrievalWeight); err != nil {
-				return Result{}, nil, fmt.Errorf("memory re-rank: %w", err)
-			}
-			res.Trace.Reranked = true
-		}
-	}
-	res.Chunks = final[:min(p.cfg.TopK, len(final)):min(p.cfg.TopK, len(final))]
-	res.Trace.Final = make([]Scored, len(res.Chunks))
-	for i, c := range res.Chunks {
-		res.Trace.Final[i] = Scored{ID: c.ID, Score: c.Score}
-	}
-	return res, final, nil
-}
-
-// candidateVectors returns E(c) for candidates: from the dense index when
-// there is one in the same space, else embedded now.
-func (p *Pipeline) candidateVectors(ctx context.Context, emb Embedder, cands []Ranked) ([][]float32, error) {
-	if p.service != nil {
-		return p.serviceVectors(ctx, emb, cands)
-	}
-	out := make([][]float32, len(cands))
-	if p.dense != nil && p.dense.name == emb.Name() {
-		for i, c := range cands {
-			d, _ := p.chunkIndex(c.ID)
-			out[i] = p.dense.Vector(d)
-		}
-		return out, nil
-	}
-	var missing []int
-	for i, c := range cands {
-		d, _ := p.chunkIndex(c.ID)
-		if v := p.chunkVecs[d].Load(); v != nil {
-			out[i] = *v
-		} else {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	texts := make([]string, len(missing))
-	for j, i := range missing {
-		texts[j] = indexText(cands[i].Chunk)
-	}
-	vs, err := emb.Embed(ctx, texts)
-	if err != nil {
-		return nil, fmt.Errorf("embed candidates: %w", err)
-	}
-	for j, i := range missing {
-		out[i] = vs[j]
-		d, _ := p.chunkIndex(cands[i].ID)
-		p.chunkVecs[d].Store(&vs[j])
-	}
-	return out, nil
-}
-
-// serviceVectors embeds a service's chunks, cached by text: the service
-// may return any document of a corpus the process never loaded.
-func (p *Pipeline) serviceVectors(ctx context.Context, emb Embedder, cands []Ranked) ([][]float32, error) {
-	out := make([][]float32, len(cands))
-	var missing []int
-	var texts []string
-	for i, c := range cands {
-		t := indexText(c.Chunk)
-		if v, ok := p.textVecs.get(t); ok {
-			out[i] = v
-		} else {
-			missing = append(missing, i)
-			texts = append(texts, t)
-		}
-	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	vs, err := emb.Embed(ctx, texts)
-	if err != nil {
-		return nil, fmt.Errorf("embed candidates: %w", err)
-	}
-	for j, i := range missing {
-		out[i] = vs[j]
-		p.textVecs.put(texts[j], vs[j])
-	}
-	return out, nil
-}
-
-// vecCache is a bounded map from text to embedding; when full it starts
-// over (re-embedding is only a cost, never a different result).
-type vecCache struct {
-	mu  sync.Mutex
-	m   map[string][]float32
-	max int
-}
-
-func (c *vecCache) get(k string) ([]float32, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.m[k]
-	return v, ok
-}
-
-func (c *vecCache) put(k string, v []float32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= c.max {
-		c.m = make(map[string][]float32)
-	}
-	c.m[k] = v
-}
-
 var (
 	_ Retriever      = (*Pipeline)(nil)
 	_ BatchRetriever = (*Pipeline)(nil)
 )
+
+// errNoService marks a pipeline method that needs the embedded index.
+var errNoService = errors.New("not available with a retrieval service (method remote or elasticsearch)")

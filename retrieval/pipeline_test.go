@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/himes-rl/himes/embedding"
+	"github.com/himes-rl/himes/memory"
 )
 
 const tinyKB = `{"id":"p1","title":"Garage doors","text":"A garage door opener that is going bad makes grinding noises and reverses."}
@@ -55,7 +58,7 @@ func TestPipelineRetrieveWithAndWithoutMemory(t *testing.T) {
 	}
 	emb, _ := pm.Embedder()
 	t0 := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
-	mem, err := BuildMemory(t.Context(), cfg.Memory, emb, []MemoryEntry{
+	mem, err := memory.Build(t.Context(), cfg.Memory, emb, []memory.Entry{
 		{User: "u", Text: "garage door springs lubrication", Time: t0},
 		{User: "u", Text: "sliding doors need lubrication", Time: t0.Add(time.Hour)},
 		{User: "other", Text: "garage door opener remote battery", Time: t0},
@@ -95,7 +98,7 @@ func TestPipelineRetrieveWithAndWithoutMemory(t *testing.T) {
 		cv, _ := emb.Embed(t.Context(), []string{ch.Title + " " + ch.Text})
 		s := 0.0
 		for _, h := range memVecs {
-			s += Cosine(cv[0], h)
+			s += embedding.Cosine(cv[0], h)
 		}
 		want = append(want, sc{c.ID, s / float64(len(memVecs))})
 	}

@@ -1,9 +1,7 @@
 package retrieval
 
 import (
-	"strings"
 	"testing"
-	"time"
 )
 
 func TestPassageRanking(t *testing.T) {
@@ -27,24 +25,5 @@ func TestPassageRanking(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("re-ranked: got %+v, want %+v", got, want)
 		}
-	}
-}
-
-func TestReadMemories(t *testing.T) {
-	path := writeFile(t, "m.jsonl", `{"user":"u","query":"a","time":"2024-01-02T03:04:05Z"}
-{"user":"u","query":"b","time":1700000000}
-{"user":"v","query":"c"}
-`)
-	got, err := ReadMemories(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 3 || !got[0].Time.Equal(time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)) ||
-		got[1].Time.Unix() != 1700000000 || !got[2].Time.IsZero() {
-		t.Fatalf("got %+v", got)
-	}
-	bad := writeFile(t, "b.jsonl", "{\"user\":\"u\",\"query\":\"a\",\"time\":\"yesterday\"}\n")
-	if _, err := ReadMemories(bad); err == nil || !strings.Contains(err.Error(), bad+`:1: field "time"`) {
-		t.Fatalf("bad time: %v", err)
 	}
 }

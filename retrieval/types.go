@@ -2,21 +2,17 @@ package retrieval
 
 import (
 	"context"
+
+	"github.com/himes-rl/himes/memory"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
-// Chunk is a retrievable unit: a word window of a knowledge-base passage.
-type Chunk struct {
-	ID        string `json:"id"`         // derived from the passage id, e.g. "MARCO_1#0"
-	PassageID string `json:"passage_id"` // the knowledge-base passage it came from
-	Title     string `json:"title,omitempty"`
-	Text      string `json:"text"`
-}
-
-// Ranked is a chunk with the score that placed it.
-type Ranked struct {
-	Chunk
-	Score float64 `json:"score"`
-}
+// Chunk and Ranked are the knowledge base's types (package corpus): the
+// pipeline's results are its chunks.
+type (
+	Chunk  = corpus.Chunk
+	Ranked = corpus.Ranked
+)
 
 // Scored is an id and a score, as recorded in traces and TREC runs.
 type Scored struct {
@@ -24,23 +20,11 @@ type Scored struct {
 	Score float64 `json:"score"`
 }
 
-// Memory is one activated long-term memory (an element of H_n): its id
-// within the user, its text, label, cosine with the query (Sim) and
-// activation score (Score, see MemoryScore).
-type Memory struct {
-	ID       string  `json:"id"`
-	Text     string  `json:"text"`
-	Topic    string  `json:"topic"`
-	Subtopic string  `json:"subtopic"`
-	Sim      float64 `json:"sim"`
-	Score    float64 `json:"score"`
-}
-
 // Trace records how a ranking came about; it goes into the rollout ledger.
 type Trace struct {
-	Candidates []Scored `json:"candidates"` // first-stage retrieval, in retrieval order
-	Memories   []Memory `json:"memories"`   // H_n; empty when memory is off or nothing activated
-	Final      []Scored `json:"final"`      // the final top-k with final scores
+	Candidates []Scored           `json:"candidates"` // first-stage retrieval, in retrieval order
+	Memories   []memory.Activated `json:"memories"`   // H_n; empty when memory is off or nothing activated
+	Final      []Scored           `json:"final"`      // the final top-k with final scores
 	// Reranked: the memories re-ranked the candidates (activated, and the
 	// most similar at least memory.rerank_floor).
 	Reranked bool `json:"reranked,omitempty"`

@@ -26,7 +26,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/retrieval"
@@ -104,7 +104,7 @@ func BenchmarkRolloutOverhead(b *testing.B) {
 }
 
 func BenchmarkDedupShare(b *testing.B) {
-	data := testdata.SharedDir(b)
+	data := sharedtest.SharedDir(b)
 	turns := loadTurns(b, filepath.Join(data, "conversations", "cast2020.jsonl"))
 	var eligible []datasets.Turn
 	for _, t := range turns {

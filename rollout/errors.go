@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/himes-rl/himes/internal/httpcall"
-	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/retrieval/service"
 )
 
 // Error kinds recorded in Record.ErrorKind. A rollout that fails is recorded
@@ -39,13 +39,13 @@ const (
 	KindRetrievalUnavailable = "retrieval_" + httpcall.KindUnavailable // connection errors, 429, 5xx
 	KindRetrievalRejected    = "retrieval_" + httpcall.KindRejected    // 4xx other than 404
 	KindRetrievalMalformed   = "retrieval_" + httpcall.KindMalformed   // undecodable JSON, wrong counts, missing ids, texts or scores
-	KindRetrievalUnknownID   = "retrieval_" + retrieval.ResultUnknownID
+	KindRetrievalUnknownID   = "retrieval_" + service.ResultUnknownID
 )
 
 // retrievalKind classifies a retrieval failure.
 func retrievalKind(err error) string {
 	var ce *CallError
-	var re *retrieval.ResultError
+	var re *service.ResultError
 	switch {
 	case errors.As(err, &re):
 		return "retrieval_" + re.Kind

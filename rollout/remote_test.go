@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/retrieval/service"
 )
 
 const demoKB = "../datasets/demo/passages.jsonl"
@@ -31,11 +32,11 @@ func newBadService(t *testing.T) *badService {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := retrieval.NewHandler(local, 20)
+	good := service.NewHandler(local, 20)
 	s := &badService{}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		var req retrieval.RetrieveRequest
+		var req service.RetrieveRequest
 		_ = json.Unmarshal(body, &req)
 		s.mu.Lock()
 		s.calls = append(s.calls, req.Queries)
@@ -47,7 +48,7 @@ func newBadService(t *testing.T) *badService {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		rec := httptest.NewRecorder()
 		good.ServeHTTP(rec, r)
-		var resp retrieval.RetrieveResponse
+		var resp service.RetrieveResponse
 		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
 			w.WriteHeader(rec.Code)
 			w.Write(rec.Body.Bytes())
@@ -82,7 +83,7 @@ func TestRunThroughRetrievalService(t *testing.T) {
 	svc := newBadService(t)
 	cfg := retrieval.DefaultConfig()
 	cfg.Method = retrieval.MethodRemote
-	cfg.Remote.Call.URL = retrieval.HostList{svc.URL}
+	cfg.Remote.Call.URL = service.HostList{svc.URL}
 	cfg.Remote.Call.Retries, cfg.Remote.Call.BackoffBase, cfg.Remote.Call.BackoffMax = 1, time.Millisecond, time.Millisecond
 	p, err := retrieval.Open(t.Context(), cfg, demoKB) // the KB checks the service's ids
 	if err != nil {

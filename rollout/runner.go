@@ -91,7 +91,7 @@ type Record struct {
 
 	// Error is set when the rollout failed; such a rollout is not scored.
 	// ErrorKind is one of the Kind constants (errors.go): retrieval_* for a
-	// retrieval service's failures (retrieval/PROTOCOL.md).
+	// retrieval service's failures (retrieval/service/PROTOCOL.md).
 	Error     string `json:"error"`
 	ErrorKind string `json:"error_kind"`
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/memory"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -49,7 +50,7 @@ func (f *fakeRetriever) Retrieve(ctx context.Context, user, rewrite, query strin
 	w := strings.ToLower(strings.Fields(rewrite)[0])
 	c := retrieval.Ranked{Chunk: retrieval.Chunk{ID: "c-" + w, Text: "text about " + w}, Score: float64(len(w))}
 	return retrieval.Result{Chunks: []retrieval.Ranked{c}, Trace: retrieval.Trace{
-		Memories: []retrieval.Memory{{Text: "earlier " + user, Sim: 0.5}}}}, nil
+		Memories: []memory.Activated{{Text: "earlier " + user, Sim: 0.5}}}}, nil
 }
 
 // fakeResponder answers "question|chunk ids". Chunk "c-down" fails as an

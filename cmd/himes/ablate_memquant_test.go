@@ -9,14 +9,14 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/ablate"
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 // The command end to end on the demo knowledge base with two labelled,
 // judged conversations: float32 agrees with itself exactly, bytes follow
 // from hash_dim 32 (codes + 12 bytes), and every output is written.
 func TestAblateMemoryQuantCLI(t *testing.T) {
-	root := testdata.RepoRoot(t)
+	root := sharedtest.RepoRoot(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "labelled.jsonl")
 	var lines bytes.Buffer

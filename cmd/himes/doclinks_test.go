@@ -137,8 +137,8 @@ func TestImportsPointDown(t *testing.T) {
 	}
 	const mod = "github.com/himes-rl/himes/"
 	layer := map[string]int{
-		"internal": 1, "datasets": 2, "hser": 2, "retrieval": 2, "trainer": 3, "rollout": 3,
-		"evaluate": 4, "grpo": 5, "report": 6, "configs": 6, "ablate": 7, "scripts": 7, "cmd": 8,
+		"internal": 1, "datasets": 2, "hser": 2, "analysis": 2, "embedding": 3, "memory": 4, "retrieval": 5,
+		"trainer": 6, "rollout": 6, "evaluate": 7, "grpo": 8, "report": 9, "configs": 9, "ablate": 10, "scripts": 10, "cmd": 11,
 	}
 	top := func(rel string) string { first, _, _ := strings.Cut(rel, "/"); return first }
 	fset := token.NewFileSet()

@@ -116,7 +116,7 @@ func savedRunConfig(runDir string, sets []string) (configs.Config, error) {
 }
 
 // memoryMode is one long-term-memory setting to evaluate: off, on as the
-// config says, or on with a named variant (retrieval.MemoryConfig.Variant).
+// config says, or on with a named variant (memory.Config.Variant).
 type memoryMode struct {
 	on      bool
 	variant string

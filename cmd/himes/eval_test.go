@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/himes-rl/himes/internal/sharedtest"
 	"github.com/himes-rl/himes/internal/stats"
-	"github.com/himes-rl/himes/internal/testdata"
 
 	"github.com/himes-rl/himes/ablate"
 	"github.com/himes-rl/himes/evaluate"
@@ -26,7 +26,7 @@ func TestEvalAblateReportCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the quickstart for a few steps, several times")
 	}
-	root := testdata.RepoRoot(t)
+	root := sharedtest.RepoRoot(t)
 	cfg := filepath.Join(root, "configs", "quickstart.yaml")
 	out := t.TempDir()
 	sets := []string{"--set", "run.output_dir=" + out, "--set", "grpo.steps=2", "--set", "grpo.eval_every=2",
@@ -153,7 +153,7 @@ func TestEvalBestCheckpointCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the quickstart for a few steps")
 	}
-	cfg := filepath.Join(testdata.RepoRoot(t), "configs", "quickstart.yaml")
+	cfg := filepath.Join(sharedtest.RepoRoot(t), "configs", "quickstart.yaml")
 	out := t.TempDir()
 	run := func(args ...string) {
 		t.Helper()
@@ -198,7 +198,7 @@ func TestSweepOverSeedsCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the quickstart for a few steps, twice")
 	}
-	cfg := filepath.Join(testdata.RepoRoot(t), "configs", "quickstart.yaml")
+	cfg := filepath.Join(sharedtest.RepoRoot(t), "configs", "quickstart.yaml")
 	out := t.TempDir()
 	grid := filepath.Join(out, "seeds.yaml")
 	if err := os.WriteFile(grid, []byte("seed: [1, 2]\n"), 0o644); err != nil {

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/evaluate"
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 // brokenOllama serves the model list, then answers every chat with a 200
@@ -45,7 +45,7 @@ func TestTrainStopsWhenEveryRolloutFails(t *testing.T) {
 	var broken atomic.Bool
 	url := brokenOllama(t, &broken)
 	out := t.TempDir()
-	cfg := filepath.Join(testdata.RepoRoot(t), "configs", "quickstart.yaml")
+	cfg := filepath.Join(sharedtest.RepoRoot(t), "configs", "quickstart.yaml")
 	args := []string{"--config", cfg, "--set", "run.output_dir=" + out, "--set", "run.name=f",
 		"--set", "grpo.steps=2", "--set", "grpo.prompts_per_step=4", "--set", "grpo.group_size=4",
 		"--set", "data.eval=", "--set", "data.eval_fraction=0", // no evaluation: step 1 meets the failures
@@ -90,7 +90,7 @@ func TestTrainStopsWhenEveryRolloutFails(t *testing.T) {
 	broken.Store(true)
 	evalDir := filepath.Join(out, "ev")
 	o, err = runHimesProcess(t, nil, append([]string{"eval", "--rewriter", "raw", "--limit", "2", "--resamples", "10",
-		"--data", filepath.Join(testdata.RepoRoot(t), "datasets", "demo", "eval.jsonl"), "--out", evalDir}, args...)...)
+		"--data", filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo", "eval.jsonl"), "--out", evalDir}, args...)...)
 	if err == nil || !strings.Contains(o, "failed turns above rollout.max_failed_fraction 0.5: raw ") {
 		t.Errorf("eval with every turn failing: err %v\n%s", err, o)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 // benchParams are the synthetic corpus and query set of `himes index bench`.
@@ -167,9 +168,9 @@ func runBenchPhase(ctx context.Context, w io.Writer, phase, dir string, p benchP
 		if err != nil {
 			return err
 		}
-		write := retrieval.WriteZipfKB
+		write := corpus.WriteZipfKB
 		if p.Format == "parquet" {
-			write = retrieval.WriteZipfKBParquet
+			write = corpus.WriteZipfKBParquet
 		}
 		if err := write(f, p.Seed, p.Docs, p.Vocab, p.Len, p.S); err != nil {
 			f.Close()
@@ -199,7 +200,7 @@ func runBenchPhase(ctx context.Context, w io.Writer, phase, dir string, p benchP
 		}
 		r.IndexBytes, r.Postings, r.Terms = st.Size(), meta.Postings, meta.Terms
 	case "query":
-		qs := retrieval.ZipfQueries(p.Seed+1, p.Queries, p.Vocab, 20, p.S)
+		qs := corpus.ZipfQueries(p.Seed+1, p.Queries, p.Vocab, 20, p.S)
 		t0 := time.Now()
 		ix, _, err := retrieval.OpenDiskIndex(filepath.Join(dir, "disk"))
 		if err != nil {

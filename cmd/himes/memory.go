@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/embedding"
+	"github.com/himes-rl/himes/memory"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -86,11 +88,11 @@ from another embedder or taxonomy are refused when loaded.`,
 					last = time.Now()
 				}
 			}
-			m, err := retrieval.BuildMemory(cmd.Context(), cfg.Memory, emb, entries, retrieval.WithProgress(progress))
+			m, err := memory.Build(cmd.Context(), cfg.Memory, emb, entries, memory.WithProgress(progress))
 			if err != nil {
 				return err
 			}
-			if err := retrieval.SaveMemory(cmd.Context(), out, m); err != nil {
+			if err := memory.Save(cmd.Context(), out, m); err != nil {
 				return err
 			}
 			users := map[string]bool{}
@@ -121,7 +123,7 @@ from another embedder or taxonomy are refused when loaded.`,
 
 // memoryEmbedder is the configured embedder; the LSA embedder comes from the
 // knowledge base's pipeline (fitted, or loaded from retrieval.index).
-func memoryEmbedder(cmd *cobra.Command, cfg retrieval.Config, kb string) (retrieval.Embedder, error) {
+func memoryEmbedder(cmd *cobra.Command, cfg retrieval.Config, kb string) (embedding.Embedder, error) {
 	if cfg.Embedder != "lsa" {
 		return retrieval.NewEmbedder(cfg)
 	}
@@ -157,7 +159,7 @@ func topCounts(m map[string]int, n int) []labelCount {
 
 // readMemoryEntries loads memories from conversations (their users' facts
 // and questions) or from a JSONL of memories.
-func readMemoryEntries(cmd *cobra.Command, path, format string, load datasets.LoadOptions) ([]retrieval.MemoryEntry, error) {
+func readMemoryEntries(cmd *cobra.Command, path, format string, load datasets.LoadOptions) ([]memory.Entry, error) {
 	if format == "auto" {
 		var err error
 		if format, err = sniffMemoryFormat(path); err != nil {
@@ -176,7 +178,7 @@ func readMemoryEntries(cmd *cobra.Command, path, format string, load datasets.Lo
 		}
 		return entries, nil
 	case "memories", "queries":
-		return retrieval.ReadMemories(path)
+		return memory.ReadJSONL(path)
 	default:
 		return nil, fmt.Errorf("memory build: --format %q: want auto, conversations or memories", format)
 	}
@@ -231,12 +233,12 @@ func newMemoryShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			m, err := retrieval.LoadMemory(cmd.Context(), args[0], cfg.Memory, emb)
+			m, err := memory.Load(cmd.Context(), args[0], cfg.Memory, emb)
 			if err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
-			byUser := map[string][]retrieval.MemoryEntry{}
+			byUser := map[string][]memory.Entry{}
 			var users []string
 			for _, e := range m.Entries() {
 				if user != "" && e.User != user {

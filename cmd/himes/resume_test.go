@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/internal/rundir"
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 
 	"github.com/himes-rl/himes/rollout"
 )
@@ -22,7 +22,7 @@ import (
 // writeResumeConfig writes a small quickstart-like config whose runs go to dir.
 func writeResumeConfig(t *testing.T, dir string) string {
 	t.Helper()
-	demo := filepath.Join(testdata.RepoRoot(t), "datasets", "demo")
+	demo := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo")
 	cfg := fmt.Sprintf(`run: {name: r, output_dir: %q, seed: 7}
 data: {train: %q, eval: %q, kb: %q}
 retrieval: {top_k: 3, candidates: 10}

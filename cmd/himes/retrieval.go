@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/retrieval/service"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -28,7 +29,7 @@ func newRetrievalServeCmd() *cobra.Command {
 dense or hybrid, retrieval.index when set) and serves its first stage on
 --addr until interrupted: POST /retrieve {"queries", "topk", "return_scores"}
 answers {"result": [[{"document": {"id", "contents", ...}, "score"}]]}
-(retrieval/PROTOCOL.md), GET /health what is served. Many rollout workers
+(retrieval/service/PROTOCOL.md), GET /health what is served. Many rollout workers
 and hosts then share one index: point their configs at it with
 retrieval.method: remote and retrieval.remote.url. Long-term memory stays
 with the clients (it re-ranks what the server returns), so the config's
@@ -54,7 +55,7 @@ retrieval.memory is ignored here. The first line on stdout is
 				return fmt.Errorf("listen on %s: %w", addr, err)
 			}
 			// The same slow-client bounds as the trainer endpoint's server.
-			srv := trainer.NewServer(retrieval.NewHandler(p, rc.Candidates), trainer.ServerOptions{})
+			srv := trainer.NewServer(service.NewHandler(p, rc.Candidates), trainer.ServerOptions{})
 			return serveHTTP(cmd, ln, srv, "retrieval service",
 				"method", rc.Method, "documents", p.NumChunks())
 		},

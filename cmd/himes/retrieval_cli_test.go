@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/evaluate/ir"
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/retrieval"
@@ -35,7 +35,7 @@ type searchJSON struct {
 }
 
 func TestIndexBuildThenSearchMatchesInMemory(t *testing.T) {
-	kb := filepath.Join(testdata.RepoRoot(t), "datasets", "demo", "passages.jsonl")
+	kb := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo", "passages.jsonl")
 	dir := filepath.Join(t.TempDir(), "ix")
 	if _, err := runCLI(t, "index", "build", "--kb", kb, "--out", dir); err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestIndexBuildThenSearchMatchesInMemory(t *testing.T) {
 // with the human rewrite and with the raw question, and scores them with the
 // trec_eval-exact Recall@10 against the turns' judged passages.
 func TestTRECRunRewriteBeatsQuestion(t *testing.T) {
-	demo := filepath.Join(testdata.RepoRoot(t), "datasets", "demo")
+	demo := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo")
 	kb, queries := filepath.Join(demo, "passages.jsonl"), filepath.Join(demo, "eval.jsonl")
 	turns, _, err := datasets.Load(queries, datasets.LoadOptions{})
 	if err != nil {
@@ -169,7 +169,7 @@ func readTRECRun(t *testing.T, path string) map[string][]retrieval.Scored {
 }
 
 func TestMemoryBuildThenSearchActivatesTheUsersQueries(t *testing.T) {
-	demo := filepath.Join(testdata.RepoRoot(t), "datasets", "demo")
+	demo := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo")
 	parts := filepath.Join(t.TempDir(), "mem.parquet")
 	if _, err := runCLI(t, "memory", "build", "--from", filepath.Join(demo, "train.jsonl"), "--out", parts); err != nil {
 		t.Fatal(err)

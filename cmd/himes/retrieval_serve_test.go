@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/configs"
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -56,7 +56,7 @@ func TestTrainAndEvalThroughRetrievalServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains and evaluates the quickstart twice")
 	}
-	root := testdata.RepoRoot(t)
+	root := sharedtest.RepoRoot(t)
 	cfgPath := filepath.Join(root, "configs", "quickstart.yaml")
 	url := startRetrievalServe(t, cfgPath)
 	out := t.TempDir()

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 // BenchmarkScoreCommand runs `himes score` over 2,000 JSONL lines of real
@@ -19,7 +19,7 @@ import (
 //
 //	go test -run '^$' -bench ScoreCommand -benchtime 5x ./cmd/himes/
 func BenchmarkScoreCommand(b *testing.B) {
-	f, err := os.Open(testdata.Shared(b, "conversations/mtrag_human_eval_subset.jsonl"))
+	f, err := os.Open(sharedtest.Shared(b, "conversations/mtrag_human_eval_subset.jsonl"))
 	if err != nil {
 		b.Fatal(err)
 	}

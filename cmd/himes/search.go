@@ -17,6 +17,7 @@ import (
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
 	"github.com/himes-rl/himes/evaluate/ir"
+	"github.com/himes-rl/himes/memory"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -266,7 +267,7 @@ func printSearch(w io.Writer, p *retrieval.Pipeline, cfg retrieval.Config, user 
 	}
 }
 
-func memoryIDs(ms []retrieval.Memory) []string {
+func memoryIDs(ms []memory.Activated) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.ID

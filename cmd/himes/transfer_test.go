@@ -10,7 +10,7 @@ import (
 
 	"github.com/himes-rl/himes/ablate"
 	"github.com/himes-rl/himes/evaluate"
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 // Leave-one-collection-out on the two demo files as collections: each fold
@@ -21,7 +21,7 @@ func TestAblateTransferCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains four short runs")
 	}
-	root := testdata.RepoRoot(t)
+	root := sharedtest.RepoRoot(t)
 	cfg := filepath.Join(root, "configs", "quickstart.yaml")
 	demo := filepath.Join(root, "datasets", "demo")
 	out := t.TempDir()
@@ -79,7 +79,7 @@ func TestAblateTransferCLISeeds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains four short runs")
 	}
-	root := testdata.RepoRoot(t)
+	root := sharedtest.RepoRoot(t)
 	demo := filepath.Join(root, "datasets", "demo")
 	out := t.TempDir()
 	o, err := runHimesProcess(t, nil, "ablate", "transfer", "--config", filepath.Join(root, "configs", "quickstart.yaml"),

@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 // TestTRECEvalCommand scores the shared trec_eval vectors' files through
 // `himes trec-eval`, with a Pyserini-style comment and an extra column, and
 // compares every printed value with the vectors (to trec_eval's 4 decimals).
 func TestTRECEvalCommand(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(testdata.SharedDir(t), "metrics", "ir_vectors.json"))
+	raw, err := os.ReadFile(filepath.Join(sharedtest.SharedDir(t), "metrics", "ir_vectors.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

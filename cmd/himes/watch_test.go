@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 // chromium returns headless Chromium's path: the test is skipped with the
@@ -79,7 +79,7 @@ func TestReportWatchInChromium(t *testing.T) {
 	}
 	bin := chromium(t)
 	dir := t.TempDir()
-	demo := filepath.Join(testdata.RepoRoot(t), "datasets", "demo")
+	demo := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo")
 	// Long enough that the test stops it (SIGINT) rather than waiting for the end.
 	cfg := fmt.Sprintf(`run: {name: w, output_dir: %q, seed: 1}
 data: {train: %q, eval: %q, kb: %q, user_field: conv_id}

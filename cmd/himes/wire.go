@@ -11,6 +11,7 @@ import (
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/memory"
 	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/rollout"
 	"github.com/himes-rl/himes/trainer"
@@ -232,14 +233,14 @@ func dedupTurns(lists ...[]datasets.Turn) []datasets.Turn {
 // datasets.UserMemories): each user's facts, and their questions with their
 // position in the user's history (as Seq, and as that many seconds after
 // the Unix epoch, which keeps the order).
-func memoryEntries(turns []datasets.Turn) ([]retrieval.MemoryEntry, error) {
+func memoryEntries(turns []datasets.Turn) ([]memory.Entry, error) {
 	recs, err := datasets.UserMemories(turns)
 	if err != nil {
 		return nil, err
 	}
-	entries := make([]retrieval.MemoryEntry, 0, len(recs))
+	entries := make([]memory.Entry, 0, len(recs))
 	for _, r := range recs {
-		e := retrieval.MemoryEntry{User: r.User, ID: r.ID, Text: r.Text, Seq: r.Seq}
+		e := memory.Entry{User: r.User, ID: r.ID, Text: r.Text, Seq: r.Seq}
 		if r.Seq > 0 {
 			e.Time = time.Unix(r.Seq, 0).UTC()
 		}

@@ -9,12 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 	"github.com/himes-rl/himes/retrieval"
 )
 
 func TestIRVectors(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(testdata.SharedDir(t), "metrics", "ir_vectors.json"))
+	raw, err := os.ReadFile(filepath.Join(sharedtest.SharedDir(t), "metrics", "ir_vectors.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

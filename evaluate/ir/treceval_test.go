@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -23,7 +23,7 @@ type irVectors struct {
 
 func readIRVectors(t *testing.T) irVectors {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(testdata.SharedDir(t), "metrics", "ir_vectors.json"))
+	raw, err := os.ReadFile(filepath.Join(sharedtest.SharedDir(t), "metrics", "ir_vectors.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/blevesearch/bleve/v2/search/query"
 
 	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 type params struct {
@@ -134,8 +135,8 @@ func compare(p params) error {
 }
 
 func runEngine(engine string, p params) (result, error) {
-	ids, texts := retrieval.ZipfCorpus(p.Seed, p.Docs, p.Vocab, p.MeanLen, p.S)
-	queries := retrieval.ZipfQueries(p.Seed+1, p.Queries, p.Vocab, p.Skip, p.S)
+	ids, texts := corpus.Zipf(p.Seed, p.Docs, p.Vocab, p.MeanLen, p.S)
+	queries := corpus.ZipfQueries(p.Seed+1, p.Queries, p.Vocab, p.Skip, p.S)
 	r := result{Engine: engine}
 	runtime.GC()
 	var before runtime.MemStats

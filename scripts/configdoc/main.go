@@ -22,10 +22,11 @@ import (
 	"github.com/himes-rl/himes/configs"
 )
 
-// fieldDocs maps "pkgdir.Type.Field" to the field's doc comment.
+// fieldDocs maps "pkg.Type.Field" (pkg: the last element of the package's
+// directory) to the field's doc comment.
 func fieldDocs(root string) (map[string]string, error) {
 	docs := map[string]string{}
-	dirs := []string{"configs", "datasets", "retrieval", "rollout", "hser", "grpo", "trainer"}
+	dirs := []string{"configs", "datasets", "retrieval", "retrieval/service", "memory", "rollout", "hser", "grpo", "trainer"}
 	for _, d := range dirs {
 		fset := token.NewFileSet()
 		files, err := filepath.Glob(filepath.Join(root, d, "*.go"))
@@ -64,7 +65,7 @@ func fieldDocs(root string) (map[string]string, error) {
 					}
 					prev = text
 					for _, name := range fld.Names {
-						docs[d+"."+ts.Name.Name+"."+name.Name] = text
+						docs[filepath.Base(d)+"."+ts.Name.Name+"."+name.Name] = text
 					}
 				}
 				return true

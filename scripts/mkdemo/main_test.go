@@ -7,14 +7,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
 // The shipped demo must be exactly what the generator makes from the shared
 // data with the default flags: nobody edits it by hand.
 func TestRegeneratesShippedDemoByteIdentically(t *testing.T) {
-	root := testdata.RepoRoot(t)
-	data := filepath.Dir(filepath.Dir(testdata.Shared(t, "kb/passages.jsonl")))
+	root := sharedtest.RepoRoot(t)
+	data := filepath.Dir(filepath.Dir(sharedtest.Shared(t, "kb/passages.jsonl")))
 	out := t.TempDir()
 	if _, err := run(context.Background(), options{Data: data, Out: out, Seed: 1, Train: 250, Eval: 80, Distractors: 1000}); err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestRegeneratesShippedDemoByteIdentically(t *testing.T) {
 
 // A different seed picks different conversations but keeps the targets.
 func TestSeedChangesSelection(t *testing.T) {
-	data := filepath.Dir(filepath.Dir(testdata.Shared(t, "kb/passages.jsonl")))
+	data := filepath.Dir(filepath.Dir(sharedtest.Shared(t, "kb/passages.jsonl")))
 	a, b := t.TempDir(), t.TempDir()
 	sa, err := run(context.Background(), options{Data: data, Out: a, Seed: 1, Train: 250, Eval: 80, Distractors: 100})
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -85,7 +85,7 @@ func selectionF1(t *testing.T, e *Policy, exs []trainer.SFTExample, keepAll bool
 // evaluates on CAsT 2021: the selector must clearly beat keeping every
 // candidate (measured: F1 0.065 keep-all, 0.228 trained).
 func TestSFTLearnsTermSelectionOnCAsT(t *testing.T) {
-	data := testdata.SharedDir(t)
+	data := sharedtest.SharedDir(t)
 	train := loadRewriteTurns(t, filepath.Join(data, "conversations", "cast2020.jsonl"))
 	eval := loadRewriteTurns(t, filepath.Join(data, "conversations", "cast2021.jsonl"))
 	e := newTestEmbedded(t, nil)

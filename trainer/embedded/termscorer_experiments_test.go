@@ -31,7 +31,7 @@ import (
 
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate/ir"
-	"github.com/himes-rl/himes/internal/testdata"
+	"github.com/himes-rl/himes/internal/sharedtest"
 	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/trainer"
 )
@@ -85,7 +85,7 @@ func (e *expEnv) recall(text string, q map[string]int) float64 {
 // the human rewrites of earlier turns in place of their questions; util and
 // coh compute those (retrieval-heavy) extras.
 func loadExperiment(t *testing.T, prev, util, coh bool) *expEnv {
-	shared := testdata.SharedDir(t)
+	shared := sharedtest.SharedDir(t)
 	cfg := retrieval.DefaultConfig()
 	cfg.Method, cfg.TopK, cfg.Candidates = "bm25", 3, 20
 	e := &expEnv{ctx: context.Background()}

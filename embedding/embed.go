@@ -1,0 +1,301 @@
+// Package embedding maps texts to vectors, for dense retrieval and for
+// long-term memory, which compare a query, chunks and memories in one
+// space: the hashing embedder (the embedded default, lexical), LSA fitted
+// on the knowledge base (semantic, no service) and Ollama's /api/embed.
+// Every embedder names its space; vectors of two names are never compared.
+package embedding
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/himes-rl/himes/analysis"
+	"github.com/himes-rl/himes/internal/ollama"
+
+	"github.com/ollama/ollama/api"
+)
+
+// Embedder maps texts to vectors. Implementations are safe for concurrent use.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+	// Dim is the vector size (0 while unknown, e.g. before the first call to a
+	// remote model).
+	Dim() int
+	// Name identifies the embedding space; vectors with different names are
+	// never compared (persisted memories record it).
+	Name() string
+}
+
+// Hash is the embedded default: signed feature hashing of word
+// unigrams and bigrams (the plain analyzer's tokens), L2-normalized. It needs
+// no model, is deterministic across runs and platforms, and puts texts that
+// share words and word pairs close together — a lexical, not a semantic,
+// similarity, which is what the quickstart needs and all it claims.
+type Hash struct{ dim int }
+
+// NewHash returns a hashing embedder of the given dimension.
+func NewHash(dim int) (*Hash, error) {
+	if dim < 2 {
+		return nil, fmt.Errorf("hash embedder: dimension must be ≥ 2, got %d", dim)
+	}
+	return &Hash{dim: dim}, nil
+}
+
+// Dim implements Embedder.
+func (h *Hash) Dim() int { return h.dim }
+
+// Name implements Embedder.
+func (h *Hash) Name() string { return fmt.Sprintf("hash-uni-bi-fnv1a-v1/%d", h.dim) }
+
+// Embed implements Embedder.
+func (h *Hash) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, t := range texts {
+		if i%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		out[i] = h.embed(t)
+	}
+	return out, nil
+}
+
+func (h *Hash) embed(text string) []float32 {
+	v := make([]float64, h.dim)
+	add := func(x uint64) {
+		// low bits pick the coordinate, the top bit the sign: independent
+		// enough for hashing-trick purposes.
+		s := 1.0
+		if x>>63 == 1 {
+			s = -1
+		}
+		v[x%uint64(h.dim)] += s
+	}
+	var prev []byte
+	analysis.ForEachPlainToken(text, func(tok []byte) {
+		add(fnv1a(fnv1a(fnvOffset, "u\x00"), string(tok)))
+		if prev != nil {
+			add(fnv1a(fnv1a(fnv1a(fnv1a(fnvOffset, "b\x00"), string(prev)), "\x00"), string(tok)))
+		}
+		prev = append(prev[:0], tok...)
+	})
+	return normalize64(v)
+}
+
+// FNV-1a (64-bit), inlined so hashing a feature does not allocate; the
+// feature of unigram t is "u\x00"+t, of bigram (s, t) "b\x00"+s+"\x00"+t.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnv1a(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
+}
+
+func normalize64(v []float64) []float32 {
+	n := 0.0
+	for _, x := range v {
+		n += x * x
+	}
+	out := make([]float32, len(v))
+	if n == 0 {
+		return out // no features: the zero vector, cosine 0 with everything
+	}
+	n = math.Sqrt(n)
+	for i, x := range v {
+		out[i] = float32(x / n)
+	}
+	return out
+}
+
+// Normalize returns v scaled to unit L2 norm (the zero vector unchanged).
+func Normalize(v []float32) []float32 {
+	w := make([]float64, len(v))
+	for i, x := range v {
+		w[i] = float64(x)
+	}
+	return normalize64(w)
+}
+
+// Cosine is the cosine similarity of two vectors (0 if either is zero).
+func Cosine(a, b []float32) float64 {
+	var dot, na, nb float64
+	for i := range a {
+		dot += float64(a[i]) * float64(b[i])
+		na += float64(a[i]) * float64(a[i])
+		nb += float64(b[i]) * float64(b[i])
+	}
+	if na == 0 || nb == 0 {
+		return 0
+	}
+	return dot / math.Sqrt(na*nb)
+}
+
+// Ollama calls Ollama's /api/embed in batches and keeps an on-disk
+// cache keyed by model and text hash, so a knowledge base is embedded once
+// across runs. Vectors are L2-normalized.
+type Ollama struct {
+	client   *ollama.Client
+	model    string
+	batch    int
+	cacheDir string // "" disables the cache
+
+	mu  sync.Mutex
+	dim int
+}
+
+// NewOllama embeds with model on the Ollama server at host
+// ("host:port" or a URL; "" = OLLAMA_HOST); calls have the timeout and
+// retries of ollama.DefaultPolicy.
+func NewOllama(host, model string, batch int, cacheDir string) (*Ollama, error) {
+	if model == "" {
+		return nil, errors.New("ollama embedder: model is empty")
+	}
+	if batch < 1 {
+		return nil, fmt.Errorf("ollama embedder: batch must be ≥ 1, got %d", batch)
+	}
+	var hosts []string
+	if host != "" {
+		hosts = []string{host}
+	}
+	client, err := ollama.New(hosts, 4, nil, ollama.DefaultPolicy, 1)
+	if err != nil {
+		return nil, fmt.Errorf("ollama embedder: %w", err)
+	}
+	return &Ollama{client: client, model: model, batch: batch, cacheDir: cacheDir}, nil
+}
+
+// Dim implements Embedder; 0 until a vector has been seen.
+func (o *Ollama) Dim() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.dim
+}
+
+// Name implements Embedder.
+func (o *Ollama) Name() string { return "ollama:" + o.model }
+
+func (o *Ollama) cachePath(text string) string {
+	h := sha256.Sum256([]byte(o.model + "\x00" + text))
+	k := hex.EncodeToString(h[:])
+	return filepath.Join(o.cacheDir, k[:2], k+".f32")
+}
+
+// Embed implements Embedder: cached texts are read from disk, the rest sent
+// in batches of o.batch.
+func (o *Ollama) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	var missing []int
+	for i, t := range texts {
+		if o.cacheDir != "" {
+			v, err := readVec(o.cachePath(t))
+			if err == nil {
+				if err := o.checkDim(len(v)); err != nil {
+					return nil, fmt.Errorf("ollama embed cache %s: %w", o.cachePath(t), err)
+				}
+				out[i] = v
+				continue
+			}
+			if !errors.Is(err, fs.ErrNotExist) {
+				slog.Warn("ollama embed cache entry unreadable; re-embedding", "path", o.cachePath(t), "err", err)
+			}
+		}
+		missing = append(missing, i)
+	}
+	for start := 0; start < len(missing); start += o.batch {
+		idx := missing[start:min(start+o.batch, len(missing))]
+		in := make([]string, len(idx))
+		for j, i := range idx {
+			in[j] = texts[i]
+		}
+		vecs, err := o.client.Embed(ctx, api.EmbedRequest{Model: o.model, Input: in})
+		if err != nil {
+			return nil, fmt.Errorf("ollama embed (model %s, %d texts): %w", o.model, len(in), err)
+		}
+		for j, i := range idx {
+			v := Normalize(vecs[j])
+			if err := o.checkDim(len(v)); err != nil {
+				return nil, fmt.Errorf("ollama embed (model %s): %w", o.model, err)
+			}
+			out[i] = v
+			if o.cacheDir != "" {
+				if err := writeVec(o.cachePath(texts[i]), v); err != nil {
+					return nil, fmt.Errorf("ollama embed cache: %w", err)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func (o *Ollama) checkDim(n int) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if n == 0 {
+		return errors.New("empty vector")
+	}
+	if o.dim == 0 {
+		o.dim = n
+	}
+	if n != o.dim {
+		return fmt.Errorf("vector of dimension %d, earlier ones had %d", n, o.dim)
+	}
+	return nil
+}
+
+func readVec(path string) ([]float32, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(b)%4 != 0 || len(b) == 0 {
+		return nil, fmt.Errorf("%s: bad size %d", path, len(b))
+	}
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v, nil
+}
+
+// writeVec writes atomically (temp + rename) so concurrent runs sharing a
+// cache never read a half-written vector.
+func writeVec(path string, v []float32) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".vec-*")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

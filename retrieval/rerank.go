@@ -1,0 +1,215 @@
+package retrieval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/himes-rl/himes/embedding"
+)
+
+// Rerank is HiMeS's memory-aware re-ranking: score(c) = mean over h in H_n
+// of cos(E(c), E(h)). With retrievalWeight w > 0 the final score is
+// (1−w)·memory + w·retrieval, the retrieval score min–max normalized over the
+// candidates (all-equal scores normalize to 1) — an ablation, off by
+// default. Ties keep retrieval order. With no memories the candidates are
+// returned unchanged, in retrieval order.
+func Rerank(cands []Ranked, candVecs [][]float32, memVecs [][]float32, retrievalWeight float64) ([]Ranked, error) {
+	if len(candVecs) != len(cands) {
+		return nil, errors.New("rerank: one vector per candidate required")
+	}
+	out := slices.Clone(cands)
+	if len(memVecs) == 0 {
+		return out, nil
+	}
+	lo, hi := 0.0, 0.0
+	for i, c := range cands {
+		if i == 0 || c.Score < lo {
+			lo = c.Score
+		}
+		if i == 0 || c.Score > hi {
+			hi = c.Score
+		}
+	}
+	for i := range out {
+		mem := 0.0
+		for _, h := range memVecs {
+			mem += embedding.Cosine(candVecs[i], h)
+		}
+		mem /= float64(len(memVecs))
+		score := mem
+		if retrievalWeight > 0 {
+			norm := 1.0
+			if hi > lo {
+				norm = (cands[i].Score - lo) / (hi - lo)
+			}
+			score = (1-retrievalWeight)*mem + retrievalWeight*norm
+		}
+		out[i].Score = score
+	}
+	slices.SortStableFunc(out, func(a, b Ranked) int {
+		switch {
+		case a.Score > b.Score:
+			return -1
+		case a.Score < b.Score:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// RerankCandidates is the second stage of RetrieveAt on first-stage
+// candidates (from SearchBatch with cfg.Candidates): memory activation and
+// re-ranking. It also returns every candidate in its final order with its
+// final score (the re-ranked scores when the memories re-ranked, else the
+// retrieval order): what ablations compare rankings on.
+func (p *Pipeline) RerankCandidates(ctx context.Context, r Request, cands []Ranked) (Result, []Ranked, error) {
+	return p.rerankAll(ctx, r, cands)
+}
+
+// rerank activates the user's memories and re-ranks the candidates.
+func (p *Pipeline) rerank(ctx context.Context, r Request, cands []Ranked) (Result, error) {
+	res, _, err := p.rerankAll(ctx, r, cands)
+	return res, err
+}
+
+// rerankAll is rerank that also returns all candidates in final order.
+func (p *Pipeline) rerankAll(ctx context.Context, r Request, cands []Ranked) (Result, []Ranked, error) {
+	var res Result
+	res.Trace.Candidates = make([]Scored, len(cands))
+	for i, c := range cands {
+		res.Trace.Candidates[i] = Scored{ID: c.ID, Score: c.Score}
+	}
+	final := cands
+	if m := p.mem.Load(); m != nil && p.cfg.Memory.Enabled && len(cands) > 0 && strings.TrimSpace(r.Query) != "" && m.HasUser(r.User) {
+		qv, err := m.Embedder().Embed(ctx, []string{r.Query})
+		if err != nil {
+			return Result{}, nil, fmt.Errorf("embed query for memory: %w", err)
+		}
+		mems, memVecs, err := m.ActivateAt(ctx, r.User, r.Query, qv[0], r.Seq)
+		if err != nil {
+			return Result{}, nil, fmt.Errorf("activate memories: %w", err)
+		}
+		res.Trace.Memories = mems
+		best := math.Inf(-1)
+		for _, mm := range mems {
+			best = max(best, mm.Sim)
+		}
+		if len(mems) > 0 && best >= p.cfg.Memory.RerankFloor {
+			candVecs, err := p.candidateVectors(ctx, m.Embedder(), cands)
+			if err != nil {
+				return Result{}, nil, fmt.Errorf("embed candidates for memory: %w", err)
+			}
+			if final, err = Rerank(cands, candVecs, memVecs, p.cfg.Memory.RetrievalWeight); err != nil {
+				return Result{}, nil, fmt.Errorf("memory re-rank: %w", err)
+			}
+			res.Trace.Reranked = true
+		}
+	}
+	res.Chunks = final[:min(p.cfg.TopK, len(final)):min(p.cfg.TopK, len(final))]
+	res.Trace.Final = make([]Scored, len(res.Chunks))
+	for i, c := range res.Chunks {
+		res.Trace.Final[i] = Scored{ID: c.ID, Score: c.Score}
+	}
+	return res, final, nil
+}
+
+// candidateVectors returns E(c) for candidates: from the dense index when
+// there is one in the same space, else embedded now.
+func (p *Pipeline) candidateVectors(ctx context.Context, emb embedding.Embedder, cands []Ranked) ([][]float32, error) {
+	if p.service != nil {
+		return p.serviceVectors(ctx, emb, cands)
+	}
+	out := make([][]float32, len(cands))
+	if p.dense != nil && p.dense.name == emb.Name() {
+		for i, c := range cands {
+			d, _ := p.chunkIndex(c.ID)
+			out[i] = p.dense.Vector(d)
+		}
+		return out, nil
+	}
+	var missing []int
+	for i, c := range cands {
+		d, _ := p.chunkIndex(c.ID)
+		if v := p.chunkVecs[d].Load(); v != nil {
+			out[i] = *v
+		} else {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	texts := make([]string, len(missing))
+	for j, i := range missing {
+		texts[j] = cands[i].Chunk.IndexText()
+	}
+	vs, err := emb.Embed(ctx, texts)
+	if err != nil {
+		return nil, fmt.Errorf("embed candidates: %w", err)
+	}
+	for j, i := range missing {
+		out[i] = vs[j]
+		d, _ := p.chunkIndex(cands[i].ID)
+		p.chunkVecs[d].Store(&vs[j])
+	}
+	return out, nil
+}
+
+// serviceVectors embeds a service's chunks, cached by text: the service
+// may return any document of a corpus the process never loaded.
+func (p *Pipeline) serviceVectors(ctx context.Context, emb embedding.Embedder, cands []Ranked) ([][]float32, error) {
+	out := make([][]float32, len(cands))
+	var missing []int
+	var texts []string
+	for i, c := range cands {
+		t := c.Chunk.IndexText()
+		if v, ok := p.textVecs.get(t); ok {
+			out[i] = v
+		} else {
+			missing = append(missing, i)
+			texts = append(texts, t)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	vs, err := emb.Embed(ctx, texts)
+	if err != nil {
+		return nil, fmt.Errorf("embed candidates: %w", err)
+	}
+	for j, i := range missing {
+		out[i] = vs[j]
+		p.textVecs.put(texts[j], vs[j])
+	}
+	return out, nil
+}
+
+// vecCache is a bounded map from text to embedding; when full it starts
+// over (re-embedding is only a cost, never a different result).
+type vecCache struct {
+	mu  sync.Mutex
+	m   map[string][]float32
+	max int
+}
+
+func (c *vecCache) get(k string) ([]float32, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *vecCache) put(k string, v []float32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= c.max {
+		c.m = make(map[string][]float32)
+	}
+	c.m[k] = v
+}
