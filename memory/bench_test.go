@@ -15,7 +15,8 @@ import (
 // the process's CPU time per query, which a busy machine inflates less than
 // wall time. Run on one core:
 //
-//	GOMAXPROCS=1 go test ./memory/ -run '^$' -bench Activate1M -benchtime 200x
+//	GOMAXPROCS=1 go test ./memory/ -run '^$' -bench 'Activate1M/partitioned' -benchtime 400x
+//	GOMAXPROCS=1 go test ./memory/ -run '^$' -bench 'Activate1M/one-partition' -benchtime 10x
 const benchMemories, benchDim = 1_000_000, 64
 
 var benchStores = map[string]*Store{}
