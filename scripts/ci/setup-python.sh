@@ -21,8 +21,14 @@
 # not reachable from the project's machines. `--no-deps` torch without them
 # does not import: libtorch.so links libtorch_cuda.so, which links cudart,
 # cublas, cudnn, cusparse, cufft, nccl, nvshmem, ... (readelf -d), so the
-# nvidia wheels are required even on a CPU. Measured on the 2-core dev
-# machine (load average 20-28 from other jobs), empty pip cache: MEASURED.
+# nvidia wheels are required even on a CPU. What CI pays the first time on
+# a machine, measured on the 2-core dev machine shared with other jobs:
+#   download 2.7 GB (66 wheels: torch 0.54 GB, nvidia-* 2.1 GB), 8 min at
+#   load average 28 (pip download alone);
+#   install 4.9 GB on disk: 28 min at load 25-37, 11.6 min at load 23 (with
+#   triton, since left out; see requirements.lock);
+#   later runs: 30 s (layer 1 found complete; the time is importing torch
+#   for the check), a fresh clone 90 s (layer 2).
 #
 # Idempotent: a complete layer 1 (marker file written last) is not touched;
 # an interrupted one is removed and rebuilt. Concurrent runs serialize on a
@@ -56,7 +62,7 @@ if [ -f "$marker" ] && [ "$(cat "$marker")" = "$key" ]; then
   echo "setup-python.sh: dependencies already installed in $deps"
 else
   rm -rf "$deps"
-  echo "setup-python.sh: installing $lock into $deps (about 4.5 GB, several minutes)"
+  echo "setup-python.sh: installing $lock into $deps (2.7 GB download, 4.9 GB installed; 10-30 minutes)"
   start=$(date +%s)
   "$base" -m venv "$deps"
   # --no-deps: the lock is the whole environment, resolved once (pip install
