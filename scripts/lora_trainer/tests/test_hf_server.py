@@ -111,6 +111,7 @@ def test_sampling_and_training_logprobs_agree_on_policy(base_dir, serve):
     finally:
         e.backend.train(False)
     diff = max(abs(float(lp[r, t]) - x["logprobs"][t]) for r, x in enumerate(xs) for t in range(len(x["token_ids"])))
+    print(f"on-policy: max |sample logprob - training logprob| = {diff:.2e} (tolerance {ON_POLICY_TOL:g})")
     assert diff <= ON_POLICY_TOL, diff
 
 
@@ -157,6 +158,7 @@ def test_init_adapter_and_peft_reload_reproduce_the_server(llama_dir, serve, tmp
         for t, tok in enumerate(x["token_ids"]):
             diff = max(diff, abs(float(lp[len(p) - 1 + t, tok]) - server_lp[t]))
             base_diff = max(base_diff, abs(float(lp0[len(p) - 1 + t, tok]) - server_lp[t]))
+    print(f"PeftModel.from_pretrained vs server: max |logprob diff| = {diff:.2e} (tolerance {PEFT_TOL:g}); base model: {base_diff:.2e}")
     assert diff <= PEFT_TOL, diff
     assert base_diff > 1e-3, base_diff  # the adapter matters: the check above can fail
 
