@@ -1,6 +1,5 @@
 """The hf backend's pieces that run without transformers: lazy imports and the tokenizer adapter."""
 
-import os
 import subprocess
 import sys
 
