@@ -79,7 +79,7 @@ def test_present_values_are_taken_literally(field, value):
         ("kl_coef", -0.5, "loss.kl_coef: must be >= 0"),
         ("mu", 0, "loss.mu: must be >= 1, got 0"),
         ("mu", 1.5, "loss.mu: want an integer"),
-        ("max_length", 0, "loss.max_length: must be >= 1, got 0"),
+        ("max_length", -1, "loss.max_length: must be >= 0, got -1"),
         ("temperature", 0, "loss.temperature: must be > 0, got 0.0"),
         ("learning_rate", 0, "loss.learning_rate: must be > 0, got 0.0"),
         ("max_grad_norm", -1, "loss.max_grad_norm: must be >= 0"),
@@ -147,3 +147,10 @@ def test_invalid_loss_is_a_400_through_the_service(tmp_path):
     status, out = _call(svc, "/v1/grpo_step", body)
     assert status == 400 and out["error"]["code"] == "invalid_argument" and "loss.mu: must be >= 1" in out["error"]["message"]
     assert svc.engine.policy_version == 0
+
+
+def test_max_length_zero_is_the_longest_sample():
+    # PROTOCOL.md: max_length 0 has a meaning of its own (L_max = the longest
+    # sample), the same as an absent field; the Go client always sends it.
+    assert parse_loss({"learning_rate": 0.01, "max_length": 0})["max_length"] is None
+    assert parse_loss({"learning_rate": 0.01})["max_length"] is None

@@ -299,8 +299,12 @@ def _loss_field(d: Dict, key: str) -> Any:
         if key == "kl_estimator" and v not in KL_ESTIMATORS:
             raise invalid(f"{path}: must be k3 or low_var_kl, got {v!r}")
         return v
-    if key in ("mu", "max_length"):
+    if key == "mu":
         return integer(d, key, "loss", minimum=1)
+    if key == "max_length":
+        # 0 is a value with a documented meaning (PROTOCOL.md): the longest
+        # sample of the request, as when the field is absent.
+        return integer(d, key, "loss", minimum=0) or None
     v = number(d, key, "loss")
     ok, want = {
         "clip_low": (0 <= v < 1, "in [0, 1)"),
