@@ -595,6 +595,9 @@ type passageSource struct {
 }
 
 func openPassageSource(path, spillDir string) (*passageSource, error) {
+	if err := refuseCollectionDir(path); err != nil {
+		return nil, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load knowledge base: %w", err)
@@ -674,7 +677,7 @@ func (s *passageSource) scan(ctx context.Context, cfg Config) ([]chunkRef, error
 			}
 			p, field, jerr := decodePassageLine(line)
 			if jerr != nil {
-				return nil, fmt.Errorf("%s:%s: %w", s.path, where, jerr)
+				return nil, fmt.Errorf("%s:%s: %w", s.path, where, explainKBLine(line, jerr))
 			}
 			if cerr := chk.checkField(where, p, field); cerr != nil {
 				return nil, cerr

@@ -24,6 +24,7 @@ type RunQuery struct {
 // "turn", "question", "rewrite"} (qid = conv_id_turn, user = conv_id; field
 // "rewrite" retrieves for the rewrite, falling back to the question, and
 // "question" for the question). Errors name file, line and field.
+// Pyserini/Anserini TSV topics (qid<TAB>query) are read too (readTSVTopics).
 func ReadRunQueries(path, field string) ([]RunQuery, error) {
 	if field != "rewrite" && field != "question" {
 		return nil, fmt.Errorf("read queries: field %q: want rewrite or question", field)
@@ -31,6 +32,9 @@ func ReadRunQueries(path, field string) ([]RunQuery, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read queries: %w", err)
+	}
+	if isTSVTopics(path, raw) {
+		return readTSVTopics(path, raw)
 	}
 	var out []RunQuery
 	sc := bufio.NewScanner(bytes.NewReader(raw))
@@ -50,7 +54,7 @@ func ReadRunQueries(path, field string) ([]RunQuery, error) {
 			Rewrite  *string         `json:"rewrite"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+			return nil, fmt.Errorf("%s:%d: %w", path, line, explainQueryLine(sc.Bytes(), err))
 		}
 		q := RunQuery{QID: rec.QID, Text: rec.Text, Query: rec.Query, User: rec.User}
 		if rec.ConvID != "" {
