@@ -141,6 +141,9 @@ func queriesFrom(chunks []Chunk, an Analyzer, n int, seed uint64) [][]string {
 }
 
 func TestDiskIndexRanksAsInMemoryDemoKB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): builds the demo KB's on-disk index under every analyzer and window")
+	}
 	kb := filepath.Join("..", "datasets", "demo", "passages.jsonl")
 	for _, tc := range []struct {
 		analyzer      string

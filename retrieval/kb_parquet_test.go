@@ -69,6 +69,9 @@ func TestLoadKBParquet(t *testing.T) {
 // shuffled id order, windowed; the spill file is gone afterwards, and bad
 // rows are refused naming the row.
 func TestDiskIndexFromParquetKB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): builds on-disk and in-memory indexes of a 9,000-row Parquet KB")
+	}
 	_, texts := ZipfCorpus(21, 9000, 4000, 25, 1.1)
 	r := rand.New(rand.NewPCG(5, 5))
 	rows := make([][3]string, len(texts))
