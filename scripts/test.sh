@@ -60,7 +60,13 @@ cleanup() {
 trap cleanup EXIT
 start=$SECONDS
 elapsed() { printf '%dm%02ds' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)); }
-npkg=$(go list ./... | wc -l)
+# Packages with the fewest dependencies first: go test prints results in
+# the order of its arguments, so leaves report while the rest still compile
+# (in import-path order, ablate and cmd/himes, which need everything, would
+# hold back every line until the whole build is done).
+pkgs=$(go list -f '{{len .Deps}} {{.ImportPath}}' ./... | sort -n -k1,1 -k2,2 | cut -d' ' -f2)
+libs=$(echo "$pkgs" | grep -v '/cmd/himes$')
+npkg=$(echo "$pkgs" | wc -l)
 
 # heartbeat prints a line every minute: a cold cache compiles for minutes
 # before the first package reports, and go test prints a package only when
@@ -105,10 +111,10 @@ beat=$!
 rc=0
 if [ "$mode" = quick ]; then
   echo "-- go test -short ./... ($npkg packages; bash scripts/test.sh --full runs everything, with -race)"
-  gotest -short -timeout 20m ./... || rc=$?
+  gotest -short -timeout 20m $pkgs || rc=$?
 else
   echo "-- pass 1: go test -race -short (the libraries)"
-  gotest -race -short -timeout 30m $(go list ./... | grep -v '/cmd/himes$') || rc=$?
+  gotest -race -short -timeout 30m $libs || rc=$?
   echo "-- pass 2: go test ./cmd/himes, and the library tests pass 1 skipped ($(elapsed) so far)"
   gotest -timeout 30m ./cmd/himes || { r=$?; [ "$rc" -eq 0 ] && rc=$r; }
   while IFS=$'\t' read -r pkg tests; do
