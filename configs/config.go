@@ -17,7 +17,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -89,6 +88,9 @@ func Load(path string, overrides []string) (Config, error) {
 	}
 	cfg.Source = path
 	if err := decodeStrict(raw, &cfg); err != nil {
+		if ke, ok := err.(*keyError); ok {
+			return cfg, fmt.Errorf("%s:%d: %w", path, ke.Line, err)
+		}
 		return cfg, fmt.Errorf("%s: %w", path, err)
 	}
 	var root yaml.Node
@@ -143,6 +145,9 @@ func (c *Config) Override(o string) error {
 		return fmt.Errorf("--set %s: %w", key, err)
 	}
 	if err := decodeStrict(doc, c); err != nil {
+		if _, ok := err.(*keyError); ok {
+			return fmt.Errorf("--set %s=%s: %w", key, value, err)
+		}
 		return fmt.Errorf("--set %s=%s: %w", key, value, stripLine(err))
 	}
 	// The value no longer comes from the file: forget its lines (and those
@@ -360,7 +365,7 @@ func (c Config) YAML() ([]byte, error) {
 func decodeStrict(raw []byte, out *Config) error {
 	var root yaml.Node
 	if err := yaml.Unmarshal(raw, &root); err == nil && len(root.Content) == 1 {
-		if err := checkIntegers(root.Content[0], reflect.TypeOf(*out), ""); err != nil {
+		if err := checkTypes(root.Content[0], reflect.TypeOf(*out), ""); err != nil {
 			return err
 		}
 	}
@@ -371,42 +376,6 @@ func decodeStrict(raw []byte, out *Config) error {
 			return nil // an empty file means all defaults
 		}
 		return cleanYAMLError(err)
-	}
-	return nil
-}
-
-// checkIntegers refuses a float where the config wants an integer unless it
-// is integral: yaml.v3 truncates 8.7 to 8 and turns -.inf into MinInt64
-// without a word.
-func checkIntegers(n *yaml.Node, t reflect.Type, path string) error {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch {
-	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if f, ok := fieldByYAMLKey(t, k.Value); ok {
-				key := k.Value
-				if path != "" {
-					key = path + "." + key
-				}
-				if err := checkIntegers(v, f.Type, key); err != nil {
-					return err
-				}
-			}
-		}
-	case n.Kind == yaml.SequenceNode && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
-		for i, c := range n.Content {
-			if err := checkIntegers(c, t.Elem(), path+"."+strconv.Itoa(i)); err != nil {
-				return err
-			}
-		}
-	case n.Kind == yaml.ScalarNode && n.Tag == "!!float" && isIntKind(t.Kind()) && t != reflect.TypeOf(time.Duration(0)):
-		var f float64
-		if err := n.Decode(&f); err != nil || f != math.Trunc(f) || math.IsInf(f, 0) {
-			return fmt.Errorf("line %d: %s: want an integer, got %s", n.Line, path, n.Value)
-		}
 	}
 	return nil
 }

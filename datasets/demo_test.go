@@ -96,6 +96,9 @@ func TestDemoInvariants(t *testing.T) {
 // Every demo passage line is a verbatim line of the shared knowledge base,
 // and every demo turn equals its source turn (less the dropped passage text).
 func TestDemoMatchesSharedData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): reads the whole shared knowledge base and conversations")
+	}
 	data := sharedtest.SharedDir(t)
 	dir := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo")
 	kbRaw, err := os.ReadFile(filepath.Join(data, "kb", "passages.jsonl"))

@@ -57,7 +57,9 @@
 // unless the source grouped spans per annotator), source: string>>), meta
 // (the JSON text of the object, null when none) and user (string, null when
 // empty). WriteParquet and ReadParquet round-trip every Turn field; a reader
-// accepts any integer width for turn and relevance, and large strings. Nested
+// accepts any integer width for turn and relevance, large strings, and
+// answer_snippets as list<list<string>> (one list per annotator, as in JSONL
+// and as DuckDB writes a JSONL file's grouped spans). Nested
 // fields are checked as strictly as in JSONL: an unknown struct field of
 // history or passages is an error naming it, never dropped.
 //

@@ -10,6 +10,8 @@ import (
 // file, the line (1-based; 0 when unknown), the record (0-based index in a
 // JSON array or Parquet file; -1 for JSONL, where the line says it) and the
 // field (dotted path such as "passages[2].id"; "" for the whole record).
+// The message numbers records from 1, as lines are (record 1 is the first
+// row of a Parquet file), so the numbers a user reads count the same way.
 type RecordError struct {
 	File   string
 	Line   int
@@ -25,7 +27,7 @@ func (e *RecordError) Error() string {
 		fmt.Fprintf(&b, ":%d", e.Line)
 	}
 	if e.Record >= 0 {
-		fmt.Fprintf(&b, ": record %d", e.Record)
+		fmt.Fprintf(&b, ": record %d", e.Record+1)
 	}
 	if e.Field != "" {
 		fmt.Fprintf(&b, ": field %q", e.Field)

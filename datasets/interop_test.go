@@ -233,3 +233,75 @@ func TestAnswersRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// answer_snippets as a list of lists (one list of spans per annotator) loads
+// from Parquet as it does from JSONL; DuckDB writes a JSONL file's
+// answer_snippets as list<list<string>>, which was refused. The JSONL loader
+// is the reference.
+func TestParquetAnswerSnippetGroupsLikeJSONL(t *testing.T) {
+	groups := [][]string{{"in 1603", "1603"}, {}, {"1603", "the first folio"}}
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "conv_id", Type: arrow.BinaryTypes.String},
+		{Name: "turn", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "question", Type: arrow.BinaryTypes.String},
+		{Name: "passages", Type: arrow.ListOf(arrow.StructOf(
+			arrow.Field{Name: "id", Type: arrow.BinaryTypes.String},
+			arrow.Field{Name: "relevance", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+			arrow.Field{Name: "answer_snippets", Type: arrow.ListOf(arrow.ListOf(arrow.BinaryTypes.String)), Nullable: true},
+		))},
+	}, nil)
+	p := writeTable(t, "duck.parquet", schema, func(b *array.RecordBuilder) {
+		b.Field(0).(*array.StringBuilder).Append("c1")
+		b.Field(1).(*array.Int64Builder).Append(1)
+		b.Field(2).(*array.StringBuilder).Append("when was hamlet printed?")
+		pl := b.Field(3).(*array.ListBuilder)
+		ps := pl.ValueBuilder().(*array.StructBuilder)
+		pl.Append(true)
+		// passage a: three annotators' groups; b: null; c: an empty list
+		ps.Append(true)
+		ps.FieldBuilder(0).(*array.StringBuilder).Append("a")
+		ps.FieldBuilder(1).(*array.Int32Builder).Append(2)
+		outer := ps.FieldBuilder(2).(*array.ListBuilder)
+		inner := outer.ValueBuilder().(*array.ListBuilder)
+		outer.Append(true)
+		for _, g := range groups {
+			inner.Append(true)
+			for _, s := range g {
+				inner.ValueBuilder().(*array.StringBuilder).Append(s)
+			}
+		}
+		ps.Append(true)
+		ps.FieldBuilder(0).(*array.StringBuilder).Append("b")
+		ps.FieldBuilder(1).(*array.Int32Builder).AppendNull()
+		outer.AppendNull()
+		ps.Append(true)
+		ps.FieldBuilder(0).(*array.StringBuilder).Append("c")
+		ps.FieldBuilder(1).(*array.Int32Builder).Append(0)
+		outer.Append(true)
+	})
+	fromParquet, err := ReadParquet(p)
+	if err != nil {
+		t.Fatalf("list<list<string>> answer_snippets refused: %v", err)
+	}
+	fromJSONL, _, err := Load(writeLines(t, `{"conv_id": "c1", "turn": 1, "question": "when was hamlet printed?", "passages": [{"id": "a", "relevance": 2, "answer_snippets": [["in 1603", "1603"], [], ["1603", "the first folio"]]}, {"id": "b"}, {"id": "c", "relevance": 0, "answer_snippets": []}]}`), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fromParquet[0].Passages, fromJSONL[0].Passages) {
+		t.Fatalf("parquet %#v\njsonl   %#v", fromParquet[0].Passages, fromJSONL[0].Passages)
+	}
+	// Independently of the JSONL reader: the spans flattened in order
+	// without repeats, the groups kept as given.
+	a := fromParquet[0].Passages[0]
+	if want := []string{"in 1603", "1603", "the first folio"}; !reflect.DeepEqual(a.AnswerSnippets, want) {
+		t.Errorf("flattened %q, want %q", a.AnswerSnippets, want)
+	}
+	if !reflect.DeepEqual(a.AnswerSnippetSets, groups) {
+		t.Errorf("groups %q, want %q", a.AnswerSnippetSets, groups)
+	}
+	for _, q := range fromParquet[0].Passages[1:] {
+		if q.AnswerSnippets != nil || q.AnswerSnippetSets != nil {
+			t.Errorf("passage %s: %#v, want no snippets", q.ID, q)
+		}
+	}
+}

@@ -170,7 +170,7 @@ func (r record) where() string {
 	if r.line > 0 {
 		return fmt.Sprintf("line %d", r.line)
 	}
-	return fmt.Sprintf("record %d", r.index)
+	return fmt.Sprintf("record %d", r.index+1) // 1-based, as RecordError prints it
 }
 
 func detectFormat(path string) (string, error) {

@@ -507,30 +507,69 @@ func passagesAt(a arrow.Array, i int) ([]PassageRef, error) {
 			v := int(r)
 			p.Relevance = &v
 		}
-		if p.AnswerSnippets, err = stringListAt(snip, j); err != nil {
+		if isListOfLists(snip) {
+			// One list of spans per annotator, as JSONL allows (and as
+			// DuckDB writes a JSONL file's answer_snippets): flattened like
+			// JSONL's, the groups kept.
+			if p.AnswerSnippetSets, err = snippetSetsAt(snip, j); err != nil {
+				return nil, nestField(idx+".answer_snippets", err)
+			}
+			if len(p.AnswerSnippetSets) == 0 {
+				p.AnswerSnippetSets = nil // [] and null mean no spans, as in JSONL
+			}
+			p.AnswerSnippets = flattenUnique(p.AnswerSnippetSets)
+			if p.AnswerSnippetSets != nil && sets != nil && !sets.IsNull(j) {
+				return nil, fieldErrf(idx+".answer_snippet_sets", "given as well as answer_snippets as a list of lists: give the groups once")
+			}
+		} else if p.AnswerSnippets, err = stringListAt(snip, j); err != nil {
 			return nil, nestField(idx+".answer_snippets", err)
 		}
 		if sets != nil && !sets.IsNull(j) {
-			l, ok := sets.(*array.List)
-			if !ok {
-				return nil, fieldErrf(idx+".answer_snippet_sets", "want list<list<string>>, got %s", sets.DataType())
-			}
-			st, en := l.ValueOffsets(j)
-			p.AnswerSnippetSets = make([][]string, 0, en-st)
-			for k := int(st); k < int(en); k++ {
-				set, err := stringListAt(l.ListValues(), k)
-				if err != nil {
-					return nil, nestField(idx+".answer_snippet_sets", err)
-				}
-				if set == nil {
-					set = []string{}
-				}
-				p.AnswerSnippetSets = append(p.AnswerSnippetSets, set)
+			if p.AnswerSnippetSets, err = snippetSetsAt(sets, j); err != nil {
+				return nil, nestField(idx+".answer_snippet_sets", err)
 			}
 		}
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// isListOfLists reports a list<list<...>> column.
+func isListOfLists(a arrow.Array) bool {
+	if a == nil {
+		return false
+	}
+	l, ok := a.DataType().(*arrow.ListType)
+	if !ok {
+		return false
+	}
+	_, ok = l.Elem().(*arrow.ListType)
+	return ok
+}
+
+// snippetSetsAt reads a list<list<string>> cell: nil for null, an empty
+// group as an empty (non-nil) list.
+func snippetSetsAt(a arrow.Array, i int) ([][]string, error) {
+	if a == nil || a.IsNull(i) {
+		return nil, nil
+	}
+	l, ok := a.(*array.List)
+	if !ok || !isListOfLists(a) {
+		return nil, fmt.Errorf("want list<list<string>>, got %s", a.DataType())
+	}
+	st, en := l.ValueOffsets(i)
+	sets := make([][]string, 0, en-st)
+	for k := int(st); k < int(en); k++ {
+		set, err := stringListAt(l.ListValues(), k)
+		if err != nil {
+			return nil, fmt.Errorf("group %d: %w", k-int(st)+1, err)
+		}
+		if set == nil {
+			set = []string{}
+		}
+		sets = append(sets, set)
+	}
+	return sets, nil
 }
 
 func stringListAt(a arrow.Array, i int) ([]string, error) {

@@ -78,6 +78,10 @@ func TestParquetForeignShapes(t *testing.T) {
 	if !errors.As(err, &re) || re.Record != 2 || re.Field != "history[1].role" || !strings.Contains(err.Error(), `got "bot"`) {
 		t.Fatalf("got %v", err)
 	}
+	// The message counts rows from 1, as JSONL counts lines: the third row.
+	if want := p + `: record 3: field "history[1].role": `; !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("got %v, want it to start with %s", err, want)
+	}
 	turns, st, err := Load(p, LoadOptions{SkipBad: true})
 	if err != nil || len(turns) != 2 || st.Skipped != 1 {
 		t.Errorf("SkipBad: %d turns, %+v, %v", len(turns), st, err)

@@ -57,6 +57,9 @@ func TestParquetRoundTripEqualsJSONL(t *testing.T) {
 // same JSON value as the source line, up to fields the schema marks optional
 // when empty (title "", answer_snippets []).
 func TestJSONLRoundTrip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): round-trips every shared conversation file")
+	}
 	data := sharedtest.SharedDir(t)
 	for _, f := range roundTripFiles {
 		t.Run(f, func(t *testing.T) {

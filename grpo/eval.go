@@ -96,6 +96,7 @@ func (l *Loop) evaluate(ctx context.Context, step int, phase string) (*EvalMetri
 		return nil, fmt.Errorf("eval at step %d (raw): %w", step, err)
 	}
 	m := EvalMetrics{Kind: "eval", Step: step, Phase: phase, Turns: len(turns), Compared: compared, Policy: pol, Raw: raw}
+	m.ConstantTerms = l.noteConstantTerms(fmt.Sprintf("eval at step %d", step), append(append([]rollout.Record(nil), polRecs...), rawRecs...))
 	if compared < len(turns) {
 		l.log.Warn("eval: turns failed; both systems are averaged over the turns both completed",
 			"step", step, "turns", len(turns), "compared", compared, "policy_failed", pol.Failed, "raw_failed", raw.Failed)

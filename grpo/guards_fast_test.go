@@ -55,6 +55,9 @@ func randomText(r *rand.Rand, ascii bool) string {
 }
 
 func TestGuardHelpersMatchDefinitions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): checks 20,000 random cases against the definitions")
+	}
 	r := rand.New(rand.NewPCG(1, 2))
 	copies := 0
 	for i := range 20000 {

@@ -98,6 +98,9 @@ type Loop struct {
 	// checkpoint covered plus this session's.
 	sessionStart time.Time
 	elapsedBase  float64
+	// constantWarned and warnings: constant reward terms, warned once per session (constterm.go).
+	constantWarned map[string]bool
+	warnings       []string
 }
 
 // NewLoop checks the dependencies and returns a loop ready to Run.
@@ -388,6 +391,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 
 	// 8. Metrics.
 	m := stepMetrics(step, l.state.Epoch, batch, adv, upd, resampled)
+	m.ConstantTerms = l.noteConstantTerms(fmt.Sprintf("step %d", step), batch.records())
 	m.LR = l.learningRate(step)
 	timing.total = time.Since(start)
 	timing.fill(&m)

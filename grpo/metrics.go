@@ -62,6 +62,11 @@ type StepMetrics struct {
 	DroppedGroups     int      `json:"dropped_groups"`
 	FailedRollouts    int      `json:"failed_rollouts"`
 	ResampledGroups   int      `json:"resampled_groups"`
+
+	// ConstantTerms names the weighted reward terms that had one value on
+	// every valid rollout of the step (they cannot rank rewrites; the run
+	// logs a WARN with the likely cause); absent when none.
+	ConstantTerms []string `json:"constant_terms,omitempty"`
 	// Advantages of the included samples; absent when none is included.
 	AdvantageMean    *float64 `json:"adv_mean,omitempty"`
 	AdvantageStd     *float64 `json:"adv_std,omitempty"`
@@ -143,6 +148,9 @@ type EvalMetrics struct {
 	Compared int        `json:"n_compared"`
 	Policy   EvalSystem `json:"policy"`
 	Raw      EvalSystem `json:"raw"`
+	// ConstantTerms: the weighted reward terms with one value on every valid
+	// rollout of the evaluation, both systems together; absent when none.
+	ConstantTerms []string `json:"constant_terms,omitempty"`
 }
 
 // SFTMetrics is one "sft" line of metrics.jsonl: an epoch of the SFT phase.

@@ -35,6 +35,9 @@ type Status struct {
 	Started time.Time `json:"started"`
 	Updated time.Time `json:"updated"`
 	Error   string    `json:"error,omitempty"`
+	// Warnings the session raised that a reader should see (a constant
+	// reward term); absent when none.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ReadStatus reads dir/status.json; ok is false when there is none (a run
@@ -57,7 +60,7 @@ func ReadStatus(dir string) (st Status, ok bool, err error) {
 func (l *Loop) writeStatus(state string, err error) error {
 	host, _ := os.Hostname()
 	st := Status{State: state, Steps: l.cfg.Steps, Host: host, PID: os.Getpid(),
-		Started: l.sessionStart.UTC(), Updated: l.deps.Now().UTC()}
+		Started: l.sessionStart.UTC(), Updated: l.deps.Now().UTC(), Warnings: l.warnings}
 	if err != nil {
 		st.Error = err.Error()
 	}

@@ -61,6 +61,9 @@ func squadText(r *rand.Rand, control bool) string {
 }
 
 func TestSQuADFusedPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): scores 20,000 random texts per config against the oracles")
+	}
 	for _, cfg := range []Config{DefaultConfig(), rougeCfg(false)} {
 		s := mustScorer(t, cfg)
 		r := rand.New(rand.NewPCG(16, 5))

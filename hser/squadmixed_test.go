@@ -24,6 +24,9 @@ func generalSQuAD(s string) string {
 // space) are accepted, and letters, numbers, cased symbols and invalid
 // UTF-8 are not.
 func TestSQuADFastSafeRunes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): walks every Unicode code point through both normalizers")
+	}
 	checked := 0
 	for r := rune(0x80); r <= unicode.MaxRune; r++ {
 		if !utf8.ValidRune(r) || !squadSafeRune(r) {
@@ -79,6 +82,9 @@ func mixedText(r *rand.Rand) string {
 // NormalizeAnswer equal the official script's step by step (refSQuAD), and
 // most texts without unsafe letters take the one-pass normalizer.
 func TestSQuADMixedText(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): scores 20,000 random texts against the official script's steps")
+	}
 	r := rand.New(rand.NewPCG(21, 22))
 	scorers := []*Scorer{mustScorer(t, DefaultConfig()), mustScorer(t, rougeCfg(false))}
 	fast := 0
@@ -184,6 +190,9 @@ func checkSeparatorPaths(t *testing.T, scorers []*Scorer, pred, ref string) {
 // fused path (SQuAD ids from the intern loop, fields holding such a
 // character normalized on their own).
 func TestSQuADFusedSeparators(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): scores 20,000 random texts against the oracles")
+	}
 	scorers := []*Scorer{mustScorer(t, DefaultConfig()), mustScorer(t, rougeCfg(false))}
 	r := rand.New(rand.NewPCG(23, 24))
 	fused, nonASCII := 0, 0
@@ -337,6 +346,9 @@ func TestRougeScoreFusedAnyText(t *testing.T) {
 // internFolded folds it; and a sample of such text scores as the oracles
 // say through the fast path.
 func TestKeptLetters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): walks every Unicode letter and number through the tokenizer")
+	}
 	u := mustScorer(t, DefaultConfig())
 	kept := 0
 	var sample []string
@@ -407,6 +419,9 @@ func TestKeptLetters(t *testing.T) {
 // oracles' SQuAD EM and F1, Rouge-L, EM and Hit, and most unicode pairs
 // take the fused path.
 func TestRealTextOracles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): scores every real-text pair with every scorer against the oracles")
+	}
 	pairs, ctxs := realPairs(t, true)
 	scorers := fastPathScorers(t)
 	fused, hits := 0, 0

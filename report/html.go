@@ -281,7 +281,7 @@ table.samples td.ids{word-break:break-all;font-family:monospace;font-size:11px;m
 <h1>himes run report</h1>
 {{range .Sums}}<p class="progress{{if .InProgress}} live{{end}}" data-run="{{.Name}}" data-step="{{.LastStep}}"><b>{{.Name}}</b>: {{.Progress}}{{if .InProgress}} — this page reloads every {{$.Refresh}} s while <code>himes report --watch</code> runs{{end}}</p>
 {{end}}
-<p>Generated {{.When}} from {{len .Rows}} run(s). Start/end rewards are means over the first/last tenth of the steps; KL and zero-variance share over the last tenth; eval columns are the last evaluation.</p>
+<p>Generated {{.When}} from {{len .Rows}} run(s). {{.TableNote}}</p>
 <table>
 <tr><th>run</th><th>steps</th><th>reward start</th><th>reward end</th><th>Δ</th><th>KL end</th><th>zero-var end</th><th>eval step</th><th>policy reward</th><th>raw reward</th><th>policy R@10</th><th>raw R@10</th><th>policy MRR</th><th>raw MRR</th></tr>
 {{range .Rows}}<tr><td>{{.Name}}</td><td>{{.Steps}}</td><td>{{.RewardStart}}</td><td>{{.RewardEnd}}</td><td>{{.RewardDelta}}</td><td>{{.KL}}</td><td>{{.ZeroVar}}</td><td>{{.EvalStep}}</td><td>{{.PolReward}}</td><td>{{.RawReward}}</td><td>{{.PolR10}}</td><td>{{.RawR10}}</td><td>{{.PolMRR}}</td><td>{{.RawMRR}}</td></tr>
@@ -334,14 +334,19 @@ func WriteHTML(w io.Writer, sums []Summary, figs []Figure, refresh time.Duration
 		return err
 	}
 	return htmlTmpl.Execute(w, map[string]any{
-		"Refresh": live,
-		"When":    time.Now().UTC().Format(time.RFC3339),
-		"Rows":    rows(sums),
-		"Diff":    diff,
-		"Figures": hf,
-		"Sums":    sums,
+		"Refresh":   live,
+		"When":      time.Now().UTC().Format(time.RFC3339),
+		"Rows":      rows(sums),
+		"Diff":      diff,
+		"Figures":   hf,
+		"Sums":      sums,
+		"TableNote": tableNote,
 	})
 }
+
+// tableNote says how the summary table's columns are computed (both the
+// HTML and the Markdown report carry it).
+const tableNote = "Start/end rewards are means over the first/last tenth of the steps; KL and zero-variance share over the last tenth; eval columns are the last evaluation."
 
 func mdCell(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
@@ -351,6 +356,10 @@ func mdCell(s string) string {
 func WriteMarkdown(w io.Writer, sums []Summary, figs []Figure) error {
 	var b strings.Builder
 	b.WriteString("# himes run report\n\n")
+	for _, s := range sums {
+		fmt.Fprintf(&b, "- **%s**: %s\n", mdCell(s.Name), mdCell(s.Progress))
+	}
+	b.WriteString("\n" + tableNote + "\n\n")
 	b.WriteString("| run | steps | reward start | reward end | Δ | KL end | zero-var end | eval step | policy reward | raw reward | policy R@10 | raw R@10 | policy MRR | raw MRR |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows(sums) {

@@ -117,6 +117,9 @@ func TestNotComputedKLIsNotZero(t *testing.T) {
 // Watch rewrites the report as the run writes, reloading while it runs,
 // and returns after the report that shows the run finished.
 func TestWatchFollowsRunUntilFinished(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): follows a run being written for several refreshes")
+	}
 	dir := filepath.Join(t.TempDir(), "run")
 	out := filepath.Join(t.TempDir(), "live")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -84,6 +85,7 @@ func Figures(runs []Run) ([]Figure, error) {
 		return nil
 	}
 	smoothing := "Faint: the value at each step; bold: its centred moving average over the window the legend states."
+	perStep := "One point per step (a moving average is drawn from 50 steps on)."
 	steps := []struct {
 		name, title, caption string
 		panels               []panel
@@ -127,24 +129,52 @@ func Figures(runs []Run) ([]Figure, error) {
 				{"whole step (wall)", "seconds", func(m grpo.StepMetrics) float64 { return m.StepSeconds }, false},
 			}, 2},
 	}
+	var omitted []string // figures with no data in any run, said in the optimization caption
 	for _, s := range steps {
-		png, err := stepFigure(runs, s.panels, s.cols)
-		if err := add(s.name, s.title, s.caption, png, err); err != nil {
+		f, err := buildStepFigure(runs, s.panels)
+		if err != nil {
+			return nil, fmt.Errorf("figure %s: %w", s.name, err)
+		}
+		if f.plots == nil {
+			continue // no step lines at all
+		}
+		if f.empty {
+			omitted = append(omitted, s.title+" is not drawn: no run computed it"+map[string]string{"kl": " (grpo.loss.kl_coef is 0)"}[s.name]+".")
+			continue
+		}
+		// The caption says what the figure shows: the moving-average
+		// sentence only when one is drawn.
+		caption := strings.TrimSuffix(s.caption, smoothing)
+		if f.smoothed {
+			caption += smoothing
+		} else {
+			caption += perStep
+		}
+		for _, n := range f.notes {
+			caption += " " + n
+		}
+		png, err := render(f.plots, s.cols)
+		if err := add(s.name, s.title, caption, png, err); err != nil {
 			return nil, err
 		}
 	}
-	png, err := sftFigure(runs)
-	if err := add("sft", "SFT phase", "Supervised loss per epoch of the SFT phase that precedes GRPO.", png, err); err != nil {
+	for i := range figs {
+		if figs[i].Name == "optimization" && len(omitted) > 0 {
+			figs[i].Caption += " " + strings.Join(omitted, " ")
+		}
+	}
+	sftPNG, err := sftFigure(runs)
+	if err := add("sft", "SFT phase", "Supervised loss per epoch of the SFT phase that precedes GRPO.", sftPNG, err); err != nil {
 		return nil, err
 	}
-	png, err = evalFigure(runs, []evalPanel{
+	png, evalNotes, err := evalFigure(runs, []evalPanel{
 		{"eval reward", "mean reward per turn", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return e.Reward, e.CI.Reward }, false},
 		{"eval Recall@10", "Recall@10 (0–1)", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return grpo.Val(e.Recall10), e.CI.Recall10 }, true},
 		{"eval MRR", "MRR (0–1)", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return grpo.Val(e.MRR), e.CI.MRR }, true},
 		{"eval SQuAD F1", "F1 (0–1)", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return e.SquadF1, e.CI.SquadF1 }, true},
 	})
 	if err := add("eval", "Held-out evaluation", "Greedy policy rewrites (solid, dots) against the raw question (dashed) at each evaluation, "+
-		"with 95% intervals shaded (cluster bootstrap over conversations, 2000 resamples).", png, err); err != nil {
+		"with 95% intervals shaded (cluster bootstrap over conversations, 2000 resamples)."+strings.Join(evalNotes, ""), png, err); err != nil {
 		return nil, err
 	}
 	return figs, nil
@@ -154,7 +184,18 @@ func Figures(runs []Run) ([]Figure, error) {
 // steps: about 1/50 of the series each side, none below 50 steps.
 func smoothHalf(n int) int { return n / 50 }
 
-func stepFigure(runs []Run, panels []panel, cols int) ([]byte, error) {
+// stepFigureParts is a step figure before rendering, with what its caption
+// must say about it.
+type stepFigureParts struct {
+	plots    []*plot.Plot // nil when no run has step lines
+	empty    bool         // no panel has a value in any run
+	smoothed bool         // some run's moving average is drawn
+	notes    []string     // caption sentences: identical curves, float noise
+	legend   []string     // the first panel's legend labels
+}
+
+func buildStepFigure(runs []Run, panels []panel) (stepFigureParts, error) {
+	var f stepFigureParts
 	hasData, maxStep := false, 0
 	for _, r := range runs {
 		hasData = hasData || len(r.Steps) > 0
@@ -163,62 +204,149 @@ func stepFigure(runs []Run, panels []panel, cols int) ([]byte, error) {
 		}
 	}
 	if !hasData {
-		return nil, nil
+		return f, nil
 	}
-	plots := make([]*plot.Plot, len(panels))
+	f.empty = true
+	same := newSameCurves()
+	f.plots = make([]*plot.Plot, len(panels))
 	for pi, pn := range panels {
 		p := newPlot(pn.title, "GRPO step", pn.ylabel)
 		entries, points := 0, 0
+		maxAbs := 0.0
+		series := make([]plotter.XYs, len(runs))
 		for ri, r := range runs {
 			xy := make(plotter.XYs, 0, len(r.Steps))
 			for _, m := range r.Steps {
 				if v := pn.get(m); !math.IsNaN(v) && !math.IsInf(v, 0) {
 					xy = append(xy, plotter.XY{X: float64(m.Step), Y: v})
+					maxAbs = math.Max(maxAbs, math.Abs(v))
 				}
 			}
+			series[ri] = xy
 			if len(xy) == 0 {
 				continue
 			}
 			points += len(xy)
 			c := runColor(ri)
+			// A curve equal to an earlier run's would hide under it (or hide
+			// it): drawn dashed over it, and said in the legend and caption.
+			twin := same.check(pi, ri, xy, series[:ri])
+			label := r.Name
+			if twin >= 0 {
+				label += " (= " + runs[twin].Name + ")"
+			}
 			raw, err := plotter.NewLine(xy)
 			if err != nil {
-				return nil, err
+				return f, err
 			}
 			half := smoothHalf(len(r.Steps))
 			if half < 1 {
 				raw.Color, raw.Width = c, vg.Points(2)
+				if twin >= 0 {
+					raw.Dashes = twinDashes
+				}
 				p.Add(raw)
 				if pi == 0 {
-					p.Legend.Add(r.Name+": per step", raw)
+					p.Legend.Add(label+": per step", raw)
+					f.legend = append(f.legend, label+": per step")
 					entries++
 				}
 				continue
 			}
+			f.smoothed = true
 			raw.Color, raw.Width = faded(c), vg.Points(1)
 			l, err := plotter.NewLine(movingAverage(xy, half))
 			if err != nil {
-				return nil, err
+				return f, err
 			}
 			l.Color, l.Width = c, vg.Points(2)
+			if twin >= 0 {
+				raw.Dashes, l.Dashes = twinDashes, twinDashes
+			}
 			p.Add(raw, l)
 			if pi == 0 {
-				p.Legend.Add(r.Name+": per step", raw)
-				p.Legend.Add(fmt.Sprintf("%s: moving average, %d steps", r.Name, 2*half+1), l)
+				avg := fmt.Sprintf("%s: moving average, %d steps", label, 2*half+1)
+				p.Legend.Add(label+": per step", raw)
+				p.Legend.Add(avg, l)
+				f.legend = append(f.legend, label+": per step", avg)
 				entries += 2
 			}
 		}
-		if points == 0 {
+		switch {
+		case points == 0:
 			markNotComputed(p, float64(maxStep))
-		} else if pn.share {
+		case pn.share:
 			p.Y.Min, p.Y.Max = 0, 1
+			// The legend's room above 1 carries no ticks: a share reads to 1.
+			p.Y.Tick.Marker = boundedTicks{0, 1}
+		case maxAbs > 0 && maxAbs <= floatNoise:
+			// An on-policy GRPO loss is the mean of group-normalized
+			// advantages: 0 but for rounding (±1e-15). Gonum would zoom in
+			// on the noise and label it as if it were signal.
+			p.Title.Text += " (0 up to rounding)"
+			p.Y.Min, p.Y.Max = -1, 1
+			p.Y.Tick.Marker = onlyTicks{0}
+			f.notes = append(f.notes, fmt.Sprintf("Panel %q: 0 up to float rounding at every step (largest |value| %.2g), drawn as 0.", pn.title, maxAbs))
 		}
+		f.empty = f.empty && points == 0
 		if pi == 0 {
 			legendRoom(p, entries)
 		}
-		plots[pi] = p
+		f.plots[pi] = p
 	}
-	return render(plots, cols)
+	titles := make([]string, len(panels))
+	for i, pn := range panels {
+		titles[i] = pn.title
+	}
+	f.notes = append(f.notes, same.notes(runs, titles)...)
+	return f, nil
+}
+
+// floatNoise is the largest |value| a step metric can have and still be
+// float rounding of 0 (a token-mean loss that is not 0 is orders above it).
+const floatNoise = 1e-9
+
+// twinDashes draws a curve equal to an earlier run's, so both show.
+var twinDashes = []vg.Length{vg.Points(4), vg.Points(4)}
+
+// sameCurves finds runs whose curve in a panel equals an earlier run's.
+type sameCurves struct {
+	twins map[[2]int][]int // (run, earlier run) → panels where they are equal
+	order [][2]int
+}
+
+func newSameCurves() *sameCurves { return &sameCurves{twins: map[[2]int][]int{}} }
+
+// check returns the first earlier run whose curve in panel pi equals xy, or -1.
+func (s *sameCurves) check(pi, ri int, xy plotter.XYs, earlier []plotter.XYs) int {
+	for rj, other := range earlier {
+		if len(other) > 0 && reflect.DeepEqual(other, xy) {
+			k := [2]int{ri, rj}
+			if _, ok := s.twins[k]; !ok {
+				s.order = append(s.order, k)
+			}
+			s.twins[k] = append(s.twins[k], pi)
+			return rj
+		}
+	}
+	return -1
+}
+
+// notes says, per pair of runs, in which panels their curves coincide.
+func (s *sameCurves) notes(runs []Run, panelTitles []string) []string {
+	var out []string
+	for _, k := range s.order {
+		var titles []string
+		for _, pi := range s.twins[k] {
+			titles = append(titles, panelTitles[pi])
+		}
+		where := "in " + strings.Join(titles, ", ")
+		if len(titles) == len(panelTitles) && len(panelTitles) > 1 {
+			where = "in every panel"
+		}
+		out = append(out, fmt.Sprintf("%s's curve equals %s's %s (drawn dashed over it).", runs[k[0]].Name, runs[k[1]].Name, where))
+	}
+	return out
 }
 
 // markNotComputed labels an empty panel, so a metric no run computed reads
@@ -263,14 +391,17 @@ func band(steps []float64, ivs []*grpo.Interval, c color.NRGBA) (*plotter.Polygo
 	return poly, nil
 }
 
-func evalFigure(runs []Run, panels []evalPanel) ([]byte, error) {
+// evalFigure renders the eval panels, and the caption sentences for runs
+// whose policy curves coincide.
+func evalFigure(runs []Run, panels []evalPanel) ([]byte, []string, error) {
 	hasData := false
 	for _, r := range runs {
 		hasData = hasData || len(r.Evals) > 0
 	}
 	if !hasData {
-		return nil, nil
+		return nil, nil, nil
 	}
+	same := newSameCurves()
 	// When the runs agree on the raw baseline wherever they share a step
 	// (the usual case: same eval set), draw it once in grey.
 	shared, sharedRawEvals := sharedRaw(runs)
@@ -281,6 +412,7 @@ func evalFigure(runs []Run, panels []evalPanel) ([]byte, error) {
 		p := newPlot(pn.title, "GRPO step", pn.ylabel)
 		entries, points := 0, 0
 		// series draws one system's line, dots and interval band.
+		var drawn []plotter.XYs // each run's policy curve in this panel
 		series := func(steps []float64, sys []grpo.EvalSystem, c color.NRGBA, dash bool) (*plotter.Line, *plotter.Scatter, *plotter.Polygon, error) {
 			xy := plotter.XYs{}
 			var xs []float64
@@ -292,6 +424,9 @@ func evalFigure(runs []Run, panels []evalPanel) ([]byte, error) {
 				}
 				xy = append(xy, plotter.XY{X: steps[i], Y: v})
 				xs, ivs = append(xs, steps[i]), append(ivs, iv)
+			}
+			if !dash {
+				drawn = append(drawn, xy)
 			}
 			if len(xy) == 0 {
 				return nil, nil, nil, nil
@@ -335,7 +470,7 @@ func evalFigure(runs []Run, panels []evalPanel) ([]byte, error) {
 				steps[i], sys[i] = float64(e.Step), e.Raw
 			}
 			if err := addRaw("raw question (95% CI shaded)", steps, sys, grey); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		for ri, r := range runs {
@@ -348,22 +483,27 @@ func evalFigure(runs []Run, panels []evalPanel) ([]byte, error) {
 			c := runColor(ri)
 			if !shared {
 				if err := addRaw(r.Name+": raw question", steps, raw, c); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 			}
 			l, pts, poly, err := series(steps, pol, c, false)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if l == nil {
 				continue
+			}
+			label := r.Name
+			if twin := same.check(pi, ri, drawn[ri], drawn[:ri]); twin >= 0 {
+				l.Dashes = twinDashes
+				label += " (= " + runs[twin].Name + ")"
 			}
 			if poly != nil {
 				p.Add(poly)
 			}
 			p.Add(l, pts)
 			if pi == 0 {
-				p.Legend.Add(r.Name+": policy (95% CI shaded)", l, pts)
+				p.Legend.Add(label+": policy (95% CI shaded)", l, pts)
 				entries++
 			}
 		}
@@ -374,13 +514,23 @@ func evalFigure(runs []Run, panels []evalPanel) ([]byte, error) {
 			markNotComputed(p, 1)
 		} else if pn.share {
 			p.Y.Min, p.Y.Max = 0, 1
+			p.Y.Tick.Marker = boundedTicks{0, 1}
 		}
 		if pi == 0 {
 			legendRoom(p, entries)
 		}
 		plots[pi] = p
 	}
-	return render(plots, 2)
+	titles := make([]string, len(panels))
+	for i, pn := range panels {
+		titles[i] = pn.title
+	}
+	var notes []string
+	for _, n := range same.notes(runs, titles) {
+		notes = append(notes, " Policy: "+n)
+	}
+	png, err := render(plots, 2)
+	return png, notes, err
 }
 
 // sftFigure plots the SFT loss per epoch; nil when no run had an SFT phase.
@@ -532,4 +682,31 @@ func (shortTicks) Ticks(min, max float64) []plot.Tick {
 		}
 	}
 	return ts
+}
+
+// boundedTicks are shortTicks within [lo, hi]: a bounded metric's axis
+// extended to make room for the legend shows no tick past its bound.
+type boundedTicks struct{ lo, hi float64 }
+
+func (b boundedTicks) Ticks(min, max float64) []plot.Tick {
+	var out []plot.Tick
+	for _, t := range (shortTicks{}).Ticks(min, max) {
+		if t.Value >= b.lo-1e-12 && t.Value <= b.hi+1e-12 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// onlyTicks labels the given values and nothing else.
+type onlyTicks []float64
+
+func (o onlyTicks) Ticks(min, max float64) []plot.Tick {
+	var out []plot.Tick
+	for _, v := range o {
+		if v >= min && v <= max {
+			out = append(out, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 3, 64)})
+		}
+	}
+	return out
 }

@@ -94,6 +94,9 @@ func TestBothStrategiesAgreeWithExhaustive(t *testing.T) {
 // TestBothStrategiesAgreeOnDemo checks both strategies on the GRPO
 // benchmark's long queries over the demo KB.
 func TestBothStrategiesAgreeOnDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): runs every long query of the GRPO benchmark with both strategies")
+	}
 	p, err := Open(t.Context(), DefaultConfig(), filepath.Join("..", "datasets", "demo", "passages.jsonl"))
 	if err != nil {
 		t.Fatal(err)

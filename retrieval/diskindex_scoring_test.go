@@ -19,6 +19,9 @@ import (
 // and much longer than the ≈40 tokens below which one-byte norms are exact,
 // with several runs and workers, for both analyzers.
 func TestDiskIndexLuceneRanksAsInMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): builds Zipf-corpus indexes with several runs and workers")
+	}
 	_, texts := corpus.Zipf(11, 1200, 2500, 30, 1.1)
 	r := rand.New(rand.NewPCG(3, 4))
 	var b strings.Builder

@@ -149,6 +149,9 @@ func queriesFrom(chunks []Chunk, an analysis.Analyzer, n int, seed uint64) [][]s
 }
 
 func TestDiskIndexRanksAsInMemoryDemoKB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): builds the demo KB's on-disk index under every analyzer and window")
+	}
 	kb := filepath.Join("..", "datasets", "demo", "passages.jsonl")
 	for _, tc := range []struct {
 		analyzer      string
@@ -282,6 +285,9 @@ func TestDiskIndexDuplicateAndBadRecords(t *testing.T) {
 // shuffled id order, windowed; the spill file is gone afterwards, and bad
 // rows are refused naming the row.
 func TestDiskIndexFromParquetKB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): builds on-disk and in-memory indexes of a 9,000-row Parquet KB")
+	}
 	_, texts := corpus.Zipf(21, 9000, 4000, 25, 1.1)
 	r := rand.New(rand.NewPCG(5, 5))
 	rows := make([][3]string, len(texts))

@@ -35,6 +35,9 @@ type searchJSON struct {
 }
 
 func TestIndexBuildThenSearchMatchesInMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): builds and searches indexes through the CLI, several times")
+	}
 	kb := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo", "passages.jsonl")
 	dir := filepath.Join(t.TempDir(), "ix")
 	if _, err := runCLI(t, "index", "build", "--kb", kb, "--out", dir); err != nil {
@@ -169,6 +172,9 @@ func readTRECRun(t *testing.T, path string) map[string][]retrieval.Scored {
 }
 
 func TestMemoryBuildThenSearchActivatesTheUsersQueries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): builds the demo's memory and searches every turn through the CLI")
+	}
 	demo := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo")
 	parts := filepath.Join(t.TempDir(), "mem.parquet")
 	if _, err := runCLI(t, "memory", "build", "--from", filepath.Join(demo, "train.jsonl"), "--out", parts); err != nil {

@@ -86,6 +86,9 @@ func TestTrainOverwriteRefusesADirectoryItDidNotMake(t *testing.T) {
 // Item 6 of issue 14: a failed `himes train` left a partial run directory,
 // and running it again then demanded --resume or --overwrite.
 func TestFailedTrainLeavesNoRunDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): runs the CLI's train several times")
+	}
 	dir := t.TempDir()
 	cfg := writeResumeConfig(t, dir)
 	badData := filepath.Join(dir, "bad.jsonl")
@@ -125,6 +128,9 @@ func TestFailedTrainLeavesNoRunDirectory(t *testing.T) {
 
 // Item 9 of issue 14: resume accepted a changed config without a word.
 func TestResumeRefusesAChangedConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): trains the quickstart, then resumes it")
+	}
 	dir := t.TempDir()
 	cfg := writeResumeConfig(t, dir)
 	if out, err := train(t, cfg); err != nil {

@@ -29,6 +29,9 @@ func ReadRunQueries(path, field string) ([]RunQuery, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read queries: %w", err)
 	}
+	if isTSVTopics(path, raw) {
+		return readTSVTopics(path, raw)
+	}
 	var out []RunQuery
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -47,7 +50,7 @@ func ReadRunQueries(path, field string) ([]RunQuery, error) {
 			Rewrite  *string         `json:"rewrite"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+			return nil, fmt.Errorf("%s:%d: %w", path, line, explainQueryLine(sc.Bytes(), err))
 		}
 		q := RunQuery{QID: rec.QID, Text: rec.Text, Query: rec.Query, User: rec.User}
 		if rec.ConvID != "" {

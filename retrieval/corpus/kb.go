@@ -57,10 +57,14 @@ type KB struct {
 
 // Load reads a knowledge base from JSONL (one {id, title, text} object per
 // line, or a Pyserini/Anserini collection's {id, contents}) or Parquet
-// (columns id, title, text), chosen by the file extension.
+// (columns id, title, text), chosen by the file extension, or from a
+// Pyserini collection directory of JSONL files (loadCollectionDir).
 // Duplicate ids, empty texts and invalid UTF-8 are errors naming file and
 // line (or row).
 func Load(ctx context.Context, path string) (*KB, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return loadCollectionDir(ctx, path) // a Pyserini collection directory
+	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load knowledge base: %w", err)
@@ -133,7 +137,7 @@ func parsePassagesJSONL(ctx context.Context, path string, r io.Reader) ([]Passag
 			}
 			p, textField, jerr := decodePassageLine(line)
 			if jerr != nil {
-				return nil, fmt.Errorf("%s:%s: %w", path, where, jerr)
+				return nil, fmt.Errorf("%s:%s: %w", path, where, explainKBLine(line, jerr))
 			}
 			if cerr := chk.checkField(where, p, textField); cerr != nil {
 				return nil, cerr

@@ -61,6 +61,9 @@ type Source struct {
 // OpenSource opens the knowledge base at path; spillDir takes a Parquet
 // KB's spill file.
 func OpenSource(path, spillDir string) (*Source, error) {
+	if err := refuseCollectionDir(path); err != nil {
+		return nil, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load knowledge base: %w", err)
@@ -176,7 +179,7 @@ func (s *Source) scan(ctx context.Context, words, stride int) ([]Ref, error) {
 			}
 			p, field, jerr := decodePassageLine(line)
 			if jerr != nil {
-				return nil, fmt.Errorf("%s:%s: %w", s.path, where, jerr)
+				return nil, fmt.Errorf("%s:%s: %w", s.path, where, explainKBLine(line, jerr))
 			}
 			if cerr := chk.checkField(where, p, field); cerr != nil {
 				return nil, cerr

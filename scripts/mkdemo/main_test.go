@@ -36,6 +36,9 @@ func TestRegeneratesShippedDemoByteIdentically(t *testing.T) {
 
 // A different seed picks different conversations but keeps the targets.
 func TestSeedChangesSelection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): builds the demo from the shared data with two seeds")
+	}
 	data := filepath.Dir(filepath.Dir(sharedtest.Shared(t, "kb/passages.jsonl")))
 	a, b := t.TempDir(), t.TempDir()
 	sa, err := run(context.Background(), options{Data: data, Out: a, Seed: 1, Train: 250, Eval: 80, Distractors: 100})

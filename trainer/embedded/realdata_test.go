@@ -85,6 +85,9 @@ func selectionF1(t *testing.T, e *Policy, exs []trainer.SFTExample, keepAll bool
 // evaluates on CAsT 2021: the selector must clearly beat keeping every
 // candidate (measured: F1 0.065 keep-all, 0.228 trained).
 func TestSFTLearnsTermSelectionOnCAsT(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): trains the term selector on CAsT 2020 and evaluates on CAsT 2021")
+	}
 	data := sharedtest.SharedDir(t)
 	train := loadRewriteTurns(t, filepath.Join(data, "conversations", "cast2020.jsonl"))
 	eval := loadRewriteTurns(t, filepath.Join(data, "conversations", "cast2021.jsonl"))
