@@ -101,6 +101,11 @@ type ElasticConfig struct {
 	TextField string `yaml:"text_field"`
 	// TitleField is an optional field holding the title ("": none, or the quoted first line of the text field).
 	TitleField string `yaml:"title_field"`
+	// IDField is an optional keyword field holding each document's id
+	// (`himes index push` writes "id"): equal scores are then ordered by
+	// ascending id, as the embedded index orders them, instead of by Lucene
+	// document number, which differs between a shard's primary and replica.
+	IDField string `yaml:"id_field"`
 	// APIKeyEnv names the environment variable holding an API key sent as
 	// "Authorization: ApiKey <key>" ("": no authentication).
 	APIKeyEnv string `yaml:"api_key_env"`

@@ -25,6 +25,8 @@ type Elastic struct {
 	name string
 	// Similarity is how the index ranks the text field (set by Probe).
 	Similarity ElasticSimilarity
+	// itemBackoff spaces the retries of failed _msearch items.
+	itemBackoff *httpcall.Backoff
 }
 
 // ElasticSimilarity is the text field's similarity as the index settings
@@ -51,7 +53,7 @@ func NewElastic(cfg ElasticConfig, seed uint64) (*Elastic, error) {
 		return nil, err
 	}
 	e := &Elastic{call: httpcall.NewCaller("elasticsearch", pool, cfg.Call.policy(), seed), cfg: cfg,
-		hdr: http.Header{}, name: "elasticsearch " + cfg.Index}
+		hdr: http.Header{}, name: "elasticsearch " + cfg.Index, itemBackoff: httpcall.NewBackoff(cfg.Call.BackoffBase, cfg.Call.BackoffMax, seed+1)}
 	if cfg.APIKeyEnv != "" {
 		key := os.Getenv(cfg.APIKeyEnv)
 		if key == "" {
@@ -82,7 +84,7 @@ func (e *Elastic) Probe(ctx context.Context) error {
 			return fmt.Errorf("elasticsearch %s index %s: %w", h, e.cfg.Index, err)
 		}
 	}
-	return nil
+	return e.checkHealth(ctx)
 }
 
 func (e *Elastic) probeHost(ctx context.Context, h *httpcall.Host) error {
@@ -133,6 +135,9 @@ func (e *Elastic) probeHost(ctx context.Context, h *httpcall.Host) error {
 		}
 		s, err := resolveSimilarity(field, settings[n].Settings.Index.Similarity)
 		if err != nil {
+			return fmt.Errorf("index %s: %w", n, err)
+		}
+		if err := checkPushMarker(mappings[n].Mappings); err != nil {
 			return fmt.Errorf("index %s: %w", n, err)
 		}
 		s.Index = n
@@ -212,9 +217,11 @@ func settingFloat(v any) (float64, error) {
 // each a search response or an error.
 type msearchResponse struct {
 	Responses []struct {
-		Status int             `json:"status"`
-		Error  json.RawMessage `json:"error"`
-		Hits   *esHits         `json:"hits"`
+		Status   int                `json:"status"`
+		Error    json.RawMessage    `json:"error"`
+		Hits     *esHits            `json:"hits"`
+		TimedOut bool               `json:"timed_out"`
+		Shards   *msearchItemShards `json:"_shards"`
 	} `json:"responses"`
 }
 
@@ -226,20 +233,32 @@ type esHits struct {
 	} `json:"hits"`
 }
 
-func (e *Elastic) searchBatch(ctx context.Context, queries []string, k int) ([][]Ranked, []error, error) {
+// msearch is one _msearch call (the call itself retried by the client);
+// searchBatch retries the items it answers with a transient failure.
+func (e *Elastic) msearch(ctx context.Context, queries []string, k int) ([][]Ranked, []error, error) {
 	var body bytes.Buffer
-	head, _ := json.Marshal(map[string]string{"index": e.cfg.Index})
+	// A shard that fails makes the item fail instead of answering without
+	// that shard's documents (partialItems checks the answer all the same).
+	head, _ := json.Marshal(map[string]any{"index": e.cfg.Index, "allow_partial_search_results": false})
 	fields := []string{e.cfg.TextField}
 	if e.cfg.TitleField != "" {
 		fields = append(fields, e.cfg.TitleField)
 	}
+	if e.cfg.IDField != "" {
+		fields = append(fields, e.cfg.IDField)
+	}
 	for _, q := range queries {
-		b, err := json.Marshal(map[string]any{
+		req := map[string]any{
 			"query":            map[string]any{"match": map[string]any{e.cfg.TextField: map[string]any{"query": q}}},
 			"size":             k,
 			"_source":          fields,
 			"track_total_hits": false,
-		})
+		}
+		if e.cfg.IDField != "" {
+			req["sort"] = []any{map[string]any{"_score": "desc"}, map[string]any{e.cfg.IDField: "asc"}}
+			req["track_scores"] = true
+		}
+		b, err := json.Marshal(req)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -260,12 +279,17 @@ func (e *Elastic) searchBatch(ctx context.Context, queries []string, k int) ([][
 		return st, err
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, e.withClusterState(ctx, err)
 	}
 	lists := make([][]Ranked, len(queries))
 	errs := make([]error, len(queries))
 	for i, r := range resp.Responses {
 		lists[i], errs[i] = e.convert(i, r.Status, r.Error, r.Hits)
+		if errs[i] == nil {
+			if errs[i] = e.partial(i, r.TimedOut, r.Shards); errs[i] != nil {
+				lists[i] = nil
+			}
+		}
 	}
 	return lists, errs, nil
 }
@@ -275,7 +299,7 @@ func (e *Elastic) convert(i, status int, esErr json.RawMessage, hits *esHits) ([
 	if len(esErr) > 0 && string(esErr) != "null" {
 		kind := "rejected"
 		if status == http.StatusTooManyRequests || status >= 500 {
-			kind = "unavailable"
+			kind = resultUnavailable
 		}
 		return nil, resultErr(e.name, kind, "query %d: status %d: %s", i+1, status, esReason(esErr))
 	}
@@ -291,7 +315,14 @@ func (e *Elastic) convert(i, status int, esErr json.RawMessage, hits *esHits) ([
 		if err != nil {
 			return nil, resultErr(e.name, ResultMalformed, "document %q: %v", *h.ID, err)
 		}
-		c := Chunk{ID: *h.ID, PassageID: *h.ID}
+		id := *h.ID
+		if e.cfg.IDField != "" {
+			// The id field, not _id, is the passage id: _id is limited to 512 bytes.
+			if id, err = sourceString(h.Source, e.cfg.IDField); err != nil {
+				return nil, resultErr(e.name, ResultMalformed, "document %q: %v", *h.ID, err)
+			}
+		}
+		c := Chunk{ID: id, PassageID: id}
 		if e.cfg.TitleField != "" {
 			if c.Title, err = sourceString(h.Source, e.cfg.TitleField); err != nil {
 				c.Title = "" // an untitled document is fine
