@@ -106,6 +106,11 @@ type ElasticConfig struct {
 	// ascending id, as the embedded index orders them, instead of by Lucene
 	// document number, which differs between a shard's primary and replica.
 	IDField string `yaml:"id_field"`
+	// SearchType is "query_then_fetch" (default: each shard scores with its
+	// own BM25 statistics) or "dfs_query_then_fetch" (the statistics are
+	// gathered over every shard first, one more round trip, so an index of
+	// several shards ranks as one shard would).
+	SearchType string `yaml:"search_type"`
 	// APIKeyEnv names the environment variable holding an API key sent as
 	// "Authorization: ApiKey <key>" ("": no authentication).
 	APIKeyEnv string `yaml:"api_key_env"`
@@ -219,6 +224,9 @@ func (e ElasticConfig) Validate() error {
 	if e.TextField == "" {
 		return fielderr.New("text_field", "is required (the field searched and handed to the responder)")
 	}
+	if e.SearchType != "query_then_fetch" && e.SearchType != "dfs_query_then_fetch" {
+		return fielderr.New("search_type", "must be query_then_fetch or dfs_query_then_fetch, got %q", e.SearchType)
+	}
 	if e.APIKeyEnv != "" {
 		if v, ok := os.LookupEnv(e.APIKeyEnv); !ok || v == "" {
 			return fielderr.New("api_key_env", "environment variable %s is not set", e.APIKeyEnv)
@@ -316,7 +324,7 @@ func DefaultConfig() Config {
 	return Config{Method: "bm25", TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Analyzer: AnalyzerPlain, Scoring: ScoringExact, Embedder: "hash",
 		HashDim: 1024, LSADim: 64, LSAMinDF: 2, OllamaURL: "http://localhost:11434", EmbedModel: "nomic-embed-text", EmbedBatch: 32, RRFK: 60,
 		Remote:        RemoteConfig{Call: DefaultServiceConfig()},
-		Elasticsearch: ElasticConfig{Call: DefaultServiceConfig(), TextField: "contents"},
+		Elasticsearch: ElasticConfig{Call: DefaultServiceConfig(), TextField: "contents", SearchType: "query_then_fetch"},
 		Memory: MemoryConfig{Enabled: false, TopN: 5, Classifier: "embedding", MinPartition: 5,
 			ClassifierURL: "http://localhost:11434", ClassifierModel: "llama3.2",
 			RetrievalWeight: DefaultRetrievalWeight, RerankFloor: DefaultRerankFloor, RecencyHalfLife: 3,

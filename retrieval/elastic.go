@@ -239,7 +239,7 @@ func (e *Elastic) msearch(ctx context.Context, queries []string, k int) ([][]Ran
 	var body bytes.Buffer
 	// A shard that fails makes the item fail instead of answering without
 	// that shard's documents (partialItems checks the answer all the same).
-	head, _ := json.Marshal(map[string]any{"index": e.cfg.Index, "allow_partial_search_results": false})
+	head, _ := json.Marshal(map[string]any{"index": e.cfg.Index, "allow_partial_search_results": false, "search_type": e.cfg.SearchType})
 	fields := []string{e.cfg.TextField}
 	if e.cfg.TitleField != "" {
 		fields = append(fields, e.cfg.TitleField)
