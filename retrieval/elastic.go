@@ -79,12 +79,15 @@ func (e *Elastic) get(ctx context.Context, pin *httpcall.Host, path string, out 
 // on every host: a missing index or text field, or an empty index, stops
 // the run before it starts.
 func (e *Elastic) Probe(ctx context.Context) error {
+	if err := e.checkHealth(ctx); err != nil {
+		return err
+	}
 	for _, h := range e.call.Pool().Hosts() {
 		if err := e.probeHost(ctx, h); err != nil {
 			return fmt.Errorf("elasticsearch %s index %s: %w", h, e.cfg.Index, err)
 		}
 	}
-	return e.checkHealth(ctx)
+	return nil
 }
 
 func (e *Elastic) probeHost(ctx context.Context, h *httpcall.Host) error {

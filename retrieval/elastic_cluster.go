@@ -40,7 +40,8 @@ func (e *Elastic) Health(ctx context.Context) (ClusterHealth, error) {
 	for _, h := range e.call.Pool().Hosts() {
 		var hl ClusterHealth
 		cctx, cancel := context.WithTimeout(ctx, min(healthTimeout, e.cfg.Call.Timeout))
-		_, err := e.call.DoJSON(cctx, h, http.MethodGet, "/_cluster/health/"+e.cfg.Index, nil, &hl, e.hdr)
+		// timeout: the health of a missing index is awaited (30s by default).
+		_, err := e.call.DoJSON(cctx, h, http.MethodGet, "/_cluster/health/"+e.cfg.Index+"?timeout=1s", nil, &hl, e.hdr)
 		cancel()
 		if err == nil && hl.Status == "" {
 			err = errors.New(`the response has no "status"`)
@@ -59,11 +60,14 @@ func (e *Elastic) Health(ctx context.Context) (ClusterHealth, error) {
 // checkHealth refuses to start on a red index (a primary shard is missing:
 // whole parts of the corpus would be absent from every ranking) and warns
 // on yellow (a replica is missing: results are complete, one node less
-// stands between the run and red).
+// stands between the run and red). It runs first, as a red index fails the
+// other probes with less telling errors; when there is no health to read
+// (no such index, no cluster), those probes say why.
 func (e *Elastic) checkHealth(ctx context.Context) error {
 	hl, err := e.Health(ctx)
 	if err != nil {
-		return fmt.Errorf("elasticsearch index %s: %w", e.cfg.Index, err)
+		slog.Debug("elasticsearch: no index health before the probe", "index", e.cfg.Index, "err", err)
+		return nil
 	}
 	switch hl.Status {
 	case "green":

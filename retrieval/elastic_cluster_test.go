@@ -263,6 +263,9 @@ func TestOpenSearchShardsParity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dfs.Close()
+	if err := dfs.Probe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	s := compareCluster(t, dfs, ix, refs, qrels)
 	t.Logf("%d shards, dfs_query_then_fetch: %v", shards, s)
 	if s.scoresEqual != s.queries {
