@@ -140,7 +140,7 @@ func (e *Elastic) probeHost(ctx context.Context, h *httpcall.Host) error {
 		if err != nil {
 			return fmt.Errorf("index %s: %w", n, err)
 		}
-		if err := checkPushMarker(mappings[n].Mappings); err != nil {
+		if err := checkPushMarker(mappings[n].Mappings, e.cfg.IDField); err != nil {
 			return fmt.Errorf("index %s: %w", n, err)
 		}
 		s.Index = n

@@ -23,6 +23,7 @@ const stepQueries = 128
 //	          loopback, searched with method remote (/retrieve, 64 per call)
 //	cluster   the pushed index on the three-node OpenSearch cluster CI
 //	          starts, searched with method elasticsearch (_msearch, 64 per call)
+//	          (ties ordered by the id field: a sort on score, then id)
 //
 // Each reports queries/s; the three return the same top 10 (the parity
 // tests check that). Run:

@@ -70,19 +70,22 @@ func TestElasticPartialItemsRetriedNeverScored(t *testing.T) {
 
 func TestPushMarkerRefusesUnfinishedIndex(t *testing.T) {
 	mk := func(meta map[string]any) map[string]any { return map[string]any{"_meta": meta} }
-	if err := checkPushMarker(mk(nil)); err != nil {
+	if err := checkPushMarker(mk(nil), ""); err != nil {
 		t.Errorf("an index without the marker is another tool's: %v", err)
 	}
 	done := map[string]any{"himes": map[string]any{"created_by": pushCreatedBy, "complete": true, "docs": 3}}
-	if err := checkPushMarker(mk(done)); err != nil {
+	if err := checkPushMarker(mk(done), PushIDField); err != nil {
 		t.Errorf("a finished push: %v", err)
 	}
+	if err := checkPushMarker(mk(done), ""); err == nil || !strings.Contains(err.Error(), `set retrieval.elasticsearch.id_field to "id"`) {
+		t.Errorf("a pushed index searched without its id field: got %v", err)
+	}
 	open := map[string]any{"himes": map[string]any{"created_by": pushCreatedBy, "complete": false, "docs": 3, "kb_path": "/kb.jsonl"}}
-	if err := checkPushMarker(mk(open)); err == nil || !strings.Contains(err.Error(), "did not finish (3 documents expected)") {
+	if err := checkPushMarker(mk(open), PushIDField); err == nil || !strings.Contains(err.Error(), "did not finish (3 documents expected)") {
 		t.Errorf("an unfinished push: got %v", err)
 	}
 	forged := map[string]any{"himes": map[string]any{"created_by": "someone"}}
-	if err := checkPushMarker(mk(forged)); err == nil {
+	if err := checkPushMarker(mk(forged), PushIDField); err == nil {
 		t.Errorf("a _meta.himes of another origin must not pass as a marker")
 	}
 }

@@ -140,14 +140,21 @@ func pushIndexBody(cfg Config, opt PushOptions, marker PushMarker) (map[string]a
 }
 
 // checkPushMarker refuses an index whose push started and never finished:
-// it holds part of the KB, and rankings over it would be silently wrong.
-// An index without the marker (made by other tools) is not judged.
-func checkPushMarker(mapping map[string]any) error {
+// it holds part of the KB, and rankings over it would be silently wrong;
+// and a pushed index searched without idField "id", where ids longer than
+// _id allows would come back as digests and ties in document order. An
+// index without the marker (made by other tools) is not judged.
+func checkPushMarker(mapping map[string]any, idField string) error {
 	m, ok, err := pushMarkerOf(mapping)
-	if err != nil || !ok || m.Complete {
+	switch {
+	case err != nil || !ok:
 		return err
+	case !m.Complete:
+		return fmt.Errorf("`%s` created this index from %s and did not finish (%d documents expected): push it again with --replace", pushCreatedBy, m.KBPath, m.Docs)
+	case idField != PushIDField:
+		return fmt.Errorf("`%s` created this index: set retrieval.elasticsearch.id_field to %q (its passage ids, and the order of equal scores)", pushCreatedBy, PushIDField)
 	}
-	return fmt.Errorf("`%s` created this index from %s and did not finish (%d documents expected): push it again with --replace", pushCreatedBy, m.KBPath, m.Docs)
+	return nil
 }
 
 func pushMarkerOf(mapping map[string]any) (PushMarker, bool, error) {
