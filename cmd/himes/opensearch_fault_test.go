@@ -39,7 +39,8 @@ const faultClusterPort = 9260
 //
 // Eval counts failed turns and leaves them out of its means, so "the same
 // metrics with no failed turn" is the claim that nothing was scored from a
-// partial or failed answer.
+// partial or failed answer. The undisturbed eval itself equals the same
+// eval over the embedded index.
 func TestOpenSearchFaultsCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-node OpenSearch cluster and runs himes eval and train against it several times")
@@ -76,6 +77,11 @@ func TestOpenSearchFaultsCLI(t *testing.T) {
 	}
 	run(evalArgs("eval-clean")...)
 	clean := readSummary(t, filepath.Join(out, "eval-clean"))
+	// The same eval over the embedded index: the cluster ranks alike (see
+	// retrieval's parity test), so every metric, interval and reward is equal.
+	embedded := evalArgs("eval-embedded", "--set", "retrieval.method=bm25")
+	run(embedded...)
+	sameEval(t, clean, readSummary(t, filepath.Join(out, "eval-embedded")), "")
 
 	t.Run("kill a node during eval", func(t *testing.T) {
 		n := primaryNode(t, c, 1, "kb")
