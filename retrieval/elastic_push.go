@@ -36,7 +36,7 @@ type PushOptions struct {
 	Progress func(done, total int)
 }
 
-// DefaultPushOptions: one shard, one replica, 500 documents per request.
+// DefaultPushOptions is one shard, one replica, 500 documents per request.
 func DefaultPushOptions() PushOptions { return PushOptions{Shards: 1, Replicas: 1, BatchDocs: 500} }
 
 // PushResult is what a push did.

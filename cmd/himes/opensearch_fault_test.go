@@ -70,6 +70,14 @@ func TestOpenSearchFaultsCLI(t *testing.T) {
 	demoArgs := with(cluster, "--set", "retrieval.elasticsearch.index=demo")
 	run(with([]string{"index", "push"}, kbArgs...)...)
 	run(with([]string{"index", "push"}, demoArgs...)...)
+	// Pushed again: nothing to do; with other settings: only with --replace.
+	if o := run(with([]string{"index", "push"}, kbArgs...)...); !strings.Contains(o, "already holds the 4040 passages") {
+		t.Errorf("a second identical push should do nothing:\n%s", tail(o, 5))
+	}
+	if o, err := runHimesProcess(t, nil, with([]string{"index", "push"}, with(kbArgs, "--set", "retrieval.k1=1.2")...)...); err == nil ||
+		!strings.Contains(o, "pass --replace to delete and push it again") {
+		t.Errorf("a push with another k1 over a pushed index: %v\n%s", err, tail(o, 5))
+	}
 
 	evalArgs := func(name string, extra ...string) []string {
 		return with(with([]string{"eval"}, kbArgs...), append([]string{"--data", filepath.Join(shared, "conversations", "cast2020.jsonl"),
@@ -140,6 +148,10 @@ func TestOpenSearchFaultsCLI(t *testing.T) {
 			"mappings": {"properties": {"contents": {"type": "text"}, "id": {"type": "keyword"}}}}`)
 		put(t, c.URL(1)+"/red/_doc/1?refresh=true", `{"contents": "a passage", "id": "1"}`)
 		c.WaitFor(t, 1, "green", 3, time.Minute)
+		if o, err := runHimesProcess(t, nil, with([]string{"index", "push"}, with(kbArgs, "--set", "retrieval.elasticsearch.index=red")...)...); err == nil ||
+			!strings.Contains(o, "exists and was not created by himes index push") {
+			t.Errorf("a push over an index it did not create: %v\n%s", err, tail(o, 5))
+		}
 		c.Signal(t, 3, syscall.SIGKILL)
 		c.WaitFor(t, 1, "red", 2, 3*time.Minute)
 		o, err := runHimesProcess(t, nil, evalArgs("eval-red", "--set", "retrieval.elasticsearch.index=red", "--set", "data.kb=")...)
