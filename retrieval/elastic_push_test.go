@@ -87,7 +87,10 @@ func newFakePushES(t *testing.T, rejectID string) *fakePushES {
 		f.bulks = append(f.bulks, ids)
 		fmt.Fprintf(w, `{"errors": true, "items": [%s]}`, strings.Join(items, ","))
 	})
-	ok := func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body); fmt.Fprint(w, `{"acknowledged": true}`) }
+	ok := func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		fmt.Fprint(w, `{"acknowledged": true}`)
+	}
 	mux.HandleFunc("PUT /kb/_settings", ok)
 	mux.HandleFunc("POST /kb/_refresh", ok)
 	mux.HandleFunc("PUT /kb/_mapping", func(w http.ResponseWriter, r *http.Request) {
