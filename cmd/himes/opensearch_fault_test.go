@@ -93,12 +93,13 @@ func TestOpenSearchFaultsCLI(t *testing.T) {
 
 	t.Run("kill a node during eval", func(t *testing.T) {
 		n := primaryNode(t, c, 1, "kb")
-		o := runWhile(t, evalArgs("eval-kill"), func() {
+		o := runWhile(t, evalArgs("eval-kill", "--log-level", "debug"), func() {
 			waitQueries(t, c, 1, "kb", 60)
 			c.Signal(t, n, syscall.SIGKILL)
 			t.Logf("killed node-%d (the primary of kb) after 60 queries", n)
 		})
 		sameEval(t, clean, readSummary(t, filepath.Join(out, "eval-kill")), o)
+		t.Logf("the eval retried %d calls and %d times failed _msearch items", linesWith(o, "call failed, retrying"), linesWith(o, "items failed, sending them again"))
 		c.StartNode(t, n)
 		c.WaitFor(t, other(n), "green", 3, 3*time.Minute)
 	})
@@ -114,10 +115,12 @@ func TestOpenSearchFaultsCLI(t *testing.T) {
 			t.Logf("stalled node-%d (the primary of kb) after 60 queries", n)
 		})
 		c.Signal(t, n, syscall.SIGCONT)
-		if !strings.Contains(o, "call failed, retrying") || !strings.Contains(o, "deadline exceeded") {
+		if linesWith(o, "call failed, retrying", "deadline exceeded") == 0 {
 			t.Errorf("no call timed out and was retried while node-%d was stalled:\n%s", n, tail(o, 40))
 		}
 		sameEval(t, clean, readSummary(t, filepath.Join(out, "eval-stall")), o)
+		t.Logf("the eval retried %d calls (%d after a timeout) and %d times failed _msearch items", linesWith(o, "call failed, retrying"),
+			linesWith(o, "call failed, retrying", "deadline exceeded"), linesWith(o, "items failed, sending them again"))
 		c.WaitFor(t, other(n), "green", 3, 3*time.Minute)
 	})
 
@@ -158,6 +161,7 @@ func TestOpenSearchFaultsCLI(t *testing.T) {
 		if err == nil || !strings.Contains(o, "refusing to search: cluster himes-test is red for the index") {
 			t.Fatalf("eval on a red index: %v, want a refusal naming the cluster state:\n%s", err, tail(o, 20))
 		}
+		t.Logf("refused: %s", tail(o, 1))
 	})
 }
 
@@ -321,6 +325,21 @@ func trainMetrics(t *testing.T, dir string) []string {
 		out = append(out, string(b))
 	}
 	return out
+}
+
+// linesWith counts the lines of s holding every one of subs.
+func linesWith(s string, subs ...string) int {
+	n := 0
+	for line := range strings.Lines(s) {
+		all := true
+		for _, sub := range subs {
+			all = all && strings.Contains(line, sub)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
 }
 
 func tail(s string, lines int) string {
