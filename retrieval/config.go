@@ -224,7 +224,7 @@ func (e ElasticConfig) Validate() error {
 	if e.TextField == "" {
 		return fielderr.New("text_field", "is required (the field searched and handed to the responder)")
 	}
-	if e.SearchType != "query_then_fetch" && e.SearchType != "dfs_query_then_fetch" {
+	if e.SearchType != "" && e.SearchType != "query_then_fetch" && e.SearchType != "dfs_query_then_fetch" {
 		return fielderr.New("search_type", "must be query_then_fetch or dfs_query_then_fetch, got %q", e.SearchType)
 	}
 	if e.APIKeyEnv != "" {

@@ -241,8 +241,12 @@ type esHits struct {
 func (e *Elastic) msearch(ctx context.Context, queries []string, k int) ([][]Ranked, []error, error) {
 	var body bytes.Buffer
 	// A shard that fails makes the item fail instead of answering without
-	// that shard's documents (partialItems checks the answer all the same).
-	head, _ := json.Marshal(map[string]any{"index": e.cfg.Index, "allow_partial_search_results": false, "search_type": e.cfg.SearchType})
+	// that shard's documents (partial checks the answer all the same).
+	hm := map[string]any{"index": e.cfg.Index, "allow_partial_search_results": false}
+	if e.cfg.SearchType != "" {
+		hm["search_type"] = e.cfg.SearchType
+	}
+	head, _ := json.Marshal(hm)
 	fields := []string{e.cfg.TextField}
 	if e.cfg.TitleField != "" {
 		fields = append(fields, e.cfg.TitleField)
