@@ -93,7 +93,7 @@ func DefaultConfig() Config {
 	return Config{Method: "bm25", TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Analyzer: analysis.Plain, Scoring: ScoringExact, Embedder: "hash",
 		HashDim: 1024, LSADim: 64, LSAMinDF: 2, OllamaURL: "http://localhost:11434", EmbedModel: "nomic-embed-text", EmbedBatch: 32, RRFK: 60,
 		Remote:        service.RemoteConfig{Call: service.DefaultConfig()},
-		Elasticsearch: service.ElasticConfig{Call: service.DefaultConfig(), TextField: "contents"},
+		Elasticsearch: service.ElasticConfig{Call: service.DefaultConfig(), TextField: "contents", SearchType: "query_then_fetch"},
 		Memory:        memory.DefaultConfig()}
 }
 

@@ -25,7 +25,7 @@ type parityRecord struct {
 	Hits             [][2]string
 }
 
-func readParity(t *testing.T, name string) []parityRecord {
+func readParity(t testing.TB, name string) []parityRecord {
 	t.Helper()
 	f, err := os.Open(filepath.Join("testdata", "lucene_parity", name+".jsonl.gz"))
 	if err != nil {

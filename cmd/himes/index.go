@@ -12,8 +12,8 @@ import (
 )
 
 func newIndexCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "index", Short: "Build and inspect the persisted BM25 index"}
-	cmd.AddCommand(newIndexBuildCmd(), newIndexInfoCmd(), newIndexBenchCmd())
+	cmd := &cobra.Command{Use: "index", Short: "Build and inspect the persisted BM25 index, or push the KB into a search cluster"}
+	cmd.AddCommand(newIndexBuildCmd(), newIndexInfoCmd(), newIndexBenchCmd(), newIndexPushCmd())
 	return cmd
 }
 

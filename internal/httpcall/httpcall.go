@@ -224,8 +224,11 @@ func (c *Caller) PostJSON(ctx context.Context, h *Host, path string, body []byte
 	return c.DoJSON(ctx, h, http.MethodPost, path, body, out, hdr)
 }
 
+// DoJSON is PostJSON with any method; path may end in a ?query.
 func (c *Caller) DoJSON(ctx context.Context, h *Host, method, path string, body []byte, out any, hdr http.Header) (int, error) {
+	path, query, _ := strings.Cut(path, "?")
 	u := h.base.JoinPath(path)
+	u.RawQuery = query
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)

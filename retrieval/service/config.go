@@ -32,6 +32,16 @@ type ElasticConfig struct {
 	TextField string `yaml:"text_field"`
 	// TitleField is an optional field holding the title ("": none, or the quoted first line of the text field).
 	TitleField string `yaml:"title_field"`
+	// IDField is an optional keyword field holding each document's id
+	// (`himes index push` writes "id"): equal scores are then ordered by
+	// ascending id, as the embedded index orders them, instead of by Lucene
+	// document number, which differs between a shard's primary and replica.
+	IDField string `yaml:"id_field"`
+	// SearchType is "query_then_fetch" (default: each shard scores with its
+	// own BM25 statistics) or "dfs_query_then_fetch" (the statistics are
+	// gathered over every shard first, one more round trip, so an index of
+	// several shards ranks as one shard would).
+	SearchType string `yaml:"search_type"`
 	// APIKeyEnv names the environment variable holding an API key sent as
 	// "Authorization: ApiKey <key>" ("": no authentication).
 	APIKeyEnv string `yaml:"api_key_env"`
@@ -135,6 +145,9 @@ func (e ElasticConfig) Validate() error {
 	}
 	if e.TextField == "" {
 		return fielderr.New("text_field", "is required (the field searched and handed to the responder)")
+	}
+	if e.SearchType != "" && e.SearchType != "query_then_fetch" && e.SearchType != "dfs_query_then_fetch" {
+		return fielderr.New("search_type", "must be query_then_fetch or dfs_query_then_fetch, got %q", e.SearchType)
 	}
 	if e.APIKeyEnv != "" {
 		if v, ok := os.LookupEnv(e.APIKeyEnv); !ok || v == "" {

@@ -26,6 +26,8 @@ type Elastic struct {
 	name string
 	// Similarity is how the index ranks the text field (set by Probe).
 	Similarity ElasticSimilarity
+	// itemBackoff spaces the retries of failed _msearch items.
+	itemBackoff *httpcall.Backoff
 }
 
 // ElasticSimilarity is the text field's similarity as the index settings
@@ -52,7 +54,7 @@ func NewElastic(cfg ElasticConfig, seed uint64) (*Elastic, error) {
 		return nil, err
 	}
 	e := &Elastic{call: httpcall.NewCaller("elasticsearch", pool, cfg.Call.policy(), seed), cfg: cfg,
-		hdr: http.Header{}, name: "elasticsearch " + cfg.Index}
+		hdr: http.Header{}, name: "elasticsearch " + cfg.Index, itemBackoff: httpcall.NewBackoff(cfg.Call.BackoffBase, cfg.Call.BackoffMax, seed+1)}
 	if cfg.APIKeyEnv != "" {
 		key := os.Getenv(cfg.APIKeyEnv)
 		if key == "" {
@@ -78,6 +80,9 @@ func (e *Elastic) get(ctx context.Context, pin *httpcall.Host, path string, out 
 // on every host: a missing index or text field, or an empty index, stops
 // the run before it starts.
 func (e *Elastic) Probe(ctx context.Context) error {
+	if err := e.checkHealth(ctx); err != nil {
+		return err
+	}
 	for _, h := range e.call.Pool().Hosts() {
 		if err := e.probeHost(ctx, h); err != nil {
 			return fmt.Errorf("elasticsearch %s index %s: %w", h, e.cfg.Index, err)
@@ -134,6 +139,9 @@ func (e *Elastic) probeHost(ctx context.Context, h *httpcall.Host) error {
 		}
 		s, err := resolveSimilarity(field, settings[n].Settings.Index.Similarity)
 		if err != nil {
+			return fmt.Errorf("index %s: %w", n, err)
+		}
+		if err := CheckPushMarker(mappings[n].Mappings, e.cfg.IDField); err != nil {
 			return fmt.Errorf("index %s: %w", n, err)
 		}
 		s.Index = n
@@ -213,9 +221,11 @@ func settingFloat(v any) (float64, error) {
 // each a search response or an error.
 type msearchResponse struct {
 	Responses []struct {
-		Status int             `json:"status"`
-		Error  json.RawMessage `json:"error"`
-		Hits   *esHits         `json:"hits"`
+		Status   int                `json:"status"`
+		Error    json.RawMessage    `json:"error"`
+		Hits     *esHits            `json:"hits"`
+		TimedOut bool               `json:"timed_out"`
+		Shards   *msearchItemShards `json:"_shards"`
 	} `json:"responses"`
 }
 
@@ -227,20 +237,36 @@ type esHits struct {
 	} `json:"hits"`
 }
 
-func (e *Elastic) searchBatch(ctx context.Context, queries []string, k int) ([][]corpus.Ranked, []error, error) {
+// msearch is one _msearch call (the call itself retried by the client);
+// searchBatch retries the items it answers with a transient failure.
+func (e *Elastic) msearch(ctx context.Context, queries []string, k int) ([][]corpus.Ranked, []error, error) {
 	var body bytes.Buffer
-	head, _ := json.Marshal(map[string]string{"index": e.cfg.Index})
+	// A shard that fails makes the item fail instead of answering without
+	// that shard's documents (partial checks the answer all the same).
+	hm := map[string]any{"index": e.cfg.Index, "allow_partial_search_results": false}
+	if e.cfg.SearchType != "" {
+		hm["search_type"] = e.cfg.SearchType
+	}
+	head, _ := json.Marshal(hm)
 	fields := []string{e.cfg.TextField}
 	if e.cfg.TitleField != "" {
 		fields = append(fields, e.cfg.TitleField)
 	}
+	if e.cfg.IDField != "" {
+		fields = append(fields, e.cfg.IDField)
+	}
 	for _, q := range queries {
-		b, err := json.Marshal(map[string]any{
+		req := map[string]any{
 			"query":            map[string]any{"match": map[string]any{e.cfg.TextField: map[string]any{"query": q}}},
 			"size":             k,
 			"_source":          fields,
 			"track_total_hits": false,
-		})
+		}
+		if e.cfg.IDField != "" {
+			req["sort"] = []any{map[string]any{"_score": "desc"}, map[string]any{e.cfg.IDField: "asc"}}
+			req["track_scores"] = true
+		}
+		b, err := json.Marshal(req)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -261,12 +287,17 @@ func (e *Elastic) searchBatch(ctx context.Context, queries []string, k int) ([][
 		return st, err
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, e.withClusterState(ctx, err)
 	}
 	lists := make([][]corpus.Ranked, len(queries))
 	errs := make([]error, len(queries))
 	for i, r := range resp.Responses {
 		lists[i], errs[i] = e.convert(i, r.Status, r.Error, r.Hits)
+		if errs[i] == nil {
+			if errs[i] = e.partial(i, r.TimedOut, r.Shards); errs[i] != nil {
+				lists[i] = nil
+			}
+		}
 	}
 	return lists, errs, nil
 }
@@ -276,9 +307,9 @@ func (e *Elastic) convert(i, status int, esErr json.RawMessage, hits *esHits) ([
 	if len(esErr) > 0 && string(esErr) != "null" {
 		kind := "rejected"
 		if status == http.StatusTooManyRequests || status >= 500 {
-			kind = "unavailable"
+			kind = ResultUnavailable
 		}
-		return nil, resultErr(e.name, kind, "query %d: status %d: %s", i+1, status, esReason(esErr))
+		return nil, resultErr(e.name, kind, "query %d: status %d: %s", i+1, status, ESReason(esErr))
 	}
 	if hits == nil {
 		return nil, resultErr(e.name, ResultMalformed, `query %d: the response has neither "hits" nor "error"`, i+1)
@@ -292,7 +323,14 @@ func (e *Elastic) convert(i, status int, esErr json.RawMessage, hits *esHits) ([
 		if err != nil {
 			return nil, resultErr(e.name, ResultMalformed, "document %q: %v", *h.ID, err)
 		}
-		c := corpus.Chunk{ID: *h.ID, PassageID: *h.ID}
+		id := *h.ID
+		if e.cfg.IDField != "" {
+			// The id field, not _id, is the passage id: _id is limited to 512 bytes.
+			if id, err = sourceString(h.Source, e.cfg.IDField); err != nil {
+				return nil, resultErr(e.name, ResultMalformed, "document %q: %v", *h.ID, err)
+			}
+		}
+		c := corpus.Chunk{ID: id, PassageID: id}
 		if e.cfg.TitleField != "" {
 			if c.Title, err = sourceString(h.Source, e.cfg.TitleField); err != nil {
 				c.Title = "" // an untitled document is fine
@@ -306,8 +344,8 @@ func (e *Elastic) convert(i, status int, esErr json.RawMessage, hits *esHits) ([
 	return out, nil
 }
 
-// esReason is the "type: reason" of an Elasticsearch error object.
-func esReason(raw json.RawMessage) string {
+// ESReason is the "type: reason" of an Elasticsearch error object.
+func ESReason(raw json.RawMessage) string {
 	var e struct {
 		Type   string `json:"type"`
 		Reason string `json:"reason"`

@@ -32,11 +32,19 @@ type fakeES struct {
 	headers    []string
 	failQuery  string // a query answered with a per-item error
 	failStatus int
+	health     string // the index's _cluster/health status
+	// partialQuery is answered with one of its two shards failed, partialFor
+	// times (-1: always).
+	partialQuery string
+	partialFor   int
 }
 
 func newFakeES(t *testing.T, p *retrieval.Pipeline) *fakeES {
-	f := &fakeES{p: p, settings: `{}`, mapping: `{"type": "text"}`, count: 1951}
+	f := &fakeES{p: p, settings: `{}`, mapping: `{"type": "text"}`, count: 1951, health: "green"}
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /_cluster/health/passages", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `{"cluster_name": "fake", "status": %q, "number_of_nodes": 3, "number_of_data_nodes": 3, "active_primary_shards": 1}`, f.health)
+	})
 	mux.HandleFunc("GET /passages/_settings", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, `{"passages-v1": {"settings": {"index": {"number_of_shards": "1", "similarity": %s}}}}`, f.settings)
 	})
@@ -83,13 +91,20 @@ func newFakeES(t *testing.T, p *retrieval.Pipeline) *fakeES {
 				items = append(items, fmt.Sprintf(`{"error": {"root_cause": [], "type": "es_rejected_execution_exception", "reason": "queue full"}, "status": %d}`, f.failStatus))
 				continue
 			}
+			shards := `{"total": 2, "successful": 2, "skipped": 0, "failed": 0}`
+			f.mu.Lock()
+			if m.Query == f.partialQuery && f.partialFor != 0 {
+				f.partialFor--
+				shards = `{"total": 2, "successful": 1, "skipped": 0, "failed": 1, "failures": [{"shard": 1, "index": "passages-v1", "reason": {"type": "node_not_connected_exception", "reason": "node left"}}]}`
+			}
+			f.mu.Unlock()
 			hits, _ := f.p.Search(r.Context(), m.Query, body.Size)
 			hs := make([]string, len(hits))
 			for i, h := range hits {
 				src, _ := json.Marshal(map[string]string{"contents": h.Text, "title": h.Title})
 				hs[i] = fmt.Sprintf(`{"_index": "passages-v1", "_id": %q, "_score": %v, "_source": %s}`, h.ID, h.Score, src)
 			}
-			items = append(items, `{"took": 1, "timed_out": false, "hits": {"max_score": null, "hits": [`+strings.Join(hs, ",")+`]}, "status": 200}`)
+			items = append(items, `{"took": 1, "timed_out": false, "_shards": `+shards+`, "hits": {"max_score": null, "hits": [`+strings.Join(hs, ",")+`]}, "status": 200}`)
 		}
 		f.mu.Lock()
 		f.batches = append(f.batches, len(items))
