@@ -1,4 +1,4 @@
-"""Flags, backend construction and the serve loop."""
+"""Flags, backend construction and the serve loop: `python -m lora_trainer --help`."""
 
 import argparse
 import logging
@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import torch
 
-from .engine import DEFAULT_LIMITS, Engine, Limits
+from .engine import DEFAULT_LIMITS, Engine, Limits, StartupError
 from .server import CheckpointStore, TrainerService, make_http_server
 from .tiny import LoRAConfig, TinyBackend, TinyModelConfig
 
@@ -46,6 +46,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay of requests that send weight_decay 0 or none (0 = Adam)")
     p.add_argument("--gradient-checkpointing", action="store_true", help="hf: trade compute for activation memory")
     p.add_argument("--trust-remote-code", action="store_true", help="hf: allow model code from the hub")
+    p.add_argument("--plain-chat", action="store_true",
+                   help="hf: a tokenizer without a chat template renders messages as 'role: content' lines (else refused)")
     p.add_argument("--limit-prompts", type=int, default=DEFAULT_LIMITS["max_prompts"],
                    help="info.limits.max_prompts: most prompts per sample call (0 = none: one request can exhaust the server)")
     p.add_argument("--limit-n", type=int, default=DEFAULT_LIMITS["max_n"], help="info.limits.max_n: most samples per prompt")
@@ -120,6 +122,7 @@ def build_engine(a: argparse.Namespace) -> Engine:
             gradient_checkpointing=a.gradient_checkpointing,
             trust_remote_code=a.trust_remote_code,
             seed=a.seed,
+            plain_chat=a.plain_chat,
         )
     torch.manual_seed(a.seed)  # the dropout stream
     limits = Limits(max_prompts=a.limit_prompts, max_n=a.limit_n, max_tokens=a.limit_tokens, max_batch=a.limit_batch)
@@ -170,5 +173,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         stream=sys.stderr,
     )
     token = resolve_token(a.token)  # before loading a model, so a bad flag fails fast
-    engine = build_engine(a)
+    try:
+        engine = build_engine(a)
+    except StartupError as e:
+        # One line naming the path, not a traceback; nothing was written.
+        print(f"lora_trainer: {e}", file=sys.stderr)
+        return 2
     return serve(engine, a, token)
