@@ -1,27 +1,34 @@
 #!/usr/bin/env python3
-"""GPU check of the reference LoRA trainer (scripts/lora_trainer) on a real transformers model.
+"""GPU check of the reference LoRA trainer (scripts/lora_trainer) on a real transformers model;
+the same script runs on the CPU with smaller sizes (`--device cpu`), as CI does.
 
 Nothing is downloaded: the script builds a small Llama (LlamaConfig, random
 weights) and a byte-level BPE tokenizer trained on the demo conversations,
 saves them as a local model directory, and serves that with the server's HF
-backend (transformers + peft, bf16) on the GPU. Then it
+backend (transformers + peft; bf16 on the GPU, fp32 on the CPU). Then it
 
   1. runs `himes trainer check --endpoint URL`: every property must pass;
-  2. runs 20 GRPO steps through the harness: `himes train` with
+  2. runs GRPO steps (20 by default) through the harness: `himes train` with
      configs/quickstart.yaml pointed at the server (KL on, mu = 2), and reads
      the run's metrics.jsonl: step time, update time, and that the KL and
-     clip-fraction metrics move; the server records the time and peak GPU
-     memory of every sample / grpo_step call;
+     clip-fraction metrics move; the server records the time and peak
+     memory (GPU, or the process's resident set on the CPU) of every
+     sample / grpo_step call;
   3. saves the trained adapter and checks that PeftModel.from_pretrained(base,
      adapter) gives the server's logprobs (and not the base model's);
   4. writes an Ollama Modelfile for it with `himes export ollama`.
 
 It writes OUT/gpu_check.json (and the logs) and exits non-zero if a check failed.
 
-Needs CUDA, torch 2.x, transformers, peft, tokenizers and a himes binary:
+Needs the project's Python environment (scripts/ci/setup-python.sh: torch,
+transformers, peft, tokenizers, the lora_trainer package) and a himes binary:
 
     go build -o himes ./cmd/himes
-    python3 scripts/gpu_check.py --out /tmp/gpu-check [--work /tmp/gpu-work] [--himes ./himes]
+    "$(scripts/ci/python-env.sh)" scripts/gpu_check.py --out /tmp/gpu-check [--work /tmp/gpu-work] [--himes ./himes]
+    # on a CPU, with the sizes of scripts/lora_trainer/tests/test_gpu_check.py:
+    "$(scripts/ci/python-env.sh)" scripts/gpu_check.py --device cpu --out /tmp/cpu-check --hidden 64 --layers 2 \
+        --vocab-size 512 --steps 3 --prompts-per-step 4 --group-size 4 --max-tokens 8 --eval-turns 8 --lr 0.02 \
+        --max-prompt-tokens 256
 """
 
 import argparse
@@ -34,14 +41,18 @@ import threading
 import time
 import urllib.request
 
+import resource
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
 
-import torch  # noqa: E402
+try:
+    import torch
 
-from lora_trainer.cli import build_engine, parse_args  # noqa: E402
-from lora_trainer.server import CheckpointStore, TrainerService, make_http_server  # noqa: E402
+    from lora_trainer.cli import build_engine, parse_args
+    from lora_trainer.server import CheckpointStore, TrainerService, make_http_server
+except ImportError as e:
+    sys.exit(f"gpu_check: {e}; run scripts/ci/setup-python.sh and use its interpreter, \"$(scripts/ci/python-env.sh)\" {sys.argv[0]}")
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
@@ -111,26 +122,35 @@ def build_base_model(directory: str, a) -> str:
     return directory
 
 
-class CallStats:
-    """Time and peak GPU memory of each engine call, measured inside the server."""
+def peak_rss_gib() -> float:
+    """The process's peak resident set (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
-    def __init__(self):
+
+class CallStats:
+    """Time and peak memory of each engine call, measured inside the server:
+    GPU memory allocated on CUDA, the process's peak resident set on the CPU
+    (a high-water mark since the start, not per call)."""
+
+    def __init__(self, cuda: bool):
         self.calls = {}
+        self.cuda = cuda
         self.lock = threading.Lock()
 
     def wrap(self, name, fn):
         def timed(*args, **kw):
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
+            if self.cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
             t = time.perf_counter()
             try:
                 return fn(*args, **kw)
             finally:
-                torch.cuda.synchronize()
+                if self.cuda:
+                    torch.cuda.synchronize()
+                peak = torch.cuda.max_memory_allocated() / 2**30 if self.cuda else peak_rss_gib()
                 with self.lock:
-                    self.calls.setdefault(name, []).append(
-                        {"seconds": time.perf_counter() - t, "peak_gib": torch.cuda.max_memory_allocated() / 2**30}
-                    )
+                    self.calls.setdefault(name, []).append({"seconds": time.perf_counter() - t, "peak_gib": peak})
 
         return timed
 
@@ -173,14 +193,26 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="directory for gpu_check.json and the logs")
     ap.add_argument("--work", default="", help="directory for the model, checkpoints and run (default OUT/work)")
     ap.add_argument("--himes", default="", help="himes binary (default: ./himes, else `go build`)")
-    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--device", default="cuda", help="cuda (bf16) or cpu (fp32, with smaller sizes)")
+    ap.add_argument("--hidden", type=int, default=1024, help="hidden size; heads of 64 dimensions")
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--vocab-size", type=int, default=8192)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--prompts-per-step", type=int, default=8)
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--eval-turns", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=0.0002, help="grpo.learning_rate of the himes train run")
+    ap.add_argument("--max-prompt-tokens", type=int, default=0,
+                    help="the server's --max-prompt-tokens (0 = whole prompts); a CPU run keeps the last 256")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("gpu_check: no CUDA device", file=sys.stderr)
+    cuda = a.device.startswith("cuda")
+    if cuda and not torch.cuda.is_available():
+        print("gpu_check: no CUDA device (use --device cpu with smaller sizes)", file=sys.stderr)
+        return 2
+    if a.hidden % 64:
+        print(f"gpu_check: --hidden {a.hidden}: want a multiple of 64 (heads of 64 dimensions)", file=sys.stderr)
         return 2
     out = os.path.abspath(a.out)
     work = os.path.abspath(a.work or os.path.join(out, "work"))
@@ -194,7 +226,8 @@ def main() -> int:
     import transformers
 
     result = {
-        "gpu": torch.cuda.get_device_name(0),
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+        "dtype": "bfloat16" if cuda else "float32",
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__},
         "ok": True,
     }
@@ -208,9 +241,10 @@ def main() -> int:
     result["model"] = {"hidden": a.hidden, "layers": a.layers, "vocab_size": a.vocab_size}
 
     args = parse_args(["--backend", "hf", "--base-model", base_dir, "--port", "0", "--checkpoint-dir", os.path.join(work, "lora_checkpoints"),
-                       "--lora-rank", "16", "--lora-alpha", "32", "--seed", str(a.seed)])
+                       "--lora-rank", "16", "--lora-alpha", "32", "--seed", str(a.seed), "--device", a.device,
+                       "--max-prompt-tokens", str(a.max_prompt_tokens)])
     engine = build_engine(args)
-    stats = CallStats()
+    stats = CallStats(cuda)
     for name in ("sample", "grpo_step", "sft_step", "logprobs"):
         setattr(engine, name, stats.wrap(name, getattr(engine, name)))
     srv = make_http_server(TrainerService(engine, CheckpointStore(args.checkpoint_dir)), "127.0.0.1", 0)
@@ -224,13 +258,15 @@ def main() -> int:
         if rc != 0:
             fail("himes trainer check")
 
-        # 2. 20 GRPO steps through the harness
+        # 2. GRPO steps through the harness
         run_dir = os.path.join(work, "runs")
         cmd = [himes, "train", "--config", "configs/quickstart.yaml",
                "--set", f"trainer.endpoint={url}", "--set", f"grpo.steps={a.steps}",
-               "--set", "grpo.prompts_per_step=8", "--set", "grpo.group_size=8", "--set", "grpo.max_tokens=32",
-               "--set", "grpo.learning_rate=0.0002", "--set", "grpo.loss.mu=2", "--set", "grpo.loss.kl_coef=0.04",
-               "--set", "grpo.eval_every=10", "--set", "grpo.eval_turns=32", "--set", "grpo.checkpoint_every=10",
+               "--set", f"grpo.prompts_per_step={a.prompts_per_step}", "--set", f"grpo.group_size={a.group_size}",
+               "--set", f"grpo.max_tokens={a.max_tokens}",
+               "--set", f"grpo.learning_rate={a.lr}", "--set", "grpo.loss.mu=2", "--set", "grpo.loss.kl_coef=0.04",
+               "--set", f"grpo.eval_every={max(a.steps // 2, 1)}", "--set", f"grpo.eval_turns={a.eval_turns}",
+               "--set", f"grpo.checkpoint_every={max(a.steps // 2, 1)}",
                "--set", f"run.output_dir={run_dir}", "--set", "run.name=gpu-check"]
         t0 = time.perf_counter()
         rc, text = run(cmd, os.path.join(out, "train.log"), 420)
@@ -260,7 +296,7 @@ def main() -> int:
         if not result["train"]["clip_moves"]:
             fail("the clip-fraction metrics did not move")
         result["server"] = {n: stats.summary(n) for n in ("sample", "grpo_step", "sft_step", "logprobs")}
-        result["peak_gpu_gib"] = max((s.get("peak_gib", 0) for s in result["server"].values()), default=0)
+        result["peak_gib"] = max((s.get("peak_gib", 0) for s in result["server"].values()), default=0)
 
         # 3. the saved adapter is a plain PEFT adapter
         post(url, "/v1/save", {"step_id": f"gpu-check-save-{time.time()}", "name": "gpu-check-final"})
@@ -268,7 +304,8 @@ def main() -> int:
         prompt = {"messages": [{"role": "user", "content": "What caused the Bronze Age collapse?"}]}
         sample = post(url, "/v1/sample", {"prompts": [prompt], "temperature": 1.0, "max_tokens": 16, "seed": 3})["samples"][0]
         server_lp = post(url, "/v1/logprobs", {"items": [{"prompt": prompt, "token_ids": sample["token_ids"]}]})["logprobs"][0]
-        result["peft_reload"] = peft_reload_check(base_dir, os.path.join(ck, "adapter"), engine, prompt, sample["token_ids"], server_lp)
+        result["peft_reload"] = peft_reload_check(base_dir, os.path.join(ck, "adapter"), engine, prompt, sample["token_ids"], server_lp,
+                                                  a.device, torch.bfloat16 if cuda else torch.float32)
         if not result["peft_reload"]["matches_server"] or not result["peft_reload"]["differs_from_base"]:
             fail("PeftModel.from_pretrained does not reproduce the server's logprobs")
 
@@ -287,15 +324,15 @@ def main() -> int:
     return 0 if result["ok"] else 1
 
 
-def peft_reload_check(base_dir, adapter_dir, engine, prompt, token_ids, server_lp):
+def peft_reload_check(base_dir, adapter_dir, engine, prompt, token_ids, server_lp, device, dtype):
     """Load base + adapter with plain transformers/peft and score the same tokens."""
     import peft
     from transformers import AutoModelForCausalLM
 
-    base = AutoModelForCausalLM.from_pretrained(base_dir).to("cuda", torch.bfloat16)
+    base = AutoModelForCausalLM.from_pretrained(base_dir).to(device, dtype)
     model = peft.PeftModel.from_pretrained(base, adapter_dir).eval()
     p = engine.encode_prompt({"text": "", "messages": prompt["messages"]}, "prompt")
-    ids = torch.tensor([p + token_ids], device="cuda")
+    ids = torch.tensor([p + token_ids], device=device)
     with torch.no_grad():
         lp = torch.log_softmax(model(input_ids=ids).logits[0].float(), -1)
         with model.disable_adapter():
@@ -305,9 +342,13 @@ def peft_reload_check(base_dir, adapter_dir, engine, prompt, token_ids, server_l
     diff = max(abs(x - y) for x, y in zip(got, server_lp)) if got else 0.0
     base_diff = max(abs(x - y) for x, y in zip(base_lp, server_lp)) if got else 0.0
     del model, base
-    torch.cuda.empty_cache()
-    # bf16 forward passes of differently shaped batches agree to a few 1e-2 nats.
-    return {"max_abs_diff": diff, "max_abs_diff_base": base_diff, "matches_server": diff < 0.05, "differs_from_base": base_diff > 2 * diff + 1e-3}
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    # bf16 forward passes of differently shaped batches agree to a few 1e-2
+    # nats; fp32 ones to about 1e-6.
+    tol = 0.05 if dtype == torch.bfloat16 else 1e-4
+    return {"max_abs_diff": diff, "max_abs_diff_base": base_diff, "tolerance": tol, "matches_server": diff < tol,
+            "differs_from_base": base_diff > 2 * diff + 1e-3}
 
 
 if __name__ == "__main__":
