@@ -143,3 +143,12 @@ def build_model(directory: str, seed: int = 0, hidden: int = 64, layers: int = 2
     if os.path.exists(jinja):
         os.remove(jinja)
     return directory
+
+
+if __name__ == "__main__":
+    # python -m tests.chatml_model DIR   (from scripts/lora_trainer): the walkthrough's tiny model.
+    import sys
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m tests.chatml_model DIR")
+    print(build_model(sys.argv[1]))
