@@ -15,6 +15,7 @@ import (
 
 	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/internal/rundir"
+	"github.com/himes-rl/himes/internal/tinygguf"
 )
 
 // writePEFTAdapter makes a minimal PEFT adapter directory (what
@@ -387,5 +388,46 @@ func TestExportOllamaRunCheckpoint(t *testing.T) {
 		if err := root.Execute(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err = %v, want one mentioning %s", c.args, err, c.want)
 		}
+	}
+}
+
+// The base's architecture comes from --base when it is local: a model
+// directory's config.json or a GGUF file's header; so a q_proj adapter on a
+// llama GGUF is refused even when the adapter names no recognizable base.
+func TestExportOllamaReadsTheBaseArchitecture(t *testing.T) {
+	tmp := t.TempDir()
+	gguf := filepath.Join(tmp, "base.gguf")
+	if err := tinygguf.Write(gguf, tinygguf.Options{Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	qwen := filepath.Join(tmp, "qwen")
+	if err := os.MkdirAll(qwen, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(qwen, "config.json"), []byte(`{"architectures": ["Qwen2ForCausalLM"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for base, want := range map[string]string{gguf: "llama", qwen: "qwen2", filepath.Join(tmp, "absent"): "", "llama3.2:1b": ""} {
+		if got := baseArchitecture(base); got != want {
+			t.Errorf("baseArchitecture(%s) = %q, want %q", base, got, want)
+		}
+	}
+	adapter := filepath.Join(tmp, "a")
+	writePEFTAdapter(t, adapter, "/elsewhere/my-finetune")
+	writeAdapterConfig(t, adapter, `{"peft_type": "LORA", "base_model_name_or_path": "/elsewhere/my-finetune", "r": 4, "lora_alpha": 8,
+ "target_modules": ["q_proj", "v_proj"]}`)
+	if _, err := exportOllama(ollamaExport{Base: gguf, Adapter: adapter, Out: filepath.Join(tmp, "o")}); err == nil || !strings.Contains(err.Error(), "q_proj") {
+		t.Errorf("q_proj adapter on a llama GGUF: err = %v", err)
+	}
+	// Relative local bases are written absolute: Ollama resolves them against the Modelfile's directory.
+	writeAdapterConfig(t, adapter, `{"peft_type": "LORA", "base_model_name_or_path": "/elsewhere/my-finetune", "r": 4, "lora_alpha": 8,
+ "target_modules": ["v_proj"]}`)
+	t.Chdir(tmp)
+	res, err := exportOllama(ollamaExport{Base: "base.gguf", Adapter: adapter, Out: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := parseModelfile(t, res.Modelfile)["model"]; got != gguf || res.Architecture != "llama" {
+		t.Errorf("FROM %q (architecture %q), want %s", got, res.Architecture, gguf)
 	}
 }
