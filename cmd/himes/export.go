@@ -68,6 +68,10 @@ func newExportOllamaCmd() *cobra.Command {
 		Long: `Writes OUT/Modelfile with "FROM <base>" and "ADAPTER <adapter>", so that a
 rewriter trained by the reference LoRA server (scripts/lora_trainer) can be
 served by Ollama and evaluated with  himes eval --rewriter ollama:<name>.
+A PEFT adapter is copied to OUT/adapter in the form Ollama reads (an integer
+lora_alpha, or the exact scale in lora_parameters.alpha), and ADAPTER names
+the copy. --base is an Ollama model name, the trainer's model directory
+(safetensors), or a GGUF file of the same weights.
 
 --adapter is a PEFT adapter directory (adapter_config.json +
 adapter_model.safetensors), a lora_trainer checkpoint directory (its adapter/
@@ -94,11 +98,11 @@ grpo.best_metric) or latest checkpoint in the LoRA server's --checkpoint-dir.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Base, "base", "", "FROM: the Ollama model (or path) the adapter was trained on, e.g. qwen2.5:1.5b-instruct-fp16")
+	fl.StringVar(&opts.Base, "base", "", "FROM: the model the adapter was trained on: its directory, a GGUF of it, or an Ollama model name")
 	fl.StringVar(&opts.Adapter, "adapter", "", "PEFT adapter dir, lora_trainer checkpoint dir, or GGUF LoRA file")
 	fl.StringVar(&opts.Out, "out", "", "directory to write the Modelfile into (created if missing)")
 	fl.StringArrayVar(&opts.Params, "param", nil, "extra PARAMETER as key=value, e.g. --param temperature=0 (repeatable)")
-	fl.BoolVar(&opts.Force, "force", false, "write the Modelfile even if Ollama cannot load this adapter's architecture")
+	fl.BoolVar(&opts.Force, "force", false, "write the Modelfile even where Ollama v0.6.5 refuses or mis-converts the adapter")
 	fl.StringVar(&name, "name", "himes-rewriter", "model name used in the printed next steps")
 	fl.StringVar(&run, "run", "", "a training run directory whose checkpoint (--checkpoint) to export instead of --adapter")
 	fl.StringVar(&which, "checkpoint", "latest", "with --run: best (grpo.best_metric's) or latest")
