@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/parser"
 	"github.com/spf13/cobra"
 
@@ -26,14 +29,15 @@ func newExportCmd() *cobra.Command {
 }
 
 // ollamaNote is what every Modelfile and the command's help say about which
-// adapters Ollama can serve.
-const ollamaNote = `Ollama applies LoRA adapters only in its llama.cpp runner, and converts
-PEFT (safetensors) adapters itself only for the llama (incl. Mistral) and
-gemma2 architectures (Ollama 0.6). For qwen2 / qwen2.5 and other
-architectures the llama.cpp runner serves, convert the adapter to a GGUF
-LoRA first with llama.cpp's convert_lora_to_gguf.py and pass the .gguf file
-as --adapter. FROM must be the base model the adapter was trained on
-(preferably an unquantized tag, e.g. qwen2.5:1.5b-instruct-fp16).`
+// adapters Ollama can serve; each point was checked against Ollama v0.6.5
+// (scripts/lora_trainer/tests/test_ollama_serving.py serves one).
+const ollamaNote = `Ollama v0.6.5 converts PEFT (safetensors) LoRA adapters itself for bases of
+the llama and gemma2 architectures, and applies them in its llama.cpp runner.
+FROM must be the base the adapter was trained on: the trainer's model
+directory (Ollama converts its safetensors to F16) or a GGUF of the same
+weights. On a llama base Ollama mis-converts adapters of q_proj and k_proj
+(it permutes the rotary rows of lora_A instead of lora_B), so train adapters
+for Ollama on v_proj,o_proj,gate_proj,up_proj,down_proj.`
 
 // ollamaExport is one `himes export ollama` request.
 type ollamaExport struct {
@@ -47,7 +51,7 @@ type ollamaExport struct {
 // ollamaExportResult says what was written.
 type ollamaExportResult struct {
 	Modelfile    string // path of the written Modelfile
-	Adapter      string // absolute adapter path used for ADAPTER
+	Adapter      string // absolute adapter path used for ADAPTER (OUT/adapter for a PEFT adapter)
 	Format       string // "peft" or "gguf"
 	AdapterBase  string // base_model_name_or_path of a PEFT adapter ("" for GGUF)
 	Architecture string // detected architecture of the adapter's base model ("" if unknown)
@@ -64,6 +68,10 @@ func newExportOllamaCmd() *cobra.Command {
 		Long: `Writes OUT/Modelfile with "FROM <base>" and "ADAPTER <adapter>", so that a
 rewriter trained by the reference LoRA server (scripts/lora_trainer) can be
 served by Ollama and evaluated with  himes eval --rewriter ollama:<name>.
+A PEFT adapter is copied to OUT/adapter in the form Ollama reads (an integer
+lora_alpha, or the exact scale in lora_parameters.alpha), and ADAPTER names
+the copy. --base is an Ollama model name, the trainer's model directory
+(safetensors), or a GGUF file of the same weights.
 
 --adapter is a PEFT adapter directory (adapter_config.json +
 adapter_model.safetensors), a lora_trainer checkpoint directory (its adapter/
@@ -90,11 +98,11 @@ grpo.best_metric) or latest checkpoint in the LoRA server's --checkpoint-dir.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Base, "base", "", "FROM: the Ollama model (or path) the adapter was trained on, e.g. qwen2.5:1.5b-instruct-fp16")
+	fl.StringVar(&opts.Base, "base", "", "FROM: the model the adapter was trained on: its directory, a GGUF of it, or an Ollama model name")
 	fl.StringVar(&opts.Adapter, "adapter", "", "PEFT adapter dir, lora_trainer checkpoint dir, or GGUF LoRA file")
 	fl.StringVar(&opts.Out, "out", "", "directory to write the Modelfile into (created if missing)")
 	fl.StringArrayVar(&opts.Params, "param", nil, "extra PARAMETER as key=value, e.g. --param temperature=0 (repeatable)")
-	fl.BoolVar(&opts.Force, "force", false, "write the Modelfile even if Ollama cannot load this adapter's architecture")
+	fl.BoolVar(&opts.Force, "force", false, "write the Modelfile even where Ollama v0.6.5 refuses or mis-converts the adapter")
 	fl.StringVar(&name, "name", "himes-rewriter", "model name used in the printed next steps")
 	fl.StringVar(&run, "run", "", "a training run directory whose checkpoint (--checkpoint) to export instead of --adapter")
 	fl.StringVar(&which, "checkpoint", "latest", "with --run: best (grpo.best_metric's) or latest")
@@ -134,18 +142,31 @@ func resolveExportAdapter(o *ollamaExport, run, which, root string) error {
 
 // peftAdapterConfig is the part of PEFT's adapter_config.json we check.
 type peftAdapterConfig struct {
-	PeftType      string `json:"peft_type"`
-	BaseModel     string `json:"base_model_name_or_path"`
-	Backend       string `json:"backend"` // set by lora_trainer's tiny backend only
-	Rank          int    `json:"r"`
-	TargetModules any    `json:"target_modules"`
+	PeftType      string         `json:"peft_type"`
+	BaseModel     string         `json:"base_model_name_or_path"`
+	Backend       string         `json:"backend"` // set by lora_trainer's tiny backend only
+	Rank          int            `json:"r"`
+	Alpha         float64        `json:"lora_alpha"`
+	UseRSLoRA     bool           `json:"use_rslora"`
+	UseDoRA       bool           `json:"use_dora"`
+	RankPattern   map[string]any `json:"rank_pattern"`
+	AlphaPattern  map[string]any `json:"alpha_pattern"`
+	TargetModules any            `json:"target_modules"`
+	raw           map[string]any // the whole file, rewritten for Ollama
+	targets       []string       // TargetModules as a list
 }
 
-// exportOllama validates the adapter and writes the Modelfile.
+// ollamaLoRAModules are the projections whose LoRA factors Ollama's llama and
+// gemma2 adapter converters map to llama.cpp tensor names.
+var ollamaLoRAModules = map[string]bool{"q_proj": true, "k_proj": true, "v_proj": true, "o_proj": true,
+	"gate_proj": true, "up_proj": true, "down_proj": true}
+
+// exportOllama validates the adapter and writes the Modelfile, and for a PEFT
+// adapter a copy of it in the form Ollama reads (OUT/adapter).
 func exportOllama(o ollamaExport) (ollamaExportResult, error) {
 	var res ollamaExportResult
 	if strings.TrimSpace(o.Base) == "" {
-		return res, errors.New("--base: is required (the Ollama model the adapter was trained on)")
+		return res, errors.New("--base: is required (the model the adapter was trained on)")
 	}
 	if strings.ContainsAny(o.Base, "\n\r") {
 		return res, fmt.Errorf("--base %q: must be one line", o.Base)
@@ -157,6 +178,14 @@ func exportOllama(o ollamaExport) (ollamaExportResult, error) {
 	if err != nil {
 		return res, err
 	}
+	base := o.Base
+	// A local base (model directory or GGUF file) is written as an absolute
+	// path: Ollama resolves relative ones against the Modelfile's directory.
+	if _, err := os.Stat(base); err == nil {
+		if base, err = filepath.Abs(base); err != nil {
+			return res, fmt.Errorf("--base %q: %w", o.Base, err)
+		}
+	}
 	adapter, err := filepath.Abs(o.Adapter)
 	if err != nil {
 		return res, fmt.Errorf("--adapter %q: %w", o.Adapter, err)
@@ -165,6 +194,7 @@ func exportOllama(o ollamaExport) (ollamaExportResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("--adapter: %w", err)
 	}
+	var peft *peftAdapterConfig
 	if !st.IsDir() {
 		if !strings.EqualFold(filepath.Ext(adapter), ".gguf") {
 			return res, fmt.Errorf("--adapter %s: a file must be a GGUF LoRA (.gguf); otherwise pass the PEFT adapter directory", adapter)
@@ -179,41 +209,39 @@ func exportOllama(o ollamaExport) (ollamaExportResult, error) {
 		if err != nil {
 			return res, err
 		}
+		peft = &cfg
 		res.Format, res.AdapterBase = "peft", cfg.BaseModel
-		res.Architecture = detectArchitecture(cfg.BaseModel)
-		switch res.Architecture {
-		case "llama", "mistral", "gemma2":
-		case "":
-			slog.Warn("cannot tell the adapter's base architecture; Ollama converts PEFT adapters only for llama, mistral and gemma2",
-				"base_model_name_or_path", cfg.BaseModel)
-		default:
-			if !o.Force {
-				return res, fmt.Errorf("--adapter %s: trained on %s (architecture %s); Ollama cannot convert PEFT adapters of this architecture. "+
-					"Convert it to a GGUF LoRA with llama.cpp's convert_lora_to_gguf.py (--base pointing at the base model) and pass the .gguf file as --adapter, or use --force",
-					adapter, cfg.BaseModel, res.Architecture)
-			}
-			slog.Warn("writing a Modelfile Ollama will likely refuse (--force)", "architecture", res.Architecture)
+		res.Architecture = baseArchitecture(base)
+		if res.Architecture == "" {
+			res.Architecture = detectArchitecture(cfg.BaseModel)
+		}
+		if err := checkOllamaAdapter(adapter, cfg, res.Architecture, o.Force); err != nil {
+			return res, err
 		}
 	}
 	res.Adapter = adapter
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return res, fmt.Errorf("--out: %w", err)
+	}
+	if peft != nil {
+		if res.Adapter, err = writeOllamaAdapter(adapter, *peft, o.Out); err != nil {
+			return res, err
+		}
+	}
 
 	mf := parser.Modelfile{Commands: append([]parser.Command{
-		{Name: "model", Args: o.Base},
-		{Name: "adapter", Args: adapter},
+		{Name: "model", Args: base},
+		{Name: "adapter", Args: res.Adapter},
 	}, params...)}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Written by `himes export ollama`: the rewriter trained with LoRA on top of its base model.\n")
 	if res.AdapterBase != "" {
-		fmt.Fprintf(&b, "# The adapter was trained on %s; FROM must be that same model.\n", res.AdapterBase)
+		fmt.Fprintf(&b, "# The adapter (%s) was trained on %s; FROM must hold the same weights.\n", adapter, res.AdapterBase)
 	}
 	for _, line := range strings.Split(ollamaNote, "\n") {
 		fmt.Fprintf(&b, "# %s\n", line)
 	}
 	b.WriteString(mf.String())
-
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return res, fmt.Errorf("--out: %w", err)
-	}
 	res.Modelfile = filepath.Join(o.Out, "Modelfile")
 	if err := atomicfile.Write(res.Modelfile, 0o644, func(w io.Writer) error {
 		_, err := io.WriteString(w, b.String())
@@ -222,6 +250,118 @@ func exportOllama(o ollamaExport) (ollamaExportResult, error) {
 		return res, fmt.Errorf("write %s: %w", res.Modelfile, err)
 	}
 	return res, nil
+}
+
+// checkOllamaAdapter refuses what Ollama v0.6.5 cannot convert, or converts
+// into a model that computes something else than the trainer did.
+func checkOllamaAdapter(dir string, cfg peftAdapterConfig, arch string, force bool) error {
+	path := filepath.Join(dir, "adapter_config.json")
+	switch {
+	case cfg.UseDoRA:
+		return fmt.Errorf("%s: use_dora: Ollama serves plain LoRA only", path)
+	case len(cfg.RankPattern) > 0 || len(cfg.AlphaPattern) > 0:
+		return fmt.Errorf("%s: rank_pattern/alpha_pattern: Ollama applies one rank and alpha to every module", path)
+	case cfg.Rank <= 0:
+		return fmt.Errorf("%s: r = %d, want a positive LoRA rank", path, cfg.Rank)
+	case cfg.Alpha <= 0:
+		return fmt.Errorf("%s: lora_alpha = %g, want > 0", path, cfg.Alpha)
+	}
+	for _, m := range cfg.targets {
+		if !ollamaLoRAModules[m] {
+			return fmt.Errorf("%s: target module %q: Ollama converts LoRA factors of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj and down_proj only", path, m)
+		}
+	}
+	switch arch {
+	case "llama":
+		for _, m := range cfg.targets {
+			if m != "q_proj" && m != "k_proj" {
+				continue
+			}
+			if !force {
+				return fmt.Errorf("%s: targets %s: Ollama v0.6.5 permutes the rotary rows of lora_A instead of lora_B for q_proj and k_proj "+
+					"on a llama base, so the served model would not compute what was trained (its greedy rewrites differ from the first token); "+
+					"train with --lora-target-modules v_proj,o_proj,gate_proj,up_proj,down_proj, or pass --force", path, m)
+			}
+			slog.Warn("q_proj/k_proj adapters are mis-converted by Ollama v0.6.5 on llama bases (--force)", "module", m)
+		}
+	case "gemma2":
+	case "":
+		slog.Warn("cannot tell the base's architecture; Ollama converts PEFT adapters only for llama and gemma2 bases",
+			"base_model_name_or_path", cfg.BaseModel)
+	default:
+		if !force {
+			return fmt.Errorf("--adapter %s: trained on %s (architecture %s); Ollama v0.6.5 converts PEFT adapters for llama and gemma2 bases only (or pass --force)",
+				dir, cfg.BaseModel, arch)
+		}
+		slog.Warn("writing a Modelfile Ollama will likely refuse (--force)", "architecture", arch)
+	}
+	return nil
+}
+
+// writeOllamaAdapter writes OUT/adapter: the PEFT adapter's weights and its
+// config in the form Ollama v0.6.5 reads, and returns that directory. Ollama
+// decodes lora_alpha as an unsigned integer (PEFT writes 16.0 for a float)
+// and scales by alpha/r; a fractional or rsLoRA-scaled alpha (alpha/sqrt(r))
+// goes into lora_parameters.alpha, which Ollama reads as a float instead.
+func writeOllamaAdapter(dir string, cfg peftAdapterConfig, out string) (string, error) {
+	alpha := cfg.Alpha
+	if cfg.UseRSLoRA {
+		alpha *= math.Sqrt(float64(cfg.Rank))
+	}
+	raw := maps.Clone(cfg.raw)
+	if alpha == math.Trunc(alpha) && alpha <= math.MaxUint32 {
+		raw["lora_alpha"] = int64(alpha)
+	} else {
+		delete(raw, "lora_alpha")
+		raw["lora_parameters"] = map[string]any{"alpha": alpha, "rank": cfg.Rank}
+	}
+	raw["use_rslora"] = false
+	js, err := json.MarshalIndent(raw, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", filepath.Join(dir, "adapter_config.json"), err)
+	}
+	final := filepath.Join(out, "adapter")
+	abs, err := filepath.Abs(final)
+	if err != nil {
+		return "", err
+	}
+	// Built beside the final directory and renamed over it: a failure leaves
+	// no half-written adapter behind.
+	tmp, err := os.MkdirTemp(out, ".adapter-")
+	if err != nil {
+		return "", fmt.Errorf("--out: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.WriteFile(filepath.Join(tmp, "adapter_config.json"), append(js, '\n'), 0o644); err != nil {
+		return "", err
+	}
+	if err := copyFile(filepath.Join(dir, "adapter_model.safetensors"), filepath.Join(tmp, "adapter_model.safetensors")); err != nil {
+		return "", err
+	}
+	if err := os.RemoveAll(final); err != nil {
+		return "", fmt.Errorf("--out: %w", err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return "", fmt.Errorf("--out: %w", err)
+	}
+	return abs, nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	return out.Close()
 }
 
 // readPEFTConfig reads and checks dir/adapter_config.json.
@@ -235,16 +375,73 @@ func readPEFTConfig(dir string) (peftAdapterConfig, error) {
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return cfg, fmt.Errorf("%s: %w", path, err)
 	}
+	if err := json.Unmarshal(raw, &cfg.raw); err != nil {
+		return cfg, fmt.Errorf("%s: %w", path, err)
+	}
 	if cfg.Backend == "tiny" {
 		return cfg, fmt.Errorf("%s: an adapter of lora_trainer's tiny test backend; only --backend hf adapters can be served by Ollama", path)
 	}
 	if !strings.EqualFold(cfg.PeftType, "LORA") {
 		return cfg, fmt.Errorf("%s: peft_type %q, want LORA", path, cfg.PeftType)
 	}
+	switch tm := cfg.TargetModules.(type) {
+	case []any:
+		for _, m := range tm {
+			s, ok := m.(string)
+			if !ok {
+				return cfg, fmt.Errorf("%s: target_modules: %v is not a module name", path, m)
+			}
+			cfg.targets = append(cfg.targets, s)
+		}
+	default:
+		return cfg, fmt.Errorf("%s: target_modules %v: want a list of module names (Ollama cannot resolve a pattern)", path, cfg.TargetModules)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "adapter_model.safetensors")); err != nil {
 		return cfg, fmt.Errorf("--adapter %s: no adapter_model.safetensors (Ollama reads safetensors adapters only): %w", dir, err)
 	}
 	return cfg, nil
+}
+
+// baseArchitecture is the architecture Ollama sees in a local base: a model
+// directory's config.json (architectures[0], mapped as Ollama's converter
+// maps it) or a GGUF file's general.architecture. "" when base is not local
+// or not recognized.
+func baseArchitecture(base string) string {
+	st, err := os.Stat(base)
+	if err != nil {
+		return ""
+	}
+	if st.IsDir() {
+		raw, err := os.ReadFile(filepath.Join(base, "config.json"))
+		if err != nil {
+			return ""
+		}
+		var c struct {
+			Architectures []string `json:"architectures"`
+		}
+		if json.Unmarshal(raw, &c) != nil || len(c.Architectures) == 0 {
+			return ""
+		}
+		switch c.Architectures[0] {
+		case "LlamaForCausalLM":
+			return "llama"
+		case "Gemma2ForCausalLM":
+			return "gemma2"
+		case "Qwen2ForCausalLM":
+			return "qwen2"
+		}
+		return strings.ToLower(strings.TrimSuffix(c.Architectures[0], "ForCausalLM"))
+	}
+	f, err := os.Open(base)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	g, _, err := ggml.Decode(f, 0)
+	if err != nil {
+		return ""
+	}
+	return g.KV().Architecture()
 }
 
 // detectArchitecture names the architecture of a base model: config.json's

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/internal/rundir"
+	"github.com/himes-rl/himes/internal/tinygguf"
 )
 
 // writePEFTAdapter makes a minimal PEFT adapter directory (what
@@ -21,12 +25,13 @@ func writePEFTAdapter(t *testing.T, dir, base string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg := `{"peft_type": "LORA", "base_model_name_or_path": "` + base + `", "r": 16, "lora_alpha": 32,
- "target_modules": ["q_proj", "v_proj"], "task_type": "CAUSAL_LM"}`
+	cfg := `{"peft_type": "LORA", "base_model_name_or_path": "` + base + `", "r": 16, "lora_alpha": 32.0,
+ "target_modules": ["v_proj", "o_proj"], "task_type": "CAUSAL_LM"}`
 	if err := os.WriteFile(filepath.Join(dir, "adapter_config.json"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "adapter_model.safetensors"), []byte("weights"), 0o644); err != nil {
+	// The weights name their directory, so a test can tell which adapter was copied.
+	if err := os.WriteFile(filepath.Join(dir, "adapter_model.safetensors"), []byte("weights of "+dir), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -64,7 +69,7 @@ func TestExportOllamaPEFTAdapter(t *testing.T) {
 		t.Errorf("result %+v", res)
 	}
 	got := parseModelfile(t, res.Modelfile)
-	want := map[string]string{"model": "llama3.2:1b-instruct-fp16", "adapter": adapter, "temperature": "0", "num_ctx": "4096"}
+	want := map[string]string{"model": "llama3.2:1b-instruct-fp16", "adapter": filepath.Join(out, "adapter"), "temperature": "0", "num_ctx": "4096"}
 	if len(got) != len(want) {
 		t.Errorf("commands %v, want %v", got, want)
 	}
@@ -75,8 +80,8 @@ func TestExportOllamaPEFTAdapter(t *testing.T) {
 	}
 	raw, _ := os.ReadFile(res.Modelfile)
 	text := string(raw)
-	for _, s := range []string{"FROM llama3.2:1b-instruct-fp16\n", "ADAPTER " + adapter + "\n",
-		"# The adapter was trained on meta-llama/Llama-3.2-1B-Instruct", "llama.cpp runner", "convert_lora_to_gguf.py"} {
+	for _, s := range []string{"FROM llama3.2:1b-instruct-fp16\n", "ADAPTER " + filepath.Join(out, "adapter") + "\n",
+		"was trained on meta-llama/Llama-3.2-1B-Instruct", "llama.cpp runner", "q_proj and k_proj"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("Modelfile lacks %q:\n%s", s, text)
 		}
@@ -91,30 +96,33 @@ func TestExportOllamaTrainerCheckpointUsesItsAdapterDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := parseModelfile(t, res.Modelfile)["adapter"]; got != filepath.Join(ck, "adapter") {
-		t.Errorf("ADAPTER %q, want the checkpoint's adapter/ dir", got)
+	if got := parseModelfile(t, res.Modelfile)["adapter"]; got != filepath.Join(tmp, "adapter") {
+		t.Errorf("ADAPTER %q, want the copy in OUT/adapter", got)
+	}
+	if w, _ := os.ReadFile(filepath.Join(tmp, "adapter", "adapter_model.safetensors")); string(w) != "weights of "+filepath.Join(ck, "adapter") {
+		t.Errorf("copied weights %q, want the checkpoint's adapter/", w)
 	}
 	if res.Architecture != "gemma2" {
 		t.Errorf("architecture %q", res.Architecture)
 	}
 }
 
-func TestExportOllamaQwenNeedsGGUF(t *testing.T) {
+func TestExportOllamaRefusesArchitecturesOllamaCannotConvert(t *testing.T) {
 	tmp := t.TempDir()
 	adapter := filepath.Join(tmp, "a")
 	writePEFTAdapter(t, adapter, "Qwen/Qwen2.5-1.5B-Instruct")
 	_, err := exportOllama(ollamaExport{Base: "qwen2.5:1.5b-instruct-fp16", Adapter: adapter, Out: filepath.Join(tmp, "o")})
-	if err == nil || !strings.Contains(err.Error(), "convert_lora_to_gguf.py") || !strings.Contains(err.Error(), "qwen2") {
-		t.Fatalf("err = %v, want advice to convert the qwen2 adapter to GGUF", err)
+	if err == nil || !strings.Contains(err.Error(), "llama and gemma2") || !strings.Contains(err.Error(), "qwen2") {
+		t.Fatalf("err = %v, want a refusal naming qwen2 and what Ollama converts", err)
 	}
-	if _, statErr := os.Stat(filepath.Join(tmp, "o", "Modelfile")); !os.IsNotExist(statErr) {
-		t.Errorf("a Modelfile was written despite the error")
+	if _, statErr := os.Stat(filepath.Join(tmp, "o")); !os.IsNotExist(statErr) {
+		t.Errorf("--out was written despite the error")
 	}
 	// --force writes it anyway.
 	if _, err := exportOllama(ollamaExport{Base: "qwen2.5:1.5b-instruct-fp16", Adapter: adapter, Out: filepath.Join(tmp, "o"), Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	// The converted GGUF LoRA is accepted as is.
+	// A GGUF LoRA is passed through as it is.
 	gguf := filepath.Join(tmp, "rewriter-lora.gguf")
 	if err := os.WriteFile(gguf, []byte("GGUF"), 0o644); err != nil {
 		t.Fatal(err)
@@ -125,6 +133,107 @@ func TestExportOllamaQwenNeedsGGUF(t *testing.T) {
 	}
 	if res.Format != "gguf" || parseModelfile(t, res.Modelfile)["adapter"] != gguf {
 		t.Errorf("result %+v", res)
+	}
+}
+
+// writeAdapterConfig replaces dir/adapter_config.json.
+func writeAdapterConfig(t *testing.T, dir, cfg string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "adapter_config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readJSON decodes a JSON object file.
+func readJSON(t *testing.T, path string) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return m
+}
+
+// Ollama v0.6.5 decodes lora_alpha as an unsigned integer and scales by
+// alpha/r: the copy it reads has an integer alpha, or the exact float in
+// lora_parameters.alpha; rsLoRA's alpha/sqrt(r) becomes alpha·sqrt(r)/r.
+func TestExportOllamaAdapterAlphaAsOllamaReadsIt(t *testing.T) {
+	tmp := t.TempDir()
+	base := filepath.Join(tmp, "base")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(base, "config.json"), []byte(`{"architectures": ["LlamaForCausalLM"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, extra string
+		alpha       float64
+		wantInt     bool
+		want        float64
+	}{
+		{"integral float", `"lora_alpha": 16.0`, 16, true, 16},
+		{"fraction", `"lora_alpha": 12.5`, 12.5, false, 12.5},
+		{"rslora", `"lora_alpha": 16, "use_rslora": true`, 16, true, 16 * 2}, // r = 4: 16/sqrt(4) = 32/4
+		{"rslora fraction", `"lora_alpha": 3, "use_rslora": true, "r": 2`, 3, false, 3 * math.Sqrt2},
+	}
+	for _, c := range cases {
+		adapter := filepath.Join(tmp, "a-"+strings.ReplaceAll(c.name, " ", "-"))
+		writePEFTAdapter(t, adapter, base)
+		writeAdapterConfig(t, adapter, `{"peft_type": "LORA", "base_model_name_or_path": "`+base+`", "r": 4, `+c.extra+`,
+ "target_modules": ["v_proj", "down_proj"], "lora_dropout": 0.0}`)
+		out := filepath.Join(tmp, "o-"+strings.ReplaceAll(c.name, " ", "-"))
+		res, err := exportOllama(ollamaExport{Base: base, Adapter: adapter, Out: out})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if res.Architecture != "llama" || res.Adapter != filepath.Join(out, "adapter") {
+			t.Errorf("%s: result %+v", c.name, res)
+		}
+		got := readJSON(t, filepath.Join(out, "adapter", "adapter_config.json"))
+		if got["use_rslora"] != false || got["lora_dropout"] != 0.0 || (got["r"] != 4.0 && got["r"] != 2.0) {
+			t.Errorf("%s: copy %v: other fields must be kept, use_rslora cleared", c.name, got)
+		}
+		raw, _ := os.ReadFile(filepath.Join(out, "adapter", "adapter_config.json"))
+		if c.wantInt {
+			if got["lora_alpha"] != c.want || !strings.Contains(string(raw), fmt.Sprintf(`"lora_alpha": %d,`, int(c.want))) {
+				t.Errorf("%s: lora_alpha not an integer in\n%s", c.name, raw)
+			}
+			continue
+		}
+		lp, ok := got["lora_parameters"].(map[string]any)
+		a, _ := lp["alpha"].(float64)
+		if _, has := got["lora_alpha"]; has || !ok || math.Abs(a-c.want) > 1e-12 {
+			t.Errorf("%s: want lora_parameters.alpha = %g and no lora_alpha, got\n%s", c.name, c.want, raw)
+		}
+	}
+}
+
+func TestExportOllamaRefusesWhatOllamaMisconverts(t *testing.T) {
+	tmp := t.TempDir()
+	adapter := filepath.Join(tmp, "a")
+	writePEFTAdapter(t, adapter, "meta-llama/Llama-3.2-1B-Instruct")
+	for _, c := range []struct{ cfg, want string }{
+		{`"target_modules": ["q_proj", "v_proj"]`, "q_proj"},
+		{`"target_modules": ["v_proj", "k_proj"]`, "k_proj"},
+		{`"target_modules": ["v_proj", "lm_head"]`, `"lm_head"`},
+		{`"target_modules": ".*proj"`, "list of module names"},
+		{`"target_modules": ["v_proj"], "use_dora": true`, "use_dora"},
+		{`"target_modules": ["v_proj"], "rank_pattern": {"v_proj": 8}`, "rank_pattern"},
+	} {
+		writeAdapterConfig(t, adapter, `{"peft_type": "LORA", "base_model_name_or_path": "meta-llama/Llama-3.2-1B-Instruct", "r": 4, "lora_alpha": 8, `+c.cfg+`}`)
+		out := filepath.Join(tmp, "o")
+		_, err := exportOllama(ollamaExport{Base: "llama3.2:1b", Adapter: adapter, Out: out})
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "adapter_config.json") {
+			t.Errorf("%s: err = %v, want a refusal naming the file and %s", c.cfg, err, c.want)
+		}
+		if _, statErr := os.Stat(out); !os.IsNotExist(statErr) {
+			t.Errorf("%s: --out written despite the error", c.cfg)
+		}
 	}
 }
 
@@ -256,7 +365,9 @@ func TestExportOllamaRunCheckpoint(t *testing.T) {
 		if err := root.Execute(); err != nil {
 			t.Fatalf("%s: %v\n%s", which, err, stderr.String())
 		}
-		if got := parseModelfile(t, filepath.Join(out, "Modelfile"))["adapter"]; got != filepath.Join(ckdir, want, "adapter") {
+		w, _ := os.ReadFile(filepath.Join(out, "adapter", "adapter_model.safetensors"))
+		if got := parseModelfile(t, filepath.Join(out, "Modelfile"))["adapter"]; got != filepath.Join(out, "adapter") ||
+			string(w) != "weights of "+filepath.Join(ckdir, want, "adapter") {
 			t.Errorf("--checkpoint %s: ADAPTER %q, want %s's adapter", which, got, want)
 		}
 	}
@@ -277,5 +388,46 @@ func TestExportOllamaRunCheckpoint(t *testing.T) {
 		if err := root.Execute(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err = %v, want one mentioning %s", c.args, err, c.want)
 		}
+	}
+}
+
+// The base's architecture comes from --base when it is local: a model
+// directory's config.json or a GGUF file's header; so a q_proj adapter on a
+// llama GGUF is refused even when the adapter names no recognizable base.
+func TestExportOllamaReadsTheBaseArchitecture(t *testing.T) {
+	tmp := t.TempDir()
+	gguf := filepath.Join(tmp, "base.gguf")
+	if err := tinygguf.Write(gguf, tinygguf.Options{Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	qwen := filepath.Join(tmp, "qwen")
+	if err := os.MkdirAll(qwen, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(qwen, "config.json"), []byte(`{"architectures": ["Qwen2ForCausalLM"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for base, want := range map[string]string{gguf: "llama", qwen: "qwen2", filepath.Join(tmp, "absent"): "", "llama3.2:1b": ""} {
+		if got := baseArchitecture(base); got != want {
+			t.Errorf("baseArchitecture(%s) = %q, want %q", base, got, want)
+		}
+	}
+	adapter := filepath.Join(tmp, "a")
+	writePEFTAdapter(t, adapter, "/elsewhere/my-finetune")
+	writeAdapterConfig(t, adapter, `{"peft_type": "LORA", "base_model_name_or_path": "/elsewhere/my-finetune", "r": 4, "lora_alpha": 8,
+ "target_modules": ["q_proj", "v_proj"]}`)
+	if _, err := exportOllama(ollamaExport{Base: gguf, Adapter: adapter, Out: filepath.Join(tmp, "o")}); err == nil || !strings.Contains(err.Error(), "q_proj") {
+		t.Errorf("q_proj adapter on a llama GGUF: err = %v", err)
+	}
+	// Relative local bases are written absolute: Ollama resolves them against the Modelfile's directory.
+	writeAdapterConfig(t, adapter, `{"peft_type": "LORA", "base_model_name_or_path": "/elsewhere/my-finetune", "r": 4, "lora_alpha": 8,
+ "target_modules": ["v_proj"]}`)
+	t.Chdir(tmp)
+	res, err := exportOllama(ollamaExport{Base: "base.gguf", Adapter: adapter, Out: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := parseModelfile(t, res.Modelfile)["model"]; got != gguf || res.Architecture != "llama" {
+		t.Errorf("FROM %q (architecture %q), want %s", got, res.Architecture, gguf)
 	}
 }

