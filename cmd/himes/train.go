@@ -61,16 +61,16 @@ config unless --allow-config-change.`,
 					return err
 				}
 			}
+			fault, err := faultFromEnv()
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			comp, err := buildComponents(ctx, cfg, buildOptions{trainerDir: filepath.Join(base, name, "trainer")})
 			if err != nil {
 				return err
 			}
 			defer comp.Close()
-			fault, err := faultFromEnv()
-			if err != nil {
-				return err
-			}
 			return grpo.Train(ctx, cfg.GRPO, grpo.Deps{
 				Policy: comp.Policy, Runner: comp.Runner, Renderer: comp.Renderer, Ranker: comp.rankPassages,
 				Train: comp.Train, Eval: comp.Eval, SFT: comp.SFT, Reward: cfg.Reward.Weights,
