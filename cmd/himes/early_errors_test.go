@@ -76,6 +76,13 @@ func TestArgumentErrorsComeBeforeLoading(t *testing.T) {
 	if err := os.WriteFile(badData, []byte("{\"conv_id\": \"c\", \"turn\": \"one\"}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	notEval := filepath.Join(t.TempDir(), "mine")
+	if err := os.MkdirAll(notEval, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(notEval, "notes.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +100,7 @@ func TestArgumentErrorsComeBeforeLoading(t *testing.T) {
 		{"ollama rewriter without a model", []string{"eval", "--config", cfg, "--rewriter", "raw,ollama:"}, []string{"empty model name"}},
 		{"ollama rewriter the host lacks", []string{"eval", "--config", cfg, "--rewriter", "ollama:missing", "--ollama-host", ollama},
 			[]string{"ollama:missing", "ollama pull missing"}},
+		{"--out a folder that is not an eval's", []string{"eval", "--config", cfg, "--out", notEval}, []string{notEval, "not a himes eval folder"}},
 		{"malformed --data", []string{"eval", "--config", cfg, "--data", badData}, []string{"--data", "data.jsonl"}},
 		{"responder model the host lacks", []string{"train", "--config", cfg, "--set", "run.output_dir=" + out,
 			"--set", "rollout.responder=ollama", "--set", "rollout.ollama.model=missing", "--set", "rollout.ollama.hosts=[" + ollama + "]"},

@@ -63,6 +63,9 @@ grpo.best_metric kept), ollama:<model> (a chat model served by Ollama).
 Writes into --out: summary.md (also printed), summary.json (every number),
 turns.parquet (one row per system and turn), runs/<system>.trec and
 qrels.txt (check with: trec_eval -m recall.10 qrels.txt runs/raw.trec).
+The folder is replaced whole (written beside it, then swapped in), so no
+file of an earlier evaluation is left in it; an existing folder that is not
+a himes eval folder (no .himes-eval marker) is refused.
 Failed turns are counted per stage and left out of means and pairs; when a
 system fails more than rollout.max_failed_fraction of its turns the command
 writes its outputs and exits with an error.`,
@@ -193,6 +196,10 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 	if err != nil {
 		return err
 	}
+	out := f.outDir(cfg)
+	if err := evaluate.CheckOutputDir(out); err != nil {
+		return err
+	}
 
 	// One set of components per memory mode: the memory is part of the
 	// retrieval pipeline. The policy and the data come from the first.
@@ -283,14 +290,6 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 		slog.Warn("no raw system: nothing to compare against; add raw to --rewriter for paired tests")
 	}
 
-	out := f.out
-	if out == "" {
-		if f.runDir != "" {
-			out = filepath.Join(f.runDir, "eval")
-		} else {
-			out = filepath.Join(cfg.Run.OutputDir, cfg.Run.Name+"-eval")
-		}
-	}
 	if err := writeEvalOutputs(out, rep, results, turns); err != nil {
 		return err
 	}
@@ -331,6 +330,18 @@ func memoryLabel(m memoryMode) string {
 		return "on"
 	}
 	return "on:" + m.variant
+}
+
+// outDir is --out, or the default: <run dir>/eval with --run, else
+// <run.output_dir>/<run.name>-eval.
+func (f *evalFlags) outDir(cfg configs.Config) string {
+	switch {
+	case f.out != "":
+		return f.out
+	case f.runDir != "":
+		return filepath.Join(f.runDir, "eval")
+	}
+	return filepath.Join(cfg.Run.OutputDir, cfg.Run.Name+"-eval")
 }
 
 // loadData reads the --data files (nil without them), before the
@@ -512,7 +523,14 @@ func limitConversations(turns []datasets.Turn, n int) []datasets.Turn {
 	return out
 }
 
+// writeEvalOutputs replaces the folder dir whole with the evaluation's
+// outputs (evaluate.ReplaceOutputDir): no stale runs/*.trec of a system
+// evaluated before and not now.
 func writeEvalOutputs(dir string, rep evaluate.Report, results [][]evaluate.TurnResult, turns []datasets.Turn) error {
+	return evaluate.ReplaceOutputDir(dir, func(tmp string) error { return writeEvalFiles(tmp, rep, results, turns) })
+}
+
+func writeEvalFiles(dir string, rep evaluate.Report, results [][]evaluate.TurnResult, turns []datasets.Turn) error {
 	if err := os.MkdirAll(filepath.Join(dir, "runs"), 0o755); err != nil {
 		return fmt.Errorf("eval output: %w", err)
 	}
