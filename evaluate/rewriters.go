@@ -139,6 +139,15 @@ func NewOllama(model, host string, render PromptFunc) (*Ollama, error) {
 // Name is "ollama:<model>".
 func (o *Ollama) Name() string { return "ollama:" + o.Model }
 
+// Check says whether the host serves the model ("ollama pull" it first).
+func (o *Ollama) Check(ctx context.Context) error {
+	_, err := o.client.Check(ctx, o.Model)
+	return err
+}
+
+// Close releases idle connections.
+func (o *Ollama) Close() { o.client.Close() }
+
 // Rewrite asks the model for the rewrite at temperature 0.
 func (o *Ollama) Rewrite(ctx context.Context, t datasets.Turn) (string, error) {
 	p, err := o.Render(ctx, t)

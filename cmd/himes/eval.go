@@ -63,6 +63,9 @@ grpo.best_metric kept), ollama:<model> (a chat model served by Ollama).
 Writes into --out: summary.md (also printed), summary.json (every number),
 turns.parquet (one row per system and turn), runs/<system>.trec and
 qrels.txt (check with: trec_eval -m recall.10 qrels.txt runs/raw.trec).
+The folder is replaced whole (written beside it, then swapped in), so no
+file of an earlier evaluation is left in it; an existing folder that is not
+a himes eval folder (no .himes-eval marker) is refused.
 Failed turns are counted per stage and left out of means and pairs; when a
 system fails more than rollout.max_failed_fraction of its turns the command
 writes its outputs and exits with an error.`,
@@ -180,12 +183,22 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 	if err != nil {
 		return err
 	}
-	if len(f.rewriters) == 0 {
-		return errors.New("--rewriter: name at least one rewriter")
-	}
 	stats := stats.Config{Resamples: f.resamples, Level: f.level, Seed: uint64(cfg.Run.Seed)}
 	if err := stats.Validate(); err != nil {
 		return fmt.Errorf("--resamples/--level: %w", err)
+	}
+	// Everything that can be checked without the data and the index is
+	// checked first: a typo must not cost the minutes a large index takes.
+	if err := f.checkRewriters(ctx, cfg); err != nil {
+		return err
+	}
+	extra, err := f.loadData(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	out := f.outDir(cfg)
+	if err := evaluate.CheckOutputDir(out); err != nil {
+		return err
 	}
 
 	// One set of components per memory mode: the memory is part of the
@@ -214,14 +227,7 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 
 	turns := first.Eval
 	if len(f.data) > 0 {
-		turns = nil
-		for _, path := range f.data {
-			ts, _, err := datasets.LoadContext(ctx, path, cfg.Data.LoadOptions())
-			if err != nil {
-				return fmt.Errorf("--data: %w", err)
-			}
-			turns = append(turns, ts...)
-		}
+		turns = extra
 	}
 	turns = limitConversations(turns, f.limit)
 	if len(turns) == 0 {
@@ -284,14 +290,6 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 		slog.Warn("no raw system: nothing to compare against; add raw to --rewriter for paired tests")
 	}
 
-	out := f.out
-	if out == "" {
-		if f.runDir != "" {
-			out = filepath.Join(f.runDir, "eval")
-		} else {
-			out = filepath.Join(cfg.Run.OutputDir, cfg.Run.Name+"-eval")
-		}
-	}
 	if err := writeEvalOutputs(out, rep, results, turns); err != nil {
 		return err
 	}
@@ -334,6 +332,77 @@ func memoryLabel(m memoryMode) string {
 	return "on:" + m.variant
 }
 
+// outDir is --out, or the default: <run dir>/eval with --run, else
+// <run.output_dir>/<run.name>-eval.
+func (f *evalFlags) outDir(cfg configs.Config) string {
+	switch {
+	case f.out != "":
+		return f.out
+	case f.runDir != "":
+		return filepath.Join(f.runDir, "eval")
+	}
+	return filepath.Join(cfg.Run.OutputDir, cfg.Run.Name+"-eval")
+}
+
+// loadData reads the --data files (nil without them), before the
+// components: a malformed file is reported before the index is loaded.
+func (f *evalFlags) loadData(ctx context.Context, cfg configs.Config) ([]datasets.Turn, error) {
+	var turns []datasets.Turn
+	for _, path := range f.data {
+		ts, _, err := datasets.LoadContext(ctx, path, cfg.Data.LoadOptions())
+		if err != nil {
+			return nil, fmt.Errorf("--data: %w", err)
+		}
+		turns = append(turns, ts...)
+	}
+	return turns, nil
+}
+
+// checkRewriters validates --rewriter before anything is loaded: every name
+// known, none twice (their outputs would share a file), every ollama:<model>
+// naming a model its host serves.
+func (f *evalFlags) checkRewriters(ctx context.Context, cfg configs.Config) error {
+	if len(f.rewriters) == 0 {
+		return errors.New("--rewriter: name at least one rewriter")
+	}
+	seen := map[string]bool{}
+	for _, name := range f.rewriters {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "raw" || name == "concat" || name == "gold" || name == "policy":
+		case strings.HasPrefix(name, "ollama:"):
+			o, err := evaluate.NewOllama(strings.TrimPrefix(name, "ollama:"), f.ollamaHostFor(cfg), nil)
+			if err != nil {
+				return fmt.Errorf("--rewriter %q: %w", name, err)
+			}
+			err = o.Check(ctx)
+			o.Close()
+			if err != nil {
+				return fmt.Errorf("--rewriter %q: %w", name, err)
+			}
+		default:
+			return unknownRewriter(name)
+		}
+		if seen[name] {
+			return fmt.Errorf("--rewriter %q: named twice", name)
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
+func unknownRewriter(name string) error {
+	return fmt.Errorf("--rewriter %q: want raw, concat, gold, policy or ollama:<model>", name)
+}
+
+// ollamaHostFor is the host of ollama:<model> rewriters.
+func (f *evalFlags) ollamaHostFor(cfg configs.Config) string {
+	if f.ollamaHost == "" && len(cfg.Rollout.Ollama.Hosts) > 0 {
+		return cfg.Rollout.Ollama.Hosts[0]
+	}
+	return f.ollamaHost
+}
+
 // rewriter builds one named rewriter.
 func (f *evalFlags) rewriter(ctx context.Context, name string, cfg configs.Config, pol trainer.Policy, render evaluate.PromptFunc) (evaluate.Rewriter, error) {
 	switch {
@@ -355,18 +424,14 @@ func (f *evalFlags) rewriter(ctx context.Context, name string, cfg configs.Confi
 		}
 		return evaluate.Policy{Policy: pol, Render: render, MaxTokens: cfg.GRPO.MaxTokens, Seed: cfg.Run.Seed}, nil
 	case strings.HasPrefix(name, "ollama:"):
-		host := f.ollamaHost
-		if host == "" && len(cfg.Rollout.Ollama.Hosts) > 0 {
-			host = cfg.Rollout.Ollama.Hosts[0]
-		}
-		o, err := evaluate.NewOllama(strings.TrimPrefix(name, "ollama:"), host, render)
+		o, err := evaluate.NewOllama(strings.TrimPrefix(name, "ollama:"), f.ollamaHostFor(cfg), render)
 		if err != nil {
 			return nil, err
 		}
 		o.MaxTokens = cfg.GRPO.MaxTokens // the policy's rewrites have the same cap
 		return o, nil
 	}
-	return nil, fmt.Errorf("--rewriter %q: want raw, concat, gold, policy or ollama:<model>", name)
+	return nil, unknownRewriter(name)
 }
 
 // runCheckpoint resolves --checkpoint into a trainer checkpoint name and the
@@ -458,7 +523,14 @@ func limitConversations(turns []datasets.Turn, n int) []datasets.Turn {
 	return out
 }
 
+// writeEvalOutputs replaces the folder dir whole with the evaluation's
+// outputs (evaluate.ReplaceOutputDir): no stale runs/*.trec of a system
+// evaluated before and not now.
 func writeEvalOutputs(dir string, rep evaluate.Report, results [][]evaluate.TurnResult, turns []datasets.Turn) error {
+	return evaluate.ReplaceOutputDir(dir, func(tmp string) error { return writeEvalFiles(tmp, rep, results, turns) })
+}
+
+func writeEvalFiles(dir string, rep evaluate.Report, results [][]evaluate.TurnResult, turns []datasets.Turn) error {
 	if err := os.MkdirAll(filepath.Join(dir, "runs"), 0o755); err != nil {
 		return fmt.Errorf("eval output: %w", err)
 	}

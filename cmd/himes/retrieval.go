@@ -46,13 +46,16 @@ retrieval.memory is ignored here. The first line on stdout is
 				return fmt.Errorf("retrieval serve: retrieval.method is %s; serve an embedded index (bm25, dense or hybrid)", rc.Method)
 			}
 			rc.Memory.Enabled = false
-			p, err := retrieval.Open(cmd.Context(), rc, cfg.Data.KB)
-			if err != nil {
-				return fmt.Errorf("retrieval serve: %w", err)
-			}
+			// The port first: a busy one is reported before the index is
+			// loaded. Connections wait in the backlog until it is served.
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w", addr, err)
+			}
+			p, err := retrieval.Open(cmd.Context(), rc, cfg.Data.KB)
+			if err != nil {
+				ln.Close()
+				return fmt.Errorf("retrieval serve: %w", err)
 			}
 			// The same slow-client bounds as the trainer endpoint's server.
 			srv := trainer.NewServer(service.NewHandler(p, rc.Candidates), trainer.ServerOptions{})

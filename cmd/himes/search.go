@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -143,12 +144,31 @@ func runSearch(cmd *cobra.Command, sf *searchFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The queries and --turn's requirements are checked before the index
+	// is loaded (minutes for a large one).
+	var qs []ir.RunQuery
+	if sf.trecRun != "" {
+		if qs, err = ir.ReadRunQueries(sf.queries, sf.field); err != nil {
+			return err
+		}
+		if _, err := os.Stat(filepath.Dir(sf.trecRun)); err != nil {
+			return fmt.Errorf("search: --trec-run: %w", err)
+		}
+	}
+	if sf.turn != "" {
+		if sf.cf.path == "" {
+			return fmt.Errorf("search: --turn needs --config (its data)")
+		}
+		if !cfg.Memory.Enabled {
+			return fmt.Errorf("search: --turn shows long-term memory: set retrieval.memory.enabled or --memory")
+		}
+	}
 	p, err := retrieval.Open(cmd.Context(), cfg, kb)
 	if err != nil {
 		return err
 	}
 	if sf.trecRun != "" {
-		return writeTRECRun(cmd, p, sf)
+		return writeTRECRun(cmd, p, sf, qs)
 	}
 	var ret retrieval.Retriever = p
 	relevant := sf.relevant
@@ -187,15 +207,9 @@ func runSearch(cmd *cobra.Command, sf *searchFlags, args []string) error {
 // searchTurn finds --turn in the config's data and attaches the data's
 // memory to p, returning the turn and the causal view.
 func searchTurn(cmd *cobra.Command, sf *searchFlags, p *retrieval.Pipeline) (datasets.Turn, *retrieval.CausalRetriever, error) {
-	if sf.cf.path == "" {
-		return datasets.Turn{}, nil, fmt.Errorf("search: --turn needs --config (its data)")
-	}
 	full, err := sf.cf.load()
 	if err != nil {
 		return datasets.Turn{}, nil, err
-	}
-	if !p.Config().Memory.Enabled {
-		return datasets.Turn{}, nil, fmt.Errorf("search: --turn shows long-term memory: set retrieval.memory.enabled or --memory")
 	}
 	var turns []datasets.Turn
 	for _, path := range []string{full.Data.Train, full.Data.Eval} {
@@ -286,11 +300,7 @@ func snippet(c retrieval.Chunk, n int) string {
 	return s
 }
 
-func writeTRECRun(cmd *cobra.Command, p *retrieval.Pipeline, sf *searchFlags) error {
-	qs, err := ir.ReadRunQueries(sf.queries, sf.field)
-	if err != nil {
-		return err
-	}
+func writeTRECRun(cmd *cobra.Command, p *retrieval.Pipeline, sf *searchFlags, qs []ir.RunQuery) error {
 	f, err := os.Create(sf.trecRun)
 	if err != nil {
 		return fmt.Errorf("trec run: %w", err)

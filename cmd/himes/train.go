@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -28,7 +29,9 @@ config.yaml, version.json, status.json, metrics.jsonl, ledger/steps-*.parquet,
 samples/step-*.parquet (each evaluation's sample rewrites), tb/ (TensorBoard
 events, run.tensorboard), state/ and trainer/ checkpoints. One process at a
 time uses a run directory (it holds a lock on it); --resume refuses a changed
-config unless --allow-config-change.`,
+config unless --allow-config-change. --resume of a finished run says
+"already finished at step N", writes nothing and exits 0; with a larger
+--set grpo.steps it continues to the new total.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if resume && overwrite {
@@ -60,6 +63,14 @@ config unless --allow-config-change.`,
 				if err := checkConfigChange(filepath.Join(base, name), cfg, allowChange); err != nil {
 					return err
 				}
+				done, err := resumeHasWork(cmd.OutOrStdout(), filepath.Join(base, name), cfg.GRPO)
+				if err != nil || done {
+					return err
+				}
+			}
+			fault, err := faultFromEnv()
+			if err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			comp, err := buildComponents(ctx, cfg, buildOptions{trainerDir: filepath.Join(base, name, "trainer")})
@@ -67,10 +78,6 @@ config unless --allow-config-change.`,
 				return err
 			}
 			defer comp.Close()
-			fault, err := faultFromEnv()
-			if err != nil {
-				return err
-			}
 			return grpo.Train(ctx, cfg.GRPO, grpo.Deps{
 				Policy: comp.Policy, Runner: comp.Runner, Renderer: comp.Renderer, Ranker: comp.rankPassages,
 				Train: comp.Train, Eval: comp.Eval, SFT: comp.SFT, Reward: cfg.Reward.Weights,
@@ -85,4 +92,38 @@ config unless --allow-config-change.`,
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "delete an existing run directory of the same name first")
 	cmd.Flags().BoolVar(&allowChange, "allow-config-change", false, "with --resume: continue even though the config differs from the run's")
 	return cmd
+}
+
+// resumeHasWork reports whether a resume of the run in dir has nothing to
+// do (done): its newest checkpoint is at or past grpo.steps with its
+// evaluation recorded. Then it says so on w and the command exits 0
+// without touching the run (no resume counted, no config.resume-N.yaml,
+// version.resume-N.json or event file). A larger --set grpo.steps extends
+// a finished run instead, as TRL's resume_from_checkpoint with a larger
+// max_steps does; that is logged, with what it means for a decaying
+// learning-rate schedule.
+func resumeHasWork(w io.Writer, dir string, cfg grpo.Config) (done bool, err error) {
+	p, err := grpo.ReadRunProgress(dir, cfg)
+	if err != nil {
+		return false, err
+	}
+	if p.Done {
+		_, err := fmt.Fprintf(w, "%s: already finished at step %d (grpo.steps %d): nothing to do, nothing written; "+
+			"to train further, resume with --set grpo.steps=N, N > %d\n", dir, p.Step, cfg.Steps, p.Step)
+		return true, err
+	}
+	if p.Step >= 0 {
+		// A checkpoint at the step the last session was to end at: that
+		// session finished with a smaller grpo.steps.
+		if st, ok, _ := grpo.ReadStatus(dir); ok && st.State == grpo.StateFinished && p.Step >= st.Steps {
+			slog.Info("resume: extending the finished run", "from_step", p.Step, "to_step", cfg.Steps)
+			if cfg.Optimizer.Schedule != "constant" {
+				o := cfg.Optimizer
+				slog.Warn("resume: the learning-rate schedule is recomputed over the new grpo.steps: the next step takes its rate there, not the continuation of the finished run's decay",
+					"schedule", o.Schedule, "last_lr", o.LearningRate(cfg.LearningRate, p.Step, st.Steps),
+					"next_lr", o.LearningRate(cfg.LearningRate, p.Step+1, cfg.Steps))
+			}
+		}
+	}
+	return false, nil
 }

@@ -63,26 +63,30 @@ BM25 statistics, as in an in-process run of that config; otherwise it is 0.`,
 			if ckptDir != "" {
 				ecfg.CheckpointDir = ckptDir
 			}
+			if token == "" {
+				token = os.Getenv(trainerTokenEnv)
+			}
+			// The port first: a busy one is reported before the knowledge
+			// base is loaded.
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w", addr, err)
+			}
 			// With a config that names a knowledge base, the idf feature uses
 			// the same BM25 statistics as an in-process run of that config.
 			var stats embedded.TermStats
 			if cf.path != "" && cfg.Data.KB != "" {
 				kb, err := retrieval.Open(cmd.Context(), cfg.Retrieval, cfg.Data.KB)
 				if err != nil {
+					ln.Close()
 					return fmt.Errorf("knowledge-base statistics: %w", err)
 				}
 				stats = kb
 			}
 			policy, err := embedded.New(ecfg, stats)
 			if err != nil {
+				ln.Close()
 				return err
-			}
-			if token == "" {
-				token = os.Getenv(trainerTokenEnv)
-			}
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return fmt.Errorf("listen on %s: %w", addr, err)
 			}
 			return serveTrainer(cmd, ln, policy, token, ecfg.CheckpointDir, sopts)
 		},

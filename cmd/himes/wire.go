@@ -51,8 +51,32 @@ type buildOptions struct {
 
 // buildComponents loads the data and builds retrieval, responder, reward and
 // policy from the config.
-func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions) (*components, error) {
+func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions) (_ *components, err error) {
 	c := &components{}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	// What needs neither the data nor the index comes first, so that a
+	// missing model, an unreachable server or a bad reward setting is
+	// reported before the minutes a large knowledge base takes to load.
+	if c.Scorer, err = hser.NewScorer(cfg.Reward); err != nil {
+		return nil, fmt.Errorf("reward: %w", err)
+	}
+	if c.Responder, err = rollout.NewResponder(ctx, cfg.Rollout); err != nil {
+		return nil, fmt.Errorf("responder: %w", err)
+	}
+	tcfg := cfg.Trainer
+	if opts.trainerDir != "" {
+		tcfg.Embedded.CheckpointDir = opts.trainerDir
+	}
+	if tcfg.Endpoint != "embedded" {
+		if c.Policy, err = trainer.Dial(ctx, tcfg); err != nil {
+			return nil, fmt.Errorf("trainer: %w", err)
+		}
+	}
+
 	load := cfg.Data.LoadOptions()
 	all, st, err := datasets.LoadContext(ctx, cfg.Data.Train, load)
 	if err != nil {
@@ -98,18 +122,8 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	if c.Renderer, err = c.newRenderer(cfg); err != nil {
 		return nil, err
 	}
-	if c.Scorer, err = hser.NewScorer(cfg.Reward); err != nil {
-		return nil, fmt.Errorf("reward: %w", err)
-	}
-	if c.Responder, err = rollout.NewResponder(ctx, cfg.Rollout); err != nil {
-		return nil, fmt.Errorf("responder: %w", err)
-	}
 	if c.Runner, err = rollout.NewRunner(cfg.Rollout, c.Retrieve, c.Responder, c.Scorer); err != nil {
 		return nil, fmt.Errorf("rollout runner: %w", err)
-	}
-	tcfg := cfg.Trainer
-	if opts.trainerDir != "" {
-		tcfg.Embedded.CheckpointDir = opts.trainerDir
 	}
 	if cfg.Data.Prompt.Memories.Enabled && tcfg.Endpoint != "embedded" && !strings.Contains(cfg.Data.Prompt.Template, ".Memories") {
 		slog.Warn("data.prompt.memories is on but the prompt template does not show .Memories: an LLM rewriter sees them only in prompt.dialogue.memories")
@@ -119,12 +133,9 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 			"method", cfg.Retrieval.Method)
 	}
 	if tcfg.Endpoint == "embedded" {
-		c.Policy, err = embedded.New(tcfg.Embedded, c.Retriever)
-	} else {
-		c.Policy, err = trainer.Dial(ctx, tcfg)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("trainer: %w", err)
+		if c.Policy, err = embedded.New(tcfg.Embedded, c.Retriever); err != nil {
+			return nil, fmt.Errorf("trainer: %w", err)
+		}
 	}
 	return c, nil
 }
