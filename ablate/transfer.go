@@ -159,6 +159,27 @@ func PlanTransfer(base configs.Config, collections []string, variants []Transfer
 	return folds, nil
 }
 
+// SelectFolds keeps the folds whose left-out collection is named in names
+// (all when names is empty); a name that matches no fold is an error.
+func SelectFolds(folds []TransferFold, names []string) ([]TransferFold, error) {
+	if len(names) == 0 {
+		return folds, nil
+	}
+	var out []TransferFold
+	for _, n := range names {
+		i := slices.IndexFunc(folds, func(f TransferFold) bool { return f.Name == n })
+		if i < 0 {
+			var have []string
+			for _, f := range folds {
+				have = append(have, f.Name)
+			}
+			return nil, fmt.Errorf("transfer: --folds %s: no such left-out collection (have %s)", n, strings.Join(have, ", "))
+		}
+		out = append(out, folds[i])
+	}
+	return out, nil
+}
+
 // overrides are the --set overrides of r in fold f: its data, its run
 // directory, then the variant's own.
 func (r TransferRun) overrides(f TransferFold) []string {
