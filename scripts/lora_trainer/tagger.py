@@ -119,6 +119,7 @@ class TaggerConfig:
     head_hidden: int = 128
     pos_weight: float = 1.0  # SFT: the keep class's weight in the cross-entropy
     cache_prompts: int = 8192  # frozen-layer outputs kept (LRU)
+    cache_dir: str = ""  # frozen-layer outputs also kept on disk, shared by processes (e.g. the runs of a transfer)
     seed: int = 0
 
 
@@ -244,6 +245,7 @@ class TaggerBackend:
         self._cache: "collections.OrderedDict[str, torch.Tensor]" = collections.OrderedDict()
         self.cache_hits = 0
         self.cache_misses = 0
+        self.disk_hits = 0
 
     # --- what Engine needs
 
@@ -392,16 +394,47 @@ class TaggerBackend:
             self.cache_hits += 1
             return hit
         self.cache_misses += 1
-        ids = torch.tensor([v.input_ids], dtype=torch.long, device=self.device)
-        types = torch.tensor([v.token_type_ids], dtype=torch.long, device=self.device)
-        h = self.bert.embeddings(input_ids=ids, token_type_ids=types)
-        for layer in self.bert.encoder.layer[: self.first_trained]:
-            h = _layer_out(layer(h))
+        path = ""
+        if self.cfg.cache_dir:
+            # Keyed by the weights and the frozen depth too: another model or
+            # --tagger-lora-layers never reads these.
+            name = hashlib.sha256(f"{self.sha256}:{self.first_trained}:{v.key}".encode()).hexdigest()
+            path = os.path.join(self.cfg.cache_dir, name[:2], name + ".pt")
+        h = self._read_cached(path) if path else None
+        if h is None:
+            ids = torch.tensor([v.input_ids], dtype=torch.long, device=self.device)
+            types = torch.tensor([v.token_type_ids], dtype=torch.long, device=self.device)
+            h = self.bert.embeddings(input_ids=ids, token_type_ids=types)
+            for layer in self.bert.encoder.layer[: self.first_trained]:
+                h = _layer_out(layer(h))
+            if path:
+                self._write_cached(path, h)
+        else:
+            self.disk_hits += 1
         if self.cfg.cache_prompts > 0:
             self._cache[v.key] = h
             while len(self._cache) > self.cfg.cache_prompts:
                 self._cache.popitem(last=False)
         return h
+
+    def _read_cached(self, path: str) -> Optional[torch.Tensor]:
+        try:
+            h = torch.load(path, map_location=self.device, weights_only=True)
+        except FileNotFoundError:
+            return None
+        except Exception as e:  # noqa: BLE001 - a damaged entry is recomputed, not trusted
+            log.warning("tagger cache %s unreadable (%s): recomputing it", path, e)
+            return None
+        if not (torch.is_tensor(h) and h.dim() == 3 and h.shape[0] == 1 and h.shape[2] == self.hidden and h.dtype == torch.float32):
+            log.warning("tagger cache %s holds %s: recomputing it", path, getattr(h, "shape", type(h)))
+            return None
+        return h
+
+    def _write_cached(self, path: str, h: torch.Tensor) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        torch.save(h.detach().cpu().contiguous(), tmp)
+        os.replace(tmp, path)  # a reader sees a whole entry or none
 
     def logits(self, v: PromptView) -> torch.Tensor:
         """Keep logits z of the prompt's candidates, [K] (with the graph when grad is enabled)."""
@@ -681,6 +714,9 @@ def add_flags(p) -> None:
                    help="tagger: SFT weight of the keep class (as trainer.embedded.sft_pos_weight)")
     p.add_argument("--tagger-cache-prompts", type=int, default=d.cache_prompts,
                    help="tagger: prompts whose frozen-layer output is kept in memory (0 = none)")
+    p.add_argument("--tagger-cache-dir", default="",
+                   help="tagger: also keep the frozen-layer outputs in this directory, for later processes "
+                        "(keyed by the model's sha256, the frozen depth and the encoder input)")
 
 
 def build_engine(a, device: str, limits: Limits) -> TaggerEngine:
@@ -703,6 +739,7 @@ def build_engine(a, device: str, limits: Limits) -> TaggerEngine:
         head_hidden=a.tagger_head_hidden,
         pos_weight=a.tagger_pos_weight,
         cache_prompts=a.tagger_cache_prompts,
+        cache_dir=a.tagger_cache_dir,
         seed=a.seed,
     )
     backend = TaggerBackend(base, cfg, device=device)
@@ -714,7 +751,7 @@ def build_engine(a, device: str, limits: Limits) -> TaggerEngine:
 
 def cache_stats(engine: TaggerEngine) -> Dict[str, int]:
     b = engine.backend
-    return {"entries": len(b._cache), "hits": b.cache_hits, "misses": b.cache_misses}
+    return {"entries": len(b._cache), "hits": b.cache_hits, "misses": b.cache_misses, "disk_hits": b.disk_hits}
 
 
 __all__ = ["BaseModelError", "TaggerBackend", "TaggerConfig", "TaggerEngine", "add_flags", "build_engine", "check_base_model",

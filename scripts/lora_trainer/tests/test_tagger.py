@@ -197,6 +197,26 @@ def test_frozen_layer_cache_is_transparent():
     assert all(torch.equal(x, y) for x, y in zip(a, b))
 
 
+def test_disk_cache_is_shared_and_transparent(tmp_path):
+    eng = make_engine(cache_dir=str(tmp_path / "cache"))
+    views = encode(eng, [p for p, _ in demo_prompts(2)])
+    with torch.no_grad():
+        a = [eng.backend.logits(v) for v in views]
+    assert eng.backend.disk_hits == 0 and len(list((tmp_path / "cache").rglob("*.pt"))) == 2
+    other = make_engine(cache_dir=str(tmp_path / "cache"))  # another process: same model, same depth
+    with torch.no_grad():
+        b = [other.backend.logits(v) for v in encode(other, [p for p, _ in demo_prompts(2)])]
+    assert other.backend.disk_hits == 2
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    # a damaged entry is recomputed, not trusted
+    for f in (tmp_path / "cache").rglob("*.pt"):
+        f.write_bytes(b"garbage")
+    third = make_engine(cache_dir=str(tmp_path / "cache"))
+    with torch.no_grad():
+        c = [third.backend.logits(v) for v in encode(third, [p for p, _ in demo_prompts(2)])]
+    assert third.backend.disk_hits == 0 and all(torch.equal(x, y) for x, y in zip(a, c))
+
+
 def test_decisions_are_checked():
     eng = make_engine()
     v = eng.encode_prompt({"dialogue": {"history": [{"role": "user", "content": "Bronze Age collapse"}], "question": "why?"}}, "p")
