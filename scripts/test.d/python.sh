@@ -1,28 +1,26 @@
 #!/usr/bin/env bash
 # The reference LoRA trainer (scripts/lora_trainer), run by scripts/test.sh:
-#  1. its pytest tests, with Debian's /usr/bin/python3 (which has python3-torch;
-#     the python3 first on PATH may be another interpreter without torch);
+#  1. its pytest tests (tiny backend, the hf backend on tiny random Llama and
+#     Qwen2 models, TRL parity, gpu_check.py on the CPU), with the project's
+#     virtual environment (scripts/ci/setup-python.sh; scripts/ci/python-env.sh
+#     prints its interpreter);
 #  2. protocol conformance: the server on the tiny backend on a free loopback
 #     port, checked by `himes trainer check --endpoint URL`; every property must pass.
-# Outside CI the step is skipped when torch or pytest is missing
-# (scripts/ci/setup-python.sh installs them); in CI that is an error.
+# Outside CI the step is skipped when the environment is missing; in CI that is an error.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PY=/usr/bin/python3
 
-if ! "$PY" -c 'import torch, pytest' 2>/dev/null; then
+# python-env.sh prints the interpreter, or the reason it cannot (on stderr).
+if ! PY=$(bash scripts/ci/python-env.sh 2>&1); then
+  reason=$PY
   if [ -n "${CI:-}" ] && [ "${CI}" != "false" ] && [ "${CI}" != "0" ]; then
-    echo "python.sh: $PY cannot import torch and pytest; run scripts/ci/setup-python.sh" >&2
+    echo "python.sh: $reason" >&2
     exit 1
   fi
-  echo "python.sh: skipped ($PY cannot import torch and pytest; scripts/ci/setup-python.sh installs them)"
+  echo "python.sh: skipped ($reason)"
   exit 0
 fi
 
-echo "-- pytest scripts/lora_trainer/tests"
-"$PY" -m pytest -q -p no:cacheprovider scripts/lora_trainer/tests
-
-echo "-- himes trainer check against the tiny-backend server"
 tmp=$(mktemp -d)
 pid=""
 cleanup() {
@@ -33,13 +31,17 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-
 go build -o "$tmp/himes" ./cmd/himes
+
+echo "-- pytest scripts/lora_trainer/tests ($PY)"
+HIMES_BIN="$tmp/himes" "$PY" -m pytest -q scripts/lora_trainer/tests
+
+echo "-- himes trainer check against the tiny-backend server"
 # With a bearer token (read from the environment by both sides, as a user
 # would) and micro-batches of 2, so auth and gradient accumulation are checked too.
 HIMES_TRAINER_TOKEN="ci-$RANDOM-$RANDOM"
 export HIMES_TRAINER_TOKEN
-"$PY" scripts/lora_trainer --backend tiny --port 0 --port-file "$tmp/port" \
+"$PY" -m lora_trainer --backend tiny --port 0 --port-file "$tmp/port" \
   --checkpoint-dir "$tmp/checkpoints" --token '$HIMES_TRAINER_TOKEN' --micro-batch-size 2 \
   >"$tmp/server.log" 2>&1 &
 pid=$!

@@ -6,14 +6,14 @@ import math
 import pytest
 import torch
 
-from lora_trainer import losses
+from lora_trainer import losses, protocol
 from lora_trainer.engine import Engine, Limits, NumericError
 from lora_trainer.tiny import BOS_ID, EOS_ID, ByteTokenizer
 
 from .helpers import prompt_ids, tiny_engine
 
-LOSS = {"type": "grpo", "clip_low": 0.2, "clip_high": 0.2, "kl_coef": 0.0, "mu": 1, "learning_rate": 0.05,
-        "max_grad_norm": 0.0, "max_length": 0, "temperature": 1.0}
+# The server's defaults (grpo, clip 0.2/0.2, no KL, mu 1, T 1, no gradient clipping) with lr 0.05.
+LOSS = protocol.parse_loss({"learning_rate": 0.05})
 
 
 def unbatched_logprobs(engine: Engine, prompt, completion, temperature=1.0):
@@ -354,9 +354,9 @@ def test_weight_decay_is_decoupled_adamw(tmp_path):
     assert moved > 0
 
 
-def test_weight_decay_zero_in_the_request_means_the_server_default(tmp_path):
+def test_weight_decay_unset_in_the_request_means_the_server_default(tmp_path):
     runs = []
-    for engine_wd, request_wd in ((0.3, 0.0), (0.0, 0.3)):
+    for engine_wd, request_wd in ((0.3, None), (0.0, 0.3)):
         e = tiny_engine(weight_decay=engine_wd)
         batch = on_policy_batch(e)
         e.grpo_step(batch, dict(LOSS, weight_decay=request_wd))
@@ -367,6 +367,11 @@ def test_weight_decay_zero_in_the_request_means_the_server_default(tmp_path):
     e.grpo_step(batch, LOSS)
     without = _zero_advantage_step(e, batch, 0.0)
     assert not all(torch.equal(a, b) for a, b in zip(runs[0], without))
+    # An explicit 0 is Adam, also on a server whose default decays.
+    e = tiny_engine(weight_decay=0.3)
+    batch = on_policy_batch(e)
+    e.grpo_step(batch, dict(LOSS, weight_decay=0.0))
+    assert all(torch.equal(a, b) for a, b in zip(_zero_advantage_step(e, batch, 0.0), without))
 
 
 # ---------------------------------------------------------------- speed-ups of the tiny backend

@@ -40,6 +40,12 @@ class CheckpointError(RuntimeError):
     """A checkpoint fails its checksum or cannot be read: nothing was loaded."""
 
 
+class StartupError(RuntimeError):
+    """The server cannot start with these flags (a model or adapter directory
+    that is missing files, does not load, or does not fit); the message names
+    the path. Nothing has been written."""
+
+
 # Request limits (info.limits); 0 = none, which lets one request exhaust the
 # server (a sample with n = 10^7), so the defaults are set.
 DEFAULT_LIMITS = {"max_prompts": 1024, "max_n": 128, "max_tokens": 1024, "max_batch": 8192}
@@ -369,7 +375,7 @@ class Engine:
         finally:
             self.backend.train(False)
 
-    def _optimizer_step(self, lr: float, max_grad_norm: float, loss: float, what: str, weight_decay: float = 0.0) -> float:
+    def _optimizer_step(self, lr: float, max_grad_norm: float, loss: float, what: str, weight_decay: Optional[float] = None) -> float:
         with_grad = [p for p in self.params if p.grad is not None]
         if with_grad:
             norm = float(torch.nn.utils.clip_grad_norm_(with_grad, max_grad_norm if max_grad_norm > 0 else float("inf")))
@@ -379,7 +385,8 @@ class Engine:
             raise NumericError(f"{what}: non-finite loss {loss} or gradient norm {norm}; nothing was applied")
         for g in self.optimizer.param_groups:
             g["lr"] = lr
-            g["weight_decay"] = weight_decay or self.default_weight_decay
+            # None: the request left it unset (the endpoint's default); 0 is Adam.
+            g["weight_decay"] = self.default_weight_decay if weight_decay is None else weight_decay
         self.optimizer.step()
         return norm
 
@@ -389,7 +396,7 @@ class Engine:
         learning_rate: float,
         epochs: int,
         max_grad_norm: float,
-        weight_decay: float = 0.0,
+        weight_decay: Optional[float] = None,
     ) -> Dict:
         """Masked cross-entropy on completion tokens (+ EOS); `epochs` full-batch AdamW steps."""
         prompts = [p for p, _ in examples]
@@ -420,7 +427,8 @@ class Engine:
         """μ clipped-surrogate Adam steps on one batch; see losses.py for the formulas.
 
         samples: dicts with prompt_ids, token_ids, old_logprobs, advantage.
-        loss: the request's LossConfig with defaults applied.
+        loss: the request's LossConfig with defaults applied (protocol.parse_loss);
+        max_length and weight_decay None mean the longest sample and the endpoint's default.
         """
         n = len(samples)
         lengths = [len(s["token_ids"]) for s in samples]
@@ -430,10 +438,10 @@ class Engine:
         norm = losses.Normalizer(
             batch_size=n,
             total_tokens=sum(lengths),
-            max_length=loss["max_length"] or max(lengths),
+            max_length=max(lengths) if loss.get("max_length") is None else loss["max_length"],
             micro_batches=len(chunks),
         )
-        temperature = loss["temperature"] or 1.0
+        temperature = loss["temperature"]
         kl_coef = loss["kl_coef"]
         dev = self.backend.device
 
@@ -484,7 +492,7 @@ class Engine:
                     with torch.no_grad():
                         ent += float((losses.entropy(logits.detach(), temperature) * b.mask).sum())
                 g = self._optimizer_step(
-                    loss["learning_rate"], loss["max_grad_norm"], loss_value, f"grpo_step iteration {it}", loss.get("weight_decay", 0.0)
+                    loss["learning_rate"], loss["max_grad_norm"], loss_value, f"grpo_step iteration {it}", loss.get("weight_decay")
                 )
                 for k, v in (("loss", loss_value), ("kl", kl_sum / tokens), ("clip_frac_low", low / tokens),
                              ("clip_frac_high", high / tokens), ("clip_frac_dual", dual / tokens), ("grad_norm", g),
@@ -541,7 +549,7 @@ class Engine:
         refused (CheckpointError); one written before checksums loads unverified."""
         meta = read_meta(directory)
         verify_checkpoint(directory, meta)
-        if meta.get("base_model") != self.backend.base_model or meta.get("adapter") != self.backend.adapter_info():
+        if meta.get("base_model") != self.backend.base_model or comparable_adapter(meta.get("adapter")) != comparable_adapter(self.backend.adapter_info()):
             raise ArgumentError(
                 f"checkpoint {directory} was saved for base model {meta.get('base_model')!r} with adapter "
                 f"{meta.get('adapter')}; this server runs {self.backend.base_model!r} with {self.backend.adapter_info()}"
@@ -561,6 +569,14 @@ class Engine:
             raise
         self.policy_version = int(meta["policy_version"])
         return self.policy_version
+
+
+def comparable_adapter(info) -> object:
+    """adapter_info for comparison: the order of target_modules does not matter
+    (checkpoints saved before they were sorted list them as given)."""
+    if isinstance(info, dict) and isinstance(info.get("target_modules"), list):
+        return dict(info, target_modules=sorted(info["target_modules"]))
+    return info
 
 
 def file_digests(directory: str) -> Dict[str, str]:

@@ -230,7 +230,10 @@ def _max_grad_norm(d: Dict, path: str) -> float:
     return v
 
 
-def _weight_decay(d: Dict, path: str) -> float:
+def _weight_decay(d: Dict, path: str) -> Optional[float]:
+    """None when absent or null (the endpoint's default); a present value, 0 included, as given."""
+    if d.get("weight_decay") is None:
+        return None
     v = number(d, "weight_decay", path)
     if v < 0:
         raise invalid(f"{_join(path, 'weight_decay')}: must be >= 0, got {v}")
@@ -258,43 +261,81 @@ def parse_sft(body: Dict, limits) -> Dict:
     }
 
 
-def parse_loss(v: Any) -> Dict:
-    d = obj(v, "loss")
-    t = string(d, "type", "loss", required=True)
-    if t not in LOSS_TYPES:
-        raise ProtocolError("unknown_loss_type", 400, f"unknown loss type '{t}'")
-    clip_low = number(d, "clip_low", "loss") or 0.2
-    if not 0 <= clip_low < 1:
-        raise invalid(f"loss.clip_low: must be in [0, 1), got {clip_low}")
-    clip_high = number(d, "clip_high", "loss") or clip_low
-    if clip_high < 0:
-        raise invalid(f"loss.clip_high: must be >= 0, got {clip_high}")
-    kl_coef = number(d, "kl_coef", "loss")
-    if kl_coef < 0:
-        raise invalid(f"loss.kl_coef: must be >= 0, got {kl_coef}")
-    temperature = number(d, "temperature", "loss") or 1.0
-    if temperature <= 0:
-        raise invalid(f"loss.temperature: must be > 0, got {temperature}")
-    clip_ratio_c = number(d, "clip_ratio_c", "loss")
-    if clip_ratio_c != 0 and not clip_ratio_c > 1:
-        raise invalid(f"loss.clip_ratio_c: must be > 1 (dual-clip PPO) or 0 (none), got {clip_ratio_c}")
-    kl_estimator = string(d, "kl_estimator", "loss") or "k3"
-    if kl_estimator not in KL_ESTIMATORS:
-        raise invalid(f"loss.kl_estimator: must be k3 or low_var_kl, got {kl_estimator!r}")
+def loss_defaults() -> Dict[str, Any]:
+    """What an absent or JSON-null field of grpo_step's `loss` means
+    (PROTOCOL.md, LossConfig): the one place these defaults live. A field
+    that is present is taken literally, 0 included, and validated.
+
+    Three defaults depend on something else and are written as None, resolved
+    where that is known: clip_high (= clip_low, in resolve_loss), weight_decay
+    (= the endpoint's --weight-decay, by the engine) and max_length (= the
+    longest sample of the request, by the engine). learning_rate has no
+    default: it is required.
+    """
     return {
-        "clip_ratio_c": clip_ratio_c,
-        "kl_estimator": kl_estimator,
-        "type": t,
-        "clip_low": clip_low,
-        "clip_high": clip_high,
-        "kl_coef": kl_coef,
-        "mu": integer(d, "mu", "loss", 0, minimum=0) or 1,
-        "learning_rate": _learning_rate(d, "loss"),
-        "max_grad_norm": _max_grad_norm(d, "loss"),
-        "weight_decay": _weight_decay(d, "loss"),
-        "max_length": integer(d, "max_length", "loss", 0, minimum=0),
-        "temperature": temperature,
+        "type": "grpo",
+        "clip_low": 0.2,
+        "clip_high": None,
+        "kl_coef": 0.0,
+        "mu": 1,
+        "max_grad_norm": 0.0,  # 0 = no clipping
+        "weight_decay": None,
+        "max_length": None,
+        "temperature": 1.0,
+        "clip_ratio_c": 0.0,  # 0 = no dual clip
+        "kl_estimator": "k3",
     }
+
+
+def _loss_field(d: Dict, key: str) -> Any:
+    """A present field of the loss object, type-checked and range-checked; None when absent or null."""
+    path = f"loss.{key}"
+    if d.get(key) is None:
+        return None
+    if key in ("type", "kl_estimator"):
+        v = string(d, key, "loss")
+        if key == "type" and v not in LOSS_TYPES:
+            raise ProtocolError("unknown_loss_type", 400, f"unknown loss type '{v}'")
+        if key == "kl_estimator" and v not in KL_ESTIMATORS:
+            raise invalid(f"{path}: must be k3 or low_var_kl, got {v!r}")
+        return v
+    if key in ("mu", "max_length"):
+        return integer(d, key, "loss", minimum=1)
+    v = number(d, key, "loss")
+    ok, want = {
+        "clip_low": (0 <= v < 1, "in [0, 1)"),
+        "clip_high": (v >= 0, ">= 0"),
+        "kl_coef": (v >= 0, ">= 0"),
+        "learning_rate": (v > 0, "> 0"),
+        "max_grad_norm": (v >= 0, ">= 0 (0 = no clipping)"),
+        "weight_decay": (v >= 0, ">= 0"),
+        "temperature": (v > 0, "> 0"),
+        "clip_ratio_c": (v == 0 or v > 1, "> 1 (dual-clip PPO) or 0 (none)"),
+    }[key]
+    if not ok:
+        raise invalid(f"{path}: must be {want}, got {v}")
+    return v
+
+
+LOSS_FIELDS = tuple(loss_defaults()) + ("learning_rate",)
+
+
+def resolve_loss(given: Dict[str, Any]) -> Dict[str, Any]:
+    """given (the present fields, already validated) over loss_defaults(), with
+    clip_high's default resolved to clip_low."""
+    out = loss_defaults()
+    out.update({k: v for k, v in given.items() if v is not None})
+    if out["clip_high"] is None:
+        out["clip_high"] = out["clip_low"]
+    if "learning_rate" not in out:
+        raise invalid("loss.learning_rate: is required and must be > 0")
+    return out
+
+
+def parse_loss(v: Any) -> Dict:
+    """grpo_step's LossConfig with every default applied (see loss_defaults)."""
+    d = obj(v, "loss")
+    return resolve_loss({k: _loss_field(d, k) for k in LOSS_FIELDS})
 
 
 def parse_grpo(body: Dict, limits, vocab_size: int) -> Dict:
