@@ -84,7 +84,7 @@ echo "-- himes trainer check against the tagger-backend server"
 kill "$pid" 2>/dev/null || true
 wait "$pid" 2>/dev/null || true
 rm -f "$tmp/port"
-"$PY" scripts/lora_trainer --backend tagger --port 0 --port-file "$tmp/port" \
+"$PY" -m lora_trainer --backend tagger --port 0 --port-file "$tmp/port" \
   --checkpoint-dir "$tmp/tagger-checkpoints" --token '$HIMES_TRAINER_TOKEN' \
   >"$tmp/tagger.log" 2>&1 &
 pid=$!

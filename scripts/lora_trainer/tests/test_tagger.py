@@ -21,7 +21,7 @@ from lora_trainer.server import CheckpointStore, TrainerService  # noqa: E402
 from .test_candidates import repo_root  # noqa: E402
 
 LOSS = {"type": "grpo", "clip_low": 0.2, "clip_high": 0.28, "kl_coef": 0.0, "mu": 1, "learning_rate": 1e-2,
-        "max_grad_norm": 0.0, "max_length": 0, "temperature": 1.0, "weight_decay": 0.0}
+        "max_grad_norm": 0.0, "max_length": None, "temperature": 1.0, "weight_decay": 0.0}
 
 
 def base_model() -> str:

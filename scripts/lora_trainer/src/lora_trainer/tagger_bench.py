@@ -22,7 +22,7 @@ import torch
 from . import tagger
 
 LOSS = {"type": "grpo", "clip_low": 0.2, "clip_high": 0.28, "kl_coef": 0.0, "mu": 1, "learning_rate": 5e-4,
-        "max_grad_norm": 1.0, "max_length": 0, "temperature": 1.0, "weight_decay": 0.0}
+        "max_grad_norm": 1.0, "max_length": None, "temperature": 1.0, "weight_decay": 0.0}
 
 
 def load_turns(paths, limit):

@@ -567,7 +567,7 @@ class TaggerEngine(Engine):
 
     # --- updates
 
-    def sft_step(self, examples, learning_rate, epochs, max_grad_norm, weight_decay=0.0) -> Dict:
+    def sft_step(self, examples, learning_rate, epochs, max_grad_norm, weight_decay: Optional[float] = None) -> Dict:
         """Mean binary cross-entropy over every candidate of every example,
         target 1 iff the term is among the completion's words (keep class
         weighted by --tagger-pos-weight); `epochs` full-batch AdamW steps."""
@@ -611,7 +611,8 @@ class TaggerEngine(Engine):
         groups: "collections.OrderedDict[str, List[int]]" = collections.OrderedDict()
         for k, s in enumerate(samples):
             groups.setdefault(s["prompt_ids"].ident, []).append(k)
-        norm = losses.Normalizer(batch_size=n, total_tokens=sum(lengths), max_length=loss["max_length"] or max(lengths))
+        norm = losses.Normalizer(batch_size=n, total_tokens=sum(lengths),
+                                 max_length=max(lengths) if loss.get("max_length") is None else loss["max_length"])
         # One request is one batch here: bnpo (per micro-batch) equals dapo.
         agg_type = "dapo" if loss["type"] == "bnpo" else loss["type"]
         temperature = loss["temperature"] or 1.0
@@ -669,7 +670,7 @@ class TaggerEngine(Engine):
                     with torch.no_grad():
                         ent += float((bernoulli_entropy(zz.detach(), temperature) * mask).sum())
                 g = self._optimizer_step(loss["learning_rate"], loss["max_grad_norm"], loss_value, f"grpo_step iteration {it}",
-                                         loss.get("weight_decay", 0.0))
+                                         loss.get("weight_decay"))
                 for name, val in (("loss", loss_value), ("kl", kl_sum / tokens), ("clip_frac_low", low / tokens),
                                   ("clip_frac_high", high / tokens), ("clip_frac_dual", dual / tokens), ("grad_norm", g),
                                   ("entropy", ent / tokens)):
