@@ -104,7 +104,7 @@ def test_stopwords_match_go_source():
 
 
 def test_anaphors_match_go_source():
-    src = (repo_root() / "trainer" / "terms.go").read_text(encoding="utf-8")
+    src = (repo_root() / "trainer" / "embedded" / "terms.go").read_text(encoding="utf-8")
     block = re.search(r"var anaphors = map\[string\]bool\{(.*?)\n\}", src, re.S).group(1)
     assert set(re.findall(r'"(\w+)": true', block)) == set(cand.ANAPHORS)
 

@@ -1,6 +1,6 @@
 """The candidate terms of a term-selection prompt, exactly as the embedded policy ranks them.
 
-trainer/PROTOCOL.md, "The embedded policy" (Go: trainer/terms.go) defines
+trainer/PROTOCOL.md, "The embedded policy" (Go: trainer/embedded/terms.go) defines
 token_kind "decisions": token k of a sample is keep (1) / drop (0) for the
 k-th candidate term of the prompt. Any policy that speaks that kind must
 propose the same terms in the same order, or the harness's decisions mean
@@ -30,7 +30,7 @@ d ll m re ve doesn didn isn aren wasn weren won wouldn shouldn couldn think want
 things something anything sure oh hi hello"""
 STOPWORDS = frozenset(FUNCTION_WORDS.split()) | frozenset(DIALOGUE_FILLERS.split())
 
-# trainer/terms.go: anaphors, the question words that point back.
+# trainer/embedded/terms.go: anaphors, the question words that point back.
 ANAPHORS = frozenset(
     "it its they them their theirs this that these those he him his she her hers there such former latter same one ones".split()
 )
@@ -108,7 +108,7 @@ class Candidate:
 
 @dataclass
 class Context:
-    """The structured view of a prompt (trainer/terms.go contextOf)."""
+    """The structured view of a prompt (trainer/embedded/terms.go contextOf)."""
 
     history: List[Dict[str, str]]  # [{role, content}]
     question: str
@@ -201,7 +201,7 @@ def candidates(ctx: Context, limit: Optional[int] = None) -> Tuple[List[Candidat
 
 # The history features of a candidate (the embedded policy's φ without the
 # knowledge-base ones: idf, in_kb and the NPMI features need corpus counts
-# this process does not have). Same definitions as trainer/terms.go.
+# this process does not have). Same definitions as trainer/embedded/terms.go.
 FEATURE_NAMES = (
     "log_tf",
     "recency",
