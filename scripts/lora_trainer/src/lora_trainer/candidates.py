@@ -253,6 +253,6 @@ def features(ctx: Context, cands: Sequence[Candidate]) -> List[List[float]]:
 
 def rewrite_text(question: str, kept: Sequence[Candidate]) -> str:
     """The question followed by the kept terms in the order they first occur
-    (history, then memories), separated by single spaces (trainer/embedded.go rewriteText)."""
+    (history, then memories), separated by single spaces (trainer/embedded/embedded.go rewriteText)."""
     parts = [question.strip()] + [c.term for c in sorted(kept, key=lambda c: c.first)]
     return " ".join(parts).strip()

@@ -1,6 +1,6 @@
 """The MiniLM term-selection policy (`--backend tagger`): token_kind "decisions" with a pretrained encoder.
 
-The embedded policy of himes (trainer/embedded.go) keeps or drops each
+The embedded policy of himes (trainer/embedded/embedded.go) keeps or drops each
 candidate term of the history with a logistic regression over 21 hand-made
 features: it never reads the text. This policy proposes exactly the same
 candidates in the same order (candidates.py, checked against Go's vector
