@@ -44,6 +44,7 @@ import urllib.request
 import resource
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+OLLAMA_SAFE_TARGETS = ("v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ROOT = os.path.dirname(HERE)
 
 try:
@@ -242,6 +243,10 @@ def main() -> int:
 
     args = parse_args(["--backend", "hf", "--base-model", base_dir, "--port", "0", "--checkpoint-dir", os.path.join(work, "lora_checkpoints"),
                        "--lora-rank", "16", "--lora-alpha", "32", "--seed", str(a.seed), "--device", a.device,
+                       # The modules Ollama v0.6.5 converts faithfully on a llama base: it permutes the
+                       # rotary rows of q_proj/k_proj adapters wrongly, so `himes export ollama` (step 4)
+                       # refuses an adapter that targets them.
+                       "--lora-target-modules", ",".join(OLLAMA_SAFE_TARGETS),
                        "--max-prompt-tokens", str(a.max_prompt_tokens)])
     engine = build_engine(args)
     stats = CallStats(cuda)
@@ -314,7 +319,7 @@ def main() -> int:
                        os.path.join(out, "export.log"), 120)
         result["export_ollama"] = {"rc": rc, "modelfile": open(os.path.join(work, "ollama", "Modelfile")).read() if rc == 0 else text}
         if rc != 0:
-            fail("himes export ollama")
+            fail("himes export ollama: " + (text.strip().splitlines() or ["(no output)"])[-1])
     finally:
         srv.shutdown()
         with open(os.path.join(out, "gpu_check.json"), "w", encoding="utf-8") as f:

@@ -71,7 +71,8 @@ served by Ollama and evaluated with  himes eval --rewriter ollama:<name>.
 A PEFT adapter is copied to OUT/adapter in the form Ollama reads (an integer
 lora_alpha, or the exact scale in lora_parameters.alpha), and ADAPTER names
 the copy. --base is an Ollama model name, the trainer's model directory
-(safetensors), or a GGUF file of the same weights.
+(safetensors), or a GGUF file of the same weights. A model directory must
+carry its chat template in tokenizer_config.json, where Ollama reads it.
 
 --adapter is a PEFT adapter directory (adapter_config.json +
 adapter_model.safetensors), a lora_trainer checkpoint directory (its adapter/
@@ -185,6 +186,9 @@ func exportOllama(o ollamaExport) (ollamaExportResult, error) {
 		if base, err = filepath.Abs(base); err != nil {
 			return res, fmt.Errorf("--base %q: %w", o.Base, err)
 		}
+	}
+	if err := checkBaseChatTemplate(base, o.Force); err != nil {
+		return res, err
 	}
 	adapter, err := filepath.Abs(o.Adapter)
 	if err != nil {
@@ -442,6 +446,46 @@ func baseArchitecture(base string) string {
 		return ""
 	}
 	return g.KV().Architecture()
+}
+
+// checkBaseChatTemplate refuses a local model directory whose
+// tokenizer_config.json has no chat template: Ollama v0.6.5's create reads the
+// template from there only (not from chat_template.jinja, where newer
+// transformers save it) and otherwise serves raw prompts with its default
+// template, while lora_trainer's hf backend trained on chat-rendered prompts,
+// so the served rewriter would not see what the policy saw. A GGUF file or an
+// Ollama model name carries its own template and is not checked.
+func checkBaseChatTemplate(base string, force bool) error {
+	st, err := os.Stat(base)
+	if err != nil || !st.IsDir() {
+		return nil
+	}
+	path := filepath.Join(base, "tokenizer_config.json")
+	hint := "use the chat model's directory"
+	if _, err := os.Stat(filepath.Join(base, "chat_template.jinja")); err == nil {
+		hint = "copy chat_template.jinja's text into tokenizer_config.json as \"chat_template\" (Ollama v0.6.5 reads it only there)"
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		if force {
+			return nil
+		}
+		return fmt.Errorf("--base %s: no tokenizer_config.json, so no chat template for Ollama to serve the rewriter with; %s, or pass --force: %w", base, hint, err)
+	}
+	var c struct {
+		ChatTemplate json.RawMessage `json:"chat_template"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if t := strings.TrimSpace(string(c.ChatTemplate)); t != "" && t != "null" && t != `""` && t != "[]" {
+		return nil
+	}
+	if force {
+		slog.Warn("the base has no chat template Ollama reads: it will serve raw prompts, unlike the trainer (--force)", "path", path)
+		return nil
+	}
+	return fmt.Errorf("%s: no chat_template: Ollama would serve raw prompts while the trainer rendered them with a chat template; %s, or pass --force", path, hint)
 }
 
 // detectArchitecture names the architecture of a base model: config.json's

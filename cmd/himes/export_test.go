@@ -170,6 +170,9 @@ func TestExportOllamaAdapterAlphaAsOllamaReadsIt(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(base, "config.json"), []byte(`{"architectures": ["LlamaForCausalLM"]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(base, "tokenizer_config.json"), []byte(`{"chat_template": "{{ messages }}"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name, extra string
 		alpha       float64
@@ -429,5 +432,50 @@ func TestExportOllamaReadsTheBaseArchitecture(t *testing.T) {
 	}
 	if got := parseModelfile(t, res.Modelfile)["model"]; got != gguf || res.Architecture != "llama" {
 		t.Errorf("FROM %q (architecture %q), want %s", got, res.Architecture, gguf)
+	}
+}
+
+func TestExportOllamaRefusesABaseWithoutChatTemplate(t *testing.T) {
+	tmp := t.TempDir()
+	adapter := filepath.Join(tmp, "a")
+	writePEFTAdapter(t, adapter, "base")
+	base := filepath.Join(tmp, "base")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(base, "config.json"), []byte(`{"architectures": ["LlamaForCausalLM"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tokCfg := filepath.Join(base, "tokenizer_config.json")
+	for i, cfg := range []string{`{"bos_token": "<s>"}`, `{"chat_template": null}`, `{"chat_template": ""}`} {
+		if err := os.WriteFile(tokCfg, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(tmp, fmt.Sprintf("o%d", i))
+		_, err := exportOllama(ollamaExport{Base: base, Adapter: adapter, Out: out})
+		if err == nil || !strings.Contains(err.Error(), tokCfg) || !strings.Contains(err.Error(), "chat_template") {
+			t.Errorf("%s: err = %v, want one naming %s and chat_template", cfg, err, tokCfg)
+		}
+		if _, statErr := os.Stat(out); !os.IsNotExist(statErr) {
+			t.Errorf("%s: refused export left %s behind", cfg, out)
+		}
+		if _, err := exportOllama(ollamaExport{Base: base, Adapter: adapter, Out: out, Force: true}); err != nil {
+			t.Errorf("%s with --force: %v", cfg, err)
+		}
+	}
+	// chat_template.jinja alone is not enough (Ollama v0.6.5 does not read it): the error says what to do.
+	if err := os.WriteFile(filepath.Join(base, "chat_template.jinja"), []byte("{{ messages }}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exportOllama(ollamaExport{Base: base, Adapter: adapter, Out: filepath.Join(tmp, "jinja")}); err == nil ||
+		!strings.Contains(err.Error(), "copy chat_template.jinja") {
+		t.Errorf("base with chat_template.jinja only: err = %v, want the hint to copy it", err)
+	}
+	// A template in tokenizer_config.json is what Ollama reads.
+	if err := os.WriteFile(tokCfg, []byte(`{"chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exportOllama(ollamaExport{Base: base, Adapter: adapter, Out: filepath.Join(tmp, "ok")}); err != nil {
+		t.Errorf("base with a chat_template: %v", err)
 	}
 }
