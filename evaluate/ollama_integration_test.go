@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/internal/httpcall"
+	"github.com/himes-rl/himes/internal/ollama"
 	"github.com/himes-rl/himes/internal/ollamatest"
 )
 
@@ -18,7 +19,7 @@ func TestRealOllamaRewriter(t *testing.T) {
 	ctx := context.Background()
 	rewrite := func(maxTokens int) string {
 		t.Helper()
-		o, err := NewOllama(ollamatest.Model, s.URL(), render)
+		o, err := NewOllama(ollamatest.Model, s.URL(), render, ollama.DefaultPolicy)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +45,7 @@ func TestRealOllamaRewriter(t *testing.T) {
 	}
 	t.Logf("rewrites: %q / %q", short, long)
 
-	o, _ := NewOllama("no-such-model", s.URL(), render)
+	o, _ := NewOllama("no-such-model", s.URL(), render, ollama.DefaultPolicy)
 	_, err := o.Rewrite(ctx, demoTurn())
 	var nf *httpcall.ModelNotFoundError
 	if !errors.As(err, &nf) || !strings.Contains(err.Error(), "ollama pull no-such-model") {

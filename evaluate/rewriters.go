@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/himes-rl/himes/internal/httpcall"
 	"github.com/himes-rl/himes/internal/ollama"
 
 	"github.com/ollama/ollama/api"
@@ -120,8 +121,9 @@ type Ollama struct {
 }
 
 // NewOllama connects to host ("" = OLLAMA_HOST or the local default); calls
-// have the timeout and retries of ollama.DefaultPolicy.
-func NewOllama(model, host string, render PromptFunc) (*Ollama, error) {
+// have policy's timeout and retries (himes eval passes rollout.ollama's, so
+// --set rollout.ollama.timeout=5m gives a slow CPU model more time).
+func NewOllama(model, host string, render PromptFunc, policy httpcall.Policy) (*Ollama, error) {
 	if model == "" {
 		return nil, errors.New("ollama rewriter: empty model name (want ollama:<model>)")
 	}
@@ -129,7 +131,7 @@ func NewOllama(model, host string, render PromptFunc) (*Ollama, error) {
 	if host != "" {
 		hosts = []string{host}
 	}
-	c, err := ollama.New(hosts, 4, nil, ollama.DefaultPolicy, 1)
+	c, err := ollama.New(hosts, 4, nil, policy, 1)
 	if err != nil {
 		return nil, fmt.Errorf("ollama rewriter: %w", err)
 	}

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/internal/ollama"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -88,7 +91,7 @@ func TestOllamaRewriterChats(t *testing.T) {
 			"message": map[string]any{"role": "assistant", "content": " the eiffel tower's height "}})
 	}))
 	defer srv.Close()
-	o, err := NewOllama("qwen:0.5b", srv.URL, render)
+	o, err := NewOllama("qwen:0.5b", srv.URL, render, ollama.DefaultPolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +107,36 @@ func TestOllamaRewriterChats(t *testing.T) {
 	if len(msgs) != 2 || opts["temperature"] != float64(0) {
 		t.Fatalf("messages %v options %v", msgs, opts)
 	}
-	if _, err := NewOllama("", srv.URL, render); err == nil {
+	if _, err := NewOllama("", srv.URL, render, ollama.DefaultPolicy); err == nil {
 		t.Fatal("want an error for an empty model")
+	}
+}
+
+// The rewriter's calls take the timeout and retry count they are given (himes
+// eval passes rollout.ollama's), not a fixed one: a server slower than the
+// timeout fails after exactly 1 + Retries attempts.
+func TestOllamaRewriterUsesTheGivenCallPolicy(t *testing.T) {
+	var calls atomic.Int32
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		select { // slower than any timeout below; released when the test ends
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	pol := ollama.DefaultPolicy
+	pol.Timeout, pol.Retries, pol.BackoffBase, pol.BackoffMax = 20*time.Millisecond, 2, time.Millisecond, time.Millisecond
+	o, err := NewOllama("m", srv.URL, render, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Rewrite(context.Background(), demoTurn()); err == nil {
+		t.Fatal("a server slower than the timeout: want an error")
+	}
+	if got := calls.Load(); got != 3 {
+		t.Fatalf("%d attempts, want 1 + %d retries", got, pol.Retries)
 	}
 }

@@ -93,8 +93,8 @@ type CallConfig struct {
 	BackoffMax  time.Duration `yaml:"backoff_max"`
 }
 
-// policy is the HTTP layer's view of these settings.
-func (c CallConfig) policy() httpcall.Policy {
+// Policy is the HTTP layer's view of these settings.
+func (c CallConfig) Policy() httpcall.Policy {
 	return httpcall.Policy{Timeout: c.Timeout, Retries: c.Retries, BackoffBase: c.BackoffBase, BackoffMax: c.BackoffMax}
 }
 

@@ -34,7 +34,7 @@ func NewOllama(cfg OllamaConfig, p PromptConfig) (*Ollama, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ollama responder: %w", err)
 	}
-	client, err := ollama.New(cfg.Hosts, cfg.MaxPerHost, cfg.HostLimits, cfg.Call.policy(), uint64(cfg.Seed))
+	client, err := ollama.New(cfg.Hosts, cfg.MaxPerHost, cfg.HostLimits, cfg.Call.Policy(), uint64(cfg.Seed))
 	if err != nil {
 		return nil, fmt.Errorf("ollama responder: %w", err)
 	}

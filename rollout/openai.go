@@ -51,7 +51,7 @@ func NewOpenAI(cfg OpenAIConfig, p PromptConfig) (*OpenAI, error) {
 		}
 		o.header.Set("Authorization", "Bearer "+key)
 	}
-	o.call = httpcall.NewCaller("openai", httpcall.NewPool(bases, limits), cfg.Call.policy(), uint64(cfg.Seed))
+	o.call = httpcall.NewCaller("openai", httpcall.NewPool(bases, limits), cfg.Call.Policy(), uint64(cfg.Seed))
 	return o, nil
 }
 

@@ -371,7 +371,7 @@ func (f *evalFlags) checkRewriters(ctx context.Context, cfg configs.Config) erro
 		switch {
 		case name == "raw" || name == "concat" || name == "gold" || name == "policy":
 		case strings.HasPrefix(name, "ollama:"):
-			o, err := evaluate.NewOllama(strings.TrimPrefix(name, "ollama:"), f.ollamaHostFor(cfg), nil)
+			o, err := evaluate.NewOllama(strings.TrimPrefix(name, "ollama:"), f.ollamaHostFor(cfg), nil, cfg.Rollout.Ollama.Call.Policy())
 			if err != nil {
 				return fmt.Errorf("--rewriter %q: %w", name, err)
 			}
@@ -424,7 +424,7 @@ func (f *evalFlags) rewriter(ctx context.Context, name string, cfg configs.Confi
 		}
 		return evaluate.Policy{Policy: pol, Render: render, MaxTokens: cfg.GRPO.MaxTokens, Seed: cfg.Run.Seed}, nil
 	case strings.HasPrefix(name, "ollama:"):
-		o, err := evaluate.NewOllama(strings.TrimPrefix(name, "ollama:"), f.ollamaHostFor(cfg), render)
+		o, err := evaluate.NewOllama(strings.TrimPrefix(name, "ollama:"), f.ollamaHostFor(cfg), render, cfg.Rollout.Ollama.Call.Policy())
 		if err != nil {
 			return nil, err
 		}
