@@ -29,6 +29,9 @@ type DiskBuildOptions struct {
 	BlockDocs int
 	// Workers is the number of analysis goroutines (default GOMAXPROCS, ≤ 8).
 	Workers int
+	// Progress, when set, is told the chunks analyzed ("analyze") then the
+	// terms merged ("merge") so far, from 0 at each stage's start.
+	Progress BuildProgress
 }
 
 // BuildDiskIndex builds the on-disk index (DiskIndexFile) of a knowledge
@@ -181,6 +184,9 @@ func (b *diskBuilder) build(ctx context.Context) error {
 	var total uint64
 	var rec []byte
 	var sc runScratch
+	if b.opt.Progress != nil {
+		b.opt.Progress("analyze", 0, n)
+	}
 	for blk := range blocks {
 		if blk.err != nil {
 			return blk.err
@@ -208,6 +214,9 @@ func (b *diskBuilder) build(ctx context.Context) error {
 		}
 		if w.err != nil {
 			return w.err
+		}
+		if b.opt.Progress != nil {
+			b.opt.Progress("analyze", blk.start+len(blk.texts), n)
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -439,6 +448,9 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			if b.opt.Progress != nil {
+				b.opt.Progress("merge", t, nt)
+			}
 		}
 		var cnt, last uint32
 		m := 0.0
@@ -497,6 +509,9 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 		}
 		maxSat = append(maxSat, m)
 		b.postings += int(cnt)
+	}
+	if b.opt.Progress != nil {
+		b.opt.Progress("merge", nt, nt)
 	}
 	w.bytes(buf)
 	for _, r := range runs {

@@ -272,6 +272,9 @@ func (b *Bar) Update(done int, detail string, attrs ...any) {
 		return
 	}
 	t := b.tick(done)
+	if !b.opt.EachItem && now.Sub(b.meter.start) < minTime {
+		return // work done within a second needs no progress lines
+	}
 	if b.opt.EachItem || t > b.lastTick || (done >= b.opt.Total && b.loggedDone < done) ||
 		(done > b.loggedDone && now.Sub(b.lastLine) >= b.opt.Interval) {
 		b.lastTick = t
@@ -280,7 +283,8 @@ func (b *Bar) Update(done int, detail string, attrs ...any) {
 }
 
 // Finish ends the bar: cleared from a terminal; off one, a last line when
-// the last state was not logged (a run stopped before its total).
+// an earlier line was logged and the last state was not (a run stopped
+// before its total).
 func (b *Bar) Finish() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -297,7 +301,7 @@ func (b *Bar) Finish() {
 		b.out.mu.Unlock()
 		return
 	}
-	if b.loggedDone != b.done {
+	if b.loggedDone != b.done && !b.lastLine.Equal(b.meter.start) {
 		b.line(nil)
 	}
 }

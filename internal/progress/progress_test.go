@@ -107,6 +107,37 @@ func TestLinesEveryIntervalWhenSlow(t *testing.T) {
 	}
 }
 
+func TestNoLinesForWorkUnderASecond(t *testing.T) {
+	var buf bytes.Buffer
+	out := NewOutput(&buf, false)
+	clk := newClock()
+	b := New(out, Options{Label: "x", Total: 1000, Logger: lineLogger(out), Now: clk.now})
+	for i := 1; i <= 1000; i++ {
+		clk.add(time.Millisecond / 2)
+		b.Update(i, "")
+	}
+	b.Finish()
+	if buf.Len() != 0 {
+		t.Errorf("lines for work done in 0.5 s:\n%s", buf.String())
+	}
+}
+
+func TestStoppedRunLogsWhereItStopped(t *testing.T) {
+	var buf bytes.Buffer
+	out := NewOutput(&buf, false)
+	clk := newClock()
+	b := New(out, Options{Label: "x", Total: 100, Logger: lineLogger(out), Now: clk.now})
+	for i := 1; i <= 15; i++ {
+		clk.add(time.Second)
+		b.Update(i, "")
+	}
+	b.Finish() // stopped at 15 of 100: lines at 10 and 15
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "done=10 ") || !strings.Contains(lines[1], "done=15 total=100 ") {
+		t.Errorf("want lines at 10 and 15 of 100, got:\n%s", buf.String())
+	}
+}
+
 func TestRateWaitsUntilMeaningful(t *testing.T) {
 	clk := newClock()
 	m := NewMeter(0, 600, clk.now)
