@@ -17,7 +17,7 @@ func newProgress(out *progress.Output, now func() time.Time) grpo.Progress {
 	if out.Terminal() {
 		return &barProgress{out: out, now: now}
 	}
-	return &logProgress{now: now}
+	return &logProgress{now: now, log: slog.Default()}
 }
 
 type barProgress struct {
@@ -70,6 +70,7 @@ func (p *barProgress) Finish() { p.bar.Finish() }
 // logProgress writes one structured line per step: quiet and line-oriented,
 // with the elapsed time and the ETA of this session's steps.
 type logProgress struct {
+	log   *slog.Logger
 	now   func() time.Time
 	total int
 	meter *progress.Meter
@@ -94,13 +95,13 @@ func (p *logProgress) Step(m grpo.StepMetrics) {
 	opt("kl", m.KL)
 	opt("zero_var", m.ZeroVarFrac)
 	attrs = append(attrs, "failed", m.FailedRollouts, "step_s", round(m.StepSeconds))
-	slog.Info("step", append(attrs, p.meter.Attrs(m.Step, "step")...)...)
+	p.log.Info("step", append(attrs, p.meter.Attrs(m.Step, "step")...)...)
 }
 
-func (p *logProgress) Eval(m grpo.EvalMetrics) { grpo.LogEval(slog.Default(), m) }
+func (p *logProgress) Eval(m grpo.EvalMetrics) { grpo.LogEval(p.log, m) }
 
 func (p *logProgress) Finish() {
-	slog.Info("training finished", "elapsed_s", p.meter.Elapsed().Round(time.Millisecond).Seconds())
+	p.log.Info("training finished", "elapsed_s", p.meter.Elapsed().Round(time.Millisecond).Seconds())
 }
 
 // round keeps log lines short: 4 decimals.
