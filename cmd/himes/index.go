@@ -168,7 +168,8 @@ func (p *stageProgress) update(stage string, done, total int) {
 	if p.bar == nil || stage != p.stage {
 		p.finish()
 		p.stage = stage
-		p.bar = progress.New(p.out, progress.Options{Label: p.what + ": " + stage, Unit: p.units[stage], Total: total})
+		// what was done before the first report is shown, not timed
+		p.bar = progress.New(p.out, progress.Options{Label: p.what + ": " + stage, Unit: p.units[stage], Total: total, Done: done})
 	}
 	p.bar.Update(done, "")
 }
