@@ -15,10 +15,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 )
 
 // Output is a command's stderr, shared by its log lines and its bar.
@@ -26,8 +29,8 @@ type Output struct {
 	mu       sync.Mutex
 	w        io.Writer
 	terminal bool
-	bar      *progressbar.ProgressBar // the bar on screen; nil when none
-	midLine  bool                     // a write left the cursor mid-line: do not draw yet
+	bar      *Bar // the bar on screen; nil when none
+	midLine  bool // a write left the cursor mid-line: do not draw yet
 }
 
 // NewOutput wraps w; terminal says whether bars may be drawn on it.
@@ -38,6 +41,34 @@ func NewOutput(w io.Writer, terminal bool) *Output {
 // Terminal reports whether bars are drawn (otherwise progress is log lines).
 func (o *Output) Terminal() bool { return o.terminal }
 
+// columns is the terminal's width, 0 when unknown.
+func (o *Output) columns() int {
+	f, ok := o.w.(*os.File)
+	if !ok {
+		return 0
+	}
+	w, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return w
+}
+
+// fit shortens a bar's label to leave room on a line of cols columns for
+// the percentage, the bar and the count (a line that wraps cannot be
+// cleared, and the next draw would stack below it). cols 0: unknown.
+func fit(label string, cols, total int) string {
+	if cols <= 0 {
+		return label
+	}
+	room := cols - 2*len(strconv.Itoa(total)) - 20 // " 100% |…| (n/total) "
+	r := []rune(label)
+	if room < 10 || len(r) <= room {
+		return label
+	}
+	return string(r[:room-1]) + "…"
+}
+
 // Write writes p (a log line, as slog handlers write one record a call)
 // above the bar: the bar is cleared, p written, and the bar redrawn once
 // the line is complete.
@@ -45,16 +76,27 @@ func (o *Output) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.bar != nil && !o.midLine {
-		_ = o.bar.Clear()
+		_ = o.bar.bar.Clear()
+		o.flush()
 	}
 	n, err := o.w.Write(p)
 	if len(p) > 0 {
 		o.midLine = p[len(p)-1] != '\n'
 	}
 	if o.bar != nil && !o.midLine {
-		_ = o.bar.RenderBlank()
+		_ = o.bar.bar.RenderBlank()
+		o.flush()
 	}
 	return n, err
+}
+
+// flush writes what the bar on screen rendered since the last flush in one
+// write, so a terminal never shows a half-drawn bar. Called with o.mu held.
+func (o *Output) flush() {
+	if o.bar != nil && o.bar.frame.Len() > 0 {
+		_, _ = o.w.Write(o.bar.frame.Bytes())
+		o.bar.frame.Reset()
+	}
 }
 
 type ctxKey struct{}
@@ -202,6 +244,7 @@ type Bar struct {
 	meter  *Meter
 	log    *slog.Logger
 	bar    *progressbar.ProgressBar // on a terminal
+	frame  bytes.Buffer             // what bar rendered, until the Output flushes it
 	done   int
 	detail string
 	// drawing and logging state
@@ -236,7 +279,7 @@ func New(out *Output, opt Options) *Bar {
 	b.lastTick = b.tick(opt.Done)
 	if out.terminal && opt.Total > 0 {
 		b.bar = progressbar.NewOptions(opt.Total,
-			progressbar.OptionSetWriter(out.w),
+			progressbar.OptionSetWriter(&b.frame),
 			progressbar.OptionSetDescription(opt.Label),
 			progressbar.OptionShowCount(),
 			progressbar.OptionSetItsString(opt.Unit),
@@ -294,8 +337,9 @@ func (b *Bar) Finish() {
 	b.finished = true
 	if b.bar != nil {
 		b.out.mu.Lock()
-		_ = b.bar.Clear()
-		if b.out.bar == b.bar {
+		if b.out.bar == b {
+			_ = b.bar.Clear()
+			b.out.flush()
 			b.out.bar = nil
 		}
 		b.out.mu.Unlock()
@@ -334,10 +378,17 @@ func (b *Bar) draw() {
 	if b.out.midLine {
 		return // a partial line is on screen: the next update draws
 	}
-	b.out.bar = b.bar
+	if b.out.bar != b {
+		if b.out.bar != nil { // a bar left unfinished: this one takes its line
+			_ = b.out.bar.bar.Clear()
+			b.out.flush()
+		}
+		b.out.bar = b
+	}
 	b.lastDraw = b.opt.Now()
 	_ = b.bar.Set(b.done)
-	b.bar.Describe(b.describe())
+	b.bar.Describe(fit(b.describe(), b.out.columns(), b.opt.Total))
+	b.out.flush()
 	if b.done >= b.opt.Total {
 		b.out.bar = nil // finished: the library has cleared it
 	}

@@ -199,19 +199,32 @@ func screen(s string) []string {
 
 var countRe = regexp.MustCompile(`\((\d+)/(\d+)`)
 
+// writes records every Write call.
+type writes struct{ calls []string }
+
+func (w *writes) Write(p []byte) (int, error) {
+	w.calls = append(w.calls, string(p))
+	return len(p), nil
+}
+
 func TestLabelAndCounterAgree(t *testing.T) {
-	var buf bytes.Buffer
-	out := NewOutput(&buf, true)
+	w := &writes{}
+	out := NewOutput(w, true)
 	clk := newClock()
 	b := New(out, Options{Label: "grpo", Unit: "step", Total: 30, Done: 5, Now: clk.now})
 	for step := 6; step < 30; step++ {
 		clk.add(10 * time.Millisecond) // under the redraw interval: the label change draws
-		buf.Reset()
+		w.calls = nil
 		b.Update(step, fmt.Sprintf("step %d", step))
-		sc := screen(buf.String())
+		// one write a draw, so a terminal never shows a frame between the
+		// count's update and the label's
+		if len(w.calls) != 1 {
+			t.Fatalf("step %d: %d writes, want 1", step, len(w.calls))
+		}
+		sc := screen(w.calls[0])
 		last := sc[len(sc)-1]
 		m := countRe.FindStringSubmatch(last)
-		if m == nil || !strings.Contains(last, fmt.Sprintf("grpo step %d ", step)) || m[1] != fmt.Sprint(step) || m[2] != "30" {
+		if m == nil || !strings.HasPrefix(last, fmt.Sprintf("grpo step %d | ", step)) || m[1] != fmt.Sprint(step) || m[2] != "30" {
 			t.Fatalf("step %d: bar shows %q", step, last)
 		}
 	}
@@ -313,5 +326,20 @@ func TestConcurrentLogsAndUpdates(t *testing.T) {
 	}
 	if n != 16 {
 		t.Errorf("%d log lines, want 16", n)
+	}
+}
+
+// A label too long for the terminal is cut so that the whole bar fits one
+// line: 80 columns, a total of 30 (2 digits): room for 80-4-20 = 56.
+func TestFitKeepsTheBarOnOneLine(t *testing.T) {
+	long := strings.Repeat("x", 100)
+	if got := fit(long, 80, 30); len([]rune(got)) != 56 || !strings.HasSuffix(got, "…") {
+		t.Errorf("fit to 80 columns: %d runes %q", len([]rune(got)), got)
+	}
+	if got := fit("grpo step 3", 80, 30); got != "grpo step 3" {
+		t.Errorf("short label changed: %q", got)
+	}
+	if got := fit(long, 0, 30); got != long {
+		t.Error("label cut with the width unknown")
 	}
 }
