@@ -92,8 +92,10 @@ func isInteractive(f *os.File) bool {
 // PersistentPreRunE); a command run without the root (a test) gets a
 // line-oriented one.
 func progressOutput(cmd *cobra.Command) *progress.Output {
-	if o := progress.FromContext(cmd.Context()); o != nil {
-		return o
+	if ctx := cmd.Context(); ctx != nil {
+		if o := progress.FromContext(ctx); o != nil {
+			return o
+		}
 	}
 	return progress.NewOutput(cmd.ErrOrStderr(), false)
 }
