@@ -1,7 +1,10 @@
 package retrieval
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -49,7 +52,9 @@ func TestBuildProgress(t *testing.T) {
 		t.Errorf("%d analyze calls for %d chunks in blocks of 300", n, meta.Docs)
 	}
 	checkStage(t, calls, "merge", meta.Terms, 4096)
-	if calls[0].stage != "analyze" || calls[len(calls)-1].stage != "merge" {
+	// the demo KB (2 MiB, 1951 lines: no report between 0 and the end) is scanned first
+	checkStage(t, calls, "scan", 2, 2)
+	if calls[0].stage != "scan" || calls[len(calls)-1].stage != "merge" {
 		t.Errorf("stages out of order: first %q, last %q", calls[0].stage, calls[len(calls)-1].stage)
 	}
 
@@ -59,4 +64,45 @@ func TestBuildProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkStage(t, calls, "index", meta.Docs, 8192)
+}
+
+// The scan of a JSONL KB of a MiB or more reports MiB read, from 0 up to
+// the file's size in whole MiB, never going back; a smaller KB, nothing.
+func TestScanProgressInMiB(t *testing.T) {
+	var b strings.Builder
+	for i := 0; b.Len() < 2<<20+1000; i++ { // just over 2 MiB
+		fmt.Fprintf(&b, "{\"id\": \"p%06d\", \"text\": \"%s\"}\n", i, strings.Repeat(fmt.Sprintf("word%d ", i%97), 60))
+	}
+	kb := filepath.Join(t.TempDir(), "kb.jsonl")
+	if err := os.WriteFile(kb, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var scans []progressCall
+	record := func(stage string, done, total int) {
+		if stage == "scan" {
+			scans = append(scans, progressCall{stage, done, total})
+		}
+	}
+	if _, err := BuildDiskIndex(t.Context(), DefaultConfig(), kb, t.TempDir(), DiskBuildOptions{Progress: record}); err != nil {
+		t.Fatal(err)
+	}
+	if len(scans) < 3 || scans[0].done != 0 || scans[len(scans)-1].done != 2 {
+		t.Fatalf("scan reports %v: want 0 first and 2 (MiB) last", scans)
+	}
+	for i, c := range scans {
+		if c.total != 2 || (i > 0 && c.done < scans[i-1].done) {
+			t.Fatalf("scan report %d %+v after %+v", i, c, scans[max(0, i-1)])
+		}
+	}
+	scans = nil
+	small := filepath.Join(t.TempDir(), "small.jsonl")
+	if err := os.WriteFile(small, []byte(b.String()[:strings.Index(b.String(), "{\"id\": \"p000100\"")]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := BuildDiskIndex(t.Context(), DefaultConfig(), small, t.TempDir(), DiskBuildOptions{Progress: record}); err != nil {
+		t.Fatal(err)
+	}
+	if len(scans) != 0 {
+		t.Errorf("scan reports for a KB under a MiB: %v", scans)
+	}
 }

@@ -29,8 +29,9 @@ type DiskBuildOptions struct {
 	BlockDocs int
 	// Workers is the number of analysis goroutines (default GOMAXPROCS, ≤ 8).
 	Workers int
-	// Progress, when set, is told the chunks analyzed ("analyze") then the
-	// terms merged ("merge") so far, from 0 at each stage's start.
+	// Progress, when set, is told the MiB of a JSONL KB read ("scan", KBs
+	// of a MiB or more), the chunks analyzed ("analyze") then the terms
+	// merged ("merge") so far, from 0 at each stage's start.
 	Progress BuildProgress
 }
 
@@ -79,7 +80,11 @@ func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt Dis
 		return IndexMeta{}, err
 	}
 	defer src.Close()
-	refs, err := src.Scan(ctx, cfg.ChunkWords, cfg.ChunkStride)
+	var scanned func(done, total int)
+	if opt.Progress != nil {
+		scanned = func(done, total int) { opt.Progress("scan", done, total) }
+	}
+	refs, err := src.ScanProgress(ctx, cfg.ChunkWords, cfg.ChunkStride, scanned)
 	if err != nil {
 		return IndexMeta{}, err
 	}

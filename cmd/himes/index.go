@@ -45,7 +45,7 @@ it instead of loading the KB.`,
 			var meta retrieval.IndexMeta
 			var err error
 			slog.Info("index build", "kb", kb, "out", out, "disk", disk)
-			prog := newStageProgress(progressOutput(cmd), "index build", map[string]string{"index": "chunk", "analyze": "chunk", "merge": "term"})
+			prog := newStageProgress(progressOutput(cmd), "index build", map[string]string{"scan": "MiB", "index": "chunk", "analyze": "chunk", "merge": "term"})
 			if disk {
 				meta, err = retrieval.BuildDiskIndex(cmd.Context(), cfg, kb, out, retrieval.DiskBuildOptions{BlockDocs: blockDocs, Progress: prog.update})
 			} else {
