@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -57,7 +58,7 @@ it instead of loading the KB.`,
 			}
 			el := time.Since(start)
 			slog.Info("index built", "dir", out, "docs", meta.Docs, "terms", meta.Terms, "postings", meta.Postings,
-				"elapsed_s", el.Round(time.Millisecond).Seconds())
+				"elapsed_s", math.Round(el.Seconds()*1000)/1000)
 			fmt.Fprintf(cmd.OutOrStdout(), "built %s: %d chunks, %d terms, %d postings in %s\n",
 				out, meta.Docs, meta.Terms, meta.Postings, el.Round(time.Millisecond))
 			return nil

@@ -228,12 +228,25 @@ func FormatDuration(d time.Duration) string {
 // item when below one ("48.8 turn/s", "3.2 s/step").
 func FormatRate(perSec float64, unit string) string {
 	if perSec >= 1 {
-		return fmt.Sprintf("%.3g %s/s", perSec, unit)
+		return number(perSec) + " " + unit + "/s"
 	}
 	if perSec <= 0 {
 		return "0 " + unit + "/s"
 	}
-	return fmt.Sprintf("%.3g s/%s", 1/perSec, unit)
+	return number(1/perSec) + " s/" + unit
+}
+
+// number keeps three significant digits without an exponent (43400, not
+// 4.34e+04).
+func number(x float64) string {
+	switch {
+	case x >= 100:
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	case x >= 10:
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	default:
+		return fmt.Sprintf("%.3g", x)
+	}
 }
 
 // Bar shows one count toward a total on an Output.

@@ -167,8 +167,13 @@ func TestRateWaitsUntilMeaningful(t *testing.T) {
 	if eta, _ := m.ETA(20); eta != 20*time.Second {
 		t.Errorf("resumed ETA %v, want 20s", eta)
 	}
-	if got := FormatRate(0.5, "step"); got != "2 s/step" {
-		t.Errorf("FormatRate(0.5) = %q", got)
+	for _, c := range []struct {
+		perSec float64
+		want   string
+	}{{0.5, "2 s/step"}, {1 / 3600.0, "3600 s/step"}, {43391.7, "43392 step/s"}, {23.84, "23.8 step/s"}, {2.4151, "2.42 step/s"}} {
+		if got := FormatRate(c.perSec, "step"); got != c.want {
+			t.Errorf("FormatRate(%g) = %q, want %q", c.perSec, got, c.want)
+		}
 	}
 }
 
