@@ -296,8 +296,8 @@ func New(out *Output, opt Options) *Bar {
 			progressbar.OptionSetDescription(opt.Label),
 			progressbar.OptionShowCount(),
 			progressbar.OptionSetItsString(opt.Unit),
-			// the rate and ETA are the Meter's (the library's count a
-			// resumed run's earlier steps and the first item's microseconds)
+			// the rate and ETA are the Meter's: the library's would count a
+			// resumed run's earlier steps, and time from the first item
 			progressbar.OptionSetPredictTime(false),
 			progressbar.OptionThrottle(0), // Bar throttles, so label and count are drawn together
 			progressbar.OptionClearOnFinish(),
