@@ -279,12 +279,11 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 	slog.Info("evaluating", "turns", len(turns), "systems", len(systems), "concurrency", conc, "responder", first.Responder.Name())
 	// Every system answers every turn: the count is of (system, turn)
 	// pairs, and its unit says so.
-	prog := progress.New(progressOutput(cmd), progress.Options{
-		Label: fmt.Sprintf("eval %d systems × %d turns", len(systems), len(turns)),
-		Unit:  "system-turn", Total: len(turns) * len(systems)})
+	prog := progress.New(progressOutput(cmd), progress.Options{Label: "eval", Unit: "system-turn", Total: len(turns) * len(systems)})
+	what := fmt.Sprintf("%d systems × %d turns", len(systems), len(turns))
 	rep, results, err := evaluate.Evaluate(ctx, turns, systems, first.Responder, first.Scorer,
 		evaluate.Options{Concurrency: conc, Stats: stats, Baseline: "raw",
-			Progress: func(done, _ int) { prog.Update(done, "") }})
+			Progress: func(done, _ int) { prog.Update(done, what, "systems", len(systems), "turns", len(turns)) }})
 	prog.Finish()
 	if err != nil {
 		return err
