@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/himes-rl/himes/evaluate"
 
@@ -93,6 +94,41 @@ type SweepOptions struct {
 	Report bool
 	// Out is the JSON table ("" = <run.output_dir>/<run.name>-sweep/sweep.json).
 	Out string
+	// Progress, when set, is told the runs ended (done or failed) of the
+	// total: once with none ended as the sweep starts, then after each run.
+	Progress RunProgress
+}
+
+// RunProgress is told how many of a batch's total runs ended, failed
+// ones among them.
+type RunProgress func(ended, failed, total int)
+
+// runCount counts the runs of a batch as they end, for a RunProgress.
+type runCount struct {
+	mu                   sync.Mutex
+	report               RunProgress
+	ended, failed, total int
+}
+
+func newRunCount(report RunProgress, total int) *runCount {
+	c := &runCount{report: report, total: total}
+	if report != nil {
+		report(0, 0, total)
+	}
+	return c
+}
+
+// end records n runs ended with err (nil: done).
+func (c *runCount) end(n int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ended += n
+	if err != nil {
+		c.failed += n
+	}
+	if c.report != nil {
+		c.report(c.ended, c.failed, c.total)
+	}
 }
 
 // Sweep trains every planned run (PlanSweep) with `himes train`, each
@@ -124,7 +160,9 @@ func Sweep(ctx context.Context, stdout io.Writer, base configs.Config, runs []Sw
 		return fmt.Errorf("sweep: %w", err)
 	}
 	slog.Info("sweep", "points", len(runs), "parallel", o.Parallel, "logs", logDir)
-	errs := RunSweep(ctx, runs, o.Parallel, func(ctx context.Context, r SweepRun) error {
+	count := newRunCount(o.Progress, len(runs))
+	errs := RunSweep(ctx, runs, o.Parallel, func(ctx context.Context, r SweepRun) (err error) {
+		defer func() { count.end(1, err) }()
 		args := []string{"train", "--config", o.ConfigPath, "--log-format", "json"}
 		for _, s := range o.Sets {
 			args = append(args, "--set", s)

@@ -297,6 +297,10 @@ type TransferOptions struct {
 	// TrainerTimeout bounds its start.
 	TrainerCmd     string
 	TrainerTimeout time.Duration
+	// Progress, when set, is told the runs ended (done or failed) of all
+	// folds' runs: once with none ended as the transfer starts, then after
+	// each run (a fold whose training file failed ends all its runs).
+	Progress RunProgress
 }
 
 // Transfer trains and evaluates every fold's runs (PlanTransfer): each
@@ -322,15 +326,23 @@ func Transfer(ctx context.Context, stdout io.Writer, base configs.Config, folds 
 	}
 	opts := datasets.LoadOptions{UserField: base.Data.UserField, SkipBad: base.Data.SkipBad}
 	slog.Info("transfer", "folds", len(folds), "variants", len(folds[0].Runs), "jobs", o.Jobs, "out", o.Out)
+	total := 0
+	for _, f := range folds {
+		total += len(f.Runs)
+	}
+	count := newRunCount(o.Progress, total)
 	errs := RunTransfer(ctx, folds, o.Jobs,
 		func(ctx context.Context, f TransferFold) error {
 			n, err := WriteFoldTrain(ctx, f, opts)
 			if err == nil {
 				slog.Info("transfer fold", "held_out", f.Name, "train_turns", n, "train", f.TrainAt)
+			} else {
+				count.end(len(f.Runs), err)
 			}
 			return err
 		},
-		func(ctx context.Context, f TransferFold, r TransferRun) error {
+		func(ctx context.Context, f TransferFold, r TransferRun) (err error) {
+			defer func() { count.end(1, err) }()
 			if err := os.MkdirAll(filepath.Dir(r.RunDir), 0o755); err != nil {
 				return err
 			}

@@ -109,6 +109,12 @@ func BuildIndex(ids, texts []string, p BM25Params) (*Index, error) {
 
 // BuildIndexWith is BuildIndex with a chosen analyzer.
 func BuildIndexWith(ids, texts []string, p BM25Params, an analysis.Analyzer) (*Index, error) {
+	return buildIndex(ids, texts, p, an, nil)
+}
+
+// buildIndex is BuildIndexWith telling progress (when set) the documents
+// indexed so far.
+func buildIndex(ids, texts []string, p BM25Params, an analysis.Analyzer, progress BuildProgress) (*Index, error) {
 	if len(ids) != len(texts) {
 		return nil, fmt.Errorf("build index: %d ids but %d texts", len(ids), len(texts))
 	}
@@ -165,7 +171,11 @@ func BuildIndexWith(ids, texts []string, p BM25Params, an analysis.Analyzer) (*I
 	var (
 		tb    []termBuilder
 		total uint64
+		done  int
 	)
+	if progress != nil {
+		progress("index", 0, len(texts))
+	}
 	for res := range parts {
 		for w, part := range res {
 			m := growTermMap(&l2g[w], len(part.strs))
@@ -182,6 +192,9 @@ func BuildIndexWith(ids, texts []string, p BM25Params, an analysis.Analyzer) (*I
 			}
 		}
 		free <- res
+		if done = min(done+chunkDocs, len(texts)); progress != nil {
+			progress("index", done, len(texts))
+		}
 	}
 	ix.post = flattenPostings(tb)
 	ix.finish(total)

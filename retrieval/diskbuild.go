@@ -29,6 +29,10 @@ type DiskBuildOptions struct {
 	BlockDocs int
 	// Workers is the number of analysis goroutines (default GOMAXPROCS, ≤ 8).
 	Workers int
+	// Progress, when set, is told the MiB of a JSONL KB read ("scan", KBs
+	// of a MiB or more), the chunks analyzed ("analyze") then the terms
+	// merged ("merge") so far, from 0 at each stage's start.
+	Progress BuildProgress
 }
 
 // BuildDiskIndex builds the on-disk index (DiskIndexFile) of a knowledge
@@ -76,7 +80,11 @@ func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt Dis
 		return IndexMeta{}, err
 	}
 	defer src.Close()
-	refs, err := src.Scan(ctx, cfg.ChunkWords, cfg.ChunkStride)
+	var scanned func(done, total int)
+	if opt.Progress != nil {
+		scanned = func(done, total int) { opt.Progress("scan", done, total) }
+	}
+	refs, err := src.ScanProgress(ctx, cfg.ChunkWords, cfg.ChunkStride, scanned)
 	if err != nil {
 		return IndexMeta{}, err
 	}
@@ -181,6 +189,9 @@ func (b *diskBuilder) build(ctx context.Context) error {
 	var total uint64
 	var rec []byte
 	var sc runScratch
+	if b.opt.Progress != nil {
+		b.opt.Progress("analyze", 0, n)
+	}
 	for blk := range blocks {
 		if blk.err != nil {
 			return blk.err
@@ -208,6 +219,9 @@ func (b *diskBuilder) build(ctx context.Context) error {
 		}
 		if w.err != nil {
 			return w.err
+		}
+		if b.opt.Progress != nil {
+			b.opt.Progress("analyze", blk.start+len(blk.texts), n)
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -439,6 +453,9 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			if b.opt.Progress != nil {
+				b.opt.Progress("merge", t, nt)
+			}
 		}
 		var cnt, last uint32
 		m := 0.0
@@ -497,6 +514,9 @@ func (b *diskBuilder) merge(ctx context.Context, norm []float64, luc *luceneStat
 		}
 		maxSat = append(maxSat, m)
 		b.postings += int(cnt)
+	}
+	if b.opt.Progress != nil {
+		b.opt.Progress("merge", nt, nt)
 	}
 	w.bytes(buf)
 	for _, r := range runs {

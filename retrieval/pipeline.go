@@ -253,6 +253,17 @@ func sortedChunks(kb *corpus.KB, cfg Config) ([]Chunk, error) {
 // BuildIndexDir builds the BM25 index of a knowledge base with cfg's k1, b
 // and chunking and persists it in dir (what `himes index build` does).
 func BuildIndexDir(ctx context.Context, cfg Config, kbPath, dir string) (IndexMeta, error) {
+	return BuildIndexDirProgress(ctx, cfg, kbPath, dir, nil)
+}
+
+// BuildProgress is told how far an index build got: its stage ("index",
+// "analyze", "merge") and the items of the stage done of total, first with
+// done 0 as the stage starts.
+type BuildProgress func(stage string, done, total int)
+
+// BuildIndexDirProgress is BuildIndexDir telling progress (when set) the
+// chunks indexed so far.
+func BuildIndexDirProgress(ctx context.Context, cfg Config, kbPath, dir string, progress BuildProgress) (IndexMeta, error) {
 	kb, err := corpus.Load(ctx, kbPath)
 	if err != nil {
 		return IndexMeta{}, err
@@ -266,7 +277,7 @@ func BuildIndexDir(ctx context.Context, cfg Config, kbPath, dir string) (IndexMe
 		return IndexMeta{}, err
 	}
 	ids, texts := chunkTexts(chunks)
-	ix, err := BuildIndexWith(ids, texts, BM25Params{K1: cfg.K1, B: cfg.B, Scoring: cfg.Scoring}, an)
+	ix, err := buildIndex(ids, texts, BM25Params{K1: cfg.K1, B: cfg.B, Scoring: cfg.Scoring}, an, progress)
 	if err != nil {
 		return IndexMeta{}, err
 	}

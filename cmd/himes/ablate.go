@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/himes-rl/himes/ablate"
+	"github.com/himes-rl/himes/internal/progress"
 )
 
 func newAblateCmd() *cobra.Command {
@@ -100,8 +101,10 @@ sweep_seeds.json next to sweep.json).`,
 			if resume && overwrite {
 				return fmt.Errorf("--resume and --overwrite exclude each other")
 			}
+			prog, finish := runProgress(cmd, "sweep")
+			defer finish()
 			return ablate.Sweep(cmd.Context(), cmd.OutOrStdout(), cfg, runs, ablate.SweepOptions{ConfigPath: cf.path, Sets: cf.sets,
-				Parallel: parallel, Resume: resume, Overwrite: overwrite, Report: withReport, Out: out})
+				Parallel: parallel, Resume: resume, Overwrite: overwrite, Report: withReport, Out: out, Progress: prog})
 		},
 	}
 	cf.register(cmd, true)
@@ -178,8 +181,10 @@ evaluation; both get trainer.endpoint=http://127.0.0.1:PORT. E.g.
 			if folds, err = ablate.SelectFolds(folds, only); err != nil {
 				return err
 			}
+			prog, finish := runProgress(cmd, "transfer")
+			defer finish()
 			return ablate.Transfer(cmd.Context(), cmd.OutOrStdout(), cfg, folds, ablate.TransferOptions{ConfigPath: cf.path, Sets: cf.sets,
-				Jobs: jobs, Overwrite: overwrite, Out: out, TrainerCmd: trainerCmd, TrainerTimeout: trainerTimeout})
+				Jobs: jobs, Overwrite: overwrite, Out: out, TrainerCmd: trainerCmd, TrainerTimeout: trainerTimeout, Progress: prog})
 		},
 	}
 	cf.register(cmd, true)
@@ -193,4 +198,29 @@ evaluation; both get trainer.endpoint=http://127.0.0.1:PORT. E.g.
 	cmd.Flags().StringSliceVar(&only, "folds", nil, "run only these left-out collections (names without extension; default all)")
 	_ = cmd.MarkFlagRequired("collections")
 	return cmd
+}
+
+// runProgress shows the runs of a sweep or transfer ended of their total:
+// a bar on a terminal, a line as each run ends otherwise (runs take
+// minutes). finish ends the bar of a batch stopped short.
+func runProgress(cmd *cobra.Command, what string) (report ablate.RunProgress, finish func()) {
+	var bar *progress.Bar
+	report = func(ended, failed, total int) {
+		if bar == nil {
+			bar = progress.New(progressOutput(cmd), progress.Options{Label: what, Unit: "run", Total: total, EachItem: true})
+		}
+		detail := ""
+		if failed > 0 {
+			detail = fmt.Sprintf("(%d failed)", failed)
+		}
+		if ended > 0 {
+			bar.Update(ended, detail, "failed", failed)
+		}
+	}
+	finish = func() {
+		if bar != nil {
+			bar.Finish()
+		}
+	}
+	return report, finish
 }

@@ -13,9 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/himes-rl/himes/internal/stats"
-
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/himes-rl/himes/configs"
@@ -23,7 +20,9 @@ import (
 	"github.com/himes-rl/himes/evaluate"
 	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/internal/atomicfile"
+	"github.com/himes-rl/himes/internal/progress"
 	"github.com/himes-rl/himes/internal/rundir"
+	"github.com/himes-rl/himes/internal/stats"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -277,12 +276,15 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 	if conc <= 0 {
 		conc = cfg.Rollout.Concurrency
 	}
-	total := len(turns) * len(systems)
-	prog := newEvalProgress(cmd.ErrOrStderr(), isInteractive(os.Stderr), total)
 	slog.Info("evaluating", "turns", len(turns), "systems", len(systems), "concurrency", conc, "responder", first.Responder.Name())
+	// Every system answers every turn: the count is of (system, turn)
+	// pairs, and its unit says so.
+	prog := progress.New(progressOutput(cmd), progress.Options{Label: "eval", Unit: "system-turn", Total: len(turns) * len(systems)})
+	what := fmt.Sprintf("%d systems × %d turns", len(systems), len(turns))
 	rep, results, err := evaluate.Evaluate(ctx, turns, systems, first.Responder, first.Scorer,
-		evaluate.Options{Concurrency: conc, Stats: stats, Baseline: "raw", Progress: prog.update})
-	prog.finish()
+		evaluate.Options{Concurrency: conc, Stats: stats, Baseline: "raw",
+			Progress: func(done, _ int) { prog.Update(done, what, "systems", len(systems), "turns", len(turns)) }})
+	prog.Finish()
 	if err != nil {
 		return err
 	}
@@ -555,47 +557,4 @@ func writeEvalFiles(dir string, rep evaluate.Report, results [][]evaluate.TurnRe
 		}
 	}
 	return evaluate.WriteTurnsParquet(filepath.Join(dir, "turns.parquet"), results)
-}
-
-// evalProgress is a bar on a terminal, otherwise a log line every 10% or 30 s.
-type evalProgress struct {
-	bar      *progressbar.ProgressBar
-	total    int
-	lastLog  time.Time
-	lastTick int
-}
-
-func newEvalProgress(w io.Writer, interactive bool, total int) *evalProgress {
-	p := &evalProgress{total: total, lastLog: time.Now()}
-	if interactive {
-		p.bar = progressbar.NewOptions(total,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription("eval"),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetItsString("turn"),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
-	return p
-}
-
-func (p *evalProgress) update(done, total int) {
-	if p.bar != nil {
-		_ = p.bar.Set(done)
-		return
-	}
-	tick := done * 10 / max(1, total)
-	if tick > p.lastTick || time.Since(p.lastLog) > 30*time.Second || done == total {
-		p.lastTick, p.lastLog = tick, time.Now()
-		slog.Info("eval progress", "done", done, "total", total)
-	}
-}
-
-func (p *evalProgress) finish() {
-	if p.bar != nil {
-		_ = p.bar.Finish()
-	}
 }

@@ -225,6 +225,12 @@ func TestSweepOverSeedsCLI(t *testing.T) {
 	if !strings.Contains(o, "Over seeds") || !strings.Contains(o, "| (all) | 1, 2 | 2 |") {
 		t.Errorf("stdout lacks the seed table:\n%s", o)
 	}
+	// overall progress off a terminal: a line as each of the 2 runs ends
+	for n := 1; n <= 2; n++ {
+		if !strings.Contains(o, fmt.Sprintf(`msg="sweep progress" failed=0 done=%d total=2 `, n)) {
+			t.Errorf("no progress line for run %d of 2:\n%s", n, o)
+		}
+	}
 	md, err := os.ReadFile(filepath.Join(out, "s-sweep", "report", "report.md"))
 	if err != nil {
 		t.Fatal(err)

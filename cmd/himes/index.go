@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/himes-rl/himes/internal/progress"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -43,17 +45,20 @@ it instead of loading the KB.`,
 			start := time.Now()
 			var meta retrieval.IndexMeta
 			var err error
+			slog.Info("index build", "kb", kb, "out", out, "disk", disk)
+			prog := newStageProgress(progressOutput(cmd), "index build", map[string]string{"scan": "MiB", "index": "chunk", "analyze": "chunk", "merge": "term"})
 			if disk {
-				meta, err = retrieval.BuildDiskIndex(cmd.Context(), cfg, kb, out, retrieval.DiskBuildOptions{BlockDocs: blockDocs})
+				meta, err = retrieval.BuildDiskIndex(cmd.Context(), cfg, kb, out, retrieval.DiskBuildOptions{BlockDocs: blockDocs, Progress: prog.update})
 			} else {
-				meta, err = retrieval.BuildIndexDir(cmd.Context(), cfg, kb, out)
+				meta, err = retrieval.BuildIndexDirProgress(cmd.Context(), cfg, kb, out, prog.update)
 			}
+			prog.finish()
 			if err != nil {
 				return err
 			}
 			el := time.Since(start)
 			slog.Info("index built", "dir", out, "docs", meta.Docs, "terms", meta.Terms, "postings", meta.Postings,
-				"elapsed_s", el.Round(time.Millisecond).Seconds())
+				"elapsed_s", math.Round(el.Seconds()*1000)/1000)
 			fmt.Fprintf(cmd.OutOrStdout(), "built %s: %d chunks, %d terms, %d postings in %s\n",
 				out, meta.Docs, meta.Terms, meta.Postings, el.Round(time.Millisecond))
 			return nil
@@ -144,4 +149,35 @@ func verifyDisk(cmd *cobra.Command, dir string) (retrieval.IndexMeta, []retrieva
 		return meta, nil, err
 	}
 	return meta, ix.Sections(), nil
+}
+
+// stageProgress shows a work of several stages, each counted toward its
+// own total: one progress bar (or a few log lines) per stage.
+type stageProgress struct {
+	out   *progress.Output
+	what  string
+	units map[string]string // stage → its unit
+	stage string
+	bar   *progress.Bar
+}
+
+func newStageProgress(out *progress.Output, what string, units map[string]string) *stageProgress {
+	return &stageProgress{out: out, what: what, units: units}
+}
+
+func (p *stageProgress) update(stage string, done, total int) {
+	if p.bar == nil || stage != p.stage {
+		p.finish()
+		p.stage = stage
+		// what was done before the first report is shown, not timed
+		p.bar = progress.New(p.out, progress.Options{Label: p.what + ": " + stage, Unit: p.units[stage], Total: total, Done: done})
+	}
+	p.bar.Update(done, "")
+}
+
+func (p *stageProgress) finish() {
+	if p.bar != nil {
+		p.bar.Finish()
+		p.bar = nil
+	}
 }

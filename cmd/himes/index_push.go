@@ -2,12 +2,8 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/himes-rl/himes/retrieval"
@@ -44,8 +40,8 @@ so that equal scores are ordered by id, as in the embedded index.`,
 			if cfg.Data.KB == "" {
 				return fmt.Errorf("index push: data.kb is required (the passages to index)")
 			}
-			prog := newCountProgress(cmd.ErrOrStderr(), isInteractive(os.Stderr), "push", "doc")
-			opt.Progress = prog.update
+			prog := newStageProgress(progressOutput(cmd), "index", map[string]string{"push": "doc"})
+			opt.Progress = func(done, total int) { prog.update("push", done, total) }
 			start := time.Now()
 			res, err := retrieval.PushKB(cmd.Context(), cfg.Retrieval, cfg.Data.KB, opt)
 			prog.finish()
@@ -69,47 +65,4 @@ so that equal scores are ordered by id, as in the embedded index.`,
 	f.IntVar(&opt.BatchDocs, "batch", opt.BatchDocs, "documents per _bulk request")
 	f.BoolVar(&opt.Replace, "replace", false, "delete and push again an index an earlier push made (never one it did not)")
 	return cmd
-}
-
-// countProgress shows a count going up to a total: a bar on a terminal, a
-// log line per tenth otherwise.
-type countProgress struct {
-	bar      *progressbar.ProgressBar
-	what     string
-	lastTick int
-}
-
-func newCountProgress(w io.Writer, interactive bool, what, unit string) *countProgress {
-	p := &countProgress{what: what, lastTick: -1}
-	if interactive {
-		p.bar = progressbar.NewOptions(-1,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription(what),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetItsString(unit),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
-	return p
-}
-
-func (p *countProgress) update(done, total int) {
-	if p.bar != nil {
-		p.bar.ChangeMax(total)
-		_ = p.bar.Set(done)
-		return
-	}
-	if tick := done * 10 / max(1, total); tick > p.lastTick {
-		p.lastTick = tick
-		slog.Info(p.what+" progress", "done", done, "total", total)
-	}
-}
-
-func (p *countProgress) finish() {
-	if p.bar != nil {
-		_ = p.bar.Finish()
-	}
 }

@@ -9,9 +9,7 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/himes-rl/himes/datasets"
@@ -75,20 +73,9 @@ from another embedder or taxonomy are refused when loaded.`,
 			if err != nil {
 				return err
 			}
-			var bar *progressbar.ProgressBar
-			last := time.Now()
-			progress := func(stage string, done, total int) {
-				if isInteractive(os.Stderr) {
-					if bar == nil || bar.GetMax() != total {
-						bar = progressbar.Default(int64(total), stage)
-					}
-					_ = bar.Set(done)
-				} else if time.Since(last) > 5*time.Second || done == total {
-					slog.Info("memory build", "stage", stage, "done", done, "total", total)
-					last = time.Now()
-				}
-			}
-			m, err := memory.Build(cmd.Context(), cfg.Memory, emb, entries, memory.WithProgress(progress))
+			prog := newStageProgress(progressOutput(cmd), "memory build", map[string]string{"embed": "entry", "classify": "entry"})
+			defer prog.finish()
+			m, err := memory.Build(cmd.Context(), cfg.Memory, emb, entries, memory.WithProgress(prog.update))
 			if err != nil {
 				return err
 			}

@@ -2,48 +2,37 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-
 	"github.com/himes-rl/himes/grpo"
+	"github.com/himes-rl/himes/internal/progress"
 )
 
 // newProgress shows training progress: a bar with the latest reward and KL
-// on a terminal, or one log line per step otherwise (CI, files, pipes).
-func newProgress(w io.Writer, interactive bool) grpo.Progress {
-	if interactive {
-		return &barProgress{w: w}
+// on a terminal, or one log line per step with elapsed time and ETA
+// otherwise (CI, files, pipes). now is the clock (nil: time.Now).
+func newProgress(out *progress.Output, now func() time.Time) grpo.Progress {
+	if out.Terminal() {
+		return &barProgress{out: out, now: now}
 	}
-	return &logProgress{}
+	return &logProgress{now: now, log: slog.Default()}
 }
 
 type barProgress struct {
-	w   io.Writer
-	bar *progressbar.ProgressBar
+	out *progress.Output
+	now func() time.Time
+	bar *progress.Bar
 }
 
 func (p *barProgress) Start(done, total int) {
-	p.bar = progressbar.NewOptions(total,
-		progressbar.OptionSetWriter(p.w),
-		progressbar.OptionSetDescription("grpo"),
-		progressbar.OptionShowCount(),
-		progressbar.OptionSetItsString("step"),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionClearOnFinish(),
-	)
-	_ = p.bar.Set(done)
+	p.bar = progress.New(p.out, progress.Options{Label: "grpo", Unit: "step", Total: total, Done: done, Now: p.now})
 }
 
-func (p *barProgress) Step(m grpo.StepMetrics) {
-	p.bar.Describe(barText(m))
-	_ = p.bar.Set(m.Step)
-}
+// Step draws the step's number and its count in one update, so the label
+// and the counter agree.
+func (p *barProgress) Step(m grpo.StepMetrics) { p.bar.Update(m.Step, barText(m)) }
 
 // barText is the bar's description; a metric that was not computed is left
 // out rather than shown as 0.
@@ -62,7 +51,6 @@ func barText(m grpo.StepMetrics) string {
 
 func (p *barProgress) Eval(m grpo.EvalMetrics) {
 	// Printed above the bar, so the eval history stays on screen.
-	_ = p.bar.Clear()
 	line := fmt.Sprintf("eval @ step %d (%s): reward %.4f (raw question %.4f)", m.Step, m.Phase, m.Policy.Reward, m.Raw.Reward)
 	if m.Policy.Recall10 != nil && m.Raw.Recall10 != nil {
 		line += fmt.Sprintf("  Recall@10 %.3f (raw %.3f)", *m.Policy.Recall10, *m.Raw.Recall10)
@@ -70,22 +58,27 @@ func (p *barProgress) Eval(m grpo.EvalMetrics) {
 	if m.Policy.MRR != nil && m.Raw.MRR != nil {
 		line += fmt.Sprintf("  MRR %.3f (raw %.3f)", *m.Policy.MRR, *m.Raw.MRR)
 	}
-	fmt.Fprintln(p.w, line)
 	if m.Compared < m.Turns {
-		fmt.Fprintf(p.w, "  rewards over the %d of %d turns both completed (failed: policy %d, raw %d)\n",
+		line += fmt.Sprintf("\n  rewards over the %d of %d turns both completed (failed: policy %d, raw %d)",
 			m.Compared, m.Turns, m.Policy.Failed, m.Raw.Failed)
 	}
+	fmt.Fprintln(p.out, line)
 }
 
-func (p *barProgress) Finish() { _ = p.bar.Finish() }
+func (p *barProgress) Finish() { p.bar.Finish() }
 
-// logProgress writes one structured line per step: quiet and line-oriented.
+// logProgress writes one structured line per step: quiet and line-oriented,
+// with the elapsed time and the ETA of this session's steps.
 type logProgress struct {
+	log   *slog.Logger
+	now   func() time.Time
 	total int
-	start time.Time
+	meter *progress.Meter
 }
 
-func (p *logProgress) Start(done, total int) { p.total, p.start = total, time.Now() }
+func (p *logProgress) Start(done, total int) {
+	p.total, p.meter = total, progress.NewMeter(done, total, p.now)
+}
 
 func (p *logProgress) Step(m grpo.StepMetrics) {
 	attrs := []any{"step", m.Step, "of", p.total}
@@ -101,13 +94,14 @@ func (p *logProgress) Step(m grpo.StepMetrics) {
 	}
 	opt("kl", m.KL)
 	opt("zero_var", m.ZeroVarFrac)
-	slog.Info("step", append(attrs, "failed", m.FailedRollouts, "step_s", round(m.StepSeconds))...)
+	attrs = append(attrs, "failed", m.FailedRollouts, "step_s", round(m.StepSeconds))
+	p.log.Info("step", append(attrs, p.meter.Attrs(m.Step, "step")...)...)
 }
 
-func (p *logProgress) Eval(m grpo.EvalMetrics) { grpo.LogEval(slog.Default(), m) }
+func (p *logProgress) Eval(m grpo.EvalMetrics) { grpo.LogEval(p.log, m) }
 
 func (p *logProgress) Finish() {
-	slog.Info("training finished", "elapsed_s", time.Since(p.start).Round(time.Millisecond).Seconds())
+	p.log.Info("training finished", "elapsed_s", p.meter.Elapsed().Round(time.Millisecond).Seconds())
 }
 
 // round keeps log lines short: 4 decimals.

@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/himes-rl/himes/internal/progress"
 )
 
 // globalFlags are the flags every subcommand accepts.
@@ -27,11 +29,15 @@ the whole pipeline: rewrite → retrieve → long-term-memory re-rank → respon
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			logger, err := newLogger(cmd.ErrOrStderr(), g.logFormat, g.logLevel)
+			// Log lines and progress bars share stderr through one Output,
+			// which clears a bar before a log line and redraws it after.
+			out := progress.NewOutput(cmd.ErrOrStderr(), cmd.ErrOrStderr() == os.Stderr && isInteractive(os.Stderr))
+			logger, err := newLogger(out, g.logFormat, g.logLevel)
 			if err != nil {
 				return err
 			}
 			slog.SetDefault(logger)
+			cmd.SetContext(progress.NewContext(cmd.Context(), out))
 			return nil
 		},
 	}
@@ -80,4 +86,16 @@ func isInteractive(f *os.File) bool {
 		return false
 	}
 	return term.IsTerminal(int(f.Fd()))
+}
+
+// progressOutput is the command's stderr as progress bars draw on it (see
+// PersistentPreRunE); a command run without the root (a test) gets a
+// line-oriented one.
+func progressOutput(cmd *cobra.Command) *progress.Output {
+	if ctx := cmd.Context(); ctx != nil {
+		if o := progress.FromContext(ctx); o != nil {
+			return o
+		}
+	}
+	return progress.NewOutput(cmd.ErrOrStderr(), false)
 }

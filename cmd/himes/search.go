@@ -10,14 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
 	"github.com/himes-rl/himes/evaluate/ir"
+	"github.com/himes-rl/himes/internal/progress"
 	"github.com/himes-rl/himes/memory"
 	"github.com/himes-rl/himes/retrieval"
 )
@@ -306,11 +305,8 @@ func writeTRECRun(cmd *cobra.Command, p *retrieval.Pipeline, sf *searchFlags, qs
 		return fmt.Errorf("trec run: %w", err)
 	}
 	bw := bufio.NewWriter(f)
-	var bar *progressbar.ProgressBar
-	if isInteractive(os.Stderr) {
-		bar = progressbar.Default(int64(len(qs)), "search")
-	}
-	last := time.Now()
+	bar := progress.New(progressOutput(cmd), progress.Options{Label: "search", Unit: "query", Total: len(qs)})
+	defer bar.Finish()
 	for i, q := range qs {
 		res, err := p.Retrieve(cmd.Context(), q.User, q.Text, q.Query)
 		if err != nil {
@@ -321,12 +317,7 @@ func writeTRECRun(cmd *cobra.Command, p *retrieval.Pipeline, sf *searchFlags, qs
 			f.Close()
 			return err
 		}
-		if bar != nil {
-			_ = bar.Add(1)
-		} else if time.Since(last) > 5*time.Second {
-			slog.Info("search progress", "done", i+1, "total", len(qs))
-			last = time.Now()
-		}
+		bar.Update(i+1, "")
 	}
 	if err := bw.Flush(); err != nil {
 		f.Close()

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -82,7 +81,7 @@ config unless --allow-config-change. --resume of a finished run says
 				Policy: comp.Policy, Runner: comp.Runner, Renderer: comp.Renderer, Ranker: comp.rankPassages,
 				Train: comp.Train, Eval: comp.Eval, SFT: comp.SFT, Reward: cfg.Reward.Weights,
 				Seed: cfg.Run.Seed, Logger: slog.Default(),
-				Progress: newProgress(os.Stderr, isInteractive(os.Stderr)), Fault: fault,
+				Progress: newProgress(progressOutput(cmd), nil), Fault: fault,
 			}, grpo.RunPlace{Base: base, Name: name, Mode: mode, TensorBoard: cfg.Run.TensorBoard,
 				Snapshot: func(run *rundir.RunDir) error { return snapshotRun(run, cfg) }})
 		},

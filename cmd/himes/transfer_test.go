@@ -71,6 +71,12 @@ func TestAblateTransferCLI(t *testing.T) {
 	if !strings.Contains(o, "share of the raw → human-rewrite Recall@10 gap closed") {
 		t.Errorf("output lacks the gap table:\n%s", o)
 	}
+	// overall progress off a terminal: a line as each of the 4 runs ends
+	for n := 1; n <= 4; n++ {
+		if !strings.Contains(o, fmt.Sprintf(`msg="transfer progress" failed=0 done=%d total=4 `, n)) {
+			t.Errorf("no progress line for run %d of 4:\n%s", n, o)
+		}
+	}
 }
 
 // --seeds trains each recipe once per seed, each run under its own seed, and

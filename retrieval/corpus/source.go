@@ -107,7 +107,16 @@ func (s *Source) where(r Ref) string {
 // by id (the document order of every index). An empty knowledge base and a
 // duplicate passage id (adjacent once sorted) are errors.
 func (s *Source) Scan(ctx context.Context, words, stride int) ([]Ref, error) {
-	refs, err := s.scan(ctx, words, stride)
+	return s.ScanProgress(ctx, words, stride, nil)
+}
+
+// ScanProgress is Scan telling progress (when set) the MiB of a JSONL
+// knowledge base of a MiB or more read so far of its size, from 0.
+func (s *Source) ScanProgress(ctx context.Context, words, stride int, progress func(doneMiB, totalMiB int)) ([]Ref, error) {
+	if progress == nil || s.size < 1<<20 {
+		progress = func(int, int) {} // under a MiB: nothing to show
+	}
+	refs, err := s.scan(ctx, words, stride, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +137,7 @@ func (s *Source) Scan(ctx context.Context, words, stride int) ([]Ref, error) {
 	return refs, nil
 }
 
-func (s *Source) scan(ctx context.Context, words, stride int) ([]Ref, error) {
+func (s *Source) scan(ctx context.Context, words, stride int, progress func(doneMiB, totalMiB int)) ([]Ref, error) {
 	s.words, s.stride = words, stride
 	var refs []Ref
 	add := func(p Passage, off int64, n, line int) error {
@@ -154,11 +163,13 @@ func (s *Source) scan(ctx context.Context, words, stride int) ([]Ref, error) {
 	h := sha256.New()
 	br := bufio.NewReaderSize(io.TeeReader(s.f, h), 1<<20)
 	var off int64
+	progress(0, int(s.size>>20))
 	for lineNo := 1; ; lineNo++ {
 		if lineNo%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
+			progress(int(off>>20), int(s.size>>20))
 		}
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -196,6 +207,7 @@ func (s *Source) scan(ctx context.Context, words, stride int) ([]Ref, error) {
 	if off != s.size {
 		return nil, fmt.Errorf("%s: changed while reading (%d bytes, %d at the start)", s.path, off, s.size)
 	}
+	progress(int(s.size>>20), int(s.size>>20))
 	s.fingerprint = hex.EncodeToString(h.Sum(nil))
 	return refs, nil
 }
