@@ -158,6 +158,9 @@ type AgreementInput struct {
 	// none); SampleLabel names them in Sources.
 	Sample      func(ctx context.Context, turns []datasets.Turn) ([][]string, error)
 	SampleLabel string
+	// SamplesOnly leaves the raw question, concat and the human rewrite out
+	// of the groups: only the samples, as in a GRPO group.
+	SamplesOnly bool
 }
 
 // MeasureAgreement builds each judged turn's group — the raw question, the
@@ -167,6 +170,12 @@ type AgreementInput struct {
 func MeasureAgreement(ctx context.Context, in AgreementInput) (AgreementSet, []AgreementGroup, error) {
 	set := AgreementSet{Name: in.Name, Data: in.Data, ZeroVar: map[string]float64{}, Mean: map[string]float64{},
 		Sources: "raw, concat, human rewrite"}
+	if in.SamplesOnly {
+		if in.Sample == nil {
+			return set, nil, fmt.Errorf("%s: samples only, but no sampler", in.Data)
+		}
+		set.Sources = ""
+	}
 	var turns []datasets.Turn
 	for _, t := range in.Turns {
 		switch {
@@ -190,7 +199,10 @@ func MeasureAgreement(ctx context.Context, in AgreementInput) (AgreementSet, []A
 		if len(samples) != len(turns) {
 			return set, nil, fmt.Errorf("%s: sampler returned %d groups for %d turns", in.Data, len(samples), len(turns))
 		}
-		set.Sources += ", " + in.SampleLabel
+		if set.Sources != "" {
+			set.Sources += ", "
+		}
+		set.Sources += in.SampleLabel
 	}
 	gold, answer := in.Reward, in.Reward
 	gold.Hit, answer.Hit = hser.HitGold, hser.HitAnswer
@@ -210,7 +222,7 @@ func MeasureAgreement(ctx context.Context, in AgreementInput) (AgreementSet, []A
 		if err := ctx.Err(); err != nil {
 			return set, nil, err
 		}
-		rws := groupRewrites(t, samples, i)
+		rws := groupRewrites(t, samples, i, !in.SamplesOnly)
 		g := AgreementGroup{Turn: t.ID(), Rewards: map[string][]float64{}, Metrics: map[string][]float64{}}
 		qrels, refs := t.Qrels(), t.References()
 		for _, rw := range rws {
@@ -266,13 +278,17 @@ func MeasureAgreement(ctx context.Context, in AgreementInput) (AgreementSet, []A
 	return set, groups, nil
 }
 
-// groupRewrites is turn i's group: raw, concat, the human rewrite, then its
-// samples, each distinct under rollout.NormalizeRewrite, empty ones dropped.
-func groupRewrites(t datasets.Turn, samples [][]string, i int) []string {
-	concat, _ := evaluate.Concat{}.Rewrite(context.Background(), t)
-	cands := []string{t.Question, concat}
-	if t.HasRewrite() {
-		cands = append(cands, *t.Rewrite)
+// groupRewrites is turn i's group: raw, concat, the human rewrite (when
+// fixed), then its samples, each distinct under rollout.NormalizeRewrite,
+// empty ones dropped.
+func groupRewrites(t datasets.Turn, samples [][]string, i int, fixed bool) []string {
+	var cands []string
+	if fixed {
+		concat, _ := evaluate.Concat{}.Rewrite(context.Background(), t)
+		cands = append(cands, t.Question, concat)
+		if t.HasRewrite() {
+			cands = append(cands, *t.Rewrite)
+		}
 	}
 	if samples != nil {
 		cands = append(cands, samples[i]...)

@@ -153,3 +153,24 @@ func TestMeasureAgreementHandComputed(t *testing.T) {
 		t.Errorf("markdown:\n%s", AgreementMarkdown([]AgreementSet{set}))
 	}
 }
+
+// With SamplesOnly a group is the distinct samples alone.
+func TestAgreementSamplesOnly(t *testing.T) {
+	one := 1
+	turn := datasets.Turn{ConvID: "c", Turn: 1, Question: "p2 p1", Answer: "text p1", Passages: []datasets.PassageRef{{ID: "p1", Relevance: &one}}}
+	sample := func(context.Context, []datasets.Turn) ([][]string, error) { return [][]string{{"p3", "p1", "P1"}}, nil }
+	set, groups, err := MeasureAgreement(context.Background(), AgreementInput{Name: "toy", Turns: []datasets.Turn{turn},
+		Retrieve: wordRetriever{}, Responder: topResponder{}, Reward: hser.DefaultConfig(), Sample: sample, SampleLabel: "s", SamplesOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Rewrites != 2 || set.Sources != "s" {
+		t.Fatalf("rewrites %d sources %q, want 2 (p3, p1) and \"s\"", set.Rewrites, set.Sources)
+	}
+	if got := groups[0].Rewards[RewardRank]; len(got) != 2 || got[0] != 0 || got[1] != 2 {
+		t.Errorf("rank rewards %v, want [0 2]", got)
+	}
+	if _, _, err := MeasureAgreement(context.Background(), AgreementInput{Turns: []datasets.Turn{turn}, SamplesOnly: true}); err == nil {
+		t.Error("samples only without a sampler: no error")
+	}
+}

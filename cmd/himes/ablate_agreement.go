@@ -15,10 +15,11 @@ import (
 
 func newAblateAgreementCmd() *cobra.Command {
 	var (
-		cf      configFlags
-		data    []string
-		samples int
-		out     string
+		cf          configFlags
+		data        []string
+		samples     int
+		samplesOnly bool
+		out         string
 	)
 	cmd := &cobra.Command{
 		Use:   "reward-agreement --config X --data a.jsonl,b.jsonl",
@@ -74,6 +75,10 @@ agreement.md to --out.`,
 				}
 				in := ablate.AgreementInput{Name: strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)), Data: path,
 					Turns: turns, Retrieve: comp.Retrieve, Responder: comp.Responder, Reward: cfg.Reward}
+				if samplesOnly && samples < 2 {
+					return fmt.Errorf("--samples-only needs --samples ≥ 2, got %d", samples)
+				}
+				in.SamplesOnly = samplesOnly
 				if samples > 0 {
 					in.Sample = ablate.PolicySampler(comp.Policy, render, samples, cfg.GRPO.Temperature, cfg.GRPO.MaxTokens, cfg.Run.Seed, 64)
 					in.SampleLabel = fmt.Sprintf("%d policy samples (T=%g)", samples, cfg.GRPO.Temperature)
@@ -90,6 +95,7 @@ agreement.md to --out.`,
 	cf.register(cmd, true)
 	cmd.Flags().StringSliceVar(&data, "data", nil, "conversation files, each measured on its own (default: data.train)")
 	cmd.Flags().IntVar(&samples, "samples", 8, "policy samples per turn added to each group (0: raw, concat and human rewrite only)")
+	cmd.Flags().BoolVar(&samplesOnly, "samples-only", false, "groups of the policy's samples only (distinct ones), as GRPO groups are")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output directory (default: <run.output_dir>/<run.name>-agreement)")
 	return cmd
 }
