@@ -49,6 +49,7 @@ var gridAliases = map[string]string{
 	"hit":           "reward.hit",
 	"tokenizer":     "reward.tokenizer",
 	"stem":          "reward.stem",
+	"rank":          "reward.rank",
 	"aggregation":   "grpo.advantage.aggregation",
 	"estimator":     "grpo.advantage.estimator",
 	"std":           "grpo.advantage.std",

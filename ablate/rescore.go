@@ -88,6 +88,11 @@ type RescoreResult struct {
 	RougeF1 float64 `json:"rougeL_f1"`
 	EM      float64 `json:"em"`
 	Hit     float64 `json:"hit"`
+	// RankReward is the mean ConvSearch-R1 rank reward (hser.RankReward)
+	// over the Judged rollouts, those whose ledger row carries a rank
+	// (rollout.Record.Judged); it enters Reward only with reward.rank > 0.
+	RankReward float64 `json:"rank_reward"`
+	Judged     int     `json:"judged"`
 
 	// Correlations (Pearson, over rollouts) between the reward and its terms
 	// and among the terms; null when a side is constant.
@@ -260,6 +265,16 @@ func rescoreOne(ctx context.Context, steps [][]ledgerGroup, refs [][][][]string,
 					continue
 				}
 				sc := scorer.ScoreMulti(rec.Answer, refs[s][g][i], ctxs[s][g][i])
+				switch {
+				case rec.Judged:
+					// The rank depends on the rewrite's retrieval only, which the
+					// ledger holds: any reward.rank weighs it in.
+					sc = scorer.WithRank(sc, rec.FirstRelevantRank)
+				case st.Reward.Rank > 0:
+					return rescored{}, fmt.Errorf("step %d group %d sample %d (turn %s/%d): reward.rank is %v but the ledger has no rank for this rollout: "+
+						"its turn has no relevance judgments, or the ledger predates the rank columns (judged, first_relevant_rank); rerun the training with this himes",
+						rec.Step, rec.GroupIndex, rec.SampleIndex, rec.ConvID, rec.Turn, st.Reward.Rank)
+				}
 				guarded := rec.Guard != ""
 				if guarded {
 					// The guard's decision depends on the rewrite and the turn,
@@ -280,13 +295,14 @@ func rescoreOne(ctx context.Context, steps [][]ledgerGroup, refs [][][][]string,
 	return r, nil
 }
 
-var termNames = []string{"reward", "rougeL_f1", "em", "hit"}
+var termNames = []string{"reward", "rougeL_f1", "em", "hit", "rank_reward"}
 
 func summarizeRescore(st Setting, steps [][]ledgerGroup, r, own rescored) RescoreResult {
 	res := RescoreResult{Setting: st, Correlations: map[string]*float64{}}
 	cols := make([][]float64, len(termNames))
 	var tauSum float64
 	var included, flips int
+	var rankSum float64
 	zeroVar := 0
 	for s, groups := range steps {
 		for g, grp := range groups {
@@ -300,8 +316,12 @@ func summarizeRescore(st Setting, steps [][]ledgerGroup, r, own rescored) Rescor
 				}
 				sc := r.scores[s][g][i]
 				res.Rollouts++
-				for k, v := range []float64{sc.Reward, sc.RougeF1, sc.EM, sc.Hit} {
+				for k, v := range []float64{sc.Reward, sc.RougeF1, sc.EM, sc.Hit, sc.RankReward} {
 					cols[k] = append(cols[k], v)
+				}
+				if sc.Judged {
+					res.Judged++
+					rankSum += sc.RankReward
 				}
 				if valid == 0 {
 					first = sc.Reward
@@ -336,6 +356,9 @@ func summarizeRescore(st Setting, steps [][]ledgerGroup, r, own rescored) Rescor
 		n := float64(res.Rollouts)
 		res.Reward, res.RougeF1, res.EM, res.Hit = stats.Mean(cols[0]), stats.Mean(cols[1]), stats.Mean(cols[2]), stats.Mean(cols[3])
 		res.IncludedShare = float64(included) / n
+		if res.Judged > 0 {
+			res.RankReward = rankSum / float64(res.Judged)
+		}
 		res.SignFlips = float64(flips) / n
 	}
 	if res.TauGroups > 0 {

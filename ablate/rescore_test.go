@@ -292,3 +292,57 @@ func TestRescoreKeepsGuardPenalty(t *testing.T) {
 		t.Fatalf("α=β=0 mean reward %v, want %v", res[1].Reward, want)
 	}
 }
+
+// The rank reward rescored from the ledger's ranks: HSER vs HSER + rank.
+func TestRescoreRankReward(t *testing.T) {
+	base := configs.Default()
+	own := SettingOf("own", nil, base)
+	turns, chunks, recs := syntheticRun(t, own)
+	// First relevant ranks per valid rollout, in ledger order (index 3 failed):
+	// step 1 group 0: 1, 11, none; group 1 ("green" ×3): 2, 10, none;
+	// step 2 group 0: 3, 1, none.
+	ranks := map[int]int{0: 1, 1: 11, 2: 0, 4: 2, 5: 10, 6: 0, 7: 3, 8: 1, 9: 0}
+	for i, r := range ranks {
+		recs[i].Judged, recs[i].FirstRelevantRank = true, r
+	}
+	grid, err := ParseGrid([]byte("rank: [1]\n"), "grid.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings, err := RescoreSettings(grid, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Rescore(context.Background(), recs, NewMapLookup(turns, chunks), own, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own0, rk := res[0], res[1]
+	// RankReward by hand: 2, 89/90, 0; 17/9, 1, 0; 16/9, 2, 0.
+	wantMean := (2 + 89.0/90 + 17.0/9 + 1 + 16.0/9 + 2) / 9
+	for _, r := range []RescoreResult{own0, rk} {
+		if r.Judged != 9 || math.Abs(r.RankReward-wantMean) > 1e-12 {
+			t.Errorf("%s: %d judged, mean rank reward %v; want 9 and %v", r.Name, r.Judged, r.RankReward, wantMean)
+		}
+	}
+	// Own is HSER: the rank is recorded but weighs nothing.
+	if own0.MaxRewardDiff != 0 || math.Abs(own0.ZeroVarShare-1.0/3) > 1e-12 {
+		t.Errorf("own: max Δreward %v zero-var %v, want 0 and 1/3", own0.MaxRewardDiff, own0.ZeroVarShare)
+	}
+	// rank: 1 adds the rank reward: the largest change is 2 (rank 1), and
+	// the "green" group, constant under HSER, now varies (17/9, 1, 0).
+	if math.Abs(rk.MaxRewardDiff-2) > 1e-12 || rk.ZeroVarShare != 0 {
+		t.Errorf("rank=1: max Δreward %v zero-var %v, want 2 and 0", rk.MaxRewardDiff, rk.ZeroVarShare)
+	}
+	if c := rk.Correlations["reward~rank_reward"]; c == nil || *c <= 0 {
+		t.Errorf("rank=1: reward~rank_reward %v, want a positive correlation", c)
+	}
+
+	// A ledger without ranks (an unjudged turn, or an older himes) cannot
+	// be rescored with reward.rank > 0.
+	recs[5].Judged = false
+	_, err = Rescore(context.Background(), recs, NewMapLookup(turns, chunks), own, settings)
+	if err == nil || !strings.Contains(err.Error(), "no rank for this rollout") || !strings.Contains(err.Error(), "step 1 group 1 sample 1") {
+		t.Errorf("missing rank: err %v", err)
+	}
+}

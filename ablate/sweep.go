@@ -316,8 +316,8 @@ func WriteSweepMarkdown(w io.Writer, rows []SweepRow) error {
 // WriteRescoreMarkdown writes the rescoring table and the correlations.
 func WriteRescoreMarkdown(w io.Writer, res []RescoreResult) error {
 	var b strings.Builder
-	b.WriteString("| setting | rollouts | groups | reward | Rouge-L F1 | EM (reward) | hit | zero-var groups | included | Kendall τ vs own (groups) | sign flips | max Δreward vs logged | max Δadv vs logged |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| setting | rollouts | groups | reward | Rouge-L F1 | EM (reward) | hit | rank reward (judged) | zero-var groups | included | Kendall τ vs own (groups) | sign flips | max Δreward vs logged | max Δadv vs logged |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range res {
 		name := r.Name
 		if r.Own {
@@ -327,8 +327,12 @@ func WriteRescoreMarkdown(w io.Writer, res []RescoreResult) error {
 		if r.KendallTau != nil {
 			tau = fmt.Sprintf("%.3f (%d)", *r.KendallTau, r.TauGroups)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %.4f | %.4f | %.4f | %.4f | %.3f | %.3f | %s | %.3f | %.3g | %.3g |\n",
-			evaluate.MarkdownEscape(name), r.Rollouts, r.Groups, r.Reward, r.RougeF1, r.EM, r.Hit, r.ZeroVarShare, r.IncludedShare,
+		rank := "– (0)" // no rollout of the ledger carries a rank
+		if r.Judged > 0 {
+			rank = fmt.Sprintf("%.4f (%d)", r.RankReward, r.Judged)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %.4f | %.4f | %.4f | %.4f | %s | %.3f | %.3f | %s | %.3f | %.3g | %.3g |\n",
+			evaluate.MarkdownEscape(name), r.Rollouts, r.Groups, r.Reward, r.RougeF1, r.EM, r.Hit, rank, r.ZeroVarShare, r.IncludedShare,
 			tau, r.SignFlips, r.MaxRewardDiff, r.MaxAdvantageDiff)
 	}
 	b.WriteString("\nPearson correlations over rollouts (– where a side is constant):\n\n| setting |")

@@ -32,6 +32,14 @@ func (s SampleReward) rougeF1() float64 {
 	return s.Score.RougeF1
 }
 
+// rank is the rank-incentive term (hser.RankReward), 0 for a guarded rollout.
+func (s SampleReward) rank() float64 {
+	if s.Guarded {
+		return 0
+	}
+	return s.Score.RankReward
+}
+
 func (s SampleReward) em() float64 {
 	if s.Guarded {
 		return 0
@@ -59,7 +67,7 @@ func (s SampleReward) reward(w hser.Weights) float64 {
 	if s.Guarded {
 		return s.GuardPenalty
 	}
-	return w.Reward(s.Score.RougeF1, s.Score.EM, s.Score.Hit)
+	return w.RewardRanked(s.Score.RougeF1, s.Score.EM, s.Score.Hit, s.Score.RankReward)
 }
 
 // AdvantageStats are the step metrics of one advantage computation.
@@ -202,7 +210,7 @@ func checkAdvantageInputs(cfg AdvantageConfig, w hser.Weights, groups [][]Sample
 	for _, x := range []struct {
 		name string
 		v    float64
-	}{{"alpha", w.Alpha}, {"beta", w.Beta}} {
+	}{{"alpha", w.Alpha}, {"beta", w.Beta}, {"rank", w.Rank}} {
 		if math.IsNaN(x.v) || math.IsInf(x.v, 0) || x.v < 0 {
 			return fmt.Errorf("reward weight %s must be a finite number ≥ 0, got %v", x.name, x.v)
 		}
@@ -299,12 +307,18 @@ func normalizedTerms(cfg AdvantageConfig, w hser.Weights) []term {
 	if cfg.Aggregation == "sum" {
 		return []term{{1, func(s SampleReward) float64 { return s.reward(w) }}}
 	}
-	return []term{
+	terms := []term{
 		{1, SampleReward.rougeF1},
 		{w.Alpha, SampleReward.em},
 		{w.Beta, SampleReward.hit},
 		{1, SampleReward.guard},
 	}
+	// The rank term only when it is on: rollouts of judged turns always
+	// carry a RankReward, which must not make an HSER group vary.
+	if w.Rank != 0 {
+		terms = append(terms, term{w.Rank, SampleReward.rank})
+	}
+	return terms
 }
 
 // zeroVariance is the one definition of a zero-variance group: every

@@ -100,7 +100,8 @@ func (b *stepBatch) replaceWithVaried(cfg AdvantageConfig, w hser.Weights, again
 
 func recordScore(r rollout.Record) hser.Score {
 	return hser.Score{RougeP: r.RougeP, RougeR: r.RougeR, RougeF1: r.RougeF1, EM: r.EM, SquadEM: r.SquadEM, SquadF1: r.SquadF1,
-		Hit: r.Hit, Alpha: r.Alpha, Beta: r.Beta, Reward: r.Reward}
+		Hit: r.Hit, Alpha: r.Alpha, Beta: r.Beta, Reward: r.Reward,
+		Judged: r.Judged, FirstRelevant: r.FirstRelevantRank, RankReward: r.RankReward, Gamma: r.Gamma}
 }
 
 func addStats(a, b rollout.Stats) rollout.Stats {

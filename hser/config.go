@@ -6,13 +6,19 @@ import (
 	"github.com/himes-rl/himes/internal/fielderr"
 )
 
-// Weights are the HSER coefficients: R = RougeL_F1 + Alpha·EM + Beta·Hit.
+// Weights are the reward's coefficients: R = RougeL_F1 + Alpha·EM + Beta·Hit
+// (HSER), plus Rank·RankReward when the rank term is on.
 type Weights struct {
 	// Alpha weighs exact match (EM) in the reward.
 	Alpha float64 `yaml:"alpha" json:"alpha"`
 	// Beta weighs Hit (the answer — or, with hit "gold", the reference —
 	// occurs in the retrieved content).
 	Beta float64 `yaml:"beta" json:"beta"`
+	// Rank weighs ConvSearch-R1's rank-incentive retrieval reward (RankReward
+	// of the first relevant passage's rank in the rewrite's passage ranking,
+	// against the turn's judgments): R = HSER + Rank·RankReward. 0 (default)
+	// leaves the HSER reward as it is; > 0 needs judged turns (qrels).
+	Rank float64 `yaml:"rank" json:"rank"`
 }
 
 // Config is the reward's configuration (the "reward" section of a run config).
@@ -43,7 +49,7 @@ func (c Config) Validate() error {
 	for _, w := range []struct {
 		name string
 		v    float64
-	}{{"alpha", c.Alpha}, {"beta", c.Beta}} {
+	}{{"alpha", c.Alpha}, {"beta", c.Beta}, {"rank", c.Rank}} {
 		if math.IsNaN(w.v) || math.IsInf(w.v, 0) || w.v < 0 {
 			return fielderr.New(w.name, "must be a finite number ≥ 0, got %v", w.v)
 		}

@@ -32,13 +32,41 @@ type Score struct {
 	Hit     float64 `json:"hit"`      // 0 or 1
 	Alpha   float64 `json:"alpha"`
 	Beta    float64 `json:"beta"`
-	Reward  float64 `json:"reward"` // RougeF1 + Alpha*EM + Beta*Hit
+	Reward  float64 `json:"reward"` // RougeF1 + Alpha*EM + Beta*Hit (+ Gamma*RankReward)
+
+	// The rank term (Scorer.WithRank), set only for a judged turn: Judged,
+	// the 1-based rank of the first relevant passage (0: none retrieved),
+	// its RankReward and the weight Gamma (reward.rank) it enters R with.
+	Judged        bool    `json:"judged,omitempty"`
+	FirstRelevant int     `json:"first_relevant,omitempty"`
+	RankReward    float64 `json:"rank_reward,omitempty"`
+	Gamma         float64 `json:"gamma,omitempty"`
 }
 
 // Reward is the HSER total R = F1 + α·EM + β·Hit, evaluated left to right
 // ((F1 + α·EM) + β·Hit) so every caller gets the same bits.
 func (w Weights) Reward(rougeF1, em, hit float64) float64 {
 	return rougeF1 + w.Alpha*em + w.Beta*hit
+}
+
+// RewardRanked is Reward plus Rank·rankReward; with Rank 0 it is Reward's
+// bits exactly, so the default reward is unchanged.
+func (w Weights) RewardRanked(rougeF1, em, hit, rankReward float64) float64 {
+	r := w.Reward(rougeF1, em, hit)
+	if w.Rank != 0 {
+		r += w.Rank * rankReward
+	}
+	return r
+}
+
+// WithRank adds the rank term to sc, a score of a judged turn's answer:
+// firstRelevant is FirstRelevantRank of the rewrite's passage ranking (0:
+// no relevant passage retrieved). The total becomes RewardRanked.
+func (s *Scorer) WithRank(sc Score, firstRelevant int) Score {
+	sc.Judged, sc.FirstRelevant = true, max(firstRelevant, 0)
+	sc.RankReward, sc.Gamma = RankReward(firstRelevant), s.cfg.Rank
+	sc.Reward = s.cfg.Weights.RewardRanked(sc.RougeF1, sc.EM, sc.Hit, sc.RankReward)
+	return sc
 }
 
 // Scorer computes the HSER reward. It is safe for concurrent use; each call

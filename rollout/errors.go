@@ -15,8 +15,11 @@ import (
 // with its kind and excluded from scoring and from advantages. The kinds of a
 // failed HTTP call come from internal/httpcall.
 const (
-	KindRetrieval   = "retrieval" // the retriever failed (the embedded index, the embedder)
-	KindResponder   = "responder" // anything else the responder returned
+	KindRetrieval = "retrieval" // the retriever failed (the embedded index, the embedder)
+	KindResponder = "responder" // anything else the responder returned
+	// KindUnjudged: reward.rank > 0 but the turn has no relevance
+	// judgments, so the rank term cannot be computed (never scored as 0).
+	KindUnjudged    = "unjudged"
 	KindTimeout     = httpcall.KindTimeout
 	KindUnavailable = httpcall.KindUnavailable
 	KindRejected    = httpcall.KindRejected

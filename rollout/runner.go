@@ -24,6 +24,11 @@ type Scorer interface {
 	// ScoreMulti scores against every reference answer of a turn (the best
 	// match counts; hser.Scorer.ScoreMulti).
 	ScoreMulti(prediction string, references []string, context []string) hser.Score
+	// WithRank adds the rank term of a judged turn (hser.Scorer.WithRank).
+	WithRank(s hser.Score, firstRelevant int) hser.Score
+	// Config is the reward's configuration (its rank weight decides
+	// whether an unjudged turn can be scored).
+	Config() hser.Config
 }
 
 // Sample is one sampled rewrite of a prompt.
@@ -77,6 +82,18 @@ type Record struct {
 	Hit     float64 `json:"hit"`
 	Alpha   float64 `json:"alpha"`
 	Beta    float64 `json:"beta"`
+	// The rank term, recorded for every rollout of a judged turn (one with
+	// qrels) whatever reward.rank is, so that `himes ablate rescore` can
+	// weigh it in later: Judged, the 1-based rank of the first relevant
+	// passage in the rewrite's passage ranking (0: none within RankDepth),
+	// the ranking's depth in passages (retrieval.candidates bounds it), its
+	// hser.RankReward and the weight Gamma (reward.rank) it entered Reward
+	// with.
+	Judged            bool    `json:"judged"`
+	FirstRelevantRank int     `json:"first_relevant_rank"`
+	RankDepth         int     `json:"rank_depth"`
+	RankReward        float64 `json:"rank_reward"`
+	Gamma             float64 `json:"gamma"`
 	// Guard names the guards in penalty mode that caught the rewrite
 	// (comma-separated, e.g. "answer_leak"), "" if none did; then Reward is
 	// GuardPenalty, the guard_penalty term, and the other terms are not part
@@ -130,7 +147,9 @@ type Runner struct {
 	cache  *answerCache
 	calls  singleflight.Group // identical prompts in flight share one call
 	share  bool               // answers may be shared (cache, singleflight): deterministic responder
-	log    *slog.Logger
+	// rankWeight is reward.rank: > 0 makes an unjudged turn's rollout fail.
+	rankWeight float64
+	log        *slog.Logger
 }
 
 // NewRunner returns a runner over a retriever, a responder and the reward.
@@ -171,7 +190,8 @@ func NewRunner(cfg Config, ret retrieval.Retriever, resp Responder, scorer Score
 		log.Warn("rollout concurrency is below the responder's capacity; hosts will idle",
 			"concurrency", cfg.Concurrency, "capacity", c.Capacity())
 	}
-	return &Runner{cfg: cfg, ret: ret, resp: resp, scorer: scorer, cache: cache, share: share, log: log}, nil
+	return &Runner{cfg: cfg, ret: ret, resp: resp, scorer: scorer, cache: cache, share: share,
+		rankWeight: scorer.Config().Rank, log: log}, nil
 }
 
 // isNil catches typed nil pointers stored in interfaces (a nil *hser.Scorer).
@@ -192,6 +212,8 @@ type job struct {
 	retrieved               bool // by the step's batch
 	chunks                  []retrieval.Ranked
 	texts                   []string // the chunks' texts, for scoring
+	ranking                 []string // passage ids, best first (passageRanking)
+	ranked                  bool
 	trace                   retrieval.Trace
 	answer                  string
 	err                     error
@@ -317,9 +339,21 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 			}
 			t0 := time.Now()
 			sc := r.scorer.ScoreMulti(j.answer, g.Turn.References(), j.texts)
+			if qrels := g.Turn.Qrels(); len(qrels) > 0 {
+				ranking := j.passageRanking()
+				sc = r.scorer.WithRank(sc, hser.FirstRelevantRank(ranking, qrels))
+				rec.RankDepth = len(ranking)
+			}
 			rec.ScoreSeconds = time.Since(t0).Seconds()
 			stats.ScoreSeconds += rec.ScoreSeconds
-			setScore(&rec, sc)
+			if !sc.Judged && r.rankWeight > 0 {
+				// No judgments, no rank: a 0 would read as "nothing relevant
+				// retrieved". The rollout is failed, never scored.
+				rec.Error, rec.ErrorKind = fmt.Sprintf("reward.rank is %v but turn %s has no relevance judgments (qrels)", r.rankWeight, g.Turn.ID()), KindUnjudged
+				stats.Failed++
+			} else {
+				setScore(&rec, sc)
+			}
 		}
 		records[i] = rec
 	}
@@ -352,6 +386,21 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 		}
 	}
 	return records, stats, nil
+}
+
+// passageRanking is the job's passage ids, best first: the ranking `himes
+// eval` scores (retrieval.PassageRanking of the final chunks and the
+// first-stage candidates), computed once per job.
+func (j *job) passageRanking() []string {
+	if !j.ranked {
+		run := retrieval.PassageRanking(retrieval.Result{Chunks: j.chunks, Trace: j.trace})
+		j.ranking = make([]string, len(run))
+		for i, p := range run {
+			j.ranking[i] = p.ID
+		}
+		j.ranked = true
+	}
+	return j.ranking
 }
 
 func (j *job) errKind() string {

@@ -76,11 +76,21 @@ func (f *fakeResponder) Respond(ctx context.Context, q string, chunks []retrieva
 	return q + "|" + strings.Join(ids, ","), nil
 }
 
-// fakeScorer rewards the answer length and counts its calls.
+// fakeScorer rewards the answer length and counts its calls; rank is its
+// reward.rank weight.
 type fakeScorer struct {
 	mu    sync.Mutex
 	calls int
+	rank  float64
 }
+
+func (f *fakeScorer) WithRank(s hser.Score, first int) hser.Score {
+	s.Judged, s.FirstRelevant, s.RankReward, s.Gamma = true, first, hser.RankReward(first), f.rank
+	s.Reward += f.rank * s.RankReward
+	return s
+}
+
+func (f *fakeScorer) Config() hser.Config { return hser.Config{Weights: hser.Weights{Rank: f.rank}} }
 
 func (f *fakeScorer) ScoreMulti(pred string, _ []string, ctx []string) hser.Score {
 	f.mu.Lock()

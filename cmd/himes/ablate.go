@@ -22,10 +22,10 @@ values, e.g.
   reward.beta: [0, 0.5]
   reward.hit: [answer, gold]
 
-(aliases: alpha, beta, hit, tokenizer, stem, aggregation, estimator, std,
+(aliases: alpha, beta, rank, hit, tokenizer, stem, aggregation, estimator, std,
 zero_variance). Points are the Cartesian product, first key outermost.`,
 	}
-	cmd.AddCommand(newAblateRescoreCmd(), newAblateSweepCmd(), newAblateTransferCmd(), newAblateMemQuantCmd())
+	cmd.AddCommand(newAblateRescoreCmd(), newAblateSweepCmd(), newAblateTransferCmd(), newAblateMemQuantCmd(), newAblateAgreementCmd())
 	return cmd
 }
 

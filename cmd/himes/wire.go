@@ -108,6 +108,11 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 		}
 	}
 
+	// The held-out turns too: the in-loop evaluation rolls them out.
+	if err := rollout.CheckRankReward(cfg.Reward.Rank, append(c.Train[:len(c.Train):len(c.Train)], c.Eval...), cfg.Retrieval.Candidates, slog.Default()); err != nil {
+		return nil, err
+	}
+
 	if cfg.Data.KB == "" && !cfg.Retrieval.UsesService() {
 		return nil, fmt.Errorf("data.kb is required: retrieval method %s needs a knowledge base", cfg.Retrieval.Method)
 	}
