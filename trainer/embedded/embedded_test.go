@@ -468,7 +468,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	// The same update from the restored state lands on the same bits.
 	again, _ := e.GRPOStep(ctx, trainer.GRPORequest{StepID: "g2-again", Samples: samples, Loss: lc})
 	again.Replayed = next.Replayed
-	if again != next || !reflect.DeepEqual(e.st, afterNext) {
+	if !reflect.DeepEqual(again, next) || !reflect.DeepEqual(e.st, afterNext) {
 		t.Error("update after load differs from the update after save")
 	}
 	// A fresh policy loads it too (checkpoint dir shared).
