@@ -85,12 +85,13 @@ func sameText(a, b string) bool {
 // or "" when it is not. The untrained policy (phase init or sft) may well
 // add nothing; only evaluations after GRPO steps count.
 func (c CollapseConfig) evalReason(m EvalMetrics) string {
-	if m.Phase != "grpo" || m.Step == 0 || c.AddsNothing == 0 || m.Turns == 0 {
+	a := m.Policy.AddsNothing
+	if m.Phase != "grpo" || m.Step == 0 || c.AddsNothing == 0 || a == nil {
 		return ""
 	}
-	if m.AddsNothing >= c.AddsNothing {
+	if *a >= c.AddsNothing {
 		return fmt.Sprintf("the greedy policy rewrites %.0f%% of the held-out turns to the raw question (grpo.collapse.adds_nothing %v)",
-			100*m.AddsNothing, c.AddsNothing)
+			100**a, c.AddsNothing)
 	}
 	return ""
 }

@@ -95,8 +95,8 @@ func (l *Loop) evaluate(ctx context.Context, step int, phase string) (*EvalMetri
 	if err != nil {
 		return nil, fmt.Errorf("eval at step %d (raw): %w", step, err)
 	}
-	m := EvalMetrics{Kind: "eval", Step: step, Phase: phase, Turns: len(turns), Compared: compared, Policy: pol, Raw: raw,
-		AddsNothing: addsNothing(policyRewrites, rawRewrites)}
+	pol.AddsNothing = new(addsNothing(policyRewrites, rawRewrites))
+	m := EvalMetrics{Kind: "eval", Step: step, Phase: phase, Turns: len(turns), Compared: compared, Policy: pol, Raw: raw}
 	m.Collapse = l.cfg.Collapse.evalReason(m)
 	m.ConstantTerms = l.noteConstantTerms(fmt.Sprintf("eval at step %d", step), append(append([]rollout.Record(nil), polRecs...), rawRecs...))
 	if compared < len(turns) {
