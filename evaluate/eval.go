@@ -167,10 +167,10 @@ type SystemReport struct {
 	Name string `json:"name"`
 	// Checkpoint is System.Checkpoint; absent when the system is no checkpoint.
 	Checkpoint string `json:"checkpoint,omitempty"`
-	Rewriter string `json:"rewriter"`
-	Memory   bool   `json:"memory"`
-	Turns    int    `json:"turns"`
-	Failed   int    `json:"failed"`
+	Rewriter   string `json:"rewriter"`
+	Memory     bool   `json:"memory"`
+	Turns      int    `json:"turns"`
+	Failed     int    `json:"failed"`
 	// Failures counts failed turns by stage (rewrite, retrieve, respond).
 	Failures map[string]int `json:"failures"`
 	// Metrics: mean over turns with a 95% cluster-bootstrap interval; a

@@ -140,9 +140,9 @@ type EvalSystem struct {
 	// is the raw question (up to case and spacing): 1 means the policy
 	// collapsed to not rewriting (grpo.collapse). Policy only; absent for raw.
 	AddsNothing *float64 `json:"adds_nothing,omitempty"`
-	Turns       int      `json:"turns"`  // turns evaluated
-	Failed      int      `json:"failed"` // turns whose rollout failed for this system
-	Compared int      `json:"compared"` // turns the terms average over
+	Turns       int      `json:"turns"`    // turns evaluated
+	Failed      int      `json:"failed"`   // turns whose rollout failed for this system
+	Compared    int      `json:"compared"` // turns the terms average over
 }
 
 // EvalMetrics is one "eval" line of metrics.jsonl: the policy (greedy) and
