@@ -96,6 +96,22 @@ func (c CollapseConfig) evalReason(m EvalMetrics) string {
 	return ""
 }
 
+// addsNothingCollapse is evalReason for the run: a policy that has not yet
+// rewritten at any evaluation (an untrained one keeps no term greedily) is
+// still learning, not collapsed; once one evaluation saw it rewrite
+// (State.Rewrote), falling back to the raw question is a collapse.
+func (l *Loop) addsNothingCollapse(m EvalMetrics) string {
+	c := l.cfg.Collapse
+	if a := m.Policy.AddsNothing; a != nil && (c.AddsNothing == 0 || *a < c.AddsNothing) {
+		l.state.Rewrote = true
+		return ""
+	}
+	if !l.state.Rewrote {
+		return ""
+	}
+	return c.evalReason(m)
+}
+
 // entropyReason says why a step's entropy is a collapse, or "".
 func (c CollapseConfig) entropyReason(entropy *float64) string {
 	if c.EntropyFloor == 0 || entropy == nil || *entropy >= c.EntropyFloor {

@@ -216,6 +216,22 @@ func TestLoadBestAtEndMakesTheBestTheFinalPolicy(t *testing.T) {
 	}
 }
 
+// A policy that has added nothing since the start (the untrained embedded
+// policy keeps no term greedily) is not learning yet, not collapsed.
+func TestNoCollapseBeforeThePolicyEverRewrote(t *testing.T) {
+	run, _ := rundir.Open(t.TempDir(), "r", rundir.New)
+	cfg := bestConfig(3, 0, 0)
+	cfg.Collapse, cfg.OnCollapse = DefaultCollapseConfig(), CollapseStop
+	l := newBestLoop(t, cfg, newFakePolicy(" paris", ""), run, []int{0, 0, 0, 0})
+	l.deps.Policy = collapsingPolicy{versionPolicy{l.deps.Policy.(versionPolicy).fakePolicy}, 0} // raw from the start
+	if err := l.Run(context.Background(), false); err != nil {
+		t.Fatalf("a policy that never rewrote stopped the run: %v", err)
+	}
+	if lines := collapseLines(t, run); len(lines) != 0 || l.state.Rewrote {
+		t.Fatalf("collapse lines %+v, rewrote %v; want none", lines, l.state.Rewrote)
+	}
+}
+
 func TestCollapseConfigValidation(t *testing.T) {
 	for _, tc := range []struct {
 		edit func(*Config)

@@ -38,6 +38,10 @@ type State struct {
 	// LRScale multiplies the scheduled learning rate after collapse
 	// rollbacks (grpo.on_collapse: rollback); absent (0) means 1.
 	LRScale float64 `json:"lr_scale,omitempty"`
+	// Rewrote: an evaluation saw the greedy policy rewrite (its adds-nothing
+	// share under grpo.collapse.adds_nothing); only then is adding nothing
+	// a collapse (collapse.go).
+	Rewrote bool `json:"rewrote,omitempty"`
 }
 
 // restore starts a fresh state, or on resume loads the newest valid
