@@ -254,3 +254,31 @@ func TestCollapseConfigValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The KL is reported under "kl" when it is in the loss, under
+// "kl_measured" when kl_coef is 0 and the endpoint measured it anyway, and
+// absent otherwise; weight_norm and bias pass through when reported.
+func TestStepMetricsKLInLossMeasuredOrAbsent(t *testing.T) {
+	resp := trainer.GRPOResponse{KL: 0.3, WeightNorm: new(2.0), Bias: new(-1.0)}
+	for _, c := range []struct {
+		upd              updateReport
+		wantKL, wantMeas bool
+	}{
+		{updateReport{resp: resp, sent: true, kl: true}, true, false},
+		{updateReport{resp: resp, sent: true, klMeasured: true}, false, true},
+		{updateReport{resp: resp, sent: true}, false, false},
+	} {
+		m := stepMetrics(1, 0, &stepBatch{}, Advantages{}, c.upd, 0)
+		if (m.KL != nil) != c.wantKL || (m.KLMeasured != nil) != c.wantMeas {
+			t.Errorf("%+v: kl %v, kl_measured %v", c.upd, m.KL, m.KLMeasured)
+		}
+		for _, p := range []*float64{m.KL, m.KLMeasured} {
+			if p != nil && *p != 0.3 {
+				t.Errorf("%+v: reported KL %v, want 0.3", c.upd, *p)
+			}
+		}
+		if Val(m.WeightNorm) != 2 || Val(m.Bias) != -1 {
+			t.Errorf("weight_norm %v bias %v, want 2 and -1", m.WeightNorm, m.Bias)
+		}
+	}
+}
