@@ -351,7 +351,10 @@ func Transfer(ctx context.Context, stdout io.Writer, base configs.Config, folds 
 				train = append(train, "--set", s)
 			}
 			logDir := filepath.Dir(r.RunDir)
-			eval := []string{"eval", "--run", r.RunDir, "--rewriter", "raw,concat,gold,policy",
+			// The latest checkpoint, never the best: data.eval is the
+			// left-out collection, so a best picked on it would be picked on
+			// the test set (grpo.load_best_at_end makes the best the default).
+			eval := []string{"eval", "--run", r.RunDir, "--checkpoint", "latest", "--rewriter", "raw,concat,gold,policy",
 				"--out", r.EvalDir, "--log-format", "json"}
 			if o.TrainerCmd != "" {
 				tp, err := StartTrainer(ctx, o.TrainerCmd, filepath.Join(logDir, r.RunName+".trainer"),

@@ -43,6 +43,10 @@ type System struct {
 	// when Memory is on; "" is the config's own setting.
 	Variant   string
 	Retriever retrieval.Retriever
+	// Checkpoint says which policy checkpoint the rewriter is (e.g. "best:
+	// step 275, eval.policy.recall_10 0.4390"); "" for rewriters that are no
+	// checkpoint. Every output line of the system shows it.
+	Checkpoint string
 }
 
 // Options tunes an evaluation.
@@ -160,11 +164,13 @@ func (r *TurnResult) metric(name string) float64 {
 
 // SystemReport is the summary of one system.
 type SystemReport struct {
-	Name     string `json:"name"`
-	Rewriter string `json:"rewriter"`
-	Memory   bool   `json:"memory"`
-	Turns    int    `json:"turns"`
-	Failed   int    `json:"failed"`
+	Name string `json:"name"`
+	// Checkpoint is System.Checkpoint; absent when the system is no checkpoint.
+	Checkpoint string `json:"checkpoint,omitempty"`
+	Rewriter   string `json:"rewriter"`
+	Memory     bool   `json:"memory"`
+	Turns      int    `json:"turns"`
+	Failed     int    `json:"failed"`
 	// Failures counts failed turns by stage (rewrite, retrieve, respond).
 	Failures map[string]int `json:"failures"`
 	// Metrics: mean over turns with a 95% cluster-bootstrap interval; a
@@ -403,7 +409,7 @@ func perTurn(res []TurnResult, metric string) []float64 {
 }
 
 func summarizeSystem(s System, res []TurnResult, convs [][]int, cfg stats.Config) SystemReport {
-	sr := SystemReport{Name: s.Name, Rewriter: s.Rewriter.Name(), Memory: s.Memory, Turns: len(res),
+	sr := SystemReport{Name: s.Name, Checkpoint: s.Checkpoint, Rewriter: s.Rewriter.Name(), Memory: s.Memory, Turns: len(res),
 		Failures: map[string]int{}, Metrics: map[string]stats.Estimate{}}
 	for _, r := range res {
 		if r.ErrorStage != "" {

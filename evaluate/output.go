@@ -63,7 +63,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	}
 	b.WriteString("\n|---|---:|" + strings.Repeat("---:|", len(metrics)) + "\n")
 	for _, s := range rep.Systems {
-		fmt.Fprintf(&b, "| %s | %d/%d |", MarkdownEscape(s.Name), s.Failed, s.Turns)
+		fmt.Fprintf(&b, "| %s | %d/%d |", MarkdownEscape(s.displayName()), s.Failed, s.Turns)
 		for _, m := range metrics {
 			if e, ok := s.Metrics[m]; ok {
 				fmt.Fprintf(&b, " %.3f [%.3f, %.3f] |", e.Mean, e.Lo, e.Hi)
@@ -82,7 +82,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			if len(c.m) == 0 {
 				continue
 			}
-			row := fmt.Sprintf("| %s | %s |", MarkdownEscape(s.Name), MarkdownEscape(c.label))
+			row := fmt.Sprintf("| %s | %s |", MarkdownEscape(s.displayName()), MarkdownEscape(c.label))
 			for _, m := range metrics {
 				if d, ok := c.m[m]; ok {
 					row += fmt.Sprintf(" %+.3f [%+.3f, %+.3f] %s |", d.Diff, d.Lo, d.Hi, pString(d.P, rep.Stats.Resamples))
@@ -174,6 +174,14 @@ func sortedIntKeys[V any](m map[int]V) []int {
 	}
 	sort.Ints(ks)
 	return ks
+}
+
+// displayName is the system's name with the checkpoint it is, if any.
+func (s SystemReport) displayName() string {
+	if s.Checkpoint == "" {
+		return s.Name
+	}
+	return s.Name + " (" + s.Checkpoint + ")"
 }
 
 // MarkdownEscape makes s safe inside a Markdown table cell.

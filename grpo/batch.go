@@ -122,6 +122,8 @@ func addStats(a, b rollout.Stats) rollout.Stats {
 type updateReport struct {
 	resp                    trainer.GRPOResponse
 	sent, kl, entropy, dual bool
+	// klMeasured: kl_coef is 0 and the endpoint measures the KL anyway.
+	klMeasured bool
 }
 
 // stepMetrics summarizes a step for metrics.jsonl.
@@ -141,6 +143,10 @@ func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd updateReport
 		if upd.entropy {
 			m.Entropy = ptr(r.Entropy)
 		}
+		if upd.klMeasured {
+			m.KLMeasured = ptr(r.KL)
+		}
+		m.WeightNorm, m.Bias = r.WeightNorm, r.Bias
 		// Advantages are included exactly when samples were sent.
 		m.AdvantageMean, m.AdvantageStd, m.AdvantageAbsMean = ptr(adv.Stats.Mean), ptr(adv.Stats.Std), ptr(adv.Stats.AbsMean)
 	}

@@ -19,6 +19,8 @@ type BestCheckpoint struct {
 	Value             float64 `json:"value"`
 	Step              int     `json:"step"`
 	TrainerCheckpoint string  `json:"trainer_checkpoint"`
+	// PolicyVersion of the checkpoint (absent in runs that predate it).
+	PolicyVersion int64 `json:"policy_version,omitempty"`
 }
 
 // bestFields are the eval.policy.* fields best_metric may name; failed is

@@ -66,6 +66,19 @@ type Config struct {
 	BestMetric string `yaml:"best_metric"`
 	// BestMode is max, min, or auto (min for failed, max for the others).
 	BestMode string `yaml:"best_mode"`
+	// LoadBestAtEnd makes the best checkpoint (best_metric) the run's final
+	// policy, as TRL's load_best_model_at_end: loaded into the trainer at
+	// the end and named in status.json; `himes eval --run`, `export` and
+	// `report` use it unless told --checkpoint latest. Unset (null): on
+	// whenever there are held-out turns and a best_metric.
+	LoadBestAtEnd *bool `yaml:"load_best_at_end"`
+	// OnCollapse is what the run does when the collapse detector (collapse)
+	// fires after an evaluation: warn (log a warning naming the step), stop
+	// (checkpoint and stop with an error), or rollback (reload the best
+	// checkpoint and multiply the learning rate by collapse.lr_factor).
+	OnCollapse string `yaml:"on_collapse"`
+	// Collapse is the collapse detector's thresholds.
+	Collapse CollapseConfig `yaml:"collapse"`
 }
 
 // DynamicSamplingConfig bounds DAPO-style re-sampling of zero-variance groups.
@@ -133,6 +146,8 @@ func DefaultConfig() Config {
 		LedgerSteps:     25,
 		BestMetric:      "eval.policy.reward",
 		BestMode:        "auto",
+		OnCollapse:      CollapseWarn,
+		Collapse:        DefaultCollapseConfig(),
 	}
 }
 
@@ -180,6 +195,18 @@ func (c Config) Validate() error {
 		if _, _, err := bestMetric(c.BestMetric, c.BestMode); err != nil {
 			return err
 		}
+	}
+	if err := validateOnCollapse(c.OnCollapse); err != nil {
+		return err
+	}
+	if err := c.Collapse.validate(); err != nil {
+		return fielderr.Prefix("collapse", err)
+	}
+	if c.OnCollapse == CollapseRollback && c.BestMetric == "" {
+		return fielderr.New("on_collapse", "rollback needs a best checkpoint to roll back to: set grpo.best_metric")
+	}
+	if c.LoadBestAtEnd != nil && *c.LoadBestAtEnd && c.BestMetric == "" {
+		return fielderr.New("load_best_at_end", "needs grpo.best_metric (which checkpoint is best)")
 	}
 	if err := c.Optimizer.validate(c.Steps); err != nil {
 		return fielderr.Prefix("optimizer", err)

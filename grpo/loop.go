@@ -101,6 +101,8 @@ type Loop struct {
 	// constantWarned and warnings: constant reward terms, warned once per session (constterm.go).
 	constantWarned map[string]bool
 	warnings       []string
+	// final is the finished run's final checkpoint (bestend.go).
+	final *FinalCheckpoint
 }
 
 // NewLoop checks the dependencies and returns a loop ready to Run.
@@ -279,20 +281,30 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 		l.state.EvalDone = false
 		last := step == l.cfg.Steps
 		var best *BestCheckpoint
+		var collapsed bool
+		var stop error
 		if l.evalDue(step) {
-			m, err := l.evaluate(ctx, step, "grpo")
+			em, err := l.evaluate(ctx, step, "grpo")
 			if err != nil {
 				return l.stopped(ctx, err)
 			}
-			best = l.newBest(m)
+			best = l.newBest(em)
+			// The collapse detector (collapse.go): warn, stop or roll back.
+			if collapsed, stop = l.collapseCheck(ctx, step, em, m.Entropy, best); stop != nil && !collapsed {
+				return stop
+			}
 		}
-		if last || best != nil || (l.cfg.CheckpointEvery > 0 && step%l.cfg.CheckpointEvery == 0) {
+		if last || best != nil || collapsed || (l.cfg.CheckpointEvery > 0 && step%l.cfg.CheckpointEvery == 0) {
 			if err := l.checkpoint(ctx, best); err != nil {
 				return err
 			}
 		}
+		if stop != nil {
+			return stop
+		}
 	}
-	return nil
+	// grpo.load_best_at_end (bestend.go).
+	return l.loadBestAtEnd(ctx)
 }
 
 // evalDue reports whether an evaluation follows step.
@@ -538,7 +550,8 @@ func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (updateReport
 	if resp.PolicyVersion != l.state.PolicyVersion+1 {
 		return updateReport{}, policyChanged("policy update", resp.PolicyVersion, l.state.PolicyVersion+1)
 	}
-	return updateReport{resp: resp, sent: true, kl: l.loss.KLCoef > 0, entropy: l.caps.Entropy, dual: l.loss.ClipRatioC > 0}, nil
+	return updateReport{resp: resp, sent: true, kl: l.loss.KLCoef > 0, entropy: l.caps.Entropy, dual: l.loss.ClipRatioC > 0,
+		klMeasured: l.loss.KLCoef == 0 && l.caps.KLMeasured}, nil
 }
 
 // checkSampled compares the versions a sample call reports with the run's.
@@ -613,7 +626,8 @@ func (l *Loop) sftPhase(ctx context.Context) error {
 
 // learningRate is the scheduled learning rate of GRPO step.
 func (l *Loop) learningRate(step int) float64 {
-	return l.cfg.Optimizer.LearningRate(l.cfg.LearningRate, step, l.cfg.Steps)
+	// lrScale: lowered by each collapse rollback (collapse.go).
+	return l.cfg.Optimizer.LearningRate(l.cfg.LearningRate, step, l.cfg.Steps) * l.lrScale()
 }
 
 // checkWeightDecay refuses weight decay with an endpoint that would ignore
@@ -686,6 +700,8 @@ func lineStep(line stamped) int {
 	case *SFTMetrics:
 		// SFT epochs precede GRPO step 1; TensorBoard's x axis for them is the epoch.
 		return m.Epoch
+	case *CollapseMetrics:
+		return m.Step
 	}
 	return 0
 }

@@ -176,6 +176,11 @@ func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Steps, cfg.PromptsPerStep, cfg.GroupSize = 2, 2, 4
 	cfg.EvalEvery, cfg.CheckpointEvery = 0, 1
+	// These tests follow the latest policy (resume, metrics lines); the
+	// fake policies add nothing by design. collapse_test.go and
+	// bestend_test.go turn both features on.
+	cfg.LoadBestAtEnd = new(false)
+	cfg.Collapse.AddsNothing, cfg.Collapse.EntropyFloor = 0, 0
 	return cfg
 }
 

@@ -80,9 +80,17 @@ type StepMetrics struct {
 	ClipFracLow  *float64 `json:"clip_frac_low,omitempty"`
 	ClipFracHigh *float64 `json:"clip_frac_high,omitempty"`
 	// ClipFracDual is absent unless dual clip is on (loss.clip_ratio_c > 0).
-	ClipFracDual   *float64 `json:"clip_frac_dual,omitempty"`
-	GradNorm       *float64 `json:"grad_norm,omitempty"`
-	Entropy        *float64 `json:"entropy,omitempty"`
+	ClipFracDual *float64 `json:"clip_frac_dual,omitempty"`
+	GradNorm     *float64 `json:"grad_norm,omitempty"`
+	Entropy      *float64 `json:"entropy,omitempty"`
+	// KLMeasured is the KL to the reference when kl_coef is 0: measured by
+	// an endpoint with capabilities.kl_measured, not a term of the loss
+	// (with kl_coef > 0 it is KL above); absent otherwise.
+	KLMeasured *float64 `json:"kl_measured,omitempty"`
+	// WeightNorm (L2, bias left out) and Bias of the updated policy, from an
+	// endpoint that reports them (the embedded policy); absent otherwise.
+	WeightNorm     *float64 `json:"weight_norm,omitempty"`
+	Bias           *float64 `json:"bias,omitempty"`
 	RewriteLenMean float64  `json:"rewrite_len_mean"` // words
 	DedupHits      int      `json:"dedup_hits"`
 	// CacheHits counts answers reused from the answer cache: deterministic
@@ -128,9 +136,13 @@ type EvalSystem struct {
 	Recall10 *float64 `json:"recall_10,omitempty"`
 	MRR      *float64 `json:"mrr,omitempty"`
 	CI       EvalCI   `json:"ci"`
-	Turns    int      `json:"turns"`    // turns evaluated
-	Failed   int      `json:"failed"`   // turns whose rollout failed for this system
-	Compared int      `json:"compared"` // turns the terms average over
+	// AddsNothing is the share of the evaluated turns whose greedy rewrite
+	// is the raw question (up to case and spacing): 1 means the policy
+	// collapsed to not rewriting (grpo.collapse). Policy only; absent for raw.
+	AddsNothing *float64 `json:"adds_nothing,omitempty"`
+	Turns       int      `json:"turns"`    // turns evaluated
+	Failed      int      `json:"failed"`   // turns whose rollout failed for this system
+	Compared    int      `json:"compared"` // turns the terms average over
 }
 
 // EvalMetrics is one "eval" line of metrics.jsonl: the policy (greedy) and
@@ -151,6 +163,9 @@ type EvalMetrics struct {
 	// ConstantTerms: the weighted reward terms with one value on every valid
 	// rollout of the evaluation, both systems together; absent when none.
 	ConstantTerms []string `json:"constant_terms,omitempty"`
+	// Collapse names why this evaluation counts as a collapse
+	// (grpo.collapse); absent when it does not.
+	Collapse string `json:"collapse,omitempty"`
 }
 
 // SFTMetrics is one "sft" line of metrics.jsonl: an epoch of the SFT phase.

@@ -18,6 +18,7 @@ type OptimizerConfig struct {
 	Schedule string `yaml:"schedule"`
 	// WarmupSteps ramp the learning rate up linearly: GRPO step s ≤
 	// warmup_steps uses learning_rate × s / warmup_steps (step 1 is not 0).
+	// More than grpo.steps is cut to grpo.steps (the last step is at the peak).
 	WarmupSteps int `yaml:"warmup_steps"`
 	// MinLRRatio is where linear and cosine decay end, as a fraction of
 	// learning_rate (0: towards 0, never reached).
@@ -43,8 +44,6 @@ func (o OptimizerConfig) validate(steps int) error {
 	switch {
 	case o.WarmupSteps < 0:
 		return fielderr.New("warmup_steps", "must be ≥ 0, got %d", o.WarmupSteps)
-	case steps > 0 && o.WarmupSteps > steps:
-		return fielderr.New("warmup_steps", "must be ≤ grpo.steps (%d), got %d", steps, o.WarmupSteps)
 	case !(o.MinLRRatio >= 0 && o.MinLRRatio <= 1):
 		return fielderr.New("min_lr_ratio", "must be in [0, 1], got %v", o.MinLRRatio)
 	case !(o.WeightDecay >= 0) || math.IsInf(o.WeightDecay, 0):
@@ -60,6 +59,11 @@ func (o OptimizerConfig) validate(steps int) error {
 // ½(1 + cos πp) (cosine) and r = min_lr_ratio. Every value is > 0.
 func (o OptimizerConfig) LearningRate(lr float64, step, steps int) float64 {
 	k, w := step-1, o.WarmupSteps
+	// A run shorter than the warmup (the quickstart's 10 steps under
+	// --set grpo.steps=2) warms up over all its steps and reaches the peak.
+	if steps > 0 && w > steps {
+		w = steps
+	}
 	if k < w {
 		return lr * float64(k+1) / float64(w)
 	}

@@ -35,6 +35,13 @@ type State struct {
 	// Best is the best checkpoint so far (grpo.best_metric); nil before the
 	// first evaluation or without a best metric.
 	Best *BestCheckpoint `json:"best,omitempty"`
+	// LRScale multiplies the scheduled learning rate after collapse
+	// rollbacks (grpo.on_collapse: rollback); absent (0) means 1.
+	LRScale float64 `json:"lr_scale,omitempty"`
+	// Rewrote: an evaluation saw the greedy policy rewrite (its adds-nothing
+	// share under grpo.collapse.adds_nothing); only then is adding nothing
+	// a collapse (collapse.go).
+	Rewrote bool `json:"rewrote,omitempty"`
 }
 
 // restore starts a fresh state, or on resume loads the newest valid
@@ -280,6 +287,7 @@ func (l *Loop) checkpoint(ctx context.Context, best *BestCheckpoint) error {
 	prev := l.state.Best
 	if best != nil {
 		best.TrainerCheckpoint = name
+		best.PolicyVersion = l.state.PolicyVersion
 		l.state.Best = best
 		if err := l.deps.Run.SaveBest(l.state); err != nil {
 			return err

@@ -38,6 +38,9 @@ type Status struct {
 	// Warnings the session raised that a reader should see (a constant
 	// reward term); absent when none.
 	Warnings []string `json:"warnings,omitempty"`
+	// Final is the checkpoint a finished run's final policy is
+	// (grpo.load_best_at_end); absent until the run finishes.
+	Final *FinalCheckpoint `json:"final,omitempty"`
 }
 
 // ReadStatus reads dir/status.json; ok is false when there is none (a run
@@ -61,6 +64,9 @@ func (l *Loop) writeStatus(state string, err error) error {
 	host, _ := os.Hostname()
 	st := Status{State: state, Steps: l.cfg.Steps, Host: host, PID: os.Getpid(),
 		Started: l.sessionStart.UTC(), Updated: l.deps.Now().UTC(), Warnings: l.warnings}
+	if err == nil && state == StateFinished {
+		st.Final = l.final
+	}
 	if err != nil {
 		st.Error = err.Error()
 	}

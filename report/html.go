@@ -31,8 +31,14 @@ type Summary struct {
 	KLEnd       float64
 	ZeroVarEnd  float64
 	Evals       int
-	Final       *grpo.EvalMetrics // the last eval line, nil when none
-	Config      string
+	// Final is the evaluation of the run's final policy: the best
+	// checkpoint's when status.json says the run made it final
+	// (grpo.load_best_at_end), else the last eval line; nil when none.
+	Final *grpo.EvalMetrics
+	// Checkpoint says which checkpoint Final is ("best: step 275,
+	// eval.policy.recall_10 0.4390", or "latest: step 300").
+	Checkpoint string
+	Config     string
 	// InProgress: status.json says running and the process is alive (or
 	// on another host, where that cannot be checked).
 	InProgress bool
@@ -59,6 +65,18 @@ func Summarize(r Run) Summary {
 	if n := len(r.Evals); n > 0 {
 		e := r.Evals[n-1]
 		s.Final = &e
+		s.Checkpoint = fmt.Sprintf("latest: step %d", e.Step)
+		if f := r.Status.Final; r.HasStatus && f != nil && f.Which == "best" && f.Value != nil {
+			// The last evaluation at the best step (a resumed run may repeat one).
+			for i := n - 1; i >= 0; i-- {
+				if r.Evals[i].Step == f.Step {
+					b := r.Evals[i]
+					s.Final = &b
+					s.Checkpoint = fmt.Sprintf("best: step %d, %s %.4f", f.Step, f.Metric, *f.Value)
+					break
+				}
+			}
+		}
 	}
 	s.Samples = r.Samples
 	s.InProgress, s.Progress = progress(r, s.LastStep)
@@ -235,7 +253,7 @@ func rows(sums []Summary) []row {
 			r.KL, r.ZeroVar = f3(s.KLEnd), f3(s.ZeroVarEnd)
 		}
 		if e := s.Final; e != nil {
-			r.EvalStep = fmt.Sprint(e.Step)
+			r.EvalStep = fmt.Sprintf("%d (%s)", e.Step, s.Checkpoint)
 			r.PolReward, r.RawReward = f3(e.Policy.Reward), f3(e.Raw.Reward)
 			r.PolR10, r.RawR10 = f3(grpo.Val(e.Policy.Recall10)), f3(grpo.Val(e.Raw.Recall10))
 			r.PolMRR, r.RawMRR = f3(grpo.Val(e.Policy.MRR)), f3(grpo.Val(e.Raw.MRR))
@@ -283,7 +301,7 @@ table.samples td.ids{word-break:break-all;font-family:monospace;font-size:11px;m
 {{end}}
 <p>Generated {{.When}} from {{len .Rows}} run(s). {{.TableNote}}</p>
 <table>
-<tr><th>run</th><th>steps</th><th>reward start</th><th>reward end</th><th>Δ</th><th>KL end</th><th>zero-var end</th><th>eval step</th><th>policy reward</th><th>raw reward</th><th>policy R@10</th><th>raw R@10</th><th>policy MRR</th><th>raw MRR</th></tr>
+<tr><th>run</th><th>steps</th><th>reward start</th><th>reward end</th><th>Δ</th><th>KL end</th><th>zero-var end</th><th>eval step (checkpoint)</th><th>policy reward</th><th>raw reward</th><th>policy R@10</th><th>raw R@10</th><th>policy MRR</th><th>raw MRR</th></tr>
 {{range .Rows}}<tr><td>{{.Name}}</td><td>{{.Steps}}</td><td>{{.RewardStart}}</td><td>{{.RewardEnd}}</td><td>{{.RewardDelta}}</td><td>{{.KL}}</td><td>{{.ZeroVar}}</td><td>{{.EvalStep}}</td><td>{{.PolReward}}</td><td>{{.RawReward}}</td><td>{{.PolR10}}</td><td>{{.RawR10}}</td><td>{{.PolMRR}}</td><td>{{.RawMRR}}</td></tr>
 {{end}}</table>
 {{if .Diff}}<h2>Config differences</h2>
@@ -360,7 +378,7 @@ func WriteMarkdown(w io.Writer, sums []Summary, figs []Figure) error {
 		fmt.Fprintf(&b, "- **%s**: %s\n", mdCell(s.Name), mdCell(s.Progress))
 	}
 	b.WriteString("\n" + tableNote + "\n\n")
-	b.WriteString("| run | steps | reward start | reward end | Δ | KL end | zero-var end | eval step | policy reward | raw reward | policy R@10 | raw R@10 | policy MRR | raw MRR |\n")
+	b.WriteString("| run | steps | reward start | reward end | Δ | KL end | zero-var end | eval step (checkpoint) | policy reward | raw reward | policy R@10 | raw R@10 | policy MRR | raw MRR |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows(sums) {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",

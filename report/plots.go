@@ -102,9 +102,21 @@ func Figures(runs []Run) ([]Figure, error) {
 				{"SQuAD F1", "F1 (0–1)", term(func(t grpo.Terms) float64 { return t.SquadF1 }), true},
 				{"guard penalty", "mean penalty per rollout", term(func(t grpo.Terms) float64 { return t.GuardPenalty }), false},
 			}, 2},
-		{"kl", "KL to the reference policy", "Token-mean KL (k3 estimator) of the policy to its reference, as the trainer reports it; " +
-			"not computed (and not drawn) when grpo.loss.kl_coef is 0. " + smoothing,
-			[]panel{{"KL", "KL (nats per token)", func(m grpo.StepMetrics) float64 { return grpo.Val(m.KL) }, false}}, 1},
+		{"kl", "KL to the reference policy", "Token-mean KL (grpo.loss.kl_estimator) of the policy to its reference, as the trainer reports it: " +
+			"in the loss when grpo.loss.kl_coef > 0; measured only (a diagnostic, not in the loss) when it is 0 and the trainer measures it anyway (capabilities.kl_measured); " +
+			notComputed + ". " + smoothing,
+			[]panel{
+				{"KL (in the loss)", "KL (nats per token)", func(m grpo.StepMetrics) float64 { return grpo.Val(m.KL) }, false},
+				{"KL (measured, not in the loss)", "KL (nats per token)", func(m grpo.StepMetrics) float64 { return grpo.Val(m.KLMeasured) }, false},
+			}, 2},
+		{"stability", "Policy stability", "What a collapse shows first (docs/GRPO_STABILITY.md): the policy's token entropy, the share of tokens the PPO clip cut " +
+			"(both sides), and for the embedded policy its weights' L2 norm (bias left out) and bias; " + notComputed + ". " + smoothing,
+			[]panel{
+				{"entropy", "entropy (nats per token)", func(m grpo.StepMetrics) float64 { return grpo.Val(m.Entropy) }, false},
+				{"clip fraction", "share of tokens", func(m grpo.StepMetrics) float64 { return grpo.Val(m.ClipFracLow) + grpo.Val(m.ClipFracHigh) }, true},
+				{"weight norm", "L2 norm (bias left out)", func(m grpo.StepMetrics) float64 { return grpo.Val(m.WeightNorm) }, false},
+				{"bias", "bias", func(m grpo.StepMetrics) float64 { return grpo.Val(m.Bias) }, false},
+			}, 2},
 		{"zero_variance", "Zero-variance groups", "Share of the groups with ≥ 2 valid rollouts whose rewards (or one term) are all equal: they carry no GRPO signal. " + smoothing,
 			[]panel{
 				{"total reward", "share of groups", func(m grpo.StepMetrics) float64 { return grpo.Val(m.ZeroVarFrac) }, true},
@@ -139,7 +151,7 @@ func Figures(runs []Run) ([]Figure, error) {
 			continue // no step lines at all
 		}
 		if f.empty {
-			omitted = append(omitted, s.title+" is not drawn: no run computed it"+map[string]string{"kl": " (grpo.loss.kl_coef is 0)"}[s.name]+".")
+			omitted = append(omitted, s.title+" is not drawn: no run computed it"+map[string]string{"kl": " (grpo.loss.kl_coef is 0 and the trainer does not measure it)"}[s.name]+".")
 			continue
 		}
 		// The caption says what the figure shows: the moving-average
@@ -172,6 +184,7 @@ func Figures(runs []Run) ([]Figure, error) {
 		{"eval Recall@10", "Recall@10 (0–1)", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return grpo.Val(e.Recall10), e.CI.Recall10 }, true},
 		{"eval MRR", "MRR (0–1)", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return grpo.Val(e.MRR), e.CI.MRR }, true},
 		{"eval SQuAD F1", "F1 (0–1)", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return e.SquadF1, e.CI.SquadF1 }, true},
+		{"adds nothing (policy)", "share of greedy rewrites = raw question", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return grpo.Val(e.AddsNothing), nil }, true},
 	})
 	if err := add("eval", "Held-out evaluation", "Greedy policy rewrites (solid, dots) against the raw question (dashed) at each evaluation, "+
 		"with 95% intervals shaded (cluster bootstrap over conversations, 2000 resamples)."+strings.Join(evalNotes, ""), png, err); err != nil {

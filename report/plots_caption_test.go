@@ -116,7 +116,7 @@ func TestCaptionsSayWhatIsDrawn(t *testing.T) {
 	if figureByName(t, figs, "kl") != nil {
 		t.Error("a KL figure is drawn though no run computed KL")
 	}
-	if o := figureByName(t, figs, "optimization"); o == nil || !strings.Contains(o.Caption, "KL to the reference policy is not drawn: no run computed it (grpo.loss.kl_coef is 0).") {
+	if o := figureByName(t, figs, "optimization"); o == nil || !strings.Contains(o.Caption, "KL to the reference policy is not drawn: no run computed it (grpo.loss.kl_coef is 0 and the trainer does not measure it).") {
 		t.Errorf("optimization caption does not say KL is left out: %v", o)
 	}
 

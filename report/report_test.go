@@ -64,7 +64,7 @@ func TestGenerateFromSyntheticRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"reward", "terms", "kl", "zero_variance", "optimization", "timing", "sft", "eval"}
+	want := []string{"reward", "terms", "kl", "stability", "zero_variance", "optimization", "timing", "sft", "eval"}
 	if len(res.PNGs) != len(want) {
 		t.Fatalf("wrote %v, want %d figures", res.PNGs, len(want))
 	}
@@ -112,7 +112,7 @@ func TestGenerateFromSyntheticRuns(t *testing.T) {
 	// = steps 91..100 → 0.004·95.5 = 0.382; Δ = 0.360. Final eval at step
 	// 100: policy 0.3 + 0.4/2 = 0.5, raw 0.3.
 	for _, s := range []string{"<td>alpha1</td><td>100</td><td>0.022</td><td>0.382</td><td>&#43;0.360</td>",
-		"<td>100</td><td>0.500</td><td>0.300</td>", "<td>alpha0</td><td>60</td>"} {
+		"<td>100 (latest: step 100)</td><td>0.500</td><td>0.300</td>", "<td>alpha0</td><td>60</td>"} {
 		if !strings.Contains(string(html), s) {
 			t.Errorf("report.html lacks %q", s)
 		}

@@ -181,6 +181,11 @@ type GRPOResponse struct {
 	Tokens        int     `json:"tokens"`
 	PolicyVersion int64   `json:"policy_version"`
 	Replayed      bool    `json:"replayed"`
+	// WeightNorm (L2, the bias left out) and Bias describe the updated
+	// weights of a policy small enough to have them (the embedded one);
+	// absent otherwise.
+	WeightNorm *float64 `json:"weight_norm,omitempty"`
+	Bias       *float64 `json:"bias,omitempty"`
 }
 
 // SaveRequest saves the policy and optimizer state under Name.
@@ -261,6 +266,11 @@ type Capabilities struct {
 	// WeightDecay: the endpoint applies the requests' weight_decay (AdamW,
 	// decoupled). Endpoints that predate it omit the field (false).
 	WeightDecay bool `json:"weight_decay"`
+	// KLMeasured: the grpo_step answer's kl is the KL to the reference
+	// whatever loss.kl_coef is (a diagnostic when the coefficient is 0, not
+	// a term of the loss). Absent = false: kl means something only when
+	// kl_coef > 0.
+	KLMeasured bool `json:"kl_measured"`
 }
 
 // Limits are request-size limits of an endpoint, refused beyond with

@@ -39,6 +39,8 @@ type evalFlags struct {
 	level       float64
 	limit       int
 	ollamaHost  string
+	// policyCheckpoint labels the policy rewriter's checkpoint (runCheckpoint).
+	policyCheckpoint string
 }
 
 func newEvalCmd() *cobra.Command {
@@ -57,7 +59,9 @@ a paired randomization test over conversations.
 Rewriters: raw (the question), concat (user history + question), gold (the
 human rewrite), policy (the trainer endpoint's policy, greedy; with --run, the
 run's checkpoint that --checkpoint names: latest, or best = the one
-grpo.best_metric kept), ollama:<model> (a chat model served by Ollama).
+grpo.best_metric kept; by default the run's final policy, which is the best
+under grpo.load_best_at_end; the tables name the checkpoint, its step and
+metric value), ollama:<model> (a chat model served by Ollama).
 
 Writes into --out: summary.md (also printed), summary.json (every number),
 turns.parquet (one row per system and turn), runs/<system>.trec and
@@ -76,7 +80,7 @@ writes its outputs and exits with an error.`,
 	fl.StringSliceVar(&f.rewriters, "rewriter", []string{"raw", "concat", "gold"}, "rewriters to compare: raw, concat, gold, policy, ollama:<model>")
 	fl.StringSliceVar(&f.memory, "memory", []string{"config"}, "long-term memory: off, on, on:<variant> (paper, semantic, +topic, no-recency, …: an ablation row each), several comma-separated; config = as retrieval.memory.enabled says")
 	fl.StringVar(&f.runDir, "run", "", "a training run directory: its config.yaml when --config is absent, its checkpoint (--checkpoint) for the policy rewriter")
-	fl.StringVar(&f.checkpoint, "checkpoint", "", "policy checkpoint to load before evaluating: latest or best (the run's, with --run; without --run latest is the trainer's newest), or a trainer checkpoint name (default with --run: latest)")
+	fl.StringVar(&f.checkpoint, "checkpoint", "", "policy checkpoint to load before evaluating: latest or best (the run's, with --run; without --run latest is the trainer's newest), or a trainer checkpoint name (default with --run: the run's final policy, best when grpo.load_best_at_end made it so)")
 	fl.StringSliceVar(&f.data, "data", nil, "evaluate on these dataset files (comma-separated or repeated) instead of the config's held-out split")
 	fl.StringVarP(&f.out, "out", "o", "", "output directory (default: <run dir>/eval, or <run.output_dir>/<run.name>-eval)")
 	fl.IntVar(&f.concurrency, "concurrency", 0, "conversations evaluated at once (default: rollout.concurrency)")
@@ -267,8 +271,12 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 	var systems []evaluate.System
 	for _, mode := range modes {
 		for _, rw := range rewriters {
-			systems = append(systems, evaluate.System{Name: rw.Name() + mode.suffix(), Rewriter: rw, Memory: mode.on,
-				Variant: mode.variant, Retriever: comps[mode].Retrieve})
+			sys := evaluate.System{Name: rw.Name() + mode.suffix(), Rewriter: rw, Memory: mode.on,
+				Variant: mode.variant, Retriever: comps[mode].Retrieve}
+			if rw.Name() == "policy" {
+				sys.Checkpoint = f.policyCheckpoint
+			}
+			systems = append(systems, sys)
 		}
 	}
 
@@ -416,13 +424,14 @@ func (f *evalFlags) rewriter(ctx context.Context, name string, cfg configs.Confi
 		return evaluate.Gold{}, nil
 	case name == "policy":
 		if f.runDir != "" || f.checkpoint != "" {
-			name, version, err := runCheckpoint(f.runDir, f.checkpoint)
+			c, err := runCheckpoint(f.runDir, f.checkpoint)
 			if err != nil {
 				return nil, err
 			}
-			if err := loadPolicyCheckpoint(ctx, pol, name, version); err != nil {
+			if err := loadPolicyCheckpoint(ctx, pol, c.name, c.version); err != nil {
 				return nil, err
 			}
+			f.policyCheckpoint = c.label
 		}
 		return evaluate.Policy{Policy: pol, Render: render, MaxTokens: cfg.GRPO.MaxTokens, Seed: cfg.Run.Seed}, nil
 	case strings.HasPrefix(name, "ollama:"):
@@ -436,31 +445,64 @@ func (f *evalFlags) rewriter(ctx context.Context, name string, cfg configs.Confi
 	return nil, unknownRewriter(name)
 }
 
-// runCheckpoint resolves --checkpoint into a trainer checkpoint name and the
-// policy version the run recorded for it (-1: unknown). With --run, best and
-// latest are the run's harness checkpoints; without it, latest (or "") is
-// the trainer's newest checkpoint (name ""). Any other value is a trainer
-// checkpoint name.
-func runCheckpoint(runDir, which string) (string, int64, error) {
+// runCkpt is a resolved --checkpoint: the trainer checkpoint's name, the
+// policy version the run recorded for it (-1: unknown) and a label for
+// every output line that uses it ("" when unknown).
+type runCkpt struct {
+	name    string
+	version int64
+	label   string
+}
+
+// runCheckpoint resolves --checkpoint. With --run, best and latest are the
+// run's harness checkpoints, and no --checkpoint is the run's final policy:
+// the best checkpoint when the run made it final (grpo.load_best_at_end,
+// status.json's final), or kept one without saying (runs from before it),
+// else the latest. Without --run, latest (or "") is the trainer's newest
+// checkpoint (name ""). Any other value is a trainer checkpoint name.
+func runCheckpoint(runDir, which string) (runCkpt, error) {
 	if which == "" && runDir != "" {
-		which = "latest"
+		which = defaultRunCheckpoint(runDir)
 	}
 	switch {
 	case which == "best" || which == "latest":
 		if runDir == "" {
 			if which == "best" {
-				return "", -1, errors.New("--checkpoint best: needs --run (the run records which checkpoint is best)")
+				return runCkpt{version: -1}, errors.New("--checkpoint best: needs --run (the run records which checkpoint is best)")
 			}
-			return "", -1, nil
+			return runCkpt{version: -1}, nil
 		}
 		st, err := grpo.LoadCheckpointState(&rundir.RunDir{Path: runDir}, which)
 		if err != nil {
-			return "", -1, fmt.Errorf("--checkpoint %s: %w", which, err)
+			return runCkpt{version: -1}, fmt.Errorf("--checkpoint %s: %w", which, err)
 		}
-		slog.Info("run checkpoint", "which", which, "step", st.Step, "trainer_checkpoint", st.TrainerCheckpoint)
-		return st.TrainerCheckpoint, st.PolicyVersion, nil
+		c := runCkpt{name: st.TrainerCheckpoint, version: st.PolicyVersion, label: checkpointLabel(which, st)}
+		slog.Info("run checkpoint", "which", which, "step", st.Step, "checkpoint", c.label, "trainer_checkpoint", st.TrainerCheckpoint)
+		return c, nil
 	}
-	return which, -1, nil
+	return runCkpt{name: which, version: -1, label: "trainer checkpoint " + which}, nil
+}
+
+// checkpointLabel names a run checkpoint: which, its step, and for the best
+// its metric's value.
+func checkpointLabel(which string, st grpo.State) string {
+	if which == "best" && st.Best != nil {
+		return fmt.Sprintf("best: step %d, %s %.4f", st.Best.Step, st.Best.Metric, st.Best.Value)
+	}
+	return fmt.Sprintf("%s: step %d", which, st.Step)
+}
+
+// defaultRunCheckpoint is the run's final policy: what status.json's final
+// says, else best when the run kept one, else latest.
+func defaultRunCheckpoint(runDir string) string {
+	if st, ok, err := grpo.ReadStatus(runDir); err == nil && ok && st.Final != nil {
+		return st.Final.Which
+	}
+	var best grpo.State
+	if ok, err := (&rundir.RunDir{Path: runDir}).LoadBestState(&best); err == nil && ok {
+		return "best"
+	}
+	return "latest"
 }
 
 // loadPolicyCheckpoint restores the named policy checkpoint, or the newest

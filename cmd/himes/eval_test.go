@@ -68,7 +68,8 @@ func TestEvalAblateReportCLI(t *testing.T) {
 	// split must give what the training loop's last eval line says.
 	// Default resampling (2000 at 95%, the run's seed), as the loop's own
 	// evaluation uses, so the intervals must agree too.
-	run("eval", "--run", runDir, "--rewriter", "raw,policy", "--out", filepath.Join(out, "ev-full"))
+	// --checkpoint latest: the default is the run's final (best) policy.
+	run("eval", "--run", runDir, "--checkpoint", "latest", "--rewriter", "raw,policy", "--out", filepath.Join(out, "ev-full"))
 	var full evaluate.Report
 	readEvalJSON(t, filepath.Join(out, "ev-full", "summary.json"), &full)
 	m, err := report.LoadRun(context.Background(), runDir)
@@ -111,6 +112,10 @@ func TestEvalAblateReportCLI(t *testing.T) {
 	o = run("eval", "--run", runDir, "--rewriter", "raw,gold,policy", "--limit", "2", "--resamples", "200", "--out", evalDir)
 	if !strings.Contains(o, "| gold | vs raw |") {
 		t.Fatalf("eval output lacks the paired comparison:\n%s", o)
+	}
+	// No --checkpoint: the run's final policy, the best (grpo.load_best_at_end), named on its rows.
+	if !strings.Contains(o, "| policy (best: step ") || !strings.Contains(o, "eval.policy.recall_10") {
+		t.Fatalf("eval output does not name the policy's checkpoint:\n%s", o)
 	}
 	var rep evaluate.Report
 	readEvalJSON(t, filepath.Join(evalDir, "summary.json"), &rep)

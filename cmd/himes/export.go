@@ -46,6 +46,9 @@ type ollamaExport struct {
 	Out     string   // output directory for the Modelfile
 	Params  []string // key=value → PARAMETER key value
 	Force   bool     // write even when the architecture is known to be unsupported
+	// Checkpoint labels the run checkpoint --run picked ("best: step 275,
+	// eval.policy.recall_10 0.4390"); "" with --adapter.
+	Checkpoint string
 }
 
 // ollamaExportResult says what was written.
@@ -78,7 +81,9 @@ carry its chat template in tokenizer_config.json, where Ollama reads it.
 adapter_model.safetensors), a lora_trainer checkpoint directory (its adapter/
 subdirectory is used), or a GGUF LoRA file. Instead of --adapter, --run RUN
 --checkpoint best|latest --checkpoint-dir DIR picks the run's best (see
-grpo.best_metric) or latest checkpoint in the LoRA server's --checkpoint-dir.
+grpo.best_metric) or latest checkpoint in the LoRA server's --checkpoint-dir;
+without --checkpoint, the run's final policy (the best under
+grpo.load_best_at_end). The output names the checkpoint, its step and value.
 
 ` + ollamaNote,
 		Args: cobra.NoArgs,
@@ -91,8 +96,11 @@ grpo.best_metric) or latest checkpoint in the LoRA server's --checkpoint-dir.
 				return err
 			}
 			slog.Info("wrote Ollama Modelfile", "path", res.Modelfile, "adapter", res.Adapter,
-				"format", res.Format, "architecture", res.Architecture)
+				"format", res.Format, "architecture", res.Architecture, "checkpoint", opts.Checkpoint)
 			w := cmd.OutOrStdout()
+			if opts.Checkpoint != "" {
+				fmt.Fprintf(w, "checkpoint %s\n", opts.Checkpoint)
+			}
 			fmt.Fprintf(w, "wrote %s\n\nnext:\n  ollama create %s -f %s\n  himes eval --config CONFIG --rewriter ollama:%s\n",
 				res.Modelfile, name, res.Modelfile, name)
 			return nil
@@ -106,7 +114,7 @@ grpo.best_metric) or latest checkpoint in the LoRA server's --checkpoint-dir.
 	fl.BoolVar(&opts.Force, "force", false, "write the Modelfile even where Ollama v0.6.5 refuses or mis-converts the adapter")
 	fl.StringVar(&name, "name", "himes-rewriter", "model name used in the printed next steps")
 	fl.StringVar(&run, "run", "", "a training run directory whose checkpoint (--checkpoint) to export instead of --adapter")
-	fl.StringVar(&which, "checkpoint", "latest", "with --run: best (grpo.best_metric's) or latest")
+	fl.StringVar(&which, "checkpoint", "", "with --run: best (grpo.best_metric's) or latest (default: the run's final policy, best under grpo.load_best_at_end)")
 	fl.StringVar(&ckptRoot, "checkpoint-dir", "", "with --run: the LoRA server's --checkpoint-dir, holding the run's trainer checkpoints")
 	for _, f := range []string{"base", "out"} {
 		_ = cmd.MarkFlagRequired(f)
@@ -127,17 +135,18 @@ func resolveExportAdapter(o *ollamaExport, run, which, root string) error {
 	if o.Adapter != "" {
 		return errors.New("--adapter and --run: give one (--run picks the adapter from the run's checkpoint)")
 	}
-	if which != "best" && which != "latest" {
+	if which != "" && which != "best" && which != "latest" {
 		return fmt.Errorf("--checkpoint %q: want best or latest", which)
 	}
 	if root == "" {
 		return errors.New("--checkpoint-dir: is required with --run (the LoRA server's --checkpoint-dir)")
 	}
-	name, _, err := runCheckpoint(run, which)
+	c, err := runCheckpoint(run, which)
 	if err != nil {
 		return err
 	}
-	o.Adapter = filepath.Join(root, name)
+	o.Adapter = filepath.Join(root, c.name)
+	o.Checkpoint = c.label
 	return nil
 }
 

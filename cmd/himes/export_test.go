@@ -357,21 +357,33 @@ func TestExportOllamaRunCheckpoint(t *testing.T) {
 	if _, err := run.SaveState(150, latest, 1); err != nil {
 		t.Fatal(err)
 	}
-	for which, want := range map[string]string{"best": "step-000125", "latest": "step-000150"} {
-		out := filepath.Join(tmp, "o-"+which)
+	// No --checkpoint: the run's final policy, the best one it kept (no
+	// status.json says otherwise); the output names the checkpoint.
+	for _, c := range []struct{ which, want, label string }{
+		{"best", "step-000125", "checkpoint best: step 125, eval.policy.recall_10 0.5870\n"},
+		{"latest", "step-000150", "checkpoint latest: step 150\n"},
+		{"", "step-000125", "checkpoint best: step 125, eval.policy.recall_10 0.5870\n"},
+	} {
+		out := filepath.Join(tmp, "o-"+c.which)
 		root := newRootCmd()
 		var stdout, stderr bytes.Buffer
 		root.SetOut(&stdout)
 		root.SetErr(&stderr)
-		root.SetArgs([]string{"export", "ollama", "--base", "llama3.2:1b", "--run", run.Path, "--checkpoint", which,
-			"--checkpoint-dir", ckdir, "--out", out})
+		args := []string{"export", "ollama", "--base", "llama3.2:1b", "--run", run.Path, "--checkpoint-dir", ckdir, "--out", out}
+		if c.which != "" {
+			args = append(args, "--checkpoint", c.which)
+		}
+		root.SetArgs(args)
 		if err := root.Execute(); err != nil {
-			t.Fatalf("%s: %v\n%s", which, err, stderr.String())
+			t.Fatalf("%q: %v\n%s", c.which, err, stderr.String())
 		}
 		w, _ := os.ReadFile(filepath.Join(out, "adapter", "adapter_model.safetensors"))
 		if got := parseModelfile(t, filepath.Join(out, "Modelfile"))["adapter"]; got != filepath.Join(out, "adapter") ||
-			string(w) != "weights of "+filepath.Join(ckdir, want, "adapter") {
-			t.Errorf("--checkpoint %s: ADAPTER %q, want %s's adapter", which, got, want)
+			string(w) != "weights of "+filepath.Join(ckdir, c.want, "adapter") {
+			t.Errorf("--checkpoint %q: ADAPTER %q, want %s's adapter", c.which, got, c.want)
+		}
+		if !strings.HasPrefix(stdout.String(), c.label) {
+			t.Errorf("--checkpoint %q: output %q does not start with %q", c.which, stdout.String(), c.label)
 		}
 	}
 	for _, c := range []struct {

@@ -107,7 +107,7 @@ func (e *Policy) Info(ctx context.Context) (trainer.Info, error) {
 		Reference:     "snapshot",
 		LossTypes:     trainer.LossTypes(),
 		KLEstimators:  trainer.KLEstimators(),
-		Capabilities:  trainer.Capabilities{Entropy: true, Logprobs: true, Delete: true, DualClip: true, WeightDecay: true},
+		Capabilities:  trainer.Capabilities{Entropy: true, Logprobs: true, Delete: true, DualClip: true, WeightDecay: true, KLMeasured: true},
 		Limits:        trainer.Limits{MaxPrompts: e.cfg.MaxPrompts, MaxN: e.cfg.MaxN, MaxTokens: e.cfg.MaxCandidates, MaxBatch: e.cfg.MaxBatch},
 		TokenKind:     "decisions",
 	}, nil
@@ -541,6 +541,8 @@ func (e *Policy) GRPOStep(ctx context.Context, req trainer.GRPORequest) (trainer
 	st.version++
 	e.st = st
 	res.PolicyVersion = st.version
+	norm, bias := weightStats(st.w)
+	res.WeightNorm, res.Bias = &norm, &bias
 	e.steps.store(req.StepID, "grpo_step", hash, res)
 	return res, nil
 }
@@ -561,9 +563,9 @@ func grpoForward(items []scored, samples []trainer.GRPOSample, w, ref []float64,
 			p := sigmoid(z[t] / temp)
 			entSum -= xlogx(p) + xlogx(1-p)
 		}
-		if lc.KLCoef > 0 {
-			s.ref = seqLogp(it, ref, temp)
-		}
+		// The reference logprobs always: the KL is reported even when
+		// kl_coef is 0 (capabilities.kl_measured), where it stays out of the loss.
+		s.ref = seqLogp(it, ref, temp)
 		seqs[i] = s
 	}
 	stats, dlogp := grpoObjective(seqs, lc)
@@ -580,6 +582,19 @@ func grpoForward(items []scored, samples []trainer.GRPOSample, w, ref []float64,
 		entSum /= float64(stats.tokens)
 	}
 	return stats, entSum, g
+}
+
+// weightStats is the L2 norm of the weights without the bias, and the bias:
+// a term selector that keeps nothing (or everything) shows it there first.
+func weightStats(w []float64) (norm, bias float64) {
+	var ss float64
+	for k, x := range w {
+		if k == featBias {
+			continue
+		}
+		ss += x * x
+	}
+	return math.Sqrt(ss), w[featBias]
 }
 
 func xlogx(p float64) float64 {

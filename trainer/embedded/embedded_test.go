@@ -340,6 +340,42 @@ func TestGRPOFirstStepKLZero(t *testing.T) {
 	}
 }
 
+// With kl_coef 0 the embedded policy still reports the KL to its reference
+// (capabilities.kl_measured), and each answer carries the updated weights'
+// norm (bias left out) and bias.
+func TestGRPOReportsKLAtCoefZeroAndWeightStats(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEmbedded(t, nil)
+	if info, _ := e.Info(ctx); !info.Capabilities.KLMeasured {
+		t.Fatal("capabilities.kl_measured is false")
+	}
+	res, _ := e.Sample(ctx, trainer.SampleRequest{Prompts: []trainer.Prompt{bronze(), coffee()}, N: 2, Temperature: 1, Seed: 5})
+	var samples []trainer.GRPOSample
+	for k, s := range res.Samples {
+		samples = append(samples, trainer.GRPOSample{Prompt: []trainer.Prompt{bronze(), coffee()}[s.PromptIndex], TokenIDs: s.TokenIDs, OldLogprobs: s.Logprobs, Advantage: float64(k%3) - 1})
+	}
+	lc := trainer.LossConfig{Type: new(trainer.LossGRPO), LearningRate: new(0.05), KLCoef: new(0.0)}
+	for i, id := range []string{"g1", "g2"} {
+		r, err := e.GRPOStep(ctx, trainer.GRPORequest{StepID: id, Samples: samples, Loss: lc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 && !(r.KL > 0) {
+			t.Errorf("second step with kl_coef 0: kl %v, want > 0 (the policy left its reference)", r.KL)
+		}
+		w := e.Weights()
+		var ss float64
+		for k, x := range w {
+			if k != featBias {
+				ss += x * x
+			}
+		}
+		if r.WeightNorm == nil || r.Bias == nil || math.Abs(*r.WeightNorm-math.Sqrt(ss)) > 1e-12 || *r.Bias != w[featBias] {
+			t.Errorf("step %s: weight_norm %v bias %v, want %v and %v", id, r.WeightNorm, r.Bias, math.Sqrt(ss), w[featBias])
+		}
+	}
+}
+
 func TestGRPOGradientMatchesFiniteDifferences(t *testing.T) {
 	e := newTestEmbedded(t, mapStats{"bronze": 2, "coffee": 1})
 	w := []float64{-0.3, 0.4, 0.2, 0.7, 0.5, -0.2, 0.3, 0.1, 0.6, -0.4, 0.05, 0.15, -0.25, 0.35, 0.45, -0.1, -0.5, 0.3, 0.2, 0.4, 0.3}
@@ -468,7 +504,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	// The same update from the restored state lands on the same bits.
 	again, _ := e.GRPOStep(ctx, trainer.GRPORequest{StepID: "g2-again", Samples: samples, Loss: lc})
 	again.Replayed = next.Replayed
-	if again != next || !reflect.DeepEqual(e.st, afterNext) {
+	if !reflect.DeepEqual(again, next) || !reflect.DeepEqual(e.st, afterNext) {
 		t.Error("update after load differs from the update after save")
 	}
 	// A fresh policy loads it too (checkpoint dir shared).

@@ -113,7 +113,7 @@ func TestIdempotencyUnderDroppedConnection(t *testing.T) {
 		t.Errorf("retry: replayed %v, policy_version %d; want true and 1", got.Replayed, got.PolicyVersion)
 	}
 	got.Replayed = false
-	if got != want || !reflect.DeepEqual(e.Weights(), twin.Weights()) {
+	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(e.Weights(), twin.Weights()) {
 		t.Errorf("the update was not applied exactly once: %+v vs %+v", got, want)
 	}
 

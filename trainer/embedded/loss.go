@@ -10,7 +10,7 @@ import (
 type seqInput struct {
 	logp []float64 // π under the current weights
 	old  []float64 // π_old, from the sampler
-	ref  []float64 // π_ref; nil when β = 0
+	ref  []float64 // π_ref; nil when the KL is not measured
 	adv  float64
 }
 
@@ -77,8 +77,11 @@ func grpoObjective(seqs []seqInput, lc trainer.ResolvedLoss) (lossStats, [][]flo
 			if s.ref != nil {
 				kl, dkl := klTerm(s.ref[t]-lp, lc.KLEstimator)
 				klSum += kl
-				l += lc.KLCoef * kl
-				dl += lc.KLCoef * dkl
+				// Measured always, in the loss only with a coefficient.
+				if lc.KLCoef > 0 {
+					l += lc.KLCoef * kl
+					dl += lc.KLCoef * dkl
+				}
 			}
 			st.loss += c * l
 			g[t] = c * dl

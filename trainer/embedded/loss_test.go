@@ -107,6 +107,19 @@ func TestGRPOObjectiveKL(t *testing.T) {
 	near(t, "grad", g[0][0], 0.5*0.5)
 }
 
+// With kl_coef 0 the KL is still measured (capabilities.kl_measured) but
+// stays out of the loss and its gradient: the same k3 as above, while loss
+// and gradient are the clipped surrogate's alone (A = 1, r = 1: loss −1,
+// dL/dπ = −r·A = −1).
+func TestGRPOObjectiveMeasuresKLOutsideTheLoss(t *testing.T) {
+	lc := resolve(t, trainer.LossConfig{Type: new(trainer.LossGRPO), KLCoef: new(0.0), LearningRate: new(1.0)})
+	s := seqInput{logp: []float64{math.Log(0.5)}, old: []float64{math.Log(0.5)}, ref: []float64{math.Log(0.25)}, adv: 1}
+	st, g := grpoObjective([]seqInput{s}, lc)
+	near(t, "kl (measured)", st.kl, 0.5+math.Ln2-1)
+	near(t, "loss", st.loss, -1)
+	near(t, "grad", g[0][0], -1)
+}
+
 func TestGRPOObjectiveEmptySample(t *testing.T) {
 	// A sample with no tokens counts in B but adds nothing.
 	lc := resolve(t, trainer.LossConfig{Type: new(trainer.LossGRPO), ClipHigh: new(0.28), LearningRate: new(1.0)})

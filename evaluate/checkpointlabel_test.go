@@ -1,0 +1,37 @@
+package evaluate
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/himes-rl/himes/internal/stats"
+)
+
+// A system that is a run checkpoint names it on each of its table rows; the
+// others are shown by name alone.
+func TestMarkdownNamesThePolicyCheckpoint(t *testing.T) {
+	d := stats.Comparison{Diff: 0.1, Lo: 0.05, Hi: 0.15, P: 0.01}
+	rep := Report{Turns: 2, Conversations: 1, Stats: stats.Config{Level: 0.95, Resamples: 100}, Systems: []SystemReport{
+		{Name: "raw", Turns: 2, Metrics: map[string]stats.Estimate{MRecall10: {Mean: 0.3}}},
+		{Name: "policy", Checkpoint: "best: step 275, eval.policy.recall_10 0.4390", Turns: 2, Baseline: "raw",
+			Metrics: map[string]stats.Estimate{MRecall10: {Mean: 0.4}}, VsBaseline: map[string]stats.Comparison{MRecall10: d}},
+	}}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, rep); err != nil {
+		t.Fatal(err)
+	}
+	label := "| policy (best: step 275, eval.policy.recall_10 0.4390) |"
+	rows := 0
+	for _, line := range strings.Split(md.String(), "\n") {
+		if strings.HasPrefix(line, "| policy") {
+			rows++
+			if !strings.HasPrefix(line, label) {
+				t.Errorf("policy row without its checkpoint: %s", line)
+			}
+		}
+	}
+	if rows != 2 || !strings.Contains(md.String(), "| raw | 0/2 |") {
+		t.Fatalf("want 2 labelled policy rows and a plain raw row:\n%s", md.String())
+	}
+}
