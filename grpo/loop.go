@@ -101,6 +101,8 @@ type Loop struct {
 	// constantWarned and warnings: constant reward terms, warned once per session (constterm.go).
 	constantWarned map[string]bool
 	warnings       []string
+	// repair: --resume --repair (resume_files.go).
+	repair bool
 }
 
 // NewLoop checks the dependencies and returns a loop ready to Run.
@@ -200,7 +202,7 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 	if l.state.TrainerCheckpoint == "" {
 		covered = -1 // no checkpoint: nothing in an earlier log is covered
 	}
-	if l.metrics, err = openMetrics(l.deps.Run.File("metrics.jsonl"), covered, l.state.EvalDone, l.log); err != nil {
+	if l.metrics, err = l.openMetricsLog(covered); err != nil {
 		return err
 	}
 	defer l.metrics.Close()
@@ -247,6 +249,7 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 		if err != nil {
 			return err
 		}
+		l.state.EvalDone = true // "init" too, when no SFT follows it
 		if err := l.keepBest(ctx, m); err != nil {
 			return err
 		}

@@ -9,9 +9,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
-	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -35,6 +35,9 @@ type State struct {
 	// Best is the best checkpoint so far (grpo.best_metric); nil before the
 	// first evaluation or without a best metric.
 	Best *BestCheckpoint `json:"best,omitempty"`
+	// Metrics is the part of metrics.jsonl this checkpoint covers (nil in
+	// checkpoints of an older himes).
+	Metrics *MetricsCoverage `json:"metrics,omitempty"`
 }
 
 // restore starts a fresh state, or on resume loads the newest valid
@@ -63,12 +66,24 @@ func (l *Loop) restore(ctx context.Context, resume bool) error {
 	}
 	before := math.MaxInt
 	var refused error // the trainer's last refusal
+	var rep repairReport
 	for {
-		st, step, err := rundir.LoadState(l.deps.Run, before, validState)
+		st, step, damaged, err := l.loadState(before)
 		if err != nil {
 			return fmt.Errorf("resume: %w", err)
 		}
-		if step < 0 && before != math.MaxInt {
+		if step < 0 && rep.fallback != nil {
+			// --repair: no checkpoint's metrics log is intact; continue
+			// from the newest one with the damaged log set aside.
+			st, step, damaged = rep.fallback.st, rep.fallback.step, rep.fallback.damaged
+			rep.fallback = nil
+			if err := rep.setAsideMetrics(l, &st); err != nil {
+				return err
+			}
+		} else if step < 0 && before != math.MaxInt {
+			if refused == nil {
+				return fmt.Errorf("resume --repair: no checkpoint is usable (%s)", strings.Join(rep.skipped, "; "))
+			}
 			return fmt.Errorf("the trainer refused the checkpoint of every saved state (the oldest: %w)", refused)
 		}
 		if step < 0 {
@@ -84,6 +99,21 @@ func (l *Loop) restore(ctx context.Context, resume bool) error {
 			return fmt.Errorf("resume: checkpoint of step %d: cursor %d is beyond the %d training turns: the training data changed",
 				step, st.Cursor, len(l.deps.Train))
 		}
+		// The checkpoint covers the head of metrics.jsonl: verified before
+		// anything is changed (resume_files.go).
+		if st.Metrics != nil {
+			if _, err := coveredMetrics(l.deps.Run.File("metrics.jsonl"), step, st.Metrics); err != nil {
+				if !l.repair {
+					return fmt.Errorf("resume: %w", err)
+				}
+				rep.skip(step, err, st, damaged)
+				before = step
+				continue
+			}
+		}
+		if err := l.checkBestFile(&st, &rep); err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
 		// The run directory counts every resume, so a process that died
 		// before saving a checkpoint never shares step ids with this one.
 		st.Generation = max(st.Generation+1, l.deps.Run.Generation())
@@ -97,6 +127,13 @@ func (l *Loop) restore(ctx context.Context, resume bool) error {
 			continue
 		}
 		if err != nil {
+			return err
+		}
+		if err := l.deps.Run.SetAsideDamagedLedgers(damaged); err != nil {
+			return err
+		}
+		rep.damaged = damaged
+		if err := rep.write(l, step); err != nil {
 			return err
 		}
 		return l.deps.Run.Adopt(step)
@@ -268,6 +305,7 @@ func (l *Loop) checkpoint(ctx context.Context, best *BestCheckpoint) error {
 	if err := l.metrics.Sync(); err != nil {
 		return err
 	}
+	l.state.Metrics = l.metrics.coverage()
 	if t := l.deps.Tracker; t != nil {
 		if err := t.Flush(); err != nil {
 			return fmt.Errorf("tracker: %w", err)

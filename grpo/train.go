@@ -20,6 +20,9 @@ type RunPlace struct {
 	// TensorBoard writes TensorBoard event files under <run>/tb/
 	// (run.tensorboard).
 	TensorBoard bool
+	// Repair (with Mode rundir.Resume) continues past damaged run files:
+	// see Loop.restore and resume_files.go.
+	Repair bool
 }
 
 // Train opens the run directory, records what produced the run and trains
@@ -61,6 +64,7 @@ func Train(ctx context.Context, cfg Config, deps Deps, place RunPlace) (err erro
 	if err != nil {
 		return err
 	}
+	tr.repair = resume && place.Repair
 	log.Info("training", "run", run.Path, "steps", cfg.Steps, "prompts", len(deps.Train),
 		"eval_turns", len(deps.Eval), "group_size", cfg.GroupSize, "resume", resume)
 	if err := tr.Run(ctx, resume); err != nil {
