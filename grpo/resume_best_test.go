@@ -48,9 +48,14 @@ func resumeBest(t *testing.T, base string, pol *fakePolicy, repair bool) error {
 func TestResumeRebuildsADamagedBestFile(t *testing.T) {
 	for name, damage := range map[string]func(string){
 		"deleted": func(p string) { _ = os.Remove(p) },
-		"flipped": func(p string) {
+		"a digit changed": func(p string) {
 			b, _ := os.ReadFile(p)
-			_ = os.WriteFile(p, []byte(strings.Replace(string(b), `"value":1`, `"value":2`, 1)), 0o644)
+			i := strings.Index(string(b), `"policy_version": 2`)
+			if i < 0 {
+				t.Fatalf("no policy_version 2 in %s", b)
+			}
+			b[i+len(`"policy_version": `)] = '3'
+			_ = os.WriteFile(p, b, 0o644)
 		},
 		"truncated": func(p string) {
 			b, _ := os.ReadFile(p)
