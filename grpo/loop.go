@@ -171,7 +171,7 @@ func (l *Loop) Run(ctx context.Context, resume bool) error {
 // best (between checkpoint_every steps too).
 func (l *Loop) keepBest(ctx context.Context, m *EvalMetrics) error {
 	if best := l.newBest(m); best != nil {
-		return l.checkpoint(ctx, best)
+		return l.saveCheckpoint(ctx, best)
 	}
 	return nil
 }
@@ -234,7 +234,7 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 			return err
 		}
 		l.state.SFTDone = true
-		if err := l.checkpoint(ctx, nil); err != nil {
+		if err := l.saveCheckpoint(ctx, nil); err != nil {
 			return err
 		}
 	}
@@ -290,7 +290,7 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 			best = l.newBest(m)
 		}
 		if last || best != nil || (l.cfg.CheckpointEvery > 0 && step%l.cfg.CheckpointEvery == 0) {
-			if err := l.checkpoint(ctx, best); err != nil {
+			if err := l.saveCheckpoint(ctx, best); err != nil {
 				return err
 			}
 		}

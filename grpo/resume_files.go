@@ -2,6 +2,7 @@ package grpo
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -224,4 +225,18 @@ func (l *Loop) checkBestFile(st *State, rep *repairReport) error {
 	rep.bestLost = msg
 	st.Best = nil
 	return nil
+}
+
+// saveCheckpoint is checkpoint for the loop's scheduled saves: when SIGINT
+// or SIGTERM cancels the save midway (the trainer call fails with the
+// context), the interrupt handler redoes it with a fresh context, so an
+// interrupt never leaves the step without the checkpoint it was saving
+// (item 4 of issue 27).
+func (l *Loop) saveCheckpoint(ctx context.Context, best *BestCheckpoint) error {
+	err := l.checkpoint(ctx, best)
+	if err != nil && ctx.Err() != nil {
+		l.log.Warn("interrupted during a checkpoint: saving it again", "step", l.state.Step, "error", err)
+		return l.interruptedSave(ctx, best)
+	}
+	return err
 }

@@ -378,7 +378,10 @@ var ErrInterrupted = errors.New("interrupted")
 
 // interrupted saves a checkpoint of the last completed step after SIGINT or
 // SIGTERM, with a fresh context since the run's own is cancelled.
-func (l *Loop) interrupted(ctx context.Context) error {
+func (l *Loop) interrupted(ctx context.Context) error { return l.interruptedSave(ctx, nil) }
+
+// interruptedSave is interrupted for a checkpoint that may be the best.
+func (l *Loop) interruptedSave(ctx context.Context, best *BestCheckpoint) error {
 	save, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	info, err := l.deps.Policy.Info(save)
@@ -391,7 +394,7 @@ func (l *Loop) interrupted(ctx context.Context) error {
 		l.log.Warn("interrupted during an update: keeping the last checkpoint",
 			"trainer_version", info.PolicyVersion, "recorded", l.state.PolicyVersion)
 	default:
-		if err := l.checkpoint(save, nil); err != nil {
+		if err := l.checkpoint(save, best); err != nil {
 			l.log.Error("interrupted: checkpoint failed", "error", err)
 		} else {
 			l.log.Info("interrupted: checkpoint saved", "step", l.state.Step)
