@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -131,6 +132,12 @@ func serve[Req, Resp any](w http.ResponseWriter, r *http.Request, maxBody int64,
 			return
 		}
 		writeError(w, Invalidf("request body: %v", err))
+		return
+	}
+	// One JSON value, nothing after it (as retrieval serve): a body with
+	// trailing bytes was not written by a conforming client.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		writeError(w, Invalidf("request body: trailing data after the JSON object"))
 		return
 	}
 	resp, err := f(ctx, req)
