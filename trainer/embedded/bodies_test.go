@@ -16,11 +16,11 @@ func TestHandlerRefusesTrailingBytes(t *testing.T) {
 	defer srv.Close()
 	sample := `{"prompts":[{"id":"p","text":"where is paris"}],"n":1,"temperature":0,"top_p":1,"max_tokens":8,"seed":1}`
 	for body, want := range map[string]int{
-		sample:                   http.StatusOK,
-		sample + "\n  \n":        http.StatusOK, // whitespace is no data
-		sample + " garbage":      http.StatusBadRequest,
-		sample + sample:          http.StatusBadRequest,
-		sample + ` {"n":2}`:      http.StatusBadRequest,
+		sample:                  http.StatusOK,
+		sample + "\n  \n":       http.StatusOK, // whitespace is no data
+		sample + " garbage":     http.StatusBadRequest,
+		sample + sample:         http.StatusBadRequest,
+		sample + ` {"n":2}`:     http.StatusBadRequest,
 		sample + "\x00\x00\x00": http.StatusBadRequest,
 	} {
 		resp, err := http.Post(srv.URL+"/v1/sample", "application/json", strings.NewReader(body))
