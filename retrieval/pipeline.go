@@ -172,7 +172,7 @@ func (p *Pipeline) openKB(ctx context.Context, kbPath string) error {
 func openService(ctx context.Context, cfg Config) (service.Backend, error) {
 	switch cfg.Method {
 	case MethodRemote:
-		r, err := service.NewRemote(cfg.Remote.Call, 1)
+		r, err := service.NewRemoteService(cfg.Remote, 1)
 		if err != nil {
 			return nil, fmt.Errorf("retrieval.remote: %w", err)
 		}
