@@ -76,6 +76,7 @@ func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt Dis
 		return IndexMeta{}, err
 	}
 	defer src.Close()
+	src.SetLimits(cfg.KBLimits())
 	refs, err := src.Scan(ctx, cfg.ChunkWords, cfg.ChunkStride)
 	if err != nil {
 		return IndexMeta{}, err

@@ -119,7 +119,7 @@ func (p *Pipeline) openKB(ctx context.Context, kbPath string) error {
 	if cfg.Index != "" && HasDiskIndex(cfg.Index) {
 		return p.openDisk(ctx, kbPath, start)
 	}
-	kb, err := corpus.Load(ctx, kbPath)
+	kb, err := corpus.LoadLimited(ctx, kbPath, cfg.KBLimits())
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,7 @@ func sortedChunks(kb *corpus.KB, cfg Config) ([]Chunk, error) {
 // BuildIndexDir builds the BM25 index of a knowledge base with cfg's k1, b
 // and chunking and persists it in dir (what `himes index build` does).
 func BuildIndexDir(ctx context.Context, cfg Config, kbPath, dir string) (IndexMeta, error) {
-	kb, err := corpus.Load(ctx, kbPath)
+	kb, err := corpus.LoadLimited(ctx, kbPath, cfg.KBLimits())
 	if err != nil {
 		return IndexMeta{}, err
 	}
