@@ -3,6 +3,8 @@ package grpo
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -55,5 +57,36 @@ func TestInterruptDuringCheckpointRedoesTheSave(t *testing.T) {
 	}
 	if v, ok := pol.saved[l.trainerCheckpointName(2)]; !ok || v != 2 {
 		t.Fatalf("trainer checkpoint of step 2: %v %v", v, ok)
+	}
+}
+
+// Item 7 of issue 27: a new run that fails before any trained work is
+// discarded, and so are its trainer checkpoints: the loser of two runs
+// sharing a trainer left run-<id>-step-000000 on the server.
+func TestDiscardedRunReleasesItsTrainerCheckpoints(t *testing.T) {
+	base := t.TempDir()
+	pol := newFakePolicy(" paris", "")
+	pol.onGRPO = func(trainer.GRPORequest) error {
+		// Another run moved the shared trainer's policy under this one.
+		return &trainer.Error{Code: trainer.CodeInvalidArgument, Message: "boom"}
+	}
+	tmp, err := rundir.Open(t.TempDir(), "tmp", rundir.New) // NewLoop wants one; Train sets its own
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tmp.Close()
+	l := newTestLoop(t, testConfig(), pol, tmp)
+	err = Train(context.Background(), l.cfg, l.deps, RunPlace{Base: base, Name: "r", Mode: rundir.New})
+	if err == nil {
+		t.Fatal("the run must fail")
+	}
+	if _, serr := os.Stat(filepath.Join(base, "r")); serr == nil {
+		t.Fatal("the failed run's directory was kept")
+	}
+	if len(pol.saved) != 0 {
+		t.Fatalf("the trainer still holds %v after the run was discarded", pol.saved)
+	}
+	if len(pol.deleted) != 1 || !strings.HasSuffix(pol.deleted[0], "-step-000000") {
+		t.Fatalf("deleted %v, want the step-0 checkpoint", pol.deleted)
 	}
 }

@@ -44,6 +44,9 @@ func Train(ctx context.Context, cfg Config, deps Deps, place RunPlace) (err erro
 	var tr *Loop
 	defer func() {
 		if err != nil && run.Created() && (tr == nil || !tr.Resumable()) {
+			if tr != nil {
+				tr.releaseCheckpoints(ctx)
+			}
 			if derr := run.Discard(); derr != nil {
 				log.Warn("could not remove the partial run directory", "run", run.Path, "error", derr)
 			} else {
