@@ -90,3 +90,26 @@ func TestDiscardedRunReleasesItsTrainerCheckpoints(t *testing.T) {
 		t.Fatalf("deleted %v, want the step-0 checkpoint", pol.deleted)
 	}
 }
+
+// An interrupt before any trained work removes the new run's directory; the
+// error must not then say "resume with --resume" (the campaign's SIGINT
+// after the first metrics line found that --resume had nothing to resume).
+func TestInterruptBeforeTrainedWorkSaysRunAgain(t *testing.T) {
+	base := t.TempDir()
+	pol := newFakePolicy(" paris", "")
+	tmp, err := rundir.Open(t.TempDir(), "tmp", rundir.New)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tmp.Close()
+	l := newTestLoop(t, testConfig(), pol, tmp)
+	ctx, cancel := context.WithCancel(context.Background())
+	l.deps.Fault = func(point string, step int) { cancel() }
+	err = Train(ctx, l.cfg, l.deps, RunPlace{Base: base, Name: "r", Mode: rundir.New})
+	if !errors.Is(err, ErrInterrupted) || strings.Contains(err.Error(), "resume with --resume") || !strings.Contains(err.Error(), "without --resume") {
+		t.Fatalf("got %v, want an interrupt that says to run again without --resume", err)
+	}
+	if _, serr := os.Stat(filepath.Join(base, "r")); serr == nil {
+		t.Fatal("the run directory was kept")
+	}
+}

@@ -2,6 +2,8 @@ package grpo
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -51,6 +53,11 @@ func Train(ctx context.Context, cfg Config, deps Deps, place RunPlace) (err erro
 				log.Warn("could not remove the partial run directory", "run", run.Path, "error", derr)
 			} else {
 				log.Info("removed the partial run directory of the failed run", "run", run.Path)
+				if errors.Is(err, ErrInterrupted) {
+					// Its "resume with --resume" no longer holds: there is nothing to resume.
+					err = fmt.Errorf("%w before any trained work: the partial run directory %s was removed; run the same command again (without --resume)",
+						ErrInterrupted, run.Path)
+				}
 			}
 		}
 	}()

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,7 +69,113 @@ func TestFaultCampaign(t *testing.T) {
 		}
 	}
 	c.overwrite()
+	c.remote()
 	c.report()
+}
+
+// remote kills a `himes trainer serve` while a run trains on it and starts
+// it again on the same port after a gap: the run must wait for it (by
+// trainer.reconnect_s) and reload its last checkpoint into it.
+func (c *campaign) remote() {
+	const category = "remote trainer restarted"
+	refDir := c.t.TempDir()
+	addr := freeAddr(c.t)
+	ckpt := filepath.Join(refDir, "tck")
+	tr := c.startTrainer(addr, ckpt)
+	v := variant{name: "remote", sets: []string{"--set", "trainer.endpoint=http://" + addr, "--set", "grpo.checkpoint_every=4"}}
+	if out, err := c.run(nil, c.args(refDir, v)...); err != nil {
+		c.t.Fatalf("remote reference run: %v\n%s", err, out)
+	}
+	_ = tr.Process.Kill()
+	_ = tr.Wait()
+	ref := c.read(filepath.Join(refDir, "r"))
+	ref.weights = weightsIn(ckpt)
+	for _, g := range []struct {
+		lines int
+		gap   time.Duration
+	}{{3, 0}, {3, 500 * time.Millisecond}, {6, time.Second}, {6, 3 * time.Second}, {9, 200 * time.Millisecond}, {12, 2 * time.Second}} {
+		dir := c.t.TempDir()
+		addr := freeAddr(c.t)
+		ckpt := filepath.Join(dir, "tck")
+		tr := c.startTrainer(addr, ckpt)
+		v := variant{name: "remote", sets: []string{"--set", "trainer.endpoint=http://" + addr, "--set", "grpo.checkpoint_every=4"}}
+		cmd := exec.Command(os.Args[0], c.args(dir, v)...)
+		cmd.Env = append(os.Environ(), "HIMES_TEST_MAIN=1", "CI=true")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			c.t.Fatal(err)
+		}
+		metrics := filepath.Join(dir, "r", "metrics.jsonl")
+		for i := 0; i < 20000; i++ {
+			b, _ := os.ReadFile(metrics)
+			if bytes.Count(b, []byte("\n")) >= g.lines {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		_ = tr.Process.Kill()
+		_ = tr.Wait()
+		time.Sleep(g.gap)
+		tr = c.startTrainer(addr, ckpt)
+		err := cmd.Wait()
+		_ = tr.Process.Kill()
+		_ = tr.Wait()
+		what := fmt.Sprintf("trainer killed at %d metrics lines, back after %v", g.lines, g.gap)
+		if err != nil {
+			c.note(category, what, refused, lastErrorLine(out.String()))
+			continue
+		}
+		r := c.read(filepath.Join(dir, "r"))
+		r.weights = weightsIn(ckpt)
+		if d := r.diff(ref); d != "" {
+			c.note(category, what, silentlyWrong, d)
+		} else {
+			c.note(category, what, exact, "")
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startTrainer starts `himes trainer serve` on addr and waits until it serves.
+func (c *campaign) startTrainer(addr, ckpt string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "trainer", "serve", "--config", c.cfg, "--addr", addr, "--checkpoint-dir", ckpt)
+	cmd.Env = append(os.Environ(), "HIMES_TEST_MAIN=1", "CI=true")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if !strings.HasPrefix(line, "serving on") {
+		c.t.Fatalf("trainer serve printed %q", line)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return cmd
+}
+
+// weightsIn are the weights of the step-12 checkpoint in a trainer's directory.
+func weightsIn(dir string) string {
+	ck, _ := filepath.Glob(filepath.Join(dir, "*-step-000012.json"))
+	if len(ck) == 0 {
+		return ""
+	}
+	b, _ := os.ReadFile(ck[0])
+	var p struct {
+		Weights json.RawMessage `json:"weights"`
+	}
+	_ = json.Unmarshal(b, &p)
+	return string(p.Weights)
 }
 
 type variant struct {
