@@ -62,7 +62,7 @@ func TestFaultCampaign(t *testing.T) {
 	v := variants[1]
 	ref := c.reference(v)
 	for _, file := range []string{"metrics.jsonl", "state/step-000008.json", "state/step-000004.json", "state/best.json",
-		"ledger/steps-000001-000003.parquet", "ledger/steps-000007-000008.parquet", "trainer/*-step-000008.json",
+		"ledger/steps-000001-000003.parquet", "ledger/steps-000005-000007.parquet", "ledger/steps-000008-000008.parquet", "trainer/*-step-000008.json",
 		"trainer/*-step-000004.json", "config.yaml", "version.json", "status.json", ".himes-run"} {
 		for _, how := range []string{"flip", "truncate", "delete"} {
 			c.damage(v, ref, file, how)
@@ -422,7 +422,7 @@ func lastErrorLine(out string) string {
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
-		if l := sc.Text(); strings.HasPrefix(l, "Error:") || strings.Contains(l, "level=ERROR") {
+		if l := sc.Text(); strings.HasPrefix(l, "himes: ") || strings.HasPrefix(l, "Error:") || strings.Contains(l, "level=ERROR") {
 			last = l
 		}
 	}
