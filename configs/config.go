@@ -31,7 +31,7 @@ import (
 
 // RunSection names the run and where its outputs go.
 type RunSection struct {
-	// Name of the run; its directory is OutputDir/Name.
+	// Name of the run; its directory is OutputDir/Name (at most 200 bytes).
 	Name string `yaml:"name"`
 	// OutputDir holds run directories (default "checkpoints", git-ignored).
 	OutputDir string `yaml:"output_dir"`
@@ -172,6 +172,11 @@ func (c *Config) Validate() error {
 	if err := checkFinite(reflect.ValueOf(*c), ""); err != nil {
 		return c.fieldErr(err)
 	}
+	if len(c.Run.Name) > maxRunName {
+		// The name is a directory name (NAME_MAX 255 with room for suffixes); a
+		// long one is quoted only in part.
+		return c.fieldErr(fielderr.New("run.name", "is %d bytes, at most %d (it names the run directory): %.40q…", len(c.Run.Name), maxRunName, c.Run.Name))
+	}
 	if c.Run.Name == "" || strings.ContainsAny(c.Run.Name, `/\`) || c.Run.Name == "." || c.Run.Name == ".." {
 		return c.fieldErr(fielderr.New("run.name", "must be a non-empty name without path separators, got %q", c.Run.Name))
 	}
@@ -250,6 +255,9 @@ func (c *Config) fieldErr(err error) error {
 		return fmt.Errorf("invalid config: %w", err)
 	}
 	if o, ok := c.overrideOf(fe.Field); ok {
+		if len(o) > 80 {
+			o = fmt.Sprintf("%.60s… (%d bytes)", o, len(o)) // a huge value is not echoed whole
+		}
 		return fmt.Errorf("--set %s: invalid config: %w", o, err)
 	}
 	// Walk up the dotted path to the nearest key present in the file.
@@ -463,3 +471,6 @@ func collectLines(n *yaml.Node, prefix string, out map[string]int) {
 		}
 	}
 }
+
+// maxRunName bounds run.name in bytes.
+const maxRunName = 200

@@ -103,6 +103,8 @@ type Loop struct {
 	warnings       []string
 	// final is the finished run's final checkpoint (bestend.go).
 	final *FinalCheckpoint
+	// repair: --resume --repair (resume_files.go).
+	repair bool
 }
 
 // NewLoop checks the dependencies and returns a loop ready to Run.
@@ -171,7 +173,7 @@ func (l *Loop) Run(ctx context.Context, resume bool) error {
 // best (between checkpoint_every steps too).
 func (l *Loop) keepBest(ctx context.Context, m *EvalMetrics) error {
 	if best := l.newBest(m); best != nil {
-		return l.checkpoint(ctx, best)
+		return l.saveCheckpoint(ctx, best)
 	}
 	return nil
 }
@@ -202,7 +204,7 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 	if l.state.TrainerCheckpoint == "" {
 		covered = -1 // no checkpoint: nothing in an earlier log is covered
 	}
-	if l.metrics, err = openMetrics(l.deps.Run.File("metrics.jsonl"), covered, l.state.EvalDone, l.log); err != nil {
+	if l.metrics, err = l.openMetricsLog(covered); err != nil {
 		return err
 	}
 	defer l.metrics.Close()
@@ -234,7 +236,7 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 			return err
 		}
 		l.state.SFTDone = true
-		if err := l.checkpoint(ctx, nil); err != nil {
+		if err := l.saveCheckpoint(ctx, nil); err != nil {
 			return err
 		}
 	}
@@ -249,6 +251,7 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 		if err != nil {
 			return err
 		}
+		l.state.EvalDone = true // "init" too, when no SFT follows it
 		if err := l.keepBest(ctx, m); err != nil {
 			return err
 		}
@@ -295,7 +298,7 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 			}
 		}
 		if last || best != nil || collapsed || (l.cfg.CheckpointEvery > 0 && step%l.cfg.CheckpointEvery == 0) {
-			if err := l.checkpoint(ctx, best); err != nil {
+			if err := l.saveCheckpoint(ctx, best); err != nil {
 				return err
 			}
 		}

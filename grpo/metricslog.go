@@ -2,9 +2,12 @@ package grpo
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"log/slog"
 	"os"
 
@@ -15,6 +18,10 @@ import (
 type metricsLog struct {
 	f    *os.File
 	path string
+	// lines and sum cover everything in the file: a checkpoint records
+	// them (coverage), so a resume can verify the log it continues.
+	lines int
+	sum   hash.Hash
 }
 
 // openMetrics opens metrics.jsonl for appending. On resume it first keeps
@@ -50,17 +57,33 @@ func openMetrics(path string, step int, evalDone bool, log *slog.Logger) (*metri
 				kept.WriteByte('\n')
 			}
 		}
-		if err := atomicfile.WriteFile(path, kept.Bytes(), 0o644); err != nil {
-			return nil, fmt.Errorf("truncate metrics log: %w", err)
-		}
+		return appendMetrics(path, kept.Bytes(), true)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read metrics log: %w", err)
+	}
+	return appendMetrics(path, nil, false)
+}
+
+// appendMetrics opens the log for appending after its first lines kept
+// (rewritten first when rewrite is set), counting and hashing them.
+func appendMetrics(path string, kept []byte, rewrite bool) (*metricsLog, error) {
+	if rewrite {
+		if err := atomicfile.WriteFile(path, kept, 0o644); err != nil {
+			return nil, fmt.Errorf("truncate metrics log: %w", err)
+		}
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open metrics log: %w", err)
 	}
-	return &metricsLog{f: f, path: path}, nil
+	m := &metricsLog{f: f, path: path, sum: sha256.New(), lines: bytes.Count(kept, []byte("\n"))}
+	m.sum.Write(kept)
+	return m, nil
+}
+
+// coverage is what a checkpoint records of the log: its lines so far.
+func (m *metricsLog) coverage() *MetricsCoverage {
+	return &MetricsCoverage{Lines: m.lines, SHA256: hex.EncodeToString(m.sum.Sum(nil))}
 }
 
 // Write appends one JSON line in a single write, so a crash cuts at most
@@ -70,9 +93,12 @@ func (m *metricsLog) Write(v any) error {
 	if err != nil {
 		return fmt.Errorf("encode metrics: %w", err)
 	}
-	if _, err := m.f.Write(append(b, '\n')); err != nil {
+	b = append(b, '\n')
+	if _, err := m.f.Write(b); err != nil {
 		return fmt.Errorf("write %s: %w", m.path, err)
 	}
+	m.lines++
+	m.sum.Write(b)
 	return nil
 }
 

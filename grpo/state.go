@@ -9,9 +9,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
-	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -42,6 +42,9 @@ type State struct {
 	// share under grpo.collapse.adds_nothing); only then is adding nothing
 	// a collapse (collapse.go).
 	Rewrote bool `json:"rewrote,omitempty"`
+	// Metrics is the part of metrics.jsonl this checkpoint covers (nil in
+	// checkpoints of an older himes).
+	Metrics *MetricsCoverage `json:"metrics,omitempty"`
 }
 
 // restore starts a fresh state, or on resume loads the newest valid
@@ -70,12 +73,24 @@ func (l *Loop) restore(ctx context.Context, resume bool) error {
 	}
 	before := math.MaxInt
 	var refused error // the trainer's last refusal
+	var rep repairReport
 	for {
-		st, step, err := rundir.LoadState(l.deps.Run, before, validState)
+		st, step, damaged, err := l.loadState(before)
 		if err != nil {
 			return fmt.Errorf("resume: %w", err)
 		}
-		if step < 0 && before != math.MaxInt {
+		if step < 0 && rep.fallback != nil {
+			// --repair: no checkpoint's metrics log is intact; continue
+			// from the newest one with the damaged log set aside.
+			st, step, damaged = rep.fallback.st, rep.fallback.step, rep.fallback.damaged
+			rep.fallback = nil
+			if err := rep.setAsideMetrics(l, &st); err != nil {
+				return err
+			}
+		} else if step < 0 && before != math.MaxInt {
+			if refused == nil {
+				return fmt.Errorf("resume --repair: no checkpoint is usable (%s)", strings.Join(rep.skipped, "; "))
+			}
 			return fmt.Errorf("the trainer refused the checkpoint of every saved state (the oldest: %w)", refused)
 		}
 		if step < 0 {
@@ -91,6 +106,21 @@ func (l *Loop) restore(ctx context.Context, resume bool) error {
 			return fmt.Errorf("resume: checkpoint of step %d: cursor %d is beyond the %d training turns: the training data changed",
 				step, st.Cursor, len(l.deps.Train))
 		}
+		// The checkpoint covers the head of metrics.jsonl: verified before
+		// anything is changed (resume_files.go).
+		if st.Metrics != nil {
+			if _, err := coveredMetrics(l.deps.Run.File("metrics.jsonl"), step, st.Metrics); err != nil {
+				if !l.repair {
+					return fmt.Errorf("resume: %w", err)
+				}
+				rep.skip(step, err, st, damaged)
+				before = step
+				continue
+			}
+		}
+		if err := l.checkBestFile(&st, &rep); err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
 		// The run directory counts every resume, so a process that died
 		// before saving a checkpoint never shares step ids with this one.
 		st.Generation = max(st.Generation+1, l.deps.Run.Generation())
@@ -104,6 +134,13 @@ func (l *Loop) restore(ctx context.Context, resume bool) error {
 			continue
 		}
 		if err != nil {
+			return err
+		}
+		if err := l.deps.Run.SetAsideDamagedLedgers(damaged); err != nil {
+			return err
+		}
+		rep.damaged = damaged
+		if err := rep.write(l, step); err != nil {
 			return err
 		}
 		return l.deps.Run.Adopt(step)
@@ -275,6 +312,7 @@ func (l *Loop) checkpoint(ctx context.Context, best *BestCheckpoint) error {
 	if err := l.metrics.Sync(); err != nil {
 		return err
 	}
+	l.state.Metrics = l.metrics.coverage()
 	if t := l.deps.Tracker; t != nil {
 		if err := t.Flush(); err != nil {
 			return fmt.Errorf("tracker: %w", err)
@@ -348,7 +386,10 @@ var ErrInterrupted = errors.New("interrupted")
 
 // interrupted saves a checkpoint of the last completed step after SIGINT or
 // SIGTERM, with a fresh context since the run's own is cancelled.
-func (l *Loop) interrupted(ctx context.Context) error {
+func (l *Loop) interrupted(ctx context.Context) error { return l.interruptedSave(ctx, nil) }
+
+// interruptedSave is interrupted for a checkpoint that may be the best.
+func (l *Loop) interruptedSave(ctx context.Context, best *BestCheckpoint) error {
 	save, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	info, err := l.deps.Policy.Info(save)
@@ -361,7 +402,7 @@ func (l *Loop) interrupted(ctx context.Context) error {
 		l.log.Warn("interrupted during an update: keeping the last checkpoint",
 			"trainer_version", info.PolicyVersion, "recorded", l.state.PolicyVersion)
 	default:
-		if err := l.checkpoint(save, nil); err != nil {
+		if err := l.checkpoint(save, best); err != nil {
 			l.log.Error("interrupted: checkpoint failed", "error", err)
 		} else {
 			l.log.Info("interrupted: checkpoint saved", "step", l.state.Step)

@@ -2,6 +2,8 @@ package grpo
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -20,6 +22,9 @@ type RunPlace struct {
 	// TensorBoard writes TensorBoard event files under <run>/tb/
 	// (run.tensorboard).
 	TensorBoard bool
+	// Repair (with Mode rundir.Resume) continues past damaged run files:
+	// see Loop.restore and resume_files.go.
+	Repair bool
 }
 
 // Train opens the run directory, records what produced the run and trains
@@ -41,10 +46,18 @@ func Train(ctx context.Context, cfg Config, deps Deps, place RunPlace) (err erro
 	var tr *Loop
 	defer func() {
 		if err != nil && run.Created() && (tr == nil || !tr.Resumable()) {
+			if tr != nil {
+				tr.releaseCheckpoints(ctx)
+			}
 			if derr := run.Discard(); derr != nil {
 				log.Warn("could not remove the partial run directory", "run", run.Path, "error", derr)
 			} else {
 				log.Info("removed the partial run directory of the failed run", "run", run.Path)
+				if errors.Is(err, ErrInterrupted) {
+					// Its "resume with --resume" no longer holds: there is nothing to resume.
+					err = fmt.Errorf("%w before any trained work: the partial run directory %s was removed; run the same command again (without --resume)",
+						ErrInterrupted, run.Path)
+				}
 			}
 		}
 	}()
@@ -61,6 +74,7 @@ func Train(ctx context.Context, cfg Config, deps Deps, place RunPlace) (err erro
 	if err != nil {
 		return err
 	}
+	tr.repair = resume && place.Repair
 	log.Info("training", "run", run.Path, "steps", cfg.Steps, "prompts", len(deps.Train),
 		"eval_turns", len(deps.Eval), "group_size", cfg.GroupSize, "resume", resume)
 	if err := tr.Run(ctx, resume); err != nil {

@@ -4,6 +4,7 @@ import (
 	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/internal/fielderr"
 	"github.com/himes-rl/himes/memory"
+	"github.com/himes-rl/himes/retrieval/corpus"
 	"github.com/himes-rl/himes/retrieval/service"
 )
 
@@ -73,6 +74,11 @@ type Config struct {
 	Remote service.RemoteConfig `yaml:"remote"`
 	// Elasticsearch configures method "elasticsearch": the cluster, the index and its fields.
 	Elasticsearch service.ElasticConfig `yaml:"elasticsearch"`
+	// KBMaxFieldBytes bounds a knowledge-base passage's id, title and text
+	// (default 1 MiB), KBMaxRecordBytes one JSONL line of it (default 16 MiB):
+	// over them, loading the KB fails naming the file and line.
+	KBMaxFieldBytes  int `yaml:"kb_max_field_bytes"`
+	KBMaxRecordBytes int `yaml:"kb_max_record_bytes"`
 }
 
 // UsesService reports whether the method is served outside the process (no embedded index).
@@ -90,7 +96,7 @@ const maxCandidates = 100_000
 
 // DefaultConfig returns the embedded defaults (Pyserini's BM25 parameters).
 func DefaultConfig() Config {
-	return Config{Method: "bm25", TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Analyzer: analysis.Plain, Scoring: ScoringExact, Embedder: "hash",
+	return Config{Method: "bm25", KBMaxFieldBytes: 1 << 20, KBMaxRecordBytes: 16 << 20, TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Analyzer: analysis.Plain, Scoring: ScoringExact, Embedder: "hash",
 		HashDim: 1024, LSADim: 64, LSAMinDF: 2, OllamaURL: "http://localhost:11434", EmbedModel: "nomic-embed-text", EmbedBatch: 32, RRFK: 60,
 		Remote:        service.RemoteConfig{Call: service.DefaultConfig()},
 		Elasticsearch: service.ElasticConfig{Call: service.DefaultConfig(), TextField: "contents", SearchType: "query_then_fetch"},
@@ -99,6 +105,12 @@ func DefaultConfig() Config {
 
 // Validate checks ranges and modes.
 func (c Config) Validate() error {
+	if c.KBMaxFieldBytes < 1 || c.KBMaxFieldBytes > 1<<30 {
+		return fielderr.New("kb_max_field_bytes", "must be in [1, %d], got %d", 1<<30, c.KBMaxFieldBytes)
+	}
+	if c.KBMaxRecordBytes < c.KBMaxFieldBytes || c.KBMaxRecordBytes > 1<<30 {
+		return fielderr.New("kb_max_record_bytes", "must be in [kb_max_field_bytes=%d, %d], got %d", c.KBMaxFieldBytes, 1<<30, c.KBMaxRecordBytes)
+	}
 	switch c.Method {
 	case "bm25", "dense", "hybrid":
 	case MethodRemote:
@@ -168,4 +180,9 @@ func (c Config) Validate() error {
 		return fielderr.Prefix("memory", err)
 	}
 	return nil
+}
+
+// KBLimits are the knowledge base's record limits.
+func (c Config) KBLimits() corpus.Limits {
+	return corpus.Limits{MaxFieldBytes: c.KBMaxFieldBytes, MaxRecordBytes: c.KBMaxRecordBytes}
 }

@@ -80,6 +80,7 @@ func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt Dis
 		return IndexMeta{}, err
 	}
 	defer src.Close()
+	src.SetLimits(cfg.KBLimits())
 	var scanned func(done, total int)
 	if opt.Progress != nil {
 		scanned = func(done, total int) { opt.Progress("scan", done, total) }

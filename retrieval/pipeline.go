@@ -119,7 +119,7 @@ func (p *Pipeline) openKB(ctx context.Context, kbPath string) error {
 	if cfg.Index != "" && HasDiskIndex(cfg.Index) {
 		return p.openDisk(ctx, kbPath, start)
 	}
-	kb, err := corpus.Load(ctx, kbPath)
+	kb, err := corpus.LoadLimited(ctx, kbPath, cfg.KBLimits())
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func (p *Pipeline) openKB(ctx context.Context, kbPath string) error {
 func openService(ctx context.Context, cfg Config) (service.Backend, error) {
 	switch cfg.Method {
 	case MethodRemote:
-		r, err := service.NewRemote(cfg.Remote.Call, 1)
+		r, err := service.NewRemoteService(cfg.Remote, 1)
 		if err != nil {
 			return nil, fmt.Errorf("retrieval.remote: %w", err)
 		}
@@ -264,7 +264,7 @@ type BuildProgress func(stage string, done, total int)
 // BuildIndexDirProgress is BuildIndexDir telling progress (when set) the
 // chunks indexed so far.
 func BuildIndexDirProgress(ctx context.Context, cfg Config, kbPath, dir string, progress BuildProgress) (IndexMeta, error) {
-	kb, err := corpus.Load(ctx, kbPath)
+	kb, err := corpus.LoadLimited(ctx, kbPath, cfg.KBLimits())
 	if err != nil {
 		return IndexMeta{}, err
 	}

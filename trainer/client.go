@@ -32,7 +32,9 @@ type Client struct {
 	retries    int
 	backoff    time.Duration
 	maxBackoff time.Duration
-	log        *slog.Logger
+	// reconnect: how long a call waits out refused connections (reconnect.go).
+	reconnect time.Duration
+	log       *slog.Logger
 	// lossChecked: the endpoint's info advertised the optional loss
 	// settings (dual clip, KL estimator) a grpo_step asked for.
 	lossChecked sync.Map // string (the settings) → true
@@ -228,7 +230,7 @@ func (c *Client) call(ctx context.Context, method, path, op string, in, out any)
 	}
 	wait := httpcall.NewBackoff(c.backoff, c.maxBackoff, 1)
 	err := httpcall.Retry(ctx, c.retries, wait, func(int) (bool, error) {
-		return c.attempt(ctx, method, path, op, body, out)
+		return c.attemptReconnecting(ctx, method, path, op, body, out)
 	}, func(n int, delay time.Duration, err error) {
 		c.log.Warn("trainer call failed, retrying", "endpoint", c.base, "call", op,
 			"attempt", n, "delay_s", delay.Seconds(), "err", err)

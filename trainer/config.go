@@ -19,6 +19,10 @@ type Config struct {
 	// Retries is how many times a failed call is retried (connection errors,
 	// timeouts, retryable errors); default 4.
 	Retries int `yaml:"retries"`
+	// ReconnectSeconds is how long a call waits for an endpoint that refuses
+	// connections (a restarting `himes trainer serve`) before failing,
+	// whatever retries says; default 120, 0 = only the retries.
+	ReconnectSeconds float64 `yaml:"reconnect_s"`
 	// Embedded configures the embedded policy (Endpoint "embedded", and
 	// `himes trainer serve`).
 	Embedded EmbeddedConfig `yaml:"embedded"`
@@ -67,7 +71,7 @@ type EmbeddedConfig struct {
 
 // DefaultConfig uses the embedded policy.
 func DefaultConfig() Config {
-	return Config{Endpoint: "embedded", TimeoutSeconds: 600, Retries: 4, Embedded: DefaultEmbeddedConfig()}
+	return Config{Endpoint: "embedded", TimeoutSeconds: 600, Retries: 4, ReconnectSeconds: 120, Embedded: DefaultEmbeddedConfig()}
 }
 
 // DefaultEmbeddedConfig returns the documented defaults.
@@ -111,6 +115,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retries < 0 || c.Retries > 100 {
 		return fielderr.New("retries", "must be in [0, 100], got %d", c.Retries)
+	}
+	if !(c.ReconnectSeconds >= 0 && c.ReconnectSeconds <= 86400) {
+		return fielderr.New("reconnect_s", "must be in [0, 86400], got %v", c.ReconnectSeconds)
 	}
 	if err := c.Embedded.Validate(); err != nil {
 		return fielderr.Prefix("embedded", err)

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // DefaultMaxBodyBytes bounds request bodies (PROTOCOL.md, "Conventions").
@@ -21,6 +24,18 @@ type HandlerOption func(*handler)
 // (default DefaultMaxBodyBytes).
 func WithMaxBodyBytes(n int64) HandlerOption { return func(h *handler) { h.maxBody = n } }
 
+// WithBodyBudget bounds the body bytes of all requests in flight together
+// (default DefaultBodyBudget): the per-request limit alone let a few
+// concurrent large bodies take the server's memory (item 9 of issue 27).
+// A request waits for its share, reserved from its Content-Length (the
+// per-request limit when unknown), before a byte of its body is read.
+func WithBodyBudget(n int64) HandlerOption {
+	return func(h *handler) { h.budget = semaphore.NewWeighted(n) }
+}
+
+// DefaultBodyBudget is four maximal bodies.
+const DefaultBodyBudget = 4 * DefaultMaxBodyBytes
+
 // NewHandler serves the protocol for p. When token is non-empty every
 // request must carry "Authorization: Bearer <token>". /v1/logprobs is served
 // when p implements Scorer, /v1/delete when p implements Deleter (and
@@ -32,6 +47,9 @@ func NewHandler(p Policy, token string, opts ...HandlerOption) http.Handler {
 	for _, o := range opts {
 		o(h)
 	}
+	if h.budget == nil {
+		h.budget = semaphore.NewWeighted(max(DefaultBodyBudget, h.maxBody))
+	}
 	return h
 }
 
@@ -39,6 +57,8 @@ type handler struct {
 	p       Policy
 	token   string
 	maxBody int64
+	budget  *semaphore.Weighted
+	waiting func() // called when a request waits for its share (tests)
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -78,41 +98,42 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			PolicyVersion int64            `json:"policy_version"`
 		}{list, info.PolicyVersion}, err)
 	case "/v1/sample":
-		serve(w, r, h.maxBody, ctx, h.p.Sample)
+		serve(w, r, h, ctx, h.p.Sample)
 	case "/v1/logprobs":
 		sc, ok := h.p.(Scorer)
 		if !ok {
 			writeError(w, NewError(CodeNotFound, "this endpoint does not implement /v1/logprobs"))
 			return
 		}
-		serve(w, r, h.maxBody, ctx, sc.Logprobs)
+		serve(w, r, h, ctx, sc.Logprobs)
 	// A mutating call runs to completion even if the client goes away: its
 	// result is then stored for the client's retry with the same step_id.
 	case "/v1/sft_step":
-		serve(w, r, h.maxBody, context.WithoutCancel(ctx), h.p.SFTStep)
+		serve(w, r, h, context.WithoutCancel(ctx), h.p.SFTStep)
 	case "/v1/grpo_step":
-		serve(w, r, h.maxBody, context.WithoutCancel(ctx), h.p.GRPOStep)
+		serve(w, r, h, context.WithoutCancel(ctx), h.p.GRPOStep)
 	case "/v1/save":
-		serve(w, r, h.maxBody, context.WithoutCancel(ctx), h.p.Save)
+		serve(w, r, h, context.WithoutCancel(ctx), h.p.Save)
 	case "/v1/load":
-		serve(w, r, h.maxBody, context.WithoutCancel(ctx), h.p.Load)
+		serve(w, r, h, context.WithoutCancel(ctx), h.p.Load)
 	case "/v1/delete":
 		d, ok := h.p.(Deleter)
 		if !ok {
 			writeError(w, NewError(CodeNotFound, "this endpoint does not implement /v1/delete"))
 			return
 		}
-		serve(w, r, h.maxBody, context.WithoutCancel(ctx), d.Delete)
+		serve(w, r, h, context.WithoutCancel(ctx), d.Delete)
 	default:
 		writeError(w, NewError(CodeNotFound, "no such endpoint %s %s", r.Method, r.URL.Path))
 	}
 }
 
 // serve decodes a POST body into Req, calls f, and writes its result.
-func serve[Req, Resp any](w http.ResponseWriter, r *http.Request, maxBody int64, ctx context.Context, f func(context.Context, Req) (Resp, error)) {
+func serve[Req, Resp any](w http.ResponseWriter, r *http.Request, h *handler, ctx context.Context, f func(context.Context, Req) (Resp, error)) {
 	if !method(w, r, http.MethodPost) {
 		return
 	}
+	maxBody := h.maxBody
 	if r.ContentLength > maxBody {
 		// Refused from the header alone, before a byte of the body is read.
 		e := Invalidf("request body of %d bytes, at most %d", r.ContentLength, maxBody)
@@ -120,6 +141,20 @@ func serve[Req, Resp any](w http.ResponseWriter, r *http.Request, maxBody int64,
 		writeError(w, e)
 		return
 	}
+	share := maxBody
+	if r.ContentLength >= 0 {
+		share = max(r.ContentLength, 1)
+	}
+	if !h.budget.TryAcquire(share) {
+		if h.waiting != nil {
+			h.waiting() // a test's hook: this request waits for its share
+		}
+		if err := h.budget.Acquire(r.Context(), share); err != nil {
+			writeError(w, NewError(CodeUnavailable, "waiting for memory for the request body: %v", err))
+			return
+		}
+	}
+	defer h.budget.Release(share)
 	var req Req
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	if err := dec.Decode(&req); err != nil {
@@ -131,6 +166,12 @@ func serve[Req, Resp any](w http.ResponseWriter, r *http.Request, maxBody int64,
 			return
 		}
 		writeError(w, Invalidf("request body: %v", err))
+		return
+	}
+	// One JSON value, nothing after it (as retrieval serve): a body with
+	// trailing bytes was not written by a conforming client.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		writeError(w, Invalidf("request body: trailing data after the JSON object"))
 		return
 	}
 	resp, err := f(ctx, req)

@@ -28,6 +28,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if _, err := c.Info(ctx); err != nil {
 		return nil, fmt.Errorf("open trainer: %w", err)
 	}
+	// Restarts are waited out once the endpoint was seen: a wrong endpoint
+	// fails at once.
+	WithReconnect(time.Duration(cfg.ReconnectSeconds * float64(time.Second)))(c)
 	return c, nil
 }
 

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -19,8 +21,9 @@ func newRetrievalCmd() *cobra.Command {
 
 func newRetrievalServeCmd() *cobra.Command {
 	var (
-		cf   configFlags
-		addr string
+		cf    configFlags
+		addr  string
+		token string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --config X [--addr 127.0.0.1:8000]",
@@ -58,12 +61,27 @@ retrieval.memory is ignored here. The first line on stdout is
 				return fmt.Errorf("retrieval serve: %w", err)
 			}
 			// The same slow-client bounds as the trainer endpoint's server.
-			srv := trainer.NewServer(service.NewHandler(p, rc.Candidates), trainer.ServerOptions{})
+			if token == "" {
+				token = os.Getenv(retrievalTokenEnv)
+			}
+			if trainer.ExposedWithoutToken(ln.Addr(), token) {
+				slog.Warn("the retrieval service listens beyond loopback without a token: anyone who can reach it can query the index; set --token or $"+retrievalTokenEnv,
+					"addr", ln.Addr().String())
+			}
+			var opts []service.HandlerOption
+			if token != "" {
+				opts = append(opts, service.WithToken(token))
+			}
+			srv := trainer.NewServer(service.NewHandler(p, rc.Candidates, opts...), trainer.ServerOptions{})
 			return serveHTTP(cmd, ln, srv, "retrieval service",
 				"method", rc.Method, "documents", p.NumChunks())
 		},
 	}
 	cf.register(cmd, true)
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8000", "listen address (host:port; port 0 picks a free one)")
+	cmd.Flags().StringVar(&token, "token", "", "require this bearer token (default $"+retrievalTokenEnv+"; empty = no auth); clients name its variable in retrieval.remote.token_env")
 	return cmd
 }
+
+// retrievalTokenEnv is read when retrieval serve's --token is not given.
+const retrievalTokenEnv = "HIMES_RETRIEVAL_TOKEN"

@@ -16,6 +16,7 @@ func newTrainCmd() *cobra.Command {
 	var (
 		cf                             configFlags
 		resume, overwrite, allowChange bool
+		repair                         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "train",
@@ -38,6 +39,9 @@ config unless --allow-config-change. --resume of a finished run says
 			}
 			if allowChange && !resume {
 				return fmt.Errorf("--allow-config-change goes with --resume")
+			}
+			if repair && !resume {
+				return fmt.Errorf("--repair goes with --resume")
 			}
 			cfg, err := cf.load()
 			if err != nil {
@@ -82,13 +86,14 @@ config unless --allow-config-change. --resume of a finished run says
 				Train: comp.Train, Eval: comp.Eval, SFT: comp.SFT, Reward: cfg.Reward.Weights,
 				Seed: cfg.Run.Seed, Logger: slog.Default(),
 				Progress: newProgress(progressOutput(cmd), nil), Fault: fault,
-			}, grpo.RunPlace{Base: base, Name: name, Mode: mode, TensorBoard: cfg.Run.TensorBoard,
+			}, grpo.RunPlace{Base: base, Name: name, Mode: mode, TensorBoard: cfg.Run.TensorBoard, Repair: repair,
 				Snapshot: func(run *rundir.RunDir) error { return snapshotRun(run, cfg) }})
 		},
 	}
 	cf.register(cmd, true)
 	cmd.Flags().BoolVar(&resume, "resume", false, "continue the run in its existing directory from its newest checkpoint")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "delete an existing run directory of the same name first")
+	cmd.Flags().BoolVar(&repair, "repair", false, "with --resume: continue past damaged run files (ledger files, metrics.jsonl, state/best.json) from the newest usable checkpoint, setting them aside and reporting what is lost in repair-N.json")
 	cmd.Flags().BoolVar(&allowChange, "allow-config-change", false, "with --resume: continue even though the config differs from the run's")
 	return cmd
 }

@@ -107,6 +107,11 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 			c.Eval = append(c.Eval, t)
 		}
 	}
+	if cfg.Data.Eval != "" && len(c.Eval) == 0 {
+		// A run would have no evaluation and no best checkpoint, silently.
+		return nil, fmt.Errorf("data.eval %s: no held-out turn with a reference answer (%d turns): fix the file, or leave data.eval empty to hold out data.eval_fraction of the training conversations",
+			cfg.Data.Eval, len(eval))
+	}
 
 	// The held-out turns too: the in-loop evaluation rolls them out.
 	if err := rollout.CheckRankReward(cfg.Reward.Rank, append(c.Train[:len(c.Train):len(c.Train)], c.Eval...), cfg.Retrieval.Candidates, slog.Default()); err != nil {

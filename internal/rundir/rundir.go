@@ -5,6 +5,9 @@
 package rundir
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,8 +38,10 @@ const (
 	// lockName is the file a process holds an exclusive flock on while it
 	// uses the run directory; it holds that process's pid.
 	lockName = ".himes-lock"
-	// markerFormat identifies marker files.
-	markerFormat = "himes-run/1"
+	// markerFormat identifies marker files; markerFormatV1 those of a himes
+	// from before markers carried an id and a checksum.
+	markerFormat   = "himes-run/2"
+	markerFormatV1 = "himes-run/1"
 )
 
 // subdirs are the run directory's own subdirectories. None may be a
@@ -51,6 +56,12 @@ type marker struct {
 	// Resumes counts the processes that reopened the run with --resume; a
 	// resumed process's step ids carry it, so no two processes share them.
 	Resumes int `json:"resumes"`
+	// ID names the run directory (random, from its creation) and SHA256
+	// covers the other fields (markerSum): --overwrite deletes only a
+	// directory whose marker himes wrote, never one that merely holds a
+	// file of that name (item 12 of issue 27).
+	ID     string `json:"id,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // RunDir is a run's output directory: config snapshot, version, metrics,
@@ -84,6 +95,8 @@ type dirState struct {
 	exists  bool // the directory exists
 	content bool // it holds something besides the marker and the lock
 	marked  bool // it carries the run marker (or is a run of an older himes)
+	// badMarker: a file named like the marker that himes did not write.
+	badMarker error
 }
 
 // inspect applies the mode's rules to what path holds.
@@ -102,7 +115,12 @@ func inspect(path string, mode Mode) (dirState, error) {
 		names[e.Name()] = true
 		switch e.Name() {
 		case markerName:
-			st.marked = true
+			if _, err := readMarkerFile(filepath.Join(path, markerName)); err != nil {
+				st.badMarker = err
+			} else {
+				st.marked = true
+			}
+			st.content = st.content || st.badMarker != nil
 		case lockName:
 		default:
 			st.content = true
@@ -127,6 +145,9 @@ func inspect(path string, mode Mode) (dirState, error) {
 			return st, fmt.Errorf("--resume: %s is not a himes run directory (no %s marker)", path, markerName)
 		}
 	case Overwrite:
+		if st.badMarker != nil {
+			return st, fmt.Errorf("--overwrite: %s holds a %s file that himes did not write (%v), so it is not deleted: remove it yourself or choose another run.name", path, markerName, st.badMarker)
+		}
 		if st.content && !st.marked {
 			return st, fmt.Errorf("--overwrite: %s is not a himes run directory (no %s marker), so it is not deleted: remove it yourself or choose another run.name", path, markerName)
 		}
@@ -173,11 +194,13 @@ func (r *RunDir) prepare() error {
 			return fmt.Errorf("--overwrite: %w", err)
 		}
 	}
-	m := marker{Format: markerFormat, CreatedAt: time.Now().UTC()}
+	m := newMarker()
 	if r.mode == Resume {
 		m = r.readMarker()
 		m.Resumes++
 	}
+	m.Format = markerFormat
+	m.SHA256 = markerSum(m)
 	if err := atomicfile.WriteJSON(r.File(markerName), m); err != nil {
 		return fmt.Errorf("write run marker: %w", err)
 	}
@@ -202,17 +225,13 @@ func (r *RunDir) prepare() error {
 // readMarker returns the run marker; a missing (older himes) or damaged one
 // counts no resumes, with a warning for the damaged one.
 func (r *RunDir) readMarker() marker {
-	m := marker{Format: markerFormat, CreatedAt: time.Now().UTC()}
-	b, err := os.ReadFile(r.File(markerName))
+	m := newMarker()
+	got, err := readMarkerFile(r.File(markerName))
 	if errors.Is(err, os.ErrNotExist) {
 		return m
 	}
-	var got marker
-	if err == nil {
-		err = json.Unmarshal(b, &got)
-	}
-	if err == nil && got.Format != markerFormat {
-		err = fmt.Errorf("format %q, want %q", got.Format, markerFormat)
+	if got.ID == "" {
+		got.ID = m.ID // a marker of an older himes gets its id now
 	}
 	if err != nil {
 		slog.Warn("run marker is damaged: rewriting it", "path", r.File(markerName), "error", err)
@@ -286,4 +305,43 @@ func (r *RunDir) File(name string) string { return filepath.Join(r.Path, name) }
 // (init, sft or grpo: step 0 can have two evaluations).
 func (r *RunDir) SamplesPath(step int, phase string) string {
 	return filepath.Join(r.Path, "samples", fmt.Sprintf("step-%06d-%s.parquet", step, phase))
+}
+
+func newMarker() marker {
+	id := make([]byte, 8)
+	_, _ = rand.Read(id)
+	return marker{Format: markerFormat, CreatedAt: time.Now().UTC(), ID: hex.EncodeToString(id)}
+}
+
+// markerSum is the checksum a marker records over its other fields.
+func markerSum(m marker) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%s\n%d\n", m.Format, m.CreatedAt.UTC().Format(time.RFC3339Nano), m.ID, m.Resumes)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// readMarkerFile reads and verifies a run marker: its format, and for the
+// current format its id and checksum. An empty file, another program's file
+// of that name or an edited marker is an error.
+func readMarkerFile(path string) (marker, error) {
+	var m marker
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return m, err
+	}
+	if len(b) > 4096 {
+		return m, fmt.Errorf("%d bytes, a marker has under 300", len(b))
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("not a marker: %w", err)
+	}
+	switch {
+	case m.Format == markerFormatV1 && !m.CreatedAt.IsZero():
+		return m, nil // written by an older himes, before ids and checksums
+	case m.Format != markerFormat:
+		return m, fmt.Errorf("format %q, want %q", m.Format, markerFormat)
+	case m.ID == "" || m.SHA256 != markerSum(m):
+		return m, fmt.Errorf("no id, or a checksum that does not match its fields")
+	}
+	return m, nil
 }

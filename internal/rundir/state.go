@@ -162,10 +162,23 @@ func (r *RunDir) StateSteps() ([]int, error) {
 // invalid the error lists every reason. LoadState changes no file: call Adopt
 // once the state is in use.
 func LoadState[T any](r *RunDir, before int, check func(step int, st *T) error) (T, int, error) {
+	st, step, _, err := loadState(r, before, check, false)
+	return st, step, err
+}
+
+// LoadStateRepair is LoadState for `--resume --repair`: a checkpoint whose
+// own file is intact is accepted even when ledger files it covers are
+// damaged or missing; their names come back in damaged, for the caller to
+// set aside (SetAsideDamagedLedgers) and report as lost.
+func LoadStateRepair[T any](r *RunDir, before int, check func(step int, st *T) error) (T, int, []string, error) {
+	return loadState(r, before, check, true)
+}
+
+func loadState[T any](r *RunDir, before int, check func(step int, st *T) error, tolerate bool) (T, int, []string, error) {
 	var zero T
 	steps, err := r.StateSteps()
 	if err != nil {
-		return zero, -1, err
+		return zero, -1, nil, err
 	}
 	var skipped []string
 	for i := len(steps) - 1; i >= 0; i-- {
@@ -174,7 +187,7 @@ func LoadState[T any](r *RunDir, before int, check func(step int, st *T) error) 
 			continue
 		}
 		var st T
-		ledgers, err := r.readState(step, &st)
+		ledgers, damaged, err := r.readState(step, &st, tolerate)
 		if err == nil && check != nil {
 			err = check(step, &st)
 		}
@@ -187,57 +200,81 @@ func LoadState[T any](r *RunDir, before int, check func(step int, st *T) error) 
 			slog.Warn("resuming from an older checkpoint", "step", step, "path", r.statePath(step), "skipped", len(skipped))
 		}
 		r.ledgers = ledgers
-		return st, step, nil
+		return st, step, damaged, nil
 	}
 	if len(skipped) > 0 {
-		return zero, -1, fmt.Errorf("no valid checkpoint in %s: %s", filepath.Join(r.Path, "state"), strings.Join(skipped, "; "))
+		hint := ""
+		if !tolerate {
+			hint = " (if only ledger files are damaged, `himes train --resume --repair` continues from the newest checkpoint and sets them aside, reporting the steps whose rollouts are lost)"
+		}
+		return zero, -1, nil, fmt.Errorf("no valid checkpoint in %s: %s%s", filepath.Join(r.Path, "state"), strings.Join(skipped, "; "), hint)
 	}
-	return zero, -1, nil
+	return zero, -1, nil, nil
+}
+
+// SetAsideDamagedLedgers renames the named ledger files (damaged, see
+// LoadStateRepair) to NAME.damaged, so that no checkpoint covers them and no
+// reader counts their rows; a missing one is only forgotten.
+func (r *RunDir) SetAsideDamagedLedgers(names []string) error {
+	for _, name := range names {
+		delete(r.ledgers, name)
+		p := r.ledgerPath(name)
+		if err := os.Rename(p, p+".damaged"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("set aside damaged ledger: %w", err)
+		}
+	}
+	return nil
 }
 
 // readState verifies the state file of step and decodes its state into v,
 // returning the ledger checksums it covers by file name.
-func (r *RunDir) readState(step int, v any) (map[string]string, error) {
+func (r *RunDir) readState(step int, v any, tolerate bool) (map[string]string, []string, error) {
 	path := r.statePath(step)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read checkpoint: %w", err)
+		return nil, nil, fmt.Errorf("read checkpoint: %w", err)
 	}
 	var f stateFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("checkpoint %s is corrupt: %w", path, err)
+		return nil, nil, fmt.Errorf("checkpoint %s is corrupt: %w", path, err)
 	}
 	if f.Format != stateFormat {
-		return nil, fmt.Errorf("checkpoint %s: field format is %q, want %q (no checksum: damaged, or written by an older himes)", path, f.Format, stateFormat)
+		return nil, nil, fmt.Errorf("checkpoint %s: field format is %q, want %q (no checksum: damaged, or written by an older himes)", path, f.Format, stateFormat)
 	}
 	if len(f.State) == 0 {
-		return nil, fmt.Errorf("checkpoint %s: field state is missing", path)
+		return nil, nil, fmt.Errorf("checkpoint %s: field state is missing", path)
 	}
 	sum, err := stateSum(f.Format, f.State, f.Ledgers)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: field state: %w", path, err)
+		return nil, nil, fmt.Errorf("checkpoint %s: field state: %w", path, err)
 	}
 	if sum != f.SHA256 {
-		return nil, fmt.Errorf("checkpoint %s: checksum mismatch (recorded %.12s…, content %.12s…): the file was changed after himes wrote it", path, f.SHA256, sum)
+		return nil, nil, fmt.Errorf("checkpoint %s: checksum mismatch (recorded %.12s…, content %.12s…): the file was changed after himes wrote it", path, f.SHA256, sum)
 	}
 	ledgers := map[string]string{}
+	var damaged []string
 	for name, want := range f.Ledgers {
 		if _, last, ok := ParseLedgerName(name); !ok || last > step {
-			return nil, fmt.Errorf("checkpoint %s: field ledgers: unexpected entry %q", path, name)
+			return nil, nil, fmt.Errorf("checkpoint %s: field ledgers: unexpected entry %q", path, name)
 		}
 		got, err := fileSum(r.ledgerPath(name))
+		if tolerate && (err != nil || got != want) {
+			damaged = append(damaged, name)
+			continue
+		}
 		if err != nil {
-			return nil, fmt.Errorf("ledger %s, which checkpoint %s covers: %w", name, path, err)
+			return nil, nil, fmt.Errorf("ledger %s, which checkpoint %s covers: %w", name, path, err)
 		}
 		if got != want {
-			return nil, fmt.Errorf("ledger %s changed after checkpoint %s covered it (sha256 %.12s…, recorded %.12s…)", r.ledgerPath(name), path, got, want)
+			return nil, nil, fmt.Errorf("ledger %s changed after checkpoint %s covered it (sha256 %.12s…, recorded %.12s…)", r.ledgerPath(name), path, got, want)
 		}
 		ledgers[name] = got
 	}
 	if err := json.Unmarshal(f.State, v); err != nil {
-		return nil, fmt.Errorf("checkpoint %s: field state: %w", path, err)
+		return nil, nil, fmt.Errorf("checkpoint %s: field state: %w", path, err)
 	}
-	return ledgers, nil
+	sort.Strings(damaged)
+	return ledgers, damaged, nil
 }
 
 // Adopt makes the checkpoint of step the run's current one: the checkpoints

@@ -62,8 +62,41 @@ type KB struct {
 // Duplicate ids, empty texts and invalid UTF-8 are errors naming file and
 // line (or row).
 func Load(ctx context.Context, path string) (*KB, error) {
+	return LoadLimited(ctx, path, Limits{})
+}
+
+// Limits bound what one knowledge-base record may hold, as data.max_*_bytes
+// bound the datasets' (item 10 of issue 27: a 50 MB passage loaded, slowly).
+// Zero values take the defaults.
+type Limits struct {
+	// MaxFieldBytes bounds a passage's id, title and text (default 1 MiB).
+	MaxFieldBytes int
+	// MaxRecordBytes bounds one JSONL line (default 16 MiB).
+	MaxRecordBytes int
+}
+
+// Default limits.
+const (
+	DefaultMaxFieldBytes  = 1 << 20
+	DefaultMaxRecordBytes = 16 << 20
+)
+
+func (l Limits) orDefaults() Limits {
+	if l.MaxFieldBytes <= 0 {
+		l.MaxFieldBytes = DefaultMaxFieldBytes
+	}
+	if l.MaxRecordBytes <= 0 {
+		l.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	return l
+}
+
+// LoadLimited is Load with record limits (retrieval.kb_max_field_bytes,
+// retrieval.kb_max_record_bytes).
+func LoadLimited(ctx context.Context, path string, lim Limits) (*KB, error) {
+	lim = lim.orDefaults()
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return loadCollectionDir(ctx, path) // a Pyserini collection directory
+		return loadCollectionDir(ctx, path, lim) // a Pyserini collection directory
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -74,7 +107,7 @@ func Load(ctx context.Context, path string) (*KB, error) {
 	if strings.HasSuffix(strings.ToLower(path), ".parquet") {
 		kb.Passages, err = parsePassagesParquet(ctx, path, raw)
 	} else {
-		kb.Passages, err = parsePassagesJSONL(ctx, path, bytes.NewReader(raw))
+		kb.Passages, err = parsePassagesJSONL(ctx, path, bytes.NewReader(raw), lim)
 	}
 	if err != nil {
 		return nil, err
@@ -88,6 +121,17 @@ func Load(ctx context.Context, path string) (*KB, error) {
 type passageChecker struct {
 	path string
 	seen map[string]string // id → where it was first seen
+	lim  Limits            // zero: the defaults
+}
+
+// checkRecord refuses a JSONL line over the record limit.
+func (c *passageChecker) checkRecord(where string, line []byte) error {
+	lim := c.lim.orDefaults()
+	if len(line) > lim.MaxRecordBytes {
+		return fmt.Errorf("%s:%s: record of %d bytes, at most %d (raise it with --set retrieval.kb_max_record_bytes=N)",
+			c.path, where, len(line), lim.MaxRecordBytes)
+	}
+	return nil
 }
 
 func (c *passageChecker) check(where string, p Passage) error { return c.checkField(where, p, "text") }
@@ -99,6 +143,13 @@ func (c *passageChecker) checkField(where string, p Passage, textField string) e
 	for _, f := range []struct{ name, v string }{{"id", p.ID}, {"title", p.Title}, {"text", p.Text}} {
 		if !utf8.ValidString(f.v) {
 			return fmt.Errorf("%s:%s: field %q: invalid UTF-8", c.path, where, f.name)
+		}
+	}
+	lim := c.lim.orDefaults()
+	for _, f := range []struct{ name, v string }{{"id", p.ID}, {"title", p.Title}, {textField, p.Text}} {
+		if len(f.v) > lim.MaxFieldBytes {
+			return fmt.Errorf("%s:%s: field %q: %d bytes, at most %d (raise it with --set retrieval.kb_max_field_bytes=N)",
+				c.path, where, f.name, len(f.v), lim.MaxFieldBytes)
 		}
 	}
 	if strings.TrimSpace(p.ID) == "" {
@@ -117,9 +168,9 @@ func (c *passageChecker) checkField(where string, p Passage, textField string) e
 	return nil
 }
 
-func parsePassagesJSONL(ctx context.Context, path string, r io.Reader) ([]Passage, error) {
+func parsePassagesJSONL(ctx context.Context, path string, r io.Reader, lim Limits) ([]Passage, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
-	chk := &passageChecker{path: path, seen: map[string]string{}}
+	chk := &passageChecker{path: path, seen: map[string]string{}, lim: lim}
 	var out []Passage
 	for lineNo := 1; ; lineNo++ {
 		if lineNo%4096 == 0 {
@@ -132,6 +183,9 @@ func parsePassagesJSONL(ctx context.Context, path string, r io.Reader) ([]Passag
 			where := strconv.Itoa(lineNo)
 			// encoding/json silently replaces invalid UTF-8 with U+FFFD, so the
 			// raw bytes are checked first.
+			if err := chk.checkRecord(where, line); err != nil {
+				return nil, err
+			}
 			if !utf8.Valid(line) {
 				return nil, fmt.Errorf("%s:%s: invalid UTF-8", path, where)
 			}
@@ -164,9 +218,27 @@ func decodePassageLine(line []byte) (Passage, string, error) {
 		Title    *string         `json:"title"`
 		Text     *string         `json:"text"`
 		Contents *string         `json:"contents"`
+		// Known and not used: the datasets' passage source, and meta for
+		// anything else.
+		Source json.RawMessage `json:"source"`
+		Meta   json.RawMessage `json:"meta"`
 	}
-	if err := json.Unmarshal(line, &rec); err != nil {
+	// Unknown fields are refused, as in the datasets: a misspelt "text"
+	// would otherwise be dropped silently.
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rec); err != nil {
+		if strings.HasPrefix(err.Error(), "json: unknown field") {
+			return Passage{}, "", fmt.Errorf("%s (known: id, title, text, contents, source; put other fields under meta)",
+				strings.TrimPrefix(err.Error(), "json: "))
+		}
+		if uerr := json.Unmarshal(line, &rec); uerr != nil {
+			return Passage{}, "", uerr // encoding/json's own wording for a syntax error
+		}
 		return Passage{}, "", err
+	}
+	if dec.More() {
+		return Passage{}, "", errors.New("trailing data after the JSON object")
 	}
 	var p Passage
 	if len(rec.ID) > 0 && string(rec.ID) != "null" {

@@ -27,7 +27,7 @@ const kbFormatHint = `want one JSON object per line: {"id", "title", "text"}, or
 // other file is refused by name rather than skipped, so no part of a
 // collection is silently left out. Passage ids must be unique across files.
 // The fingerprint hashes each file's relative path, size and bytes in order.
-func loadCollectionDir(ctx context.Context, dir string) (*KB, error) {
+func loadCollectionDir(ctx context.Context, dir string, lim Limits) (*KB, error) {
 	files, err := collectionFiles(dir)
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func loadCollectionDir(ctx context.Context, dir string) (*KB, error) {
 		if trimmed := bytes.TrimSpace(raw); len(trimmed) > 0 && trimmed[0] == '[' {
 			return nil, fmt.Errorf("%s: a JSON array: %s (one record per line, as Pyserini's JsonCollection .jsonl files are)", f, kbFormatHint)
 		}
-		ps, err := parsePassagesJSONL(ctx, f, bytes.NewReader(raw))
+		ps, err := parsePassagesJSONL(ctx, f, bytes.NewReader(raw), lim)
 		if err != nil {
 			return nil, err
 		}

@@ -54,6 +54,7 @@ type Source struct {
 	fingerprint string
 	size        int64
 	modTime     int64
+	lim         Limits // record limits (SetLimits; zero: the defaults)
 	win         []byte // a window of the file at winOff, for sequential re-reads
 	winOff      int64
 }
@@ -75,6 +76,9 @@ func OpenSource(path, spillDir string) (*Source, error) {
 	}
 	return &Source{path: path, f: f, spillDir: spillDir, size: st.Size(), modTime: st.ModTime().UnixNano(), lastOff: -1}, nil
 }
+
+// SetLimits sets the record limits Scan checks (call before Scan).
+func (s *Source) SetLimits(lim Limits) { s.lim = lim }
 
 // Fingerprint is the hex SHA-256 of the file (known after Scan).
 func (s *Source) Fingerprint() string { return s.fingerprint }
@@ -153,7 +157,7 @@ func (s *Source) scan(ctx context.Context, words, stride int, progress func(done
 		}
 		return nil
 	}
-	chk := &passageChecker{path: s.path}
+	chk := &passageChecker{path: s.path, lim: s.lim}
 	if strings.HasSuffix(strings.ToLower(s.path), ".parquet") {
 		if err := s.spillParquet(ctx, chk, add); err != nil {
 			return nil, err
@@ -185,6 +189,9 @@ func (s *Source) scan(ctx context.Context, words, stride int, progress func(done
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			where := strconv.Itoa(lineNo)
+			if err := chk.checkRecord(where, line); err != nil {
+				return nil, err
+			}
 			if !utf8.Valid(line) {
 				return nil, fmt.Errorf("%s:%s: invalid UTF-8", s.path, where)
 			}

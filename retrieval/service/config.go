@@ -16,6 +16,9 @@ import (
 // POST /retrieve {"queries", "topk", "return_scores"}.
 type RemoteConfig struct {
 	Call Config `yaml:",inline"`
+	// TokenEnv names the environment variable holding the bearer token of
+	// a `himes retrieval serve --token` ("": no authentication).
+	TokenEnv string `yaml:"token_env"`
 }
 
 // ElasticConfig configures an Elasticsearch or OpenSearch index. Documents

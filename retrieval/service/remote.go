@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/himes-rl/himes/internal/httpcall"
@@ -61,6 +63,21 @@ type Remote struct {
 	call     *httpcall.Caller
 	maxBatch int
 	name     string
+	hdr      http.Header // the bearer token, when the service wants one
+}
+
+// NewRemoteService is NewRemote for retrieval.remote, with its token.
+func NewRemoteService(cfg RemoteConfig, seed uint64) (*Remote, error) {
+	r, err := NewRemote(cfg.Call, seed)
+	if err != nil || cfg.TokenEnv == "" {
+		return r, err
+	}
+	tok := os.Getenv(cfg.TokenEnv)
+	if tok == "" {
+		return nil, fmt.Errorf("retrieval.remote.token_env: environment variable %s is not set", cfg.TokenEnv)
+	}
+	r.hdr = http.Header{"Authorization": {"Bearer " + tok}}
+	return r, nil
 }
 
 // NewRemote returns a client of the service cfg names. seed drives only
@@ -121,7 +138,7 @@ func (r *Remote) post(ctx context.Context, pin *httpcall.Host, queries []string,
 	var resp RetrieveResponse
 	err = r.call.Call(ctx, pin, "POST /retrieve", "himes retrieval serve --config X", func(ctx context.Context, h *httpcall.Host) (int, error) {
 		resp = RetrieveResponse{}
-		st, err := r.call.PostJSON(ctx, h, "/retrieve", body, &resp, nil)
+		st, err := r.call.PostJSON(ctx, h, "/retrieve", body, &resp, r.hdr)
 		if err == nil {
 			err = resp.check(len(queries))
 		}

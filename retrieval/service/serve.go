@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/himes-rl/himes/retrieval/corpus"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Limits of one request to the retrieval handler.
@@ -40,9 +43,33 @@ type Served struct {
 // says what is served. Long-term memory is the client's: it re-ranks what
 // the handler returns, so the handler never sees users. defaultK answers a
 // request without topk (Search-R1's server does the same with its --topk).
-func NewHandler(p Searcher, defaultK int) http.Handler {
+func NewHandler(p Searcher, defaultK int, opts ...HandlerOption) http.Handler {
+	o := handlerOptions{budget: ServeBodyBudget}
+	for _, f := range opts {
+		f(&o)
+	}
+	budget := semaphore.NewWeighted(max(o.budget, serveMaxBody))
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /retrieve", func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > serveMaxBody {
+			// Refused from the header alone, before a byte of the body is read.
+			serveError(w, http.StatusRequestEntityTooLarge, "request body of %d bytes, at most %d", r.ContentLength, serveMaxBody)
+			return
+		}
+		share := int64(serveMaxBody)
+		if r.ContentLength >= 0 {
+			share = max(r.ContentLength, 1)
+		}
+		if !budget.TryAcquire(share) {
+			if o.waiting != nil {
+				o.waiting() // a test's hook: this request waits for its share
+			}
+			if err := budget.Acquire(r.Context(), share); err != nil {
+				serveError(w, http.StatusServiceUnavailable, "waiting for memory for the request body: %v", err)
+				return
+			}
+		}
+		defer budget.Release(share)
 		var req RetrieveRequest
 		body := http.MaxBytesReader(w, r.Body, serveMaxBody)
 		dec := json.NewDecoder(body)
@@ -119,8 +146,38 @@ func NewHandler(p Searcher, defaultK int) http.Handler {
 		_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "method": s.Method,
 			"documents": s.Documents, "analyzer": s.Analyzer, "default_topk": defaultK})
 	})
-	return mux
+	if o.token == "" {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(o.token)) != 1 {
+			serveError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
+
+// HandlerOption configures NewHandler.
+type HandlerOption func(*handlerOptions)
+
+type handlerOptions struct {
+	token   string
+	budget  int64
+	waiting func() // called when a request waits for its share (tests)
+}
+
+// WithToken makes every request carry "Authorization: Bearer <token>".
+func WithToken(token string) HandlerOption { return func(o *handlerOptions) { o.token = token } }
+
+// WithBodyBudget bounds the body bytes of the requests in flight together
+// (default ServeBodyBudget); a request waits for its share, reserved from
+// its Content-Length, before its body is read (item 9 of issue 27).
+func WithBodyBudget(n int64) HandlerOption { return func(o *handlerOptions) { o.budget = n } }
+
+// ServeBodyBudget is four maximal bodies.
+const ServeBodyBudget = 4 * serveMaxBody
 
 // documentOf is a chunk as the protocol's document: Search-R1's id and
 // contents, and the exact title, text and passage id for our clients.
