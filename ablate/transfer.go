@@ -444,7 +444,10 @@ type TransferRow struct {
 	// --seeds): the seeds' spread, not the turns', is the uncertainty of a
 	// recipe's result.
 	OverSeeds []TransferSeedSummary `json:"over_seeds,omitempty"`
-	Errors    []string              `json:"errors,omitempty"`
+	// VsSFT compares each recipe trained beyond SFT with SFT alone, paired
+	// by turn (transfer_paired.go); empty without an sft recipe.
+	VsSFT  []TransferPaired `json:"vs_sft,omitempty"`
+	Errors []string         `json:"errors,omitempty"`
 }
 
 // TransferSeedSummary is one recipe of a fold over its seeds' runs: the
@@ -572,6 +575,9 @@ func GatherTransfer(folds []TransferFold, errs [][]error) []TransferRow {
 			}
 		}
 		row.OverSeeds = summarizeSeeds(f, row)
+		paired, perrs := pairedVsSFT(context.Background(), f, func(k int) bool { return errs != nil && errs[i][k] != nil })
+		row.VsSFT = paired
+		row.Errors = append(row.Errors, perrs...)
 		rows[i] = row
 	}
 	return rows
@@ -655,6 +661,7 @@ func WriteTransferMarkdown(w io.Writer, rows []TransferRow) error {
 		b.WriteString("\n")
 	}
 	writeSeedSummaries(&b, rows)
+	writePairedVsSFT(&b, rows)
 	for _, r := range rows {
 		for _, e := range r.Errors {
 			fmt.Fprintf(&b, "\nfold %s failed: %s\n", evaluate.MarkdownEscape(r.HeldOut), evaluate.MarkdownEscape(strings.ReplaceAll(e, "\n", " ")))

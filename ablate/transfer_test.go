@@ -105,7 +105,7 @@ func TestWriteFoldTrainConcatenatesAndRefusesSharedConversations(t *testing.T) {
 
 func summaryWith(t *testing.T, dir string, r10 map[string]float64) {
 	t.Helper()
-	rep := evaluate.Report{Turns: 10, Conversations: 3}
+	rep := evaluate.Report{Turns: 10, Conversations: 3, Stats: stats.DefaultConfig()}
 	for _, name := range []string{"raw", "concat", "gold", "policy"} {
 		s := evaluate.SystemReport{Name: name, Rewriter: name, Metrics: map[string]stats.Estimate{
 			evaluate.MRecall10: {Mean: r10[name], Lo: r10[name] - 0.1, Hi: r10[name] + 0.1, Turns: 10, Clusters: 3},
@@ -128,6 +128,23 @@ func summaryWith(t *testing.T, dir string, r10 map[string]float64) {
 	}
 }
 
+// turnsWith writes an evaluation's turns.parquet with the policy's per-turn
+// Recall@10 on 4 turns of 2 conversations (NaN: the turn has no judged
+// passage), and a raw row that must not be mistaken for the policy's.
+func turnsWith(t *testing.T, dir string, r10 []float64) {
+	t.Helper()
+	var pol, raw []evaluate.TurnResult
+	for i, x := range r10 {
+		tr := evaluate.TurnResult{System: "policy", ConvID: fmt.Sprintf("c%d", i/2), Turn: i%2 + 1, HasGold: !math.IsNaN(x), Recall10: x, NDCG3: x / 2}
+		pol = append(pol, tr)
+		tr.System, tr.Recall10 = "raw", 0.99
+		raw = append(raw, tr)
+	}
+	if err := evaluate.WriteTurnsParquet(filepath.Join(dir, "turns.parquet"), [][]evaluate.TurnResult{raw, pol}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestGatherTransferGapClosedHandComputed(t *testing.T) {
 	dir := t.TempDir()
 	sft := TransferRun{Variant: TransferVariant{Name: "sft"}, EvalDir: filepath.Join(dir, "sft", "eval")}
@@ -137,6 +154,11 @@ func TestGatherTransferGapClosedHandComputed(t *testing.T) {
 	// SFT+GRPO 0.60 (75%); concat below raw stays a fixed row without a gap.
 	summaryWith(t, sft.EvalDir, map[string]float64{"raw": 0.3, "concat": 0.2, "gold": 0.7, "policy": 0.4})
 	summaryWith(t, full.EvalDir, map[string]float64{"raw": 0.3, "concat": 0.2, "gold": 0.7, "policy": 0.6})
+	// Paired by turn, SFT+GRPO − SFT: turn 3 has no judged passage in
+	// either, so Δ = ((1−0) + (0.5−0.5) + (0.2−0.1))/3 = 1.1/3 on Recall@10,
+	// half of it on NDCG@3 (written as Recall@10 / 2).
+	turnsWith(t, sft.EvalDir, []float64{0, 0.5, math.NaN(), 0.1})
+	turnsWith(t, full.EvalDir, []float64{1, 0.5, math.NaN(), 0.2})
 	folds := []TransferFold{{Name: "x", Train: []string{"/d/a.jsonl", "/d/b.jsonl"}, Runs: []TransferRun{sft, full, failed}}}
 	rows := GatherTransfer(folds, [][]error{{nil, nil, errors.New("boom")}})
 	r := rows[0]
@@ -167,11 +189,20 @@ func TestGatherTransferGapClosedHandComputed(t *testing.T) {
 	if r.system("raw").Metrics[evaluate.MRecall10].VsRaw != nil {
 		t.Error("raw compared with itself")
 	}
+	if len(r.VsSFT) != 1 || r.VsSFT[0].Variant != "sft+grpo" || r.VsSFT[0].Baseline != "sft" {
+		t.Fatalf("vs sft %+v", r.VsSFT)
+	}
+	for m, want := range map[string]float64{evaluate.MRecall10: 1.1 / 3, evaluate.MNDCG3: 1.1 / 6} {
+		c := r.VsSFT[0].Metrics[m]
+		if math.Abs(c.Diff-want) > 1e-12 || c.Turns != 3 || c.Clusters != 2 || c.Lo > c.Diff || c.Hi < c.Diff {
+			t.Errorf("%s: paired %+v, want Δ %v over 3 turns of 2 conversations", m, c, want)
+		}
+	}
 	var md strings.Builder
 	if err := WriteTransferMarkdown(&md, rows); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"| x | 10 | 0.300 [0.200, 0.400] |", "| x | 25% | 75% |", "fold x failed: broken: boom"} {
+	for _, w := range []string{"| x | 10 | 0.300 [0.200, 0.400] |", "| x | 25% | 75% |", "fold x failed: broken: boom", "| x | sft+grpo − sft | +0.367 ["} {
 		if !strings.Contains(md.String(), w) {
 			t.Errorf("markdown lacks %q:\n%s", w, md.String())
 		}

@@ -52,6 +52,28 @@ func TestAblateTransferCLI(t *testing.T) {
 			t.Errorf("fold %s systems %v", r.HeldOut, names)
 		}
 	}
+	// GRPO against SFT alone, paired by turn: on the same judged turns the
+	// paired difference is the difference of the two policies' means.
+	for _, r := range res.Rows {
+		if len(r.VsSFT) != 1 || r.VsSFT[0].Variant != "sft+grpo" || r.VsSFT[0].Baseline != "sft" {
+			t.Fatalf("fold %s: vs sft %+v", r.HeldOut, r.VsSFT)
+		}
+		var mean [2]float64
+		for _, s := range r.Systems {
+			switch s.Name {
+			case "sft":
+				mean[0] = s.Metrics[evaluate.MRecall10].Estimate.Mean
+			case "sft+grpo":
+				mean[1] = s.Metrics[evaluate.MRecall10].Estimate.Mean
+			}
+		}
+		if c := r.VsSFT[0].Metrics[evaluate.MRecall10]; math.Abs(c.Diff-(mean[1]-mean[0])) > 1e-9 {
+			t.Errorf("fold %s: paired Δ Recall@10 %v, want %v − %v", r.HeldOut, c.Diff, mean[1], mean[0])
+		}
+	}
+	if !strings.Contains(o, "against SFT alone, paired by turn") {
+		t.Errorf("output lacks the paired table:\n%s", o)
+	}
 	held := res.Rows[1]
 	if held.Turns != 84 || held.TrainedOn[0] != "train" {
 		t.Errorf("eval fold: %d turns, trained on %v; want 84, [train]", held.Turns, held.TrainedOn)
