@@ -37,6 +37,11 @@ type Config struct {
 	Format string `yaml:"format"`
 	// SkipBad skips invalid input records (counted and logged) instead of failing.
 	SkipBad bool `yaml:"skip_bad"`
+	// JudgedOnly keeps as GRPO prompts and held-out turns only the turns
+	// with relevance judgments (qrels); the others still give the later
+	// turns their history. What reward.rank needs on collections where
+	// some turns are unjudged (default false: every turn with an answer).
+	JudgedOnly bool `yaml:"judged_only"`
 	// Columns renames the fields (JSONL) or columns (Parquet) of a foreign
 	// export to the normalized schema: normalized name → the file's name,
 	// e.g. {question: query, history: context} for a Hugging Face dataset

@@ -313,3 +313,17 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// PromptTurns are the turns a run uses as GRPO prompts or held-out turns:
+// those with a reference answer (the reward needs it) and, with judgedOnly,
+// relevance judgments too (data.judged_only). Order is kept.
+func PromptTurns(turns []Turn, judgedOnly bool) []Turn {
+	var out []Turn
+	for _, t := range turns {
+		if t.Answer == "" || (judgedOnly && len(t.Qrels()) == 0) {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}

@@ -32,7 +32,7 @@ func CheckRankReward(weight float64, turns []datasets.Turn, depth int, log *slog
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("reward.rank is %v but %d of %d prompt turns have no relevance judgments (first: %s); train and evaluate on judged turns only or set reward.rank: 0",
+		return fmt.Errorf("reward.rank is %v but %d of %d prompt turns have no relevance judgments (first: %s); set data.judged_only: true to train and evaluate on judged turns only, or reward.rank: 0",
 			weight, len(missing), len(turns), missing[0])
 	}
 	if depth < hser.RankRewardDepth {

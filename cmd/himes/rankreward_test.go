@@ -33,3 +33,33 @@ func TestTrainRefusesRankRewardWithoutJudgments(t *testing.T) {
 		t.Errorf("refused only after building the index:\n%s", logs)
 	}
 }
+
+// data.judged_only makes the same data trainable with reward.rank: only the
+// judged turn is a prompt and a held-out turn, and the unjudged one is left
+// out of both (its rollouts would fail as unjudged otherwise).
+func TestTrainJudgedOnlyTrainsRankRewardOnJudgedTurns(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "half-judged.jsonl")
+	rows := `{"conv_id":"u1","turn":1,"history":[],"question":"what is the eiffel tower","rewrite":null,"answer":"a tower in paris","passages":[]}
+{"conv_id":"u1","turn":2,"history":[{"role":"user","text":"what is the eiffel tower"}],"question":"how tall is it","rewrite":null,"answer":"330 metres","passages":[{"id":"p1"}]}
+`
+	kb := filepath.Join(dir, "kb.jsonl")
+	if err := os.WriteFile(kb, []byte(`{"id":"p1","text":"The Eiffel Tower in Paris is 330 metres tall."}
+{"id":"p2","text":"Espresso is coffee brewed under pressure."}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(data, []byte(rows), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, logs, err := runCLILogged(t, "train", "--config", "../../configs/quickstart.yaml", "--overwrite",
+		"--set", "data.train="+data, "--set", "data.eval="+data, "--set", "data.kb="+kb, "--set", "reward.rank=1",
+		"--set", "data.judged_only=true", "--set", "grpo.steps=2", "--set", "grpo.prompts_per_step=1",
+		"--set", "grpo.group_size=2", "--set", "run.output_dir="+dir)
+	if err != nil {
+		t.Fatalf("judged_only with reward.rank: %v\n%s", err, logs)
+	}
+	if !strings.Contains(logs, "judged turns only") || !strings.Contains(logs, "prompts=1") || !strings.Contains(logs, "held_out=1") {
+		t.Errorf("want 1 prompt and 1 held-out turn logged:\n%s", logs)
+	}
+}

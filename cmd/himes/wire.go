@@ -97,20 +97,17 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 			return nil, fmt.Errorf("load SFT data: %w", err)
 		}
 	}
-	for _, t := range train {
-		if t.Answer != "" {
-			c.Train = append(c.Train, t)
-		}
-	}
-	for _, t := range eval {
-		if t.Answer != "" {
-			c.Eval = append(c.Eval, t)
-		}
+	c.Train = datasets.PromptTurns(train, cfg.Data.JudgedOnly)
+	c.Eval = datasets.PromptTurns(eval, cfg.Data.JudgedOnly)
+	what := "a reference answer"
+	if cfg.Data.JudgedOnly {
+		what += " and relevance judgments (data.judged_only)"
+		slog.Info("judged turns only", "prompts", len(c.Train), "held_out", len(c.Eval))
 	}
 	if cfg.Data.Eval != "" && len(c.Eval) == 0 {
 		// A run would have no evaluation and no best checkpoint, silently.
-		return nil, fmt.Errorf("data.eval %s: no held-out turn with a reference answer (%d turns): fix the file, or leave data.eval empty to hold out data.eval_fraction of the training conversations",
-			cfg.Data.Eval, len(eval))
+		return nil, fmt.Errorf("data.eval %s: no held-out turn with %s (%d turns): fix the file, or leave data.eval empty to hold out data.eval_fraction of the training conversations",
+			cfg.Data.Eval, what, len(eval))
 	}
 
 	// The held-out turns too: the in-loop evaluation rolls them out.
