@@ -130,6 +130,9 @@ func (t *launchedTrainer) finish(err error) error {
 	if merr := appendFile(t.moveTo, t.log); merr != nil {
 		return errors.Join(err, fmt.Errorf("trainer log: %w", merr))
 	}
+	if err != nil {
+		err = fmt.Errorf("%w (trainer log, whole: %s)", err, t.moveTo)
+	}
 	return err
 }
 

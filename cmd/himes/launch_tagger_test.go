@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -211,6 +212,59 @@ wait:
 		t.Errorf("training changed none of the %d greedy rewrites: %q", len(before), rewrites(after))
 	}
 	t.Logf("sft loss %v; %d/%d greedy rewrites changed; after: %q", sft, changed, len(after), rewrites(after))
+
+	// Session 3: the trainer dies during training (SIGKILL, as the OOM
+	// killer would): the run stops with an error that says so.
+	c = exec.Command(os.Args[0], "train", "--config", cfgPath, "--resume", "--set", "grpo.steps=9")
+	c.Env = append(os.Environ(), "HIMES_TEST_MAIN=1")
+	var out3 syncBuf
+	c.Stdout, c.Stderr = &out3, &out3
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited = make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	pid3 := 0
+	for pid3 == 0 {
+		select {
+		case err := <-exited:
+			t.Fatalf("session 3 exited (%v) before its trainer was ready:\n%s", err, out3.String())
+		case <-tick.C:
+			if s := out3.String(); strings.Contains(s, "msg=ready service=trainer") {
+				pid3 = launchedPid(t, s)
+			}
+		}
+	}
+	if err := syscall.Kill(pid3, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err = <-exited
+	for _, want := range []string{"trainer (", "exited while in use (signal: killed)", trainerLogName} {
+		if err == nil || !strings.Contains(out3.String(), want) {
+			t.Errorf("session 3, trainer killed: err = %v, output lacks %q:\n%s", err, want, out3.String())
+		}
+	}
+	if i := strings.LastIndex(out3.String(), "himes: "); i >= 0 {
+		t.Logf("session 3, trainer killed: %s", out3.String()[i:])
+	}
+}
+
+// syncBuf is a bytes.Buffer a child process writes while the test reads.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 var launchedRE = regexp.MustCompile(`msg=launched service=trainer pid=(\d+)`)

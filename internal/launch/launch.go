@@ -323,7 +323,7 @@ func exitText(err error) string {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "killed by " + ws.Signal().String()
+			return "signal: " + ws.Signal().String()
 		}
 	}
 	return err.Error()
@@ -339,4 +339,24 @@ func commandLine(argv []string) string {
 		q[i] = a
 	}
 	return strings.Join(q, " ")
+}
+
+// Ollama describes `BIN serve` on a free loopback port, its models in
+// modelsDir (OLLAMA_MODELS; "" = Ollama's default), ready when /api/version
+// answers; the URL goes to the Ollama clients (rollout.ollama.hosts,
+// the ollama embedder). Extra env (OLLAMA_NUM_PARALLEL, ...) is appended.
+func Ollama(bin, logPath, modelsDir string, env ...string) (Spec, error) {
+	port, err := FreePort()
+	if err != nil {
+		return Spec{}, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	e := []string{"OLLAMA_HOST=" + addr}
+	if modelsDir != "" {
+		e = append(e, "OLLAMA_MODELS="+modelsDir)
+	}
+	return Spec{
+		Name: "ollama", Argv: []string{bin, "serve"}, Env: append(e, env...), Log: logPath,
+		Ready: HTTPGet("http://"+addr, "/api/version"), ReadyTimeout: 2 * time.Minute,
+	}, nil
 }
