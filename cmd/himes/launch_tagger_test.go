@@ -157,14 +157,25 @@ wait:
 	}
 	assertGone(t, launchedPid(t, out))
 
-	// The trainer's log: both sessions, in the run directory, each ended by
-	// himes's SIGTERM (signal 15), not by the terminal's SIGINT.
+	// himes eval --run starts a trainer on the run's checkpoints too.
+	evalDir := filepath.Join(dir, "eval")
+	out, err = runHimesProcess(t, nil, "eval", "--run", run, "--rewriter", "raw,policy", "--out", evalDir)
+	if err != nil {
+		t.Fatalf("eval --run: %v\n%s", err, out)
+	}
+	assertGone(t, launchedPid(t, out))
+	if !strings.Contains(out, "policy checkpoint loaded") {
+		t.Errorf("eval --run did not load a run checkpoint into the launched trainer:\n%s", out)
+	}
+
+	// The trainer's log: the three sessions, in the run directory, each
+	// ended by himes's SIGTERM (signal 15), not by the terminal's SIGINT.
 	tl, err := os.ReadFile(filepath.Join(run, trainerLogName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(tl), "signal 15: shutting down"); n != 2 {
-		t.Errorf("%s: %d SIGTERM shutdowns, want 2 (one per session):\n%s", trainerLogName, n, tl)
+	if n := strings.Count(string(tl), "signal 15: shutting down"); n != 3 {
+		t.Errorf("%s: %d SIGTERM shutdowns, want 3 (one per session):\n%s", trainerLogName, n, tl)
 	}
 	if _, err := os.Stat(run + ".trainer.log"); !os.IsNotExist(err) {
 		t.Errorf("the staged trainer log %s.trainer.log is still there (err %v)", run, err)

@@ -205,9 +205,12 @@ func (p *Process) Exited() <-chan struct{} { return p.exited }
 // Watch calls cancel with an error naming the service, its exit status and
 // its log's last lines if the child exits before Stop is called: a
 // service that dies during training stops the training with the reason,
-// instead of leaving the client to retry against a dead port.
-func (p *Process) Watch(cancel context.CancelCauseFunc) {
+// instead of leaving the client to retry against a dead port. The
+// returned channel is closed once the exit has been judged.
+func (p *Process) Watch(cancel context.CancelCauseFunc) <-chan struct{} {
+	judged := make(chan struct{})
 	go func() {
+		defer close(judged)
 		<-p.exited
 		p.mu.Lock()
 		stopping := p.stopping
@@ -216,6 +219,7 @@ func (p *Process) Watch(cancel context.CancelCauseFunc) {
 			cancel(p.crashError())
 		}
 	}()
+	return judged
 }
 
 // crashError describes an exit that Stop did not cause.

@@ -270,13 +270,11 @@ func TestWatchQuietOnStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	p.Watch(cancel)
+	judged := p.Watch(cancel)
 	if err := p.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	// Watch's goroutine runs after Exited is closed; give it the lock once.
-	p.mu.Lock()
-	p.mu.Unlock() //nolint:staticcheck // an empty critical section orders us after Stop
+	<-judged
 	select {
 	case <-ctx.Done():
 		t.Errorf("Watch cancelled after a requested Stop: %v", context.Cause(ctx))
