@@ -109,7 +109,7 @@ func (t *launchedTrainer) finish(err error) error {
 	}
 	serr := t.proc.Stop()
 	os.RemoveAll(t.portDir)
-	if serr != nil {
+	if serr != nil && !errors.Is(err, serr) { // the command's error may already carry the crash (the context's cause)
 		if err != nil {
 			err = fmt.Errorf("%w (the command then failed: %v)", serr, err)
 		} else {

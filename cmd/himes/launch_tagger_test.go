@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/himes-rl/himes/grpo"
+	"github.com/himes-rl/himes/internal/launch"
 )
 
 // pythonEnvOrSkip returns the clone's trainer interpreter, or skips (fails
@@ -224,40 +225,79 @@ wait:
 	}
 	t.Logf("sft loss %v; %d/%d greedy rewrites changed; after: %q", sft, changed, len(after), rewrites(after))
 
-	// Session 3: the trainer dies during training (SIGKILL, as the OOM
-	// killer would): the run stops with an error that says so.
-	c = exec.Command(os.Args[0], "train", "--config", cfgPath, "--resume", "--set", "grpo.steps=9")
+}
+
+// A launched trainer that dies in the middle of training (SIGKILL, as the
+// OOM killer would) fails the run with its exit and its log's last lines.
+// The trainer is a fake interpreter built here: a shell script that takes
+// lora_trainer's flags, writes the port file and runs the embedded policy's
+// server (himes trainer serve), so the test needs no Python.
+func TestLaunchedTrainerCrashFailsTheRun(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "fakepython")
+	script := `#!/bin/sh
+pf=
+while [ $# -gt 0 ]; do
+  if [ "$1" = --port-file ]; then pf=$2; fi
+  shift
+done
+echo "fake trainer: the embedded policy on port $FAKE_PORT"
+echo "$FAKE_PORT" > "$pf.tmp" && mv "$pf.tmp" "$pf"
+exec "$FAKE_HIMES" trainer serve --config "$FAKE_CONFIG" --addr "127.0.0.1:$FAKE_PORT" --checkpoint-dir "$FAKE_CK"
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	port, err := launch.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := filepath.Abs("../../configs/quickstart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuf
+	c := exec.Command(os.Args[0], "train", "--config", qs, "--set", "run.output_dir="+dir, "--set", "grpo.steps=100000",
+		"--set", "trainer.endpoint=launch", "--set", "trainer.launch.python="+fake, "--set", "trainer.launch.args=[--backend, fake]",
+		"--set", fmt.Sprintf("trainer.launch.env=[FAKE_PORT=%d, FAKE_HIMES=%s, FAKE_CONFIG=%s, FAKE_CK=%s, HIMES_TEST_MAIN=1]",
+			port, os.Args[0], qs, filepath.Join(dir, "ck")))
 	c.Env = append(os.Environ(), "HIMES_TEST_MAIN=1")
-	var out3 syncBuf
-	c.Stdout, c.Stderr = &out3, &out3
+	c.Stdout, c.Stderr = &out, &out
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited = make(chan error, 1)
+	exited := make(chan error, 1)
 	go func() { exited <- c.Wait() }()
-	pid3 := 0
-	for pid3 == 0 {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	run := filepath.Join(dir, "quickstart")
+	for metricsKinds(t, run)["step"] == 0 {
 		select {
 		case err := <-exited:
-			t.Fatalf("session 3 exited (%v) before its trainer was ready:\n%s", err, out3.String())
+			t.Fatalf("himes train exited (%v) before its first step:\n%s", err, out.String())
 		case <-tick.C:
-			if s := out3.String(); strings.Contains(s, "msg=ready service=trainer") {
-				pid3 = launchedPid(t, s)
-			}
 		}
 	}
-	if err := syscall.Kill(pid3, syscall.SIGKILL); err != nil {
+	pid := launchedPid(t, out.String())
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	err = <-exited
-	for _, want := range []string{"trainer (", "exited while in use (signal: killed)", trainerLogName} {
-		if err == nil || !strings.Contains(out3.String(), want) {
-			t.Errorf("session 3, trainer killed: err = %v, output lacks %q:\n%s", err, want, out3.String())
+	if err == nil {
+		t.Fatalf("himes train exited 0 after its trainer was killed:\n%s", out.String())
+	}
+	i := strings.LastIndex(out.String(), "himes: ")
+	if i < 0 {
+		t.Fatalf("no error line:\n%s", out.String())
+	}
+	msg := out.String()[i:]
+	for _, want := range []string{"trainer (" + fake + " -m lora_trainer --backend fake", "exited while in use (signal: killed)",
+		"fake trainer: the embedded policy on port", filepath.Join(run, trainerLogName)} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
 		}
 	}
-	if i := strings.LastIndex(out3.String(), "himes: "); i >= 0 {
-		t.Logf("session 3, trainer killed: %s", out3.String()[i:])
-	}
+	t.Logf("%s", msg)
 }
 
 // syncBuf is a bytes.Buffer a child process writes while the test reads.

@@ -114,6 +114,9 @@ type Process struct {
 	exited  chan struct{} // closed when the child has exited
 	waitErr error         // its exit status, set before exited is closed
 
+	crashOnce sync.Once
+	crash     error
+
 	mu       sync.Mutex
 	stopping bool // Stop was called: the exit is ours, not a crash
 	stopErr  error
@@ -222,9 +225,14 @@ func (p *Process) Watch(cancel context.CancelCauseFunc) <-chan struct{} {
 	return judged
 }
 
-// crashError describes an exit that Stop did not cause.
+// crashError describes an exit that Stop did not cause; the same error
+// value each time, so a caller can tell (errors.Is) that the error its
+// command failed with is this crash.
 func (p *Process) crashError() error {
-	return fmt.Errorf("%s (%s) exited while in use (%s); %s", p.spec.Name, commandLine(p.spec.Argv), exitText(p.waitErr), p.tail())
+	p.crashOnce.Do(func() {
+		p.crash = fmt.Errorf("%s (%s) exited while in use (%s); %s", p.spec.Name, commandLine(p.spec.Argv), exitText(p.waitErr), p.tail())
+	})
+	return p.crash
 }
 
 // Stop sends SIGTERM to the child's process group, waits up to StopTimeout
