@@ -233,34 +233,9 @@ wait:
 // lora_trainer's flags, writes the port file and runs the embedded policy's
 // server (himes trainer serve), so the test needs no Python.
 func TestLaunchedTrainerCrashFailsTheRun(t *testing.T) {
-	dir := t.TempDir()
-	fake := filepath.Join(dir, "fakepython")
-	script := `#!/bin/sh
-pf=
-while [ $# -gt 0 ]; do
-  if [ "$1" = --port-file ]; then pf=$2; fi
-  shift
-done
-echo "fake trainer: the embedded policy on port $FAKE_PORT"
-echo "$FAKE_PORT" > "$pf.tmp" && mv "$pf.tmp" "$pf"
-exec "$FAKE_HIMES" trainer serve --config "$FAKE_CONFIG" --addr "127.0.0.1:$FAKE_PORT" --checkpoint-dir "$FAKE_CK"
-`
-	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	port, err := launch.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	qs, err := filepath.Abs("../../configs/quickstart.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, fake, args := fakeTrainerRun(t)
 	var out syncBuf
-	c := exec.Command(os.Args[0], "train", "--config", qs, "--set", "run.output_dir="+dir, "--set", "grpo.steps=100000",
-		"--set", "trainer.endpoint=launch", "--set", "trainer.launch.python="+fake, "--set", "trainer.launch.args=[--backend, fake]",
-		"--set", fmt.Sprintf("trainer.launch.env=[FAKE_PORT=%d, FAKE_HIMES=%s, FAKE_CONFIG=%s, FAKE_CK=%s, HIMES_TEST_MAIN=1]",
-			port, os.Args[0], qs, filepath.Join(dir, "ck")))
+	c := exec.Command(os.Args[0], args...)
 	c.Env = append(os.Environ(), "HIMES_TEST_MAIN=1")
 	c.Stdout, c.Stderr = &out, &out
 	if err := c.Start(); err != nil {
@@ -282,7 +257,7 @@ exec "$FAKE_HIMES" trainer serve --config "$FAKE_CONFIG" --addr "127.0.0.1:$FAKE
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	err = <-exited
+	err := <-exited
 	if err == nil {
 		t.Fatalf("himes train exited 0 after its trainer was killed:\n%s", out.String())
 	}
@@ -298,6 +273,76 @@ exec "$FAKE_HIMES" trainer serve --config "$FAKE_CONFIG" --addr "127.0.0.1:$FAKE
 		}
 	}
 	t.Logf("%s", msg)
+}
+
+// fakeTrainerRun returns a run directory base, a fake interpreter, and the
+// arguments of a long quickstart run that launches it as its trainer: a
+// shell script that takes lora_trainer's flags, writes the port file and
+// runs the embedded policy's server (himes trainer serve), so the test needs
+// no Python.
+func fakeTrainerRun(t *testing.T) (dir, fake string, args []string) {
+	t.Helper()
+	dir = t.TempDir()
+	fake = filepath.Join(dir, "fakepython")
+	script := `#!/bin/sh
+pf=
+while [ $# -gt 0 ]; do
+  if [ "$1" = --port-file ]; then pf=$2; fi
+  shift
+done
+echo "fake trainer: the embedded policy on port $FAKE_PORT"
+echo "$FAKE_PORT" > "$pf.tmp" && mv "$pf.tmp" "$pf"
+exec "$FAKE_HIMES" trainer serve --config "$FAKE_CONFIG" --addr "127.0.0.1:$FAKE_PORT" --checkpoint-dir "$FAKE_CK"
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	port, err := launch.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := filepath.Abs("../../configs/quickstart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, fake, []string{"train", "--config", qs, "--set", "run.output_dir=" + dir, "--set", "grpo.steps=100000",
+		"--set", "trainer.endpoint=launch", "--set", "trainer.launch.python=" + fake, "--set", "trainer.launch.args=[--backend, fake]",
+		"--set", fmt.Sprintf("trainer.launch.env=[FAKE_PORT=%d, FAKE_HIMES=%s, FAKE_CONFIG=%s, FAKE_CK=%s, HIMES_TEST_MAIN=1]",
+			port, os.Args[0], qs, filepath.Join(dir, "ck"))}
+}
+
+// A himes killed with SIGKILL runs no deferred Stop: the trainer still dies
+// with it (Pdeathsig), leaving no orphan behind.
+func TestLaunchedTrainerDiesWithHimes(t *testing.T) {
+	dir, _, args := fakeTrainerRun(t)
+	var out syncBuf
+	c := exec.Command(os.Args[0], args...)
+	c.Env = append(os.Environ(), "HIMES_TEST_MAIN=1")
+	c.Stdout, c.Stderr = &out, &out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for metricsKinds(t, filepath.Join(dir, "quickstart"))["step"] == 0 {
+		select {
+		case err := <-exited:
+			t.Fatalf("himes train exited (%v) before its first step:\n%s", err, out.String())
+		case <-tick.C:
+		}
+	}
+	pid := launchedPid(t, out.String())
+	if err := c.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	// The kernel signals the trainer when himes dies; init reaps it.
+	for i := 0; i < 6000 && processAlive(pid); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	assertGone(t, pid)
 }
 
 // syncBuf is a bytes.Buffer a child process writes while the test reads.
@@ -335,9 +380,16 @@ func launchedPid(t *testing.T, log string) int {
 // trainer must have been stopped and reaped.
 func assertGone(t *testing.T, pid int) {
 	t.Helper()
-	if raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(raw), ") Z ") {
+	if processAlive(pid) {
+		raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		t.Errorf("trainer process %d outlived himes: %s", pid, raw)
 	}
+}
+
+// processAlive reports whether pid is a process that is not a zombie.
+func processAlive(pid int) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(raw), ") Z ")
 }
 
 func forEachMetric(t *testing.T, run string, f func(map[string]any)) {
