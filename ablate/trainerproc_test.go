@@ -43,9 +43,9 @@ func TestStartTrainerErrors(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct{ cmd, want string }{
 		{"sleep 1", "must contain {port_file}"},
-		{"echo no port; exit 3 # {port_file}", "exited before listening"},
+		{"echo no port; exit 3 # {port_file}", "exited before it was ready"},
 		{"echo http > {port_file}; sleep 60", "is not a port"},
-		{"sleep 60 # {port_file}", "wrote no port"},
+		{"sleep 60 # {port_file}", "was not ready within 2s"},
 	}
 	for _, c := range cases {
 		_, err := StartTrainer(context.Background(), c.cmd, filepath.Join(dir, "t"), filepath.Join(dir, "log"), 2*time.Second)

@@ -9,7 +9,9 @@ import (
 
 // Config is the "trainer" section: where the policy lives.
 type Config struct {
-	// Endpoint is "embedded" (in-process pure-Go policy) or the URL of a trainer server.
+	// Endpoint is "embedded" (in-process pure-Go policy), the URL of a
+	// running trainer server, or "launch": himes train and eval start the
+	// reference trainer that Launch describes and use its URL.
 	Endpoint string `yaml:"endpoint"`
 	// Token is an optional bearer token; "$ENV" reads it from an environment variable.
 	Token string `yaml:"token"`
@@ -26,7 +28,40 @@ type Config struct {
 	// Embedded configures the embedded policy (Endpoint "embedded", and
 	// `himes trainer serve`).
 	Embedded EmbeddedConfig `yaml:"embedded"`
+	// Launch is the reference trainer himes starts itself (Endpoint
+	// "launch"); ignored for any other endpoint, so that
+	// --set trainer.endpoint=URL uses a server started by hand instead.
+	Launch LaunchConfig `yaml:"launch"`
 }
+
+// LaunchEndpoint is the Endpoint value that starts Launch's trainer.
+const LaunchEndpoint = "launch"
+
+// LaunchConfig describes the reference trainer (scripts/lora_trainer) that
+// himes starts as `PYTHON -m lora_trainer ARGS --host 127.0.0.1 --port 0
+// --port-file F --checkpoint-dir <run>/trainer` for one command and stops
+// at its end.
+type LaunchConfig struct {
+	// Python is the interpreter; default: the one scripts/ci/python-env.sh
+	// prints (the clone's .venv), found from the working directory up.
+	Python string `yaml:"python"`
+	// Args are lora_trainer's arguments (--backend tagger ...); himes sets
+	// the host, port, port file and checkpoint directory itself.
+	Args []string `yaml:"args"`
+	// Env holds extra KEY=VALUE environment variables for the trainer.
+	Env []string `yaml:"env"`
+	// ReadyTimeoutSeconds bounds the wait until the trainer listens (it
+	// loads its model first); default 600.
+	ReadyTimeoutSeconds float64 `yaml:"ready_timeout_seconds"`
+	// StopTimeoutSeconds is how long the trainer may take to exit after
+	// SIGTERM before it is killed; default 30.
+	StopTimeoutSeconds float64 `yaml:"stop_timeout_seconds"`
+}
+
+// LaunchOwnedFlags are the lora_trainer flags himes sets for a launched
+// trainer: a free port reported through a port file, on loopback, and the
+// run's checkpoint directory (so a resumed run's new trainer finds them).
+var LaunchOwnedFlags = []string{"--host", "--port", "--port-file", "--checkpoint-dir"}
 
 // EmbeddedConfig holds the embedded term-selection policy's knobs. Learning
 // rates and loss settings arrive per request.
@@ -71,7 +106,8 @@ type EmbeddedConfig struct {
 
 // DefaultConfig uses the embedded policy.
 func DefaultConfig() Config {
-	return Config{Endpoint: "embedded", TimeoutSeconds: 600, Retries: 4, ReconnectSeconds: 120, Embedded: DefaultEmbeddedConfig()}
+	return Config{Endpoint: "embedded", TimeoutSeconds: 600, Retries: 4, ReconnectSeconds: 120, Embedded: DefaultEmbeddedConfig(),
+		Launch: LaunchConfig{ReadyTimeoutSeconds: 600, StopTimeoutSeconds: 30}}
 }
 
 // DefaultEmbeddedConfig returns the documented defaults.
@@ -100,14 +136,19 @@ func (c Config) Redacted() Config {
 // Validate checks the endpoint and the knobs.
 func (c Config) Validate() error {
 	if c.Endpoint == "" {
-		return fielderr.New("endpoint", "is required (\"embedded\" or a URL)")
+		return fielderr.New("endpoint", "is required (\"embedded\", \"launch\" or a URL)")
+	}
+	if c.Endpoint == LaunchEndpoint {
+		if err := c.Launch.Validate(); err != nil {
+			return fielderr.Prefix("launch", err)
+		}
 	}
 	if c.Token == RedactedToken {
 		return fielderr.New("token", "was redacted when the config was saved; pass it as --set trainer.token='$VAR' (an environment variable)")
 	}
-	if c.Endpoint != "embedded" {
+	if c.Endpoint != "embedded" && c.Endpoint != LaunchEndpoint {
 		if _, err := parseBaseURL(c.Endpoint); err != nil {
-			return fielderr.New("endpoint", "want \"embedded\" or an http(s) URL: %v", err)
+			return fielderr.New("endpoint", "want \"embedded\", \"launch\" or an http(s) URL: %v", err)
 		}
 	}
 	if !(c.TimeoutSeconds > 0) || math.IsInf(c.TimeoutSeconds, 0) {
@@ -121,6 +162,32 @@ func (c Config) Validate() error {
 	}
 	if err := c.Embedded.Validate(); err != nil {
 		return fielderr.Prefix("embedded", err)
+	}
+	return nil
+}
+
+// Validate checks the launch section (trainer.endpoint "launch").
+func (c LaunchConfig) Validate() error {
+	if len(c.Args) == 0 {
+		return fielderr.New("args", "is required with trainer.endpoint \"launch\": lora_trainer's arguments, e.g. [--backend, tagger]")
+	}
+	for i, a := range c.Args {
+		for _, f := range LaunchOwnedFlags {
+			if a == f || strings.HasPrefix(a, f+"=") {
+				return fielderr.New("args", "item %d: %s is set by himes for a launched trainer (a free port, loopback, the run's trainer/ directory); remove it", i, f)
+			}
+		}
+	}
+	for i, e := range c.Env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			return fielderr.New("env", "item %d: %q is not KEY=VALUE", i, e)
+		}
+	}
+	if !(c.ReadyTimeoutSeconds > 0) || math.IsInf(c.ReadyTimeoutSeconds, 0) {
+		return fielderr.New("ready_timeout_seconds", "must be > 0, got %v", c.ReadyTimeoutSeconds)
+	}
+	if !(c.StopTimeoutSeconds > 0) || math.IsInf(c.StopTimeoutSeconds, 0) {
+		return fielderr.New("stop_timeout_seconds", "must be > 0, got %v", c.StopTimeoutSeconds)
 	}
 	return nil
 }

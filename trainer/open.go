@@ -16,6 +16,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.Endpoint == "embedded" {
 		return nil, fmt.Errorf("trainer.endpoint is \"embedded\": open the embedded policy (trainer/embedded), not a client")
 	}
+	if cfg.Endpoint == LaunchEndpoint {
+		return nil, fmt.Errorf("trainer.endpoint is %q: this command does not start trainer.launch (himes train and himes eval do); start the trainer yourself and pass --set trainer.endpoint=URL", LaunchEndpoint)
+	}
 	token, err := resolveToken(cfg.Token)
 	if err != nil {
 		return nil, err

@@ -177,7 +177,7 @@ func (f *evalFlags) memoryModes(cfg configs.Config) ([]memoryMode, error) {
 	return modes, nil
 }
 
-func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
+func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) (err error) {
 	cfg, err := f.config()
 	if err != nil {
 		return err
@@ -203,6 +203,18 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) error {
 	if err := evaluate.CheckOutputDir(out); err != nil {
 		return err
 	}
+	// trainer.endpoint "launch": the run's trainer, started on its
+	// checkpoints (the run's trainer/), its log appended to the run's.
+	if cfg.Trainer.Endpoint == trainer.LaunchEndpoint && f.runDir == "" {
+		return fmt.Errorf("trainer.endpoint %q: himes eval starts the trainer only for a run (--run RUN, whose checkpoints it loads); or pass --set trainer.endpoint=URL", trainer.LaunchEndpoint)
+	}
+	lt, err := startLaunchedTrainer(ctx, cfg, f.runDir, filepath.Join(f.runDir, trainerLogName))
+	if err != nil {
+		return err
+	}
+	defer func() { err = lt.finish(err) }()
+	ctx = lt.watch(ctx)
+	cfg = lt.config(cfg)
 
 	// One set of components per memory mode: the memory is part of the
 	// retrieval pipeline. The policy and the data come from the first.

@@ -33,7 +33,7 @@ config unless --allow-config-change. --resume of a finished run says
 "already finished at step N", writes nothing and exits 0; with a larger
 --set grpo.steps it continues to the new total.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if resume && overwrite {
 				return fmt.Errorf("--resume and --overwrite exclude each other")
 			}
@@ -76,7 +76,18 @@ config unless --allow-config-change. --resume of a finished run says
 				return err
 			}
 			ctx := cmd.Context()
-			comp, err := buildComponents(ctx, cfg, buildOptions{trainerDir: filepath.Join(base, name, "trainer")})
+			// trainer.endpoint "launch": start the reference trainer, stop it
+			// at the end; its log joins the run directory then.
+			lt, err := startLaunchedTrainer(ctx, cfg, filepath.Join(base, name), filepath.Join(base, name+".trainer.log"))
+			if err != nil {
+				return err
+			}
+			if lt != nil {
+				lt.moveTo = filepath.Join(base, name, trainerLogName)
+				defer func() { err = lt.finish(err) }()
+				ctx = lt.watch(ctx)
+			}
+			comp, err := buildComponents(ctx, lt.config(cfg), buildOptions{trainerDir: filepath.Join(base, name, "trainer")})
 			if err != nil {
 				return err
 			}

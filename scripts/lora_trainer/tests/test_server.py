@@ -267,6 +267,19 @@ def test_delete_damaged_checkpoint_and_leftovers(tmp_path):
     assert status == 200 and out["deleted"] is True and os.listdir(root) == []
 
 
+def test_checkpoint_dir_made_by_the_first_save(tmp_path):
+    # himes launches the trainer with --checkpoint-dir <run>/trainer before
+    # the run directory exists; starting must not create it.
+    root = tmp_path / "run" / "trainer"
+    svc = TrainerService(tiny_engine(), CheckpointStore(str(root)))
+    assert not (tmp_path / "run").exists()
+    assert call(svc, "/v1/checkpoints")[1]["checkpoints"] == []
+    assert call(svc, "/v1/load", {"step_id": "l", "name": "none"})[0] == 404
+    assert not (tmp_path / "run").exists()
+    assert call(svc, "/v1/save", {"step_id": "s1", "name": "first"})[0] == 200
+    assert [c["name"] for c in call(svc, "/v1/checkpoints")[1]["checkpoints"]] == ["first"]
+
+
 def test_list_skips_a_checkpoint_deleted_while_listing(tmp_path, monkeypatch):
     svc = service(tmp_path)
     call(svc, "/v1/save", {"step_id": "s1", "name": "real"})

@@ -89,7 +89,11 @@ class CheckpointStore:
 
     def __init__(self, root: str):
         self.root = os.path.abspath(root)
-        os.makedirs(self.root, exist_ok=True)
+        # The directory is made by the first save, not here: himes launches
+        # a trainer with --checkpoint-dir inside a run directory that does
+        # not exist yet (it is created after the trainer is ready).
+        if not os.path.isdir(self.root):
+            return
         # Checkpoints whose delete or replacement was interrupted after the
         # rename: already invisible, only taking space.
         for name in os.listdir(self.root):
@@ -100,6 +104,7 @@ class CheckpointStore:
         return os.path.join(self.root, name)
 
     def save(self, name: str, write: Callable[[str], None]) -> int:
+        os.makedirs(self.root, exist_ok=True)
         tmp = os.path.join(self.root, f".tmp-{name}-{uuid.uuid4().hex}")
         os.makedirs(tmp)
         try:
@@ -146,6 +151,8 @@ class CheckpointStore:
 
     def list(self):
         out = []
+        if not os.path.isdir(self.root):
+            return out  # nothing saved yet
         for name in sorted(os.listdir(self.root)):
             if name.startswith(".") or not self.exists(name):
                 continue
