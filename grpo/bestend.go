@@ -35,6 +35,14 @@ func (l *Loop) loadBestAtEnd(ctx context.Context) error {
 		return nil
 	}
 	final.Which, final.Step, final.Metric, final.Value = "best", b.Step, b.Metric, new(b.Value)
+	if b.Step == 0 && l.state.Step > 0 {
+		// No evaluation beat the one before GRPO: the final policy is the
+		// starting one (the base, or the SFT policy), not what GRPO trained.
+		// Correct by the metric, but a researcher must not mistake it for a
+		// trained result.
+		l.log.Warn("grpo.load_best_at_end: no evaluation improved on step 0's, so the final policy is the one GRPO started from; "+
+			"--set grpo.load_best_at_end=false keeps the last step's", "metric", b.Metric, "value", round4(b.Value), "latest_step", l.state.Step)
+	}
 	if b.TrainerCheckpoint == l.state.TrainerCheckpoint {
 		l.log.Info("final policy: the latest checkpoint is the best", "step", b.Step, "metric", b.Metric, "value", round4(b.Value))
 		return nil

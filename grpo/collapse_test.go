@@ -3,6 +3,7 @@ package grpo
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -280,5 +281,27 @@ func TestStepMetricsKLInLossMeasuredOrAbsent(t *testing.T) {
 		if Val(m.WeightNorm) != 2 || Val(m.Bias) != -1 {
 			t.Errorf("weight_norm %v bias %v, want 2 and -1", m.WeightNorm, m.Bias)
 		}
+	}
+}
+
+// When no evaluation beats step 0's, load_best_at_end makes the starting
+// policy the final one; that is what the metric says, but it must be said
+// out loud, not pass as a trained result.
+func TestLoadBestAtEndWarnsWhenTheBestIsTheStart(t *testing.T) {
+	run, _ := rundir.Open(t.TempDir(), "r", rundir.New)
+	cfg := bestConfig(3, 0, 0)
+	cfg.LoadBestAtEnd = new(true)
+	l := newBestLoop(t, cfg, newFakePolicy(" paris", ""), run, []int{0, 0, 0, 0})
+	var logs strings.Builder
+	l.log = slog.New(slog.NewTextHandler(&logs, nil))
+	if err := l.Run(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	st, _, _ := ReadStatus(run.Path)
+	if st.Final == nil || st.Final.Which != "best" || st.Final.Step != 0 {
+		t.Fatalf("final %+v, want the best at step 0", st.Final)
+	}
+	if !strings.Contains(logs.String(), "no evaluation improved on step 0") {
+		t.Errorf("no warning that the final policy is the starting one:\n%s", logs.String())
 	}
 }

@@ -272,6 +272,9 @@ def main() -> int:
                "--set", f"grpo.learning_rate={a.lr}", "--set", "grpo.loss.mu=2", "--set", "grpo.loss.kl_coef=0.04",
                "--set", f"grpo.eval_every={max(a.steps // 2, 1)}", "--set", f"grpo.eval_turns={a.eval_turns}",
                "--set", f"grpo.checkpoint_every={max(a.steps // 2, 1)}",
+               # The check is of the adapter GRPO trained: a random-weight model's Recall@10 stays 0,
+               # so the "best" checkpoint would be step 0's (the untrained adapter).
+               "--set", "grpo.load_best_at_end=false",
                "--set", f"run.output_dir={run_dir}", "--set", "run.name=gpu-check"]
         t0 = time.perf_counter()
         rc, text = run(cmd, os.path.join(out, "train.log"), 420)
