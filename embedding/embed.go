@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/internal/ollama"
@@ -183,7 +184,13 @@ func NewOllama(host, model string, batch int, cacheDir string) (*Ollama, error) 
 	if host != "" {
 		hosts = []string{host}
 	}
-	client, err := ollama.New(hosts, 4, nil, ollama.DefaultPolicy, 1)
+	// A batch is CPU-bound work on the server (seconds per passage for a
+	// BERT on a loaded 2-core machine, and requests queue: Ollama runs an
+	// embedding model one sequence at a time), so a call may take minutes;
+	// a dead server is still refused at once.
+	pol := ollama.DefaultPolicy
+	pol.Timeout = 15 * time.Minute
+	client, err := ollama.New(hosts, 4, nil, pol, 1)
 	if err != nil {
 		return nil, fmt.Errorf("ollama embedder: %w", err)
 	}
