@@ -101,4 +101,3 @@ func ollamaDefaultURL() string {
 	}
 	return "http://localhost:11434"
 }
-
