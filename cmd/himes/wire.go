@@ -114,9 +114,17 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	}
 	// Dense and hybrid retrieval embed the knowledge base once (then cached):
 	// minutes to hours with a real model on a CPU, so it shows progress.
-	embedBar := newCountProgress(os.Stderr, isInteractive(os.Stderr), "embedding knowledge base", "text")
-	c.Retriever, err = retrieval.Open(ctx, cfg.Retrieval, cfg.Data.KB, retrieval.WithEmbedProgress(embedBar.update))
-	embedBar.finish()
+	// The bar is made on the first count, so runs that embed nothing show none.
+	var embedBar *countProgress
+	c.Retriever, err = retrieval.Open(ctx, cfg.Retrieval, cfg.Data.KB, retrieval.WithEmbedProgress(func(done, total int) {
+		if embedBar == nil {
+			embedBar = newCountProgress(os.Stderr, isInteractive(os.Stderr), "embedding knowledge base", "text")
+		}
+		embedBar.update(done, total)
+	}))
+	if embedBar != nil {
+		embedBar.finish()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("retrieval: %w", err)
 	}
