@@ -17,7 +17,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/internal/ollama"
@@ -148,16 +151,23 @@ func Cosine(a, b []float32) float64 {
 }
 
 // Ollama calls Ollama's /api/embed in batches and keeps an on-disk
-// cache keyed by model and text hash, so a knowledge base is embedded once
-// across runs. Vectors are L2-normalized.
+// cache keyed by the model's digest and the text's hash, so a knowledge base
+// is embedded once across runs, and a model re-created under the same name
+// never serves the old model's vectors. Before the first vector it checks
+// that the server's model is an embedding model. Vectors are L2-normalized.
 type Ollama struct {
 	client   *ollama.Client
 	model    string
 	batch    int
 	cacheDir string // "" disables the cache
 
-	mu  sync.Mutex
-	dim int
+	mu     sync.Mutex
+	dim    int
+	digest string // the server's model digest, once checked (see ready)
+	// wp and maxPieces truncate texts as sentence-transformers does, for a
+	// BERT model (wordpiece.go); nil for other models.
+	wp        *wordPiece
+	maxPieces int
 }
 
 // NewOllama embeds with model on the Ollama server at host
@@ -174,7 +184,13 @@ func NewOllama(host, model string, batch int, cacheDir string) (*Ollama, error) 
 	if host != "" {
 		hosts = []string{host}
 	}
-	client, err := ollama.New(hosts, 4, nil, ollama.DefaultPolicy, 1)
+	// A batch is CPU-bound work on the server (seconds per passage for a
+	// BERT on a loaded 2-core machine, and requests queue: Ollama runs an
+	// embedding model one sequence at a time), so a call may take minutes;
+	// a dead server is still refused at once.
+	pol := ollama.DefaultPolicy
+	pol.Timeout = 15 * time.Minute
+	client, err := ollama.New(hosts, 4, nil, pol, 1)
 	if err != nil {
 		return nil, fmt.Errorf("ollama embedder: %w", err)
 	}
@@ -191,8 +207,74 @@ func (o *Ollama) Dim() int {
 // Name implements Embedder.
 func (o *Ollama) Name() string { return "ollama:" + o.model }
 
-func (o *Ollama) cachePath(text string) string {
-	h := sha256.Sum256([]byte(o.model + "\x00" + text))
+// ready checks once (until it succeeds) that the server has the model and
+// that it is an embedding model, and returns its digest.
+func (o *Ollama) ready(ctx context.Context) (string, error) {
+	o.mu.Lock()
+	d := o.digest
+	o.mu.Unlock()
+	if d != "" {
+		return d, nil
+	}
+	show, err := o.client.Show(ctx, o.model, true)
+	if err != nil {
+		return "", fmt.Errorf("ollama embedder: %w", err)
+	}
+	if err := checkEmbeddingModel(o.model, show); err != nil {
+		return "", err
+	}
+	wp, maxPieces := bertTruncation(show)
+	d, err = o.client.Check(ctx, o.model)
+	if err != nil {
+		return "", fmt.Errorf("ollama embedder: %w", err)
+	}
+	o.mu.Lock()
+	o.digest, o.wp, o.maxPieces = d, wp, maxPieces
+	o.mu.Unlock()
+	return d, nil
+}
+
+// bertTruncation returns the WordPiece counter and the word pieces a text
+// may have (num_ctx less [CLS] and [SEP]) for a BERT model whose num_ctx is
+// set (himes embed create sets it to max_seq_length); nil for any other
+// model, whose texts Ollama truncates its own way.
+func bertTruncation(show *api.ShowResponse) (*wordPiece, int) {
+	if arch, _ := show.ModelInfo["general.architecture"].(string); arch != "bert" {
+		return nil, 0
+	}
+	if tm, _ := show.ModelInfo["tokenizer.ggml.model"].(string); tm != "bert" {
+		return nil, 0
+	}
+	numCtx := 0
+	for _, line := range strings.Split(show.Parameters, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "num_ctx" {
+			numCtx, _ = strconv.Atoi(f[1])
+		}
+	}
+	raw, _ := show.ModelInfo["tokenizer.ggml.tokens"].([]any)
+	if numCtx < 3 || len(raw) == 0 {
+		return nil, 0
+	}
+	tokens := make([]string, 0, len(raw))
+	for _, t := range raw {
+		s, _ := t.(string)
+		tokens = append(tokens, s)
+	}
+	return newWordPieceFromGGUF(tokens), numCtx - 2
+}
+
+// Fingerprint names the exact model: its name and the server's digest of
+// it (what a cache of its vectors must be keyed by).
+func (o *Ollama) Fingerprint(ctx context.Context) (string, error) {
+	d, err := o.ready(ctx)
+	if err != nil {
+		return "", err
+	}
+	return o.Name() + "@" + d, nil
+}
+
+func (o *Ollama) cachePath(digest, text string) string {
+	h := sha256.Sum256([]byte(o.model + "\x00" + digest + "\x00" + text))
 	k := hex.EncodeToString(h[:])
 	return filepath.Join(o.cacheDir, k[:2], k+".f32")
 }
@@ -200,20 +282,24 @@ func (o *Ollama) cachePath(text string) string {
 // Embed implements Embedder: cached texts are read from disk, the rest sent
 // in batches of o.batch.
 func (o *Ollama) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	digest, err := o.ready(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([][]float32, len(texts))
 	var missing []int
 	for i, t := range texts {
 		if o.cacheDir != "" {
-			v, err := readVec(o.cachePath(t))
+			v, err := readVec(o.cachePath(digest, t))
 			if err == nil {
 				if err := o.checkDim(len(v)); err != nil {
-					return nil, fmt.Errorf("ollama embed cache %s: %w", o.cachePath(t), err)
+					return nil, fmt.Errorf("ollama embed cache %s: %w", o.cachePath(digest, t), err)
 				}
 				out[i] = v
 				continue
 			}
 			if !errors.Is(err, fs.ErrNotExist) {
-				slog.Warn("ollama embed cache entry unreadable; re-embedding", "path", o.cachePath(t), "err", err)
+				slog.Warn("ollama embed cache entry unreadable; re-embedding", "path", o.cachePath(digest, t), "err", err)
 			}
 		}
 		missing = append(missing, i)
@@ -223,6 +309,9 @@ func (o *Ollama) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		in := make([]string, len(idx))
 		for j, i := range idx {
 			in[j] = texts[i]
+			if o.wp != nil {
+				in[j], _ = o.wp.prepare(in[j], o.maxPieces)
+			}
 		}
 		vecs, err := o.client.Embed(ctx, api.EmbedRequest{Model: o.model, Input: in})
 		if err != nil {
@@ -235,7 +324,7 @@ func (o *Ollama) Embed(ctx context.Context, texts []string) ([][]float32, error)
 			}
 			out[i] = v
 			if o.cacheDir != "" {
-				if err := writeVec(o.cachePath(texts[i]), v); err != nil {
+				if err := writeVec(o.cachePath(digest, texts[i]), v); err != nil {
 					return nil, fmt.Errorf("ollama embed cache: %w", err)
 				}
 			}

@@ -2,10 +2,15 @@ package embedding
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"hash/fnv"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -52,11 +57,61 @@ func TestHash(t *testing.T) {
 	}
 }
 
-// fakeOllama serves /api/embed (vector [len(text), 1, 0]).
-func fakeOllama(t *testing.T, embedCalls *atomic.Int32) *httptest.Server {
+// fakeModel is a model the fake server has: its digest and capabilities.
+type fakeModel struct {
+	digest string
+	caps   []string
+}
+
+// fakeModels is the fake server's model list; set changes it between calls.
+type fakeModels struct {
+	mu sync.Mutex
+	m  map[string]fakeModel
+}
+
+func (f *fakeModels) set(name string, m fakeModel) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.m[name] = m
+}
+
+// fakeOllama serves /api/embed (vector [len(text), 1, 0]), /api/show and
+// /api/tags for the models in fm (nil: "nomic" and "other", both
+// embedding models).
+func fakeOllama(t *testing.T, embedCalls *atomic.Int32, fm *fakeModels) *httptest.Server {
 	t.Helper()
+	if fm == nil {
+		fm = &fakeModels{m: map[string]fakeModel{"nomic": {"d1", []string{"embedding"}}, "other": {"d2", []string{"embedding"}}}}
+	}
+	lookup := func(name string) (fakeModel, bool) {
+		fm.mu.Lock()
+		defer fm.mu.Unlock()
+		m, ok := fm.m[strings.TrimSuffix(name, ":latest")]
+		return m, ok
+	}
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
+		case "/api/tags":
+			var list []map[string]string
+			fm.mu.Lock()
+			for name, m := range fm.m {
+				list = append(list, map[string]string{"name": name + ":latest", "model": name + ":latest", "digest": m.digest})
+			}
+			fm.mu.Unlock()
+			json.NewEncoder(w).Encode(map[string]any{"models": list})
+		case "/api/show":
+			var req struct {
+				Model string `json:"model"`
+			}
+			json.NewDecoder(r.Body).Decode(&req)
+			m, ok := lookup(req.Model)
+			if !ok {
+				w.WriteHeader(http.StatusNotFound)
+				fmt.Fprintf(w, `{"error":"model '%s' not found"}`, req.Model)
+				return
+			}
+			json.NewEncoder(w).Encode(map[string]any{"capabilities": m.caps,
+				"model_info": map[string]any{"general.architecture": "llama"}})
 		case "/api/embed":
 			embedCalls.Add(1)
 			var req struct {
@@ -80,7 +135,8 @@ func fakeOllama(t *testing.T, embedCalls *atomic.Int32) *httptest.Server {
 
 func TestOllamaEmbedderBatchesAndCaches(t *testing.T) {
 	var calls atomic.Int32
-	srv := fakeOllama(t, &calls)
+	models := &fakeModels{m: map[string]fakeModel{"nomic": {"d1", []string{"embedding"}}, "other": {"d2", []string{"embedding"}}}}
+	srv := fakeOllama(t, &calls, models)
 	defer srv.Close()
 	cache := t.TempDir()
 	e, err := NewOllama(srv.URL, "nomic", 2, cache)
@@ -107,6 +163,9 @@ func TestOllamaEmbedderBatchesAndCaches(t *testing.T) {
 	if e.Dim() != 3 || e.Name() != "ollama:nomic" {
 		t.Fatalf("dim %d name %s", e.Dim(), e.Name())
 	}
+	if fp, err := e.Fingerprint(t.Context()); err != nil || fp != "ollama:nomic@d1" {
+		t.Fatalf("fingerprint %q, %v; want ollama:nomic@d1", fp, err)
+	}
 	// a fresh embedder on the same cache sends nothing for known texts
 	e2, _ := NewOllama(srv.URL, "nomic", 2, cache)
 	vs2, err := e2.Embed(t.Context(), []string{"ccc", "a", "new"})
@@ -126,6 +185,34 @@ func TestOllamaEmbedderBatchesAndCaches(t *testing.T) {
 	e3.Embed(t.Context(), []string{"a"})
 	if calls.Load() != 5 {
 		t.Fatalf("other model reused the cache: %d requests", calls.Load())
+	}
+	// and by the model's digest: the same name re-created (new weights) is
+	// embedded afresh, never served the old model's vectors
+	models.set("nomic", fakeModel{"d3", []string{"embedding"}})
+	e4, _ := NewOllama(srv.URL, "nomic", 2, cache)
+	e4.Embed(t.Context(), []string{"a"})
+	if calls.Load() != 6 {
+		t.Fatalf("re-created model reused the old digest's cache: %d requests, want 6", calls.Load())
+	}
+}
+
+// A chat model is refused before any vector is computed or cached: its
+// /api/embed output is not a sentence embedding.
+func TestOllamaEmbedderRefusesChatModel(t *testing.T) {
+	var calls atomic.Int32
+	srv := fakeOllama(t, &calls, &fakeModels{m: map[string]fakeModel{"llama3": {"d9", []string{"completion"}}}})
+	defer srv.Close()
+	cache := t.TempDir()
+	e, _ := NewOllama(srv.URL, "llama3", 2, cache)
+	_, err := e.Embed(t.Context(), []string{"a"})
+	if !errors.Is(err, ErrNotEmbeddingModel) || !strings.Contains(err.Error(), "llama3") {
+		t.Fatalf("chat model: %v, want ErrNotEmbeddingModel naming llama3", err)
+	}
+	if calls.Load() != 0 {
+		t.Fatalf("%d /api/embed calls for a refused model", calls.Load())
+	}
+	if ents, _ := os.ReadDir(cache); len(ents) != 0 {
+		t.Fatalf("cache written for a refused model: %v", ents)
 	}
 }
 

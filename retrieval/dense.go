@@ -40,6 +40,12 @@ func NewDenseIndex(vecs [][]float32, embedder string) (*DenseIndex, error) {
 
 // EmbedDocs embeds texts in batches and builds a dense index.
 func EmbedDocs(ctx context.Context, e embedding.Embedder, texts []string, batch int) (*DenseIndex, error) {
+	return embedDocs(ctx, e, texts, batch, nil)
+}
+
+// embedDocs is EmbedDocs telling progress (when set; else a log line every
+// 5 s) the texts embedded so far.
+func embedDocs(ctx context.Context, e embedding.Embedder, texts []string, batch int, progress func(done, total int)) (*DenseIndex, error) {
 	vecs := make([][]float32, 0, len(texts))
 	last := time.Now()
 	for start := 0; start < len(texts); start += batch {
@@ -48,8 +54,11 @@ func EmbedDocs(ctx context.Context, e embedding.Embedder, texts []string, batch 
 			return nil, fmt.Errorf("embed documents %d..: %w", start, err)
 		}
 		vecs = append(vecs, vs...)
-		// a remote embedder may take minutes on a large KB (once: it caches)
-		if time.Since(last) > 5*time.Second {
+		switch {
+		case progress != nil:
+			progress(len(vecs), len(texts))
+		case time.Since(last) > 5*time.Second:
+			// a remote embedder may take minutes on a large KB (once: it caches)
 			slog.Info("embedding knowledge base", "embedder", e.Name(), "done", len(vecs), "total", len(texts))
 			last = time.Now()
 		}

@@ -62,7 +62,11 @@ type Pipeline struct {
 // SetMemory). For method remote or elasticsearch the service is probed
 // instead, and kbPath is optional: when given, the KB's ids check what the
 // service returns and its BM25 statistics answer IDF.
-func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
+func Open(ctx context.Context, cfg Config, kbPath string, opts ...OpenOption) (*Pipeline, error) {
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("retrieval config: %w", err)
 	}
@@ -95,7 +99,11 @@ func Open(ctx context.Context, cfg Config, kbPath string) (*Pipeline, error) {
 		if err != nil {
 			return nil, err
 		}
-		if p.dense, err = EmbedDocs(ctx, p.emb, texts, max(cfg.EmbedBatch, 256)); err != nil {
+		cache, err := embedCacheDir(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if p.dense, err = EmbedDocsCached(ctx, p.emb, texts, max(cfg.EmbedBatch, 256), cache, o.embedProgress); err != nil {
 			return nil, err
 		}
 		slog.Info("retrieval: dense index ready", "embedder", p.emb.Name(), "dim", p.dense.Dim())
@@ -362,22 +370,44 @@ func checkIndexConfig(meta IndexMeta, cfg Config) error {
 	return nil
 }
 
+// OpenOption adjusts Open.
+type OpenOption func(*openOptions)
+
+type openOptions struct {
+	embedProgress func(done, total int)
+}
+
+// WithEmbedProgress tells progress how many knowledge-base texts the dense
+// index has embedded (a bar on a terminal; without it, a log line every 5 s).
+func WithEmbedProgress(progress func(done, total int)) OpenOption {
+	return func(o *openOptions) { o.embedProgress = progress }
+}
+
+// embedCacheDir is the embedding cache directory cfg.EmbedCache names:
+// "" = <user cache dir>/himes/embed, "off" = none ("").
+func embedCacheDir(cfg Config) (string, error) {
+	switch cfg.EmbedCache {
+	case "off":
+		return "", nil
+	case "":
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return "", fmt.Errorf("embed cache: %w (set retrieval.embed_cache)", err)
+		}
+		return filepath.Join(dir, "himes", "embed"), nil
+	}
+	return cfg.EmbedCache, nil
+}
+
 // NewEmbedder builds the embedder cfg.Embedder names.
 func NewEmbedder(cfg Config) (embedding.Embedder, error) {
 	switch cfg.Embedder {
 	case "hash":
 		return embedding.NewHash(cfg.HashDim)
 	case "ollama":
-		cache := cfg.EmbedCache
-		switch cache {
-		case "off":
-			cache = ""
-		case "":
-			dir, err := os.UserCacheDir()
-			if err != nil {
-				return nil, fmt.Errorf("embed cache: %w (set retrieval.embed_cache)", err)
-			}
-			cache = filepath.Join(dir, "himes", "embed")
+		cache, err := embedCacheDir(cfg)
+		if err != nil {
+			return nil, err
 		}
 		return embedding.NewOllama(cfg.OllamaURL, cfg.EmbedModel, cfg.EmbedBatch, cache)
 	case "lsa":

@@ -55,6 +55,7 @@ the whole pipeline: rewrite → retrieve → long-term-memory re-rank → respon
 		newTRECEvalCmd(),
 		newRetrievalCmd(),
 		newMemoryCmd(),
+		newEmbedCmd(),
 		newTrainerCmd(),
 		newExportCmd(),
 		newConfigCmd(),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -118,7 +119,20 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	if cfg.Data.KB == "" && !cfg.Retrieval.UsesService() {
 		return nil, fmt.Errorf("data.kb is required: retrieval method %s needs a knowledge base", cfg.Retrieval.Method)
 	}
-	if c.Retriever, err = retrieval.Open(ctx, cfg.Retrieval, cfg.Data.KB); err != nil {
+	// Dense and hybrid retrieval embed the knowledge base once (then cached):
+	// minutes to hours with a real model on a CPU, so it shows progress.
+	// The bar is made on the first count, so runs that embed nothing show none.
+	var embedBar *countProgress
+	c.Retriever, err = retrieval.Open(ctx, cfg.Retrieval, cfg.Data.KB, retrieval.WithEmbedProgress(func(done, total int) {
+		if embedBar == nil {
+			embedBar = newCountProgress(os.Stderr, isInteractive(os.Stderr), "embedding knowledge base", "text")
+		}
+		embedBar.update(done, total)
+	}))
+	if embedBar != nil {
+		embedBar.finish()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("retrieval: %w", err)
 	}
 	c.Retrieve = c.Retriever

@@ -179,6 +179,25 @@ func (c *Client) Check(ctx context.Context, model string) (digest string, err er
 	return digest, nil
 }
 
+// Show returns /api/show of model on one host (the first; the embedder
+// uses one server): its capabilities, parameters and model info (verbose:
+// with the tokenizer's vocabulary).
+func (c *Client) Show(ctx context.Context, model string, verbose bool) (*api.ShowResponse, error) {
+	body, err := json.Marshal(api.ShowRequest{Model: model, Verbose: verbose})
+	if err != nil {
+		return nil, fmt.Errorf("encode show request: %w", err)
+	}
+	var out api.ShowResponse
+	err = c.call.Call(ctx, c.call.Pool().Hosts()[0], model, "ollama pull "+model, func(ctx context.Context, h *httpcall.Host) (int, error) {
+		out = api.ShowResponse{}
+		return c.call.PostJSON(ctx, h, "/api/show", body, &out, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // SameModel compares model names the way Ollama resolves them: a name
 // without a tag means ":latest".
 func SameModel(a, b string) bool {

