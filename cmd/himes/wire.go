@@ -12,6 +12,7 @@ import (
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
+	"github.com/himes-rl/himes/internal/progress"
 	"github.com/himes-rl/himes/memory"
 	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/rollout"
@@ -122,15 +123,19 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	// Dense and hybrid retrieval embed the knowledge base once (then cached):
 	// minutes to hours with a real model on a CPU, so it shows progress.
 	// The bar is made on the first count, so runs that embed nothing show none.
-	var embedBar *countProgress
+	var embedBar *progress.Bar
 	c.Retriever, err = retrieval.Open(ctx, cfg.Retrieval, cfg.Data.KB, retrieval.WithEmbedProgress(func(done, total int) {
 		if embedBar == nil {
-			embedBar = newCountProgress(os.Stderr, isInteractive(os.Stderr), "embedding knowledge base", "text")
+			out := progress.FromContext(ctx)
+			if out == nil {
+				out = progress.NewOutput(os.Stderr, false)
+			}
+			embedBar = progress.New(out, progress.Options{Label: "embedding knowledge base", Unit: "text", Total: total})
 		}
-		embedBar.update(done, total)
+		embedBar.Update(done, "")
 	}))
 	if embedBar != nil {
-		embedBar.finish()
+		embedBar.Finish()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("retrieval: %w", err)
