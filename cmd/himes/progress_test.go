@@ -11,32 +11,8 @@ import (
 
 	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/internal/progress"
+	"github.com/himes-rl/himes/internal/progress/progresstest"
 )
-
-// termScreen replays what a terminal shows: \r returns to the line's start,
-// \n ends the line, other characters overwrite. Trailing blanks dropped.
-func termScreen(s string) []string {
-	var lines []string
-	var cur []rune
-	col := 0
-	for _, r := range s {
-		switch r {
-		case '\r':
-			col = 0
-		case '\n':
-			lines = append(lines, strings.TrimRight(string(cur), " "))
-			cur, col = nil, 0
-		default:
-			if col < len(cur) {
-				cur[col] = r
-			} else {
-				cur = append(cur, r)
-			}
-			col++
-		}
-	}
-	return append(lines, strings.TrimRight(string(cur), " "))
-}
 
 type stepClock struct{ t time.Time }
 
@@ -63,7 +39,7 @@ func TestTrainBarLabelMatchesCounter(t *testing.T) {
 	for step := 17; step < 30; step++ {
 		clk.t = clk.t.Add(2 * time.Second)
 		p.Step(grpo.StepMetrics{Step: step, RewardMean: f64(0.5)})
-		sc := termScreen(buf.String())
+		sc := progresstest.Screen(buf.String())
 		last := sc[len(sc)-1]
 		m := count.FindStringSubmatch(last)
 		if !strings.HasPrefix(last, fmt.Sprintf("grpo step %d  reward 0.500 | ", step)) || m == nil || m[1] != fmt.Sprint(step) {
@@ -80,7 +56,7 @@ func TestTrainBarLabelMatchesCounter(t *testing.T) {
 		}
 	}
 	p.Finish()
-	sc := termScreen(buf.String())
+	sc := progresstest.Screen(buf.String())
 	want := []string{"eval @ step 20 (grpo): reward 0.6100 (raw question 0.5200)", `level=INFO msg="checkpoint saved" step=20`}
 	var got []string
 	for _, l := range sc {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/himes-rl/himes/internal/progress/progresstest"
 )
 
 // fakeClock is a clock that moves only when told.
@@ -177,31 +179,6 @@ func TestRateWaitsUntilMeaningful(t *testing.T) {
 	}
 }
 
-// screen replays what a terminal shows: \r goes back to the line's start,
-// \n ends the line; other bytes overwrite. Trailing blanks are dropped.
-func screen(s string) []string {
-	var lines []string
-	var cur []rune
-	col := 0
-	for _, r := range s {
-		switch r {
-		case '\r':
-			col = 0
-		case '\n':
-			lines = append(lines, strings.TrimRight(string(cur), " "))
-			cur, col = nil, 0
-		default:
-			if col < len(cur) {
-				cur[col] = r
-			} else {
-				cur = append(cur, r)
-			}
-			col++
-		}
-	}
-	return append(lines, strings.TrimRight(string(cur), " "))
-}
-
 var countRe = regexp.MustCompile(`\((\d+)/(\d+)`)
 
 // writes records every Write call.
@@ -226,7 +203,7 @@ func TestLabelAndCounterAgree(t *testing.T) {
 		if len(w.calls) != 1 {
 			t.Fatalf("step %d: %d writes, want 1", step, len(w.calls))
 		}
-		sc := screen(w.calls[0])
+		sc := progresstest.Screen(w.calls[0])
 		last := sc[len(sc)-1]
 		m := countRe.FindStringSubmatch(last)
 		if m == nil || !strings.HasPrefix(last, fmt.Sprintf("grpo step %d | ", step)) || m[1] != fmt.Sprint(step) || m[2] != "30" {
@@ -249,7 +226,7 @@ func TestLogLineDuringBarIsIntact(t *testing.T) {
 			log.Info("checkpoint written", "step", i)
 		}
 	}
-	sc := screen(buf.String())
+	sc := progresstest.Screen(buf.String())
 	var logs int
 	for _, l := range sc[:len(sc)-1] {
 		if strings.Contains(l, "msg=") {
@@ -267,7 +244,7 @@ func TestLogLineDuringBarIsIntact(t *testing.T) {
 		t.Errorf("bar not redrawn below the log lines: last line %q", last)
 	}
 	b.Finish()
-	if sc := screen(buf.String()); sc[len(sc)-1] != "" {
+	if sc := progresstest.Screen(buf.String()); sc[len(sc)-1] != "" {
 		t.Errorf("bar left on screen after Finish: %q", sc[len(sc)-1])
 	}
 }
@@ -279,13 +256,13 @@ func TestRateShownOnBarOnlyWhenMeaningful(t *testing.T) {
 	b := New(out, Options{Label: "eval", Unit: "turn", Total: 600, Now: clk.now})
 	clk.add(3500 * time.Nanosecond)
 	b.Update(1, "")
-	sc := screen(buf.String())
+	sc := progresstest.Screen(buf.String())
 	if l := sc[len(sc)-1]; strings.Contains(l, "turn/s") || strings.Contains(l, "ETA") {
 		t.Errorf("rate or ETA after one turn: %q", l)
 	}
 	clk.add(2 * time.Second)
 	b.Update(101, "")
-	sc = screen(buf.String())
+	sc = progresstest.Screen(buf.String())
 	// 101 turns in 2.0000035 s: 50.5 a second; 499 left: 9.9 s
 	if l := sc[len(sc)-1]; !strings.Contains(l, "eval | 2s, ETA 9.9s, 50.5 turn/s ") {
 		t.Errorf("bar lacks elapsed 2s, ETA 9.9s and rate 50.5 turn/s: %q", l)
@@ -321,7 +298,7 @@ func TestConcurrentLogsAndUpdates(t *testing.T) {
 	wg.Wait()
 	b.Finish()
 	n := 0
-	for _, l := range screen(buf.String()) {
+	for _, l := range progresstest.Screen(buf.String()) {
 		if strings.Contains(l, "msg=tick") {
 			n++
 			if !regexp.MustCompile(`^level=INFO msg=tick g=\d$`).MatchString(l) {
