@@ -35,7 +35,12 @@ die() { log "$*"; exit 1; }
 
 http_port() { echo $((port + $1 - 1)); }
 node_pid() { cat "$dir/node-$1/pid" 2>/dev/null || true; }
-alive() { local p; p=$(node_pid "$1"); [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }
+# running PID: the process exists and is not a zombie. A node started here is
+# orphaned once this script exits; where PID 1 does not reap orphans (some
+# containers), a killed node stays a zombie that `kill -0` still finds, and
+# start-node would skip restarting it as "already running".
+running() { kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+alive() { local p; p=$(node_pid "$1"); [ -n "$p" ] && running "$p"; }
 
 urls() {
   local n out=""
@@ -110,11 +115,11 @@ start_node() {
 stop_node() {
   local n=$1 p i
   p=$(node_pid "$n")
-  if [ -z "$p" ] || ! kill -0 "$p" 2>/dev/null; then rm -f "$dir/node-$n/pid"; return 0; fi
+  if [ -z "$p" ] || ! running "$p"; then rm -f "$dir/node-$n/pid"; return 0; fi
   kill -CONT "$p" 2>/dev/null || true # a stalled (SIGSTOPped) node must run to exit
   kill -TERM "$p" 2>/dev/null || true
-  for i in $(seq 1 60); do kill -0 "$p" 2>/dev/null || break; sleep 0.5; done
-  if kill -0 "$p" 2>/dev/null; then log "node-$n (pid $p) ignored SIGTERM for 30s: SIGKILL"; kill -KILL "$p" 2>/dev/null || true; fi
+  for i in $(seq 1 60); do running "$p" || break; sleep 0.5; done
+  if running "$p"; then log "node-$n (pid $p) ignored SIGTERM for 30s: SIGKILL"; kill -KILL "$p" 2>/dev/null || true; fi
   rm -f "$dir/node-$n/pid"
   log "node-$n stopped"
 }
