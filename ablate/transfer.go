@@ -521,6 +521,7 @@ func GatherTransfer(folds []TransferFold, errs [][]error) []TransferRow {
 		}
 		fixed := map[string]bool{}
 		var policies []TransferSystem
+		var bootstrap *stats.Config // the runs' evaluations', for the paired comparisons
 		for k, r := range f.Runs {
 			if errs != nil && errs[i][k] != nil {
 				row.Errors = append(row.Errors, fmt.Sprintf("%s: %v", r.Variant.Name, errs[i][k]))
@@ -532,6 +533,9 @@ func GatherTransfer(folds []TransferFold, errs [][]error) []TransferRow {
 				continue
 			}
 			row.Turns, row.Conversations = rep.Turns, rep.Conversations
+			if bootstrap == nil {
+				bootstrap = &rep.Stats
+			}
 			for _, s := range rep.Systems {
 				if s.Memory {
 					continue
@@ -575,9 +579,11 @@ func GatherTransfer(folds []TransferFold, errs [][]error) []TransferRow {
 			}
 		}
 		row.OverSeeds = summarizeSeeds(f, row)
-		paired, perrs := pairedVsSFT(context.Background(), f, func(k int) bool { return errs != nil && errs[i][k] != nil })
-		row.VsSFT = paired
-		row.Errors = append(row.Errors, perrs...)
+		if bootstrap != nil {
+			paired, perrs := pairedVsSFT(context.Background(), f, func(k int) bool { return errs != nil && errs[i][k] != nil }, *bootstrap)
+			row.VsSFT = paired
+			row.Errors = append(row.Errors, perrs...)
+		}
 		rows[i] = row
 	}
 	return rows

@@ -40,7 +40,10 @@ func recipeOf(v TransferVariant) string {
 // run of the same seed, on the policy rows of their evaluations'
 // turns.parquet. Folds without an "sft" recipe give nothing; a run that
 // failed gives nothing and its error is the fold's already.
-func pairedVsSFT(ctx context.Context, f TransferFold, failed func(k int) bool) ([]TransferPaired, []string) {
+//
+// cfg is the bootstrap configuration the runs' evaluations used (their
+// summary.json's stats), so the paired intervals match theirs.
+func pairedVsSFT(ctx context.Context, f TransferFold, failed func(k int) bool, cfg stats.Config) ([]TransferPaired, []string) {
 	sft := map[int]int{} // seed -> run index
 	for k, r := range f.Runs {
 		if recipeOf(r.Variant) == "sft" && !failed(k) {
@@ -60,7 +63,7 @@ func pairedVsSFT(ctx context.Context, f TransferFold, failed func(k int) bool) (
 		if !ok {
 			continue
 		}
-		p, err := pairRuns(ctx, r, f.Runs[j])
+		p, err := pairRuns(ctx, r, f.Runs[j], cfg)
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s vs %s: %v", r.Variant.Name, f.Runs[j].Variant.Name, err))
 			continue
@@ -71,12 +74,8 @@ func pairedVsSFT(ctx context.Context, f TransferFold, failed func(k int) bool) (
 }
 
 // pairRuns is one paired comparison of two runs' policy evaluations.
-func pairRuns(ctx context.Context, run, base TransferRun) (TransferPaired, error) {
+func pairRuns(ctx context.Context, run, base TransferRun, cfg stats.Config) (TransferPaired, error) {
 	p := TransferPaired{Variant: run.Variant.Name, Baseline: base.Variant.Name, Seed: run.Variant.Seed, Metrics: map[string]stats.Comparison{}}
-	rep, err := readEvalSummary(filepath.Join(run.EvalDir, "summary.json"))
-	if err != nil {
-		return p, err
-	}
 	a, err := evaluate.ReadTurnMetrics(ctx, filepath.Join(run.EvalDir, "turns.parquet"), "policy", false, pairedMetrics)
 	if err != nil {
 		return p, err
@@ -94,7 +93,7 @@ func pairRuns(ctx context.Context, run, base TransferRun) (TransferPaired, error
 	}
 	convs := evaluate.Conversations(turns)
 	for _, m := range pairedMetrics {
-		c, err := evaluate.Compare(convs, a.Values[m], b.Values[m], rep.Stats)
+		c, err := evaluate.Compare(convs, a.Values[m], b.Values[m], cfg)
 		if err != nil {
 			return p, fmt.Errorf("%s: %w", m, err)
 		}

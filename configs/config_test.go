@@ -85,17 +85,7 @@ func TestLoadErrors(t *testing.T) {
 			[]string{"grpo.loss.kl_estimator", "k3 or low_var_kl"}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := Load(writeConfig(t, c.body), c.sets)
-			if err == nil {
-				t.Fatal("want an error")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { loadFails(t, c.body, c.sets, c.want...) })
 	}
 }
 
@@ -495,5 +485,20 @@ func TestClosestKey(t *testing.T) {
 	}
 	if d := editDistance("kitten", "sitting"); d != 3 {
 		t.Errorf("editDistance(kitten, sitting) = %d, want 3", d)
+	}
+}
+
+// loadFails checks that Load refuses body with sets, with an error naming
+// every want.
+func loadFails(t *testing.T, body string, sets []string, want ...string) {
+	t.Helper()
+	_, err := Load(writeConfig(t, body), sets)
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -62,7 +63,7 @@ func TestEmbedDocsCached(t *testing.T) {
 	if e2.texts.Load() != 1 {
 		t.Fatalf("cached build embedded %d texts, want the 1 probe", e2.texts.Load())
 	}
-	if d2.Dim() != 16 || !equalF32(d1.data, d2.data) {
+	if d2.Dim() != 16 || !slices.Equal(d1.data, d2.data) {
 		t.Fatal("cached vectors differ from the built ones")
 	}
 	// Other texts or another model digest: another file, embedded afresh.
@@ -93,16 +94,4 @@ func TestEmbedDocsCached(t *testing.T) {
 	if _, err := EmbedDocsCached(ctx, newFP(t, 16, "ollama:m@d1"), texts, 3, dir, nil); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "truncated") {
 		t.Fatalf("truncated cache: %v", err)
 	}
-}
-
-func equalF32(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

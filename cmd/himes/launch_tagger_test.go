@@ -234,25 +234,8 @@ wait:
 // server (himes trainer serve), so the test needs no Python.
 func TestLaunchedTrainerCrashFailsTheRun(t *testing.T) {
 	dir, fake, args := fakeTrainerRun(t)
-	var out syncBuf
-	c := exec.Command(os.Args[0], args...)
-	c.Env = append(os.Environ(), "HIMES_TEST_MAIN=1")
-	c.Stdout, c.Stderr = &out, &out
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- c.Wait() }()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
 	run := filepath.Join(dir, "quickstart")
-	for metricsKinds(t, run)["step"] == 0 {
-		select {
-		case err := <-exited:
-			t.Fatalf("himes train exited (%v) before its first step:\n%s", err, out.String())
-		case <-tick.C:
-		}
-	}
+	_, out, exited := trainUntilFirstStep(t, args, run)
 	pid := launchedPid(t, out.String())
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -315,24 +298,7 @@ exec "$FAKE_HIMES" trainer serve --config "$FAKE_CONFIG" --addr "127.0.0.1:$FAKE
 // with it (Pdeathsig), leaving no orphan behind.
 func TestLaunchedTrainerDiesWithHimes(t *testing.T) {
 	dir, _, args := fakeTrainerRun(t)
-	var out syncBuf
-	c := exec.Command(os.Args[0], args...)
-	c.Env = append(os.Environ(), "HIMES_TEST_MAIN=1")
-	c.Stdout, c.Stderr = &out, &out
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- c.Wait() }()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for metricsKinds(t, filepath.Join(dir, "quickstart"))["step"] == 0 {
-		select {
-		case err := <-exited:
-			t.Fatalf("himes train exited (%v) before its first step:\n%s", err, out.String())
-		case <-tick.C:
-		}
-	}
+	c, out, exited := trainUntilFirstStep(t, args, filepath.Join(dir, "quickstart"))
 	pid := launchedPid(t, out.String())
 	if err := c.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -343,6 +309,31 @@ func TestLaunchedTrainerDiesWithHimes(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	assertGone(t, pid)
+}
+
+// trainUntilFirstStep starts himes with args as a child process and returns
+// once run's metrics.jsonl has a step line; exited receives the child's end.
+func trainUntilFirstStep(t *testing.T, args []string, run string) (c *exec.Cmd, out *syncBuf, exited chan error) {
+	t.Helper()
+	out = &syncBuf{}
+	c = exec.Command(os.Args[0], args...)
+	c.Env = append(os.Environ(), "HIMES_TEST_MAIN=1")
+	c.Stdout, c.Stderr = out, out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited = make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for metricsKinds(t, run)["step"] == 0 {
+		select {
+		case err := <-exited:
+			t.Fatalf("himes train exited (%v) before its first step:\n%s", err, out.String())
+		case <-tick.C:
+		}
+	}
+	return c, out, exited
 }
 
 // syncBuf is a bytes.Buffer a child process writes while the test reads.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -93,10 +94,16 @@ func isInteractive(f *os.File) bool {
 // PersistentPreRunE); a command run without the root (a test) gets a
 // line-oriented one.
 func progressOutput(cmd *cobra.Command) *progress.Output {
-	if ctx := cmd.Context(); ctx != nil {
+	return outputFrom(cmd.Context(), cmd.ErrOrStderr())
+}
+
+// outputFrom is the command's shared Output carried by ctx, or else a
+// line-oriented one on w (code that has a context but no command).
+func outputFrom(ctx context.Context, w io.Writer) *progress.Output {
+	if ctx != nil {
 		if o := progress.FromContext(ctx); o != nil {
 			return o
 		}
 	}
-	return progress.NewOutput(cmd.ErrOrStderr(), false)
+	return progress.NewOutput(w, false)
 }

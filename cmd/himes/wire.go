@@ -126,11 +126,7 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	var embedBar *progress.Bar
 	c.Retriever, err = retrieval.Open(ctx, cfg.Retrieval, cfg.Data.KB, retrieval.WithEmbedProgress(func(done, total int) {
 		if embedBar == nil {
-			out := progress.FromContext(ctx)
-			if out == nil {
-				out = progress.NewOutput(os.Stderr, false)
-			}
-			embedBar = progress.New(out, progress.Options{Label: "embedding knowledge base", Unit: "text", Total: total})
+			embedBar = progress.New(outputFrom(ctx, os.Stderr), progress.Options{Label: "embedding knowledge base", Unit: "text", Total: total})
 		}
 		embedBar.Update(done, "")
 	}))

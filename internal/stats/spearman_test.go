@@ -2,6 +2,7 @@ package stats
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -39,19 +40,7 @@ func TestSpearmanHandComputed(t *testing.T) {
 	if _, _, err := Spearman([]float64{1}, []float64{1, 2}); err == nil {
 		t.Error("lengths differ: no error")
 	}
-	if got := Ranks([]float64{5, 1, 5, 3}); !equal(got, []float64{3.5, 1, 3.5, 2}) {
+	if got := Ranks([]float64{5, 1, 5, 3}); !slices.Equal(got, []float64{3.5, 1, 3.5, 2}) {
 		t.Errorf("Ranks = %v, want [3.5 1 3.5 2]", got)
 	}
-}
-
-func equal(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
