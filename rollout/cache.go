@@ -43,13 +43,14 @@ func newAnswerCache(max int, dir string, log *slog.Logger) (*answerCache, error)
 
 func (c *answerCache) enabled() bool { return c != nil && (c.max > 0 || c.dir != "") }
 
-func (c *answerCache) get(key string) (string, bool) {
+// peek looks key up without changing the LRU's order or contents: a step
+// reads the cache as it was when the step began (see cacheStep).
+func (c *answerCache) peek(key string) (string, bool) {
 	if !c.enabled() {
 		return "", false
 	}
 	c.mu.Lock()
 	if el, ok := c.items[key]; ok {
-		c.ll.MoveToFront(el)
 		a := el.Value.(*cacheEntry).Answer
 		c.mu.Unlock()
 		return a, true
@@ -70,16 +71,12 @@ func (c *answerCache) get(key string) (string, bool) {
 		// A corrupt file or a hash collision is a miss, never a wrong answer.
 		return "", false
 	}
-	c.putMem(key, e.Answer)
 	return e.Answer, true
 }
 
-func (c *answerCache) put(key, answer string) {
-	if !c.enabled() {
-		return
-	}
-	c.putMem(key, answer)
-	if c.dir == "" {
+// putDisk writes the entry's file (the unbounded cross-run copy).
+func (c *answerCache) putDisk(key, answer string) {
+	if !c.enabled() || c.dir == "" {
 		return
 	}
 	raw, err := json.Marshal(cacheEntry{Key: key, Answer: answer})
@@ -88,6 +85,52 @@ func (c *answerCache) put(key, answer string) {
 	}
 	if err != nil {
 		c.log.Warn("answer cache write failed", "err", err)
+	}
+}
+
+// cacheStep is one Run's view of the cache. Its lookups see the LRU as it
+// was when the step began plus the answers the step itself made; the LRU
+// changes only in commit, in the step's job order. So which answers are
+// evicted, and therefore which later lookups hit, never depends on the order
+// in which concurrent jobs finished: the same run gives the same cache hits
+// and responder calls.
+type cacheStep struct {
+	c    *answerCache
+	mu   sync.Mutex
+	made map[string]string
+}
+
+func (c *answerCache) step() *cacheStep { return &cacheStep{c: c, made: map[string]string{}} }
+
+func (s *cacheStep) get(key string) (string, bool) {
+	if !s.c.enabled() {
+		return "", false
+	}
+	s.mu.Lock()
+	a, ok := s.made[key]
+	s.mu.Unlock()
+	if ok {
+		return a, true
+	}
+	return s.c.peek(key)
+}
+
+// put records an answer the step made; its file is written at once.
+func (s *cacheStep) put(key, answer string) {
+	if !s.c.enabled() {
+		return
+	}
+	s.mu.Lock()
+	s.made[key] = answer
+	s.mu.Unlock()
+	s.c.putDisk(key, answer)
+}
+
+// commit makes an answer the step used (made or found) the most recently
+// used; called once per job, in job order, after every job ended.
+func (s *cacheStep) commit(key, answer string) {
+	if s.c.enabled() {
+		s.c.putMem(key, answer)
 	}
 }
 

@@ -216,6 +216,7 @@ type job struct {
 	ranked                  bool
 	trace                   retrieval.Trace
 	answer                  string
+	cacheKey                string // the answer cache's key, once computed
 	err                     error
 	called, cacheHit        bool
 	retrieveSec, respondSec float64
@@ -268,6 +269,7 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 
 	// A fixed set of workers takes the jobs in order: a goroutine per job
 	// would grow a fresh stack for every rollout.
+	cache := r.cache.step()
 	eg, egctx := errgroup.WithContext(ctx)
 	var next atomic.Int64
 	for range min(r.cfg.Concurrency, len(jobs)) {
@@ -282,7 +284,7 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 					j.err = err // a fatal error elsewhere: start nothing new
 					return err
 				}
-				r.runJob(egctx, j)
+				r.runJob(egctx, cache, j)
 				if j.err != nil && (isFatal(j.err) || ctx.Err() != nil) {
 					return j.err
 				}
@@ -296,6 +298,11 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 	}
 	if err != nil {
 		return nil, stats, err
+	}
+	for _, j := range jobs { // in job order: the LRU evicts the same answers every run
+		if j.err == nil && j.cacheKey != "" && (j.called || j.cacheHit) {
+			cache.commit(j.cacheKey, j.answer)
+		}
 	}
 
 	records := make([]Record, len(refs))
@@ -447,7 +454,7 @@ func (r *Runner) retrieveBatch(ctx context.Context, br retrieval.BatchRetriever,
 }
 
 // runJob retrieves (unless a batch did) and answers one deduplicated rewrite.
-func (r *Runner) runJob(ctx context.Context, j *job) {
+func (r *Runner) runJob(ctx context.Context, cache *cacheStep, j *job) {
 	if !j.retrieved {
 		t0 := time.Now()
 		res, err := r.ret.Retrieve(ctx, j.user, j.rewrite, j.question)
@@ -467,7 +474,8 @@ func (r *Runner) runJob(ctx context.Context, j *job) {
 		j.err = fmt.Errorf("respond: %w", err)
 		return
 	}
-	if a, ok := r.cache.get(key); ok {
+	j.cacheKey = key
+	if a, ok := cache.get(key); ok {
 		j.answer, j.cacheHit = a, true
 		return
 	}
@@ -486,13 +494,13 @@ func (r *Runner) runJob(ctx context.Context, j *job) {
 		// Check again: an identical call may have finished and filled the
 		// cache since the lookup above. Without this the number of responder
 		// calls (and cache hits) would depend on goroutine timing.
-		if a, ok := r.cache.get(key); ok {
+		if a, ok := cache.get(key); ok {
 			return a, nil
 		}
 		led.Store(true)
 		a, err := r.resp.Respond(ctx, j.question, res.Chunks)
 		if err == nil {
-			r.cache.put(key, a)
+			cache.put(key, a)
 		}
 		return a, err
 	})

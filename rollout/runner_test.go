@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -468,5 +469,94 @@ func TestSamplingResponderIsNeverCached(t *testing.T) {
 	}
 	if resp.calls.Load() != 4 {
 		t.Errorf("responder calls %d, want 4", resp.calls.Load())
+	}
+}
+
+// orderedResponder answers the chunks named in last first: each waits until
+// the one after it in the list has answered, so the jobs finish in the
+// reverse of their order whatever the scheduler does.
+type orderedResponder struct {
+	fakeResponder
+	order []string
+	done  map[string]chan struct{}
+}
+
+func newOrderedResponder(order ...string) *orderedResponder {
+	o := &orderedResponder{order: order, done: map[string]chan struct{}{}}
+	for _, id := range order {
+		o.done[id] = make(chan struct{})
+	}
+	return o
+}
+
+func (o *orderedResponder) Respond(ctx context.Context, q string, chunks []retrieval.Ranked) (string, error) {
+	id := chunks[0].ID
+	if i := slices.Index(o.order, id); i >= 0 {
+		if i+1 < len(o.order) {
+			select {
+			case <-o.done[o.order[i+1]]:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		defer close(o.done[id])
+	}
+	return o.fakeResponder.Respond(ctx, q, chunks)
+}
+
+// A bounded cache keeps the answers of a step's last jobs, in job order,
+// however the jobs finished: which later samples hit must not depend on
+// goroutine timing (metrics.jsonl's cache_hits once differed by one between
+// identical runs).
+func TestAnswerCacheEvictsInJobOrder(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.CacheSize = 2
+	cfg.Concurrency = 3
+	// Jobs a, b, c finish c, b, a. By job order the LRU keeps b and c (c
+	// most recent); by completion order it would keep b and a.
+	r := newTestRunner(t, cfg, &fakeRetriever{}, newOrderedResponder("c-a", "c-b", "c-c"), &fakeScorer{})
+	g := []Group{group("1", "q", "a", "b", "c")}
+	if _, st, err := r.Run(t.Context(), 0, g); err != nil || st.ResponderCalls != 3 {
+		t.Fatalf("step 0: %+v, %v", st, err)
+	}
+	resp := &fakeResponder{}
+	r.resp = resp
+	recs, st, err := r.Run(t.Context(), 1, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []bool{false, true, true} // a was evicted
+	for i, rec := range recs {
+		if rec.CacheHit != want[i] {
+			t.Errorf("step 1 sample %q: cache hit %v, want %v", rec.Rewrite, rec.CacheHit, want[i])
+		}
+	}
+	if st.CacheHits != 2 || st.ResponderCalls != 1 {
+		t.Errorf("step 1 stats %+v, want 2 hits and 1 call", st)
+	}
+}
+
+// Within a step the LRU does not change: a hit in the middle of the step
+// does not evict an answer that a later job of the same step needs.
+func TestAnswerCacheStepSeesTheCacheAsItBegan(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.CacheSize = 2
+	cfg.Concurrency = 1
+	resp := &fakeResponder{}
+	r := newTestRunner(t, cfg, &fakeRetriever{}, resp, &fakeScorer{})
+	if _, _, err := r.Run(t.Context(), 0, []Group{group("1", "q", "a", "b")}); err != nil {
+		t.Fatal(err)
+	}
+	// New answers x, y come before a and b in this step; with puts applied
+	// at once, x and y would evict a and b before their lookups.
+	recs, st, err := r.Run(t.Context(), 1, []Group{group("1", "q", "x", "y", "a", "b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.CacheHits != 2 || st.ResponderCalls != 2 || !recs[2].CacheHit || !recs[3].CacheHit {
+		t.Errorf("stats %+v, hits %v %v; want a and b from the cache", st, recs[2].CacheHit, recs[3].CacheHit)
+	}
+	if n := r.CacheLen(); n != 2 {
+		t.Errorf("cache holds %d, want the bound 2", n)
 	}
 }
