@@ -19,6 +19,7 @@ import (
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
+	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/internal/stats"
 	"github.com/himes-rl/himes/report"
@@ -285,9 +286,10 @@ type TransferOptions struct {
 	Sets       []string
 	// Jobs training runs go at once.
 	Jobs int
-	// Overwrite retrains runs whose directories exist; without it they are
-	// refused before anything starts.
-	Overwrite bool
+	// Overwrite retrains runs whose directories exist; Resume keeps the
+	// finished ones (KeepFinished) and resumes the others; with neither,
+	// existing run directories are refused before anything starts.
+	Overwrite, Resume bool
 	// Out receives transfer.json, transfer.md and transfer.png (the folds'
 	// directory of PlanTransfer).
 	Out string
@@ -311,11 +313,14 @@ type TransferOptions struct {
 // run does not stop the others; Transfer returns an error naming how many
 // failed.
 func Transfer(ctx context.Context, stdout io.Writer, base configs.Config, folds []TransferFold, o TransferOptions) error {
-	if !o.Overwrite {
+	if o.Overwrite && o.Resume {
+		return errors.New("transfer: --resume and --overwrite exclude each other")
+	}
+	if !o.Overwrite && !o.Resume {
 		for _, f := range folds {
 			for _, r := range f.Runs {
 				if _, err := os.Stat(r.RunDir); err == nil {
-					return fmt.Errorf("transfer: run directory %s already exists (pass --overwrite to retrain)", r.RunDir)
+					return fmt.Errorf("transfer: run directory %s already exists (pass --resume to keep the finished runs, --overwrite to retrain)", r.RunDir)
 				}
 			}
 		}
@@ -346,7 +351,17 @@ func Transfer(ctx context.Context, stdout io.Writer, base configs.Config, folds 
 			if err := os.MkdirAll(filepath.Dir(r.RunDir), 0o755); err != nil {
 				return err
 			}
-			train := []string{"train", "--config", o.ConfigPath, "--log-format", "json", "--overwrite"}
+			mode := "--overwrite"
+			if o.Resume {
+				kept, err := KeepFinished(o, f, r)
+				if err != nil || kept {
+					return err
+				}
+				if _, err := os.Stat(r.RunDir); err == nil {
+					mode = "--resume" // train checks the config and continues
+				}
+			}
+			train := []string{"train", "--config", o.ConfigPath, "--log-format", "json", mode}
 			for _, s := range append(append([]string{}, o.Sets...), f.Overrides(r)...) {
 				train = append(train, "--set", s)
 			}
@@ -407,6 +422,59 @@ func Transfer(ctx context.Context, stdout io.Writer, base configs.Config, folds 
 		return fmt.Errorf("transfer: %d runs failed (logs in %s)", failed, o.Out)
 	}
 	return nil
+}
+
+// KeepFinished reports whether a transfer with --resume keeps run r of fold
+// f as it is: its training finished (a resume would do nothing), its
+// evaluation was written after, and it ran with the config this transfer
+// gives it. A finished run with another config is an error naming the
+// changed keys: its numbers would enter the table under this config's name.
+func KeepFinished(o TransferOptions, f TransferFold, r TransferRun) (bool, error) {
+	statusAt, err := os.Stat(filepath.Join(r.RunDir, "status.json"))
+	if err != nil {
+		return false, nil
+	}
+	summaryAt, err := os.Stat(filepath.Join(r.EvalDir, "summary.json"))
+	if err != nil || summaryAt.ModTime().Before(statusAt.ModTime()) {
+		return false, nil
+	}
+	cfg, err := configs.Load(o.ConfigPath, append(slices.Clone(o.Sets), f.Overrides(r)...))
+	if err != nil {
+		return false, fmt.Errorf("transfer: %s: %w", r.RunDir, err)
+	}
+	if p, err := grpo.ReadRunProgress(r.RunDir, cfg.GRPO); err != nil || !p.Done {
+		return false, err
+	}
+	saved, err := configs.LatestSnapshot(r.RunDir)
+	if err != nil {
+		return false, fmt.Errorf("transfer: %w", err)
+	}
+	old, err := os.ReadFile(saved)
+	if err != nil {
+		return false, fmt.Errorf("transfer: the finished run's config: %w", err)
+	}
+	now, err := cfg.YAML()
+	if err != nil {
+		return false, fmt.Errorf("transfer: render config: %w", err)
+	}
+	blocking, _, err := configs.ResumeChanges(old, now)
+	if err != nil {
+		return false, fmt.Errorf("transfer: compare with %s: %w", saved, err)
+	}
+	var changes []string
+	for _, c := range blocking {
+		// --trainer-cmd sets each run's endpoint to its own server's URL.
+		if c.Key == "trainer.endpoint" && o.TrainerCmd != "" {
+			continue
+		}
+		changes = append(changes, c.String())
+	}
+	if len(changes) > 0 {
+		return false, fmt.Errorf("transfer: finished run %s ran with another config (%s): %s; pass --overwrite to retrain it",
+			r.RunDir, filepath.Base(saved), strings.Join(changes, "; "))
+	}
+	slog.Info("transfer run kept: finished and evaluated with this config", "held_out", f.Name, "variant", r.Variant.Name)
+	return true, nil
 }
 
 // TransferMetrics are the metrics the transfer table reports, in order.

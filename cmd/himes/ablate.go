@@ -124,7 +124,7 @@ func newAblateTransferCmd() *cobra.Command {
 	var out string
 	var jobs int
 	var seeds []int
-	var overwrite bool
+	var overwrite, resume bool
 	var trainerCmd string
 	var trainerTimeout time.Duration
 	var only []string
@@ -160,7 +160,14 @@ command is started with sh -c before the run's training, {port_file} and
 {checkpoint_dir} replaced by paths beside the run, and stopped after its
 evaluation; both get trainer.endpoint=http://127.0.0.1:PORT. E.g.
   --trainer-cmd 'python -m lora_trainer --backend tagger --port 0 --port-file {port_file} --checkpoint-dir {checkpoint_dir}'
---folds runs only the named left-out collections (the others still train them).`,
+--folds runs only the named left-out collections (the others still train them).
+
+--resume continues a transfer that stopped, or extends one (more --seeds,
+more --folds): a run whose training finished and whose evaluation was
+written after is kept when it ran with the config this transfer gives it
+(another config is an error naming the changed keys); any other existing run
+is resumed with "himes train --resume", then evaluated. The tables cover
+every run, kept or new.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := cf.load()
@@ -184,7 +191,7 @@ evaluation; both get trainer.endpoint=http://127.0.0.1:PORT. E.g.
 			prog, finish := runProgress(cmd, "transfer")
 			defer finish()
 			return ablate.Transfer(cmd.Context(), cmd.OutOrStdout(), cfg, folds, ablate.TransferOptions{ConfigPath: cf.path, Sets: cf.sets,
-				Jobs: jobs, Overwrite: overwrite, Out: out, TrainerCmd: trainerCmd, TrainerTimeout: trainerTimeout, Progress: prog})
+				Jobs: jobs, Overwrite: overwrite, Resume: resume, Out: out, TrainerCmd: trainerCmd, TrainerTimeout: trainerTimeout, Progress: prog})
 		},
 	}
 	cf.register(cmd, true)
@@ -192,6 +199,7 @@ evaluation; both get trainer.endpoint=http://127.0.0.1:PORT. E.g.
 	cmd.Flags().IntVar(&jobs, "jobs", 2, "training runs at once")
 	cmd.Flags().IntSliceVar(&seeds, "seeds", nil, "repeat every recipe once per seed (run.seed), e.g. 1,2,3, and summarize each fold over them")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace the folds' existing run directories")
+	cmd.Flags().BoolVar(&resume, "resume", false, "keep the runs that finished and were evaluated with this config, resume the others (e.g. add --seeds to a finished transfer)")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output directory (default: <run.output_dir>/<run.name>-transfer)")
 	cmd.Flags().StringVar(&trainerCmd, "trainer-cmd", "", "start this trainer server (sh -c; {port_file}, {checkpoint_dir}) for each run and use it as trainer.endpoint")
 	cmd.Flags().DurationVar(&trainerTimeout, "trainer-start-timeout", 10*time.Minute, "how long a --trainer-cmd server may take to write its port")

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/himes-rl/himes/configs"
@@ -16,36 +14,11 @@ import (
 	"github.com/himes-rl/himes/internal/rundir"
 )
 
-// resumeFreeKeys may differ on --resume without --allow-config-change: they
-// change where the run lives, how far it goes, or a credential, never what
-// a step computes.
-var resumeFreeKeys = []string{"run.output_dir", "grpo.steps", "trainer.token"}
-
-var resumeConfigRe = regexp.MustCompile(`^config\.resume-(\d+)\.yaml$`)
-
-// latestConfig is the config snapshot the run last ran with: the newest
-// config.resume-N.yaml, else config.yaml.
-func latestConfig(dir string) (string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return "", err
-	}
-	best, name := -1, "config.yaml"
-	for _, e := range entries {
-		if m := resumeConfigRe.FindStringSubmatch(e.Name()); m != nil {
-			if n, err := strconv.Atoi(m[1]); err == nil && n > best {
-				best, name = n, e.Name()
-			}
-		}
-	}
-	return filepath.Join(dir, name), nil
-}
-
 // checkConfigChange refuses to resume with a config that differs from the
 // one the run in dir last ran with, unless allowed, listing the differing
 // keys. It only reads, so it runs before the run directory is opened.
 func checkConfigChange(dir string, cfg configs.Config, allow bool) error {
-	path, err := latestConfig(dir)
+	path, err := configs.LatestSnapshot(dir)
 	if err != nil {
 		return fmt.Errorf("--resume: %w", err)
 	}
@@ -61,20 +34,15 @@ func checkConfigChange(dir string, cfg configs.Config, allow bool) error {
 	if err != nil {
 		return fmt.Errorf("render config: %w", err)
 	}
-	all, err := configs.Diff(saved, now)
+	blocking, free, err := configs.ResumeChanges(saved, now)
 	if err != nil {
 		return fmt.Errorf("--resume: compare with %s: %w", path, err)
 	}
+	for _, c := range free {
+		slog.Info("resume: config changed", "change", c.String())
+	}
 	var changes []string
-	for _, c := range all {
-		free := false
-		for _, k := range resumeFreeKeys {
-			free = free || c.Key == k
-		}
-		if free {
-			slog.Info("resume: config changed", "change", c.String())
-			continue
-		}
+	for _, c := range blocking {
 		changes = append(changes, c.String())
 	}
 	if len(changes) == 0 {

@@ -135,4 +135,51 @@ func TestAblateTransferCLISeeds(t *testing.T) {
 	if !strings.Contains(o, "### over seeds") {
 		t.Errorf("output lacks the over-seeds table:\n%s", o)
 	}
+
+	// --resume adds a seed: the finished runs are kept untouched, a run
+	// without its evaluation is resumed (nothing left to train) and
+	// evaluated again, the new seed's runs train, and the table covers all.
+	args := []string{"ablate", "transfer", "--config", filepath.Join(root, "configs", "quickstart.yaml"),
+		"--collections", filepath.Join(demo, "train.jsonl") + "," + filepath.Join(demo, "eval.jsonl"),
+		"--set", "grpo.steps=2", "--set", "grpo.eval_every=0", "--set", "grpo.prompts_per_step=4",
+		"--set", "grpo.group_size=4", "--set", "grpo.sft.epochs=0", "--jobs", "2", "--out", out}
+	kept := filepath.Join(out, "eval", "grpo_seed_4", "eval", "summary.json")
+	before, err := os.Stat(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(out, "train", "grpo_seed_9", "eval", "summary.json")); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := runHimesProcess(t, nil, append(args, "--seeds", "4,9")...); err == nil || !strings.Contains(o, "pass --resume") {
+		t.Errorf("existing runs without --resume: err %v\n%s", err, o)
+	}
+	o, err = runHimesProcess(t, nil, append(args, "--seeds", "4,9,5", "--resume")...)
+	if err != nil {
+		t.Fatalf("transfer --resume: %v\n%s", err, o)
+	}
+	if n := strings.Count(o, "transfer run kept"); n != 3 {
+		t.Errorf("%d runs kept, want 3 (seeds 4 and 9 of both folds but the one without its evaluation):\n%s", n, o)
+	}
+	if after, err := os.Stat(kept); err != nil || !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("a kept run's evaluation was rewritten: %v", err)
+	}
+	if raw, err := os.ReadFile(filepath.Join(out, "train", "grpo_seed_9.train.log")); err != nil ||
+		!strings.Contains(string(raw), "already finished at step 2") {
+		t.Errorf("the run without its evaluation was not resumed as finished: %v\n%s", err, raw)
+	}
+	if _, err := os.Stat(filepath.Join(out, "train", "grpo_seed_9", "eval", "summary.json")); err != nil {
+		t.Errorf("the resumed run was not evaluated again: %v", err)
+	}
+	readEvalJSON(t, filepath.Join(out, "transfer.json"), &res)
+	for _, r := range res.Rows {
+		if len(r.Errors) > 0 || len(r.OverSeeds) != 1 || fmt.Sprint(r.OverSeeds[0].Seeds) != "[4 9 5]" {
+			t.Errorf("fold %s after --resume: errors %v, over seeds %+v", r.HeldOut, r.Errors, r.OverSeeds)
+		}
+	}
+	// A finished run with another config is refused, naming the key.
+	o, err = runHimesProcess(t, nil, append(args, "--seeds", "4", "--resume", "--set", "grpo.learning_rate=0.5")...)
+	if err == nil || !strings.Contains(o, "ran with another config") || !strings.Contains(o, "grpo.learning_rate") {
+		t.Errorf("--resume with a changed config: err %v\n%s", err, o)
+	}
 }
