@@ -48,7 +48,19 @@ type Config struct {
 	// Signals weight the activation score of each memory (see
 	// memory.Score); 0 turns a signal off.
 	Signals Signals `yaml:"signals"`
+	// ActivateWith is the text that activates memories: "question", the
+	// user's question as asked (the default: long-term memory sees the raw
+	// query, as HiMeS describes it), or "rewrite", the rewriter's output (a
+	// self-contained query: on "what about the second one?" it names the
+	// thing asked about); an empty rewrite falls back to the question.
+	ActivateWith string `yaml:"activate_with"`
 }
+
+// The texts a memory can be activated with (Config.ActivateWith).
+const (
+	ActivateWithQuestion = "question"
+	ActivateWithRewrite  = "rewrite"
+)
 
 // Signals are the weights of the activation score's terms. All zero
 // means semantic 1: HiMeS's cosine alone.
@@ -99,7 +111,7 @@ func DefaultConfig() Config {
 	return Config{Enabled: false, TopN: 5, Classifier: "embedding", MinPartition: 5,
 		ClassifierURL: "http://localhost:11434", ClassifierModel: "llama3.2",
 		RetrievalWeight: DefaultRetrievalWeight, RerankFloor: DefaultRerankFloor, RecencyHalfLife: 3,
-		Signals: Signals{Semantic: 1}}
+		Signals: Signals{Semantic: 1}, ActivateWith: ActivateWithQuestion}
 }
 
 // Validate checks the memory section.
@@ -133,6 +145,9 @@ func (m Config) Validate() error {
 	}
 	if err := m.Signals.Validate(); err != nil {
 		return fielderr.Prefix("signals", err)
+	}
+	if m.ActivateWith != "" && m.ActivateWith != ActivateWithQuestion && m.ActivateWith != ActivateWithRewrite { // "" = question
+		return fielderr.New("activate_with", "must be %s or %s, got %q", ActivateWithQuestion, ActivateWithRewrite, m.ActivateWith)
 	}
 	return nil
 }

@@ -175,3 +175,56 @@ func TestPipelineChunkingAndIDF(t *testing.T) {
 		t.Fatalf("Tokenize: %v", got)
 	}
 }
+
+// memory.activate_with rewrite activates with the rewriter's output: an
+// anaphoric question ("is it noisy?") shares no word with the user's
+// memories, its rewrite does.
+func TestMemoryActivatesWithTheRewrite(t *testing.T) {
+	kb := writeFile(t, "kb.jsonl", tinyKB)
+	cfg := DefaultConfig()
+	cfg.TopK, cfg.Candidates = 2, 4
+	cfg.Memory.Enabled, cfg.Memory.TopN, cfg.Memory.MinPartition = true, 1, 1000
+	activated := func(with string) string {
+		t.Helper()
+		c := cfg
+		c.Memory.ActivateWith = with
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		p, err := Open(t.Context(), c, kb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		emb, _ := p.Embedder()
+		t0 := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
+		mem, err := memory.Build(t.Context(), c.Memory, emb, []memory.Entry{
+			{User: "u", Text: "my garage door opener", Time: t0},
+			{User: "u", Text: "is red wine noisy", Time: t0.Add(time.Hour)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.SetMemory(mem); err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Retrieve(t.Context(), "u", "garage door opener grinding", "is it noisy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Trace.Memories) != 1 {
+			t.Fatalf("activate_with %q: %d memories", with, len(res.Trace.Memories))
+		}
+		return res.Trace.Memories[0].Text
+	}
+	if got := activated("question"); got != "is red wine noisy" {
+		t.Errorf("activated with the question: %q, want the memory sharing its words", got)
+	}
+	if got := activated("rewrite"); got != "my garage door opener" {
+		t.Errorf("activated with the rewrite: %q, want the memory sharing the rewrite's words", got)
+	}
+	bad := cfg
+	bad.Memory.ActivateWith = "answer"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "activate_with") {
+		t.Errorf("activate_with answer: %v, want an error naming the field", err)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/himes-rl/himes/memory"
+
 	"github.com/himes-rl/himes/embedding"
 )
 
@@ -87,11 +89,15 @@ func (p *Pipeline) rerankAll(ctx context.Context, r Request, cands []Ranked) (Re
 	}
 	final := cands
 	if m := p.mem.Load(); m != nil && p.cfg.Memory.Enabled && len(cands) > 0 && strings.TrimSpace(r.Query) != "" && m.HasUser(r.User) {
-		qv, err := m.Embedder().Embed(ctx, []string{r.Query})
+		text := r.Query
+		if p.cfg.Memory.ActivateWith == memory.ActivateWithRewrite && strings.TrimSpace(r.Rewrite) != "" {
+			text = r.Rewrite
+		}
+		qv, err := m.Embedder().Embed(ctx, []string{text})
 		if err != nil {
 			return Result{}, nil, fmt.Errorf("embed query for memory: %w", err)
 		}
-		mems, memVecs, err := m.ActivateAt(ctx, r.User, r.Query, qv[0], r.Seq)
+		mems, memVecs, err := m.ActivateAt(ctx, r.User, text, qv[0], r.Seq)
 		if err != nil {
 			return Result{}, nil, fmt.Errorf("activate memories: %w", err)
 		}
