@@ -795,6 +795,10 @@ func writeSeedSummaries(b *strings.Builder, rows []TransferRow) {
 			if s.Failed > 0 {
 				fmt.Fprintf(b, ", %d failed", s.Failed)
 			}
+			if s.GapClosed.SD == nil && s.Failed == 0 {
+				b.WriteString(" |") // "(1 seed)" said it
+				continue
+			}
 			fmt.Fprintf(b, ", %d seeds |", len(s.Seeds))
 		}
 		b.WriteString("\n")
@@ -862,6 +866,8 @@ func TransferPNG(rows []TransferRow) ([]byte, error) {
 			for _, s := range r.OverSeeds {
 				if s.Variant == series[k].Name && s.Recall10.Mean != nil {
 					series[k].Mean[i] = *s.Recall10.Mean
+					// One seed has no interval: a bar without an error bar.
+					series[k].Lo[i], series[k].Hi[i] = *s.Recall10.Mean, *s.Recall10.Mean
 					if s.Recall10.Lo != nil && s.Recall10.Hi != nil {
 						series[k].Lo[i], series[k].Hi[i] = *s.Recall10.Lo, *s.Recall10.Hi
 					}

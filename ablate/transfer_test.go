@@ -290,3 +290,26 @@ func TestTransferOverSeedsHandComputed(t *testing.T) {
 		t.Errorf("png: %d bytes, err %v", len(png), err)
 	}
 }
+
+// One seed has no spread: the table says "(1 seed)" once and the plot draws
+// the bar without an error bar (it used to fail on the NaN interval).
+func TestTransferOneSeedTableAndPlot(t *testing.T) {
+	dir := t.TempDir()
+	vs, err := SeededVariants([]TransferVariant{{Name: "sft"}}, []int{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := TransferRun{Variant: vs[0], EvalDir: filepath.Join(dir, "eval")}
+	summaryWith(t, r.EvalDir, map[string]float64{"raw": 0.3, "concat": 0.2, "gold": 0.7, "policy": 0.5})
+	rows := GatherTransfer([]TransferFold{{Name: "x", Train: []string{"/d/a.jsonl"}, Runs: []TransferRun{r}}}, [][]error{{nil}})
+	var md strings.Builder
+	if err := WriteTransferMarkdown(&md, rows); err != nil {
+		t.Fatal(err)
+	}
+	if w := "| x | 50% (1 seed) |\n"; !strings.Contains(md.String(), w) {
+		t.Errorf("markdown lacks %q:\n%s", w, md.String())
+	}
+	if png, err := TransferPNG(rows); err != nil || len(png) < 1000 {
+		t.Errorf("png: %d bytes, err %v", len(png), err)
+	}
+}
