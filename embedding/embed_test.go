@@ -1,10 +1,12 @@
 package embedding
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -227,5 +229,55 @@ func TestFNV1aMatchesStdlib(t *testing.T) {
 	}
 	if fnv1a(fnv1a(fnvOffset, "b\x00"), "black") != fnv1a(fnvOffset, "b\x00black") {
 		t.Fatal("not incremental")
+	}
+}
+
+// SetThreads sends num_thread with every embed request; 0 sends no option
+// (the server's default); a negative count is refused.
+func TestOllamaEmbedderThreads(t *testing.T) {
+	var calls atomic.Int32
+	srv := fakeOllama(t, &calls, nil)
+	defer srv.Close()
+	var mu sync.Mutex
+	var seen []string // the options of each /api/embed request, as JSON
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/api/embed" {
+			var req struct {
+				Options json.RawMessage `json:"options"`
+			}
+			json.Unmarshal(body, &req)
+			mu.Lock()
+			seen = append(seen, string(req.Options))
+			mu.Unlock()
+		}
+		out, err := http.Post(srv.URL+r.URL.Path, "application/json", bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, err.Error(), 502)
+			return
+		}
+		defer out.Body.Close()
+		w.WriteHeader(out.StatusCode)
+		io.Copy(w, out.Body)
+	}))
+	defer proxy.Close()
+	for _, threads := range []int{1, 0} {
+		e, err := NewOllama(proxy.URL, "nomic", 8, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.SetThreads(threads); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Embed(t.Context(), []string{"a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(seen) != 2 || seen[0] != `{"num_thread":1}` || (seen[1] != "" && seen[1] != "null") {
+		t.Errorf("options sent %q; want num_thread 1, then none", seen)
+	}
+	e, _ := NewOllama(proxy.URL, "nomic", 8, "")
+	if err := e.SetThreads(-1); err == nil {
+		t.Error("threads -1 accepted")
 	}
 }

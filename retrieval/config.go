@@ -65,6 +65,10 @@ type Config struct {
 	EmbedModel string `yaml:"embed_model"`
 	// EmbedBatch is the number of texts per /api/embed request (default 32).
 	EmbedBatch int `yaml:"embed_batch"`
+	// EmbedThreads is the Ollama server's num_thread for embedding requests
+	// (0 = the server's default, one per physical core; 1 is faster on a
+	// machine other jobs keep busy: docs/EMBEDDINGS.md).
+	EmbedThreads int `yaml:"embed_threads"`
 	// EmbedCache is the on-disk embedding cache directory for the Ollama
 	// embedder; "" means <user cache dir>/himes/embed, "off" disables it.
 	EmbedCache string `yaml:"embed_cache"`
@@ -169,6 +173,9 @@ func (c Config) Validate() error {
 		}
 	default:
 		return fielderr.New("embedder", "must be hash, lsa or ollama, got %q", c.Embedder)
+	}
+	if c.EmbedThreads < 0 {
+		return fielderr.New("embed_threads", "must be ≥ 0 (0 = the server's default), got %d", c.EmbedThreads)
 	}
 	if c.EmbedBatch < 1 || c.EmbedBatch > 4096 {
 		return fielderr.New("embed_batch", "must be in [1, 4096], got %d", c.EmbedBatch)

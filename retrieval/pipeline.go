@@ -409,7 +409,11 @@ func NewEmbedder(cfg Config) (embedding.Embedder, error) {
 		if err != nil {
 			return nil, err
 		}
-		return embedding.NewOllama(cfg.OllamaURL, cfg.EmbedModel, cfg.EmbedBatch, cache)
+		o, err := embedding.NewOllama(cfg.OllamaURL, cfg.EmbedModel, cfg.EmbedBatch, cache)
+		if err != nil {
+			return nil, err
+		}
+		return o, o.SetThreads(cfg.EmbedThreads)
 	case "lsa":
 		return nil, fmt.Errorf("embedder lsa is fitted on the knowledge base: get it from the retrieval pipeline (retrieval.Open, then Embedder)")
 	default:
