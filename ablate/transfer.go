@@ -76,6 +76,9 @@ func TransferVariants(cfg configs.Config) []TransferVariant {
 	var vs []TransferVariant
 	if cfg.GRPO.SFT.Epochs > 0 {
 		vs = append(vs, TransferVariant{Name: "sft", Overrides: []string{"grpo.steps=0"}})
+		if cfg.GRPO.Steps == 0 { // SFT alone was asked for: "sft+grpo" would be the same run
+			return vs
+		}
 		return append(vs, TransferVariant{Name: "sft+grpo"})
 	}
 	return append(vs, TransferVariant{Name: "grpo"})

@@ -64,6 +64,11 @@ func TestPlanTransferLeavesEachCollectionOutOnce(t *testing.T) {
 			}
 		}
 	}
+	sftOnly := base
+	sftOnly.GRPO.Steps = 0
+	if vs := TransferVariants(sftOnly); len(vs) != 1 || vs[0].Name != "sft" {
+		t.Errorf("variants with grpo.steps 0: %+v, want sft alone", vs)
+	}
 	base.GRPO.SFT.Epochs = 0
 	if vs := TransferVariants(base); len(vs) != 1 || vs[0].Name != "grpo" || vs[0].Overrides != nil {
 		t.Errorf("variants without SFT: %+v", vs)
