@@ -255,3 +255,53 @@ func TestActivateSkipsTheQueryUnderFolding(t *testing.T) {
 		t.Fatal("strings equal under folding hash differently")
 	}
 }
+
+// sources facts activates statements only (Seq 0), questions only earlier
+// questions (Seq > 0); all, both. Checked over a synthetic store against a
+// filter of the full ranking.
+func TestActivateSources(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.TopN, cfg.MinPartition = 200, 1000 // the whole pool, in score order
+	for _, src := range []string{SourcesAll, SourcesFacts, SourcesQuestions} {
+		c := cfg
+		c.Sources = src
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		m, emb := syntheticStore(t, c, 32, 60, false, nil)
+		qv, err := emb.Embed(t.Context(), []string{"which of these do I like"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mems, _, err := m.ActivateAt(t.Context(), "u", "which of these do I like", qv[0], 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		facts, questions := 0, 0
+		for _, e := range m.entries {
+			if e.Seq == 0 {
+				facts++
+			} else {
+				questions++
+			}
+		}
+		want := map[string]int{SourcesAll: facts + questions, SourcesFacts: facts, SourcesQuestions: questions}[src]
+		if len(mems) != want || facts == 0 || questions == 0 {
+			t.Fatalf("sources %s: %d activated, want %d (store: %d facts, %d questions)", src, len(mems), want, facts, questions)
+		}
+		seqOf := map[string]int64{}
+		for _, e := range m.entries {
+			seqOf[e.ID] = e.Seq
+		}
+		for _, a := range mems {
+			if s := seqOf[a.ID]; (src == SourcesFacts && s != 0) || (src == SourcesQuestions && s == 0) {
+				t.Errorf("sources %s activated %s (seq %d)", src, a.ID, s)
+			}
+		}
+	}
+	bad := cfg
+	bad.Sources = "answers"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "sources") {
+		t.Errorf("sources answers: %v, want an error naming the field", err)
+	}
+}

@@ -54,6 +54,31 @@ type Config struct {
 	// self-contained query: on "what about the second one?" it names the
 	// thing asked about); an empty rewrite falls back to the question.
 	ActivateWith string `yaml:"activate_with"`
+	// Sources are the memories activation may pick: "all" (default), "facts"
+	// (the user's statements, data.memory_field, and memories without a
+	// question position) or "questions" (the user's earlier questions). On
+	// iKAT the relevance labels are on statements, and earlier questions,
+	// never labelled, crowd them out of the top n (docs/EMBEDDINGS.md).
+	Sources string `yaml:"sources"`
+}
+
+// The memory kinds activation may pick (Config.Sources).
+const (
+	SourcesAll       = "all"
+	SourcesFacts     = "facts"
+	SourcesQuestions = "questions"
+)
+
+// admits reports whether sources lets a memory with question position seq
+// (0: a fact) be activated.
+func admits(sources string, seq int64) bool {
+	switch sources {
+	case SourcesFacts:
+		return seq == 0
+	case SourcesQuestions:
+		return seq > 0
+	}
+	return true
 }
 
 // The texts a memory can be activated with (Config.ActivateWith).
@@ -111,7 +136,7 @@ func DefaultConfig() Config {
 	return Config{Enabled: false, TopN: 5, Classifier: "embedding", MinPartition: 5,
 		ClassifierURL: "http://localhost:11434", ClassifierModel: "llama3.2",
 		RetrievalWeight: DefaultRetrievalWeight, RerankFloor: DefaultRerankFloor, RecencyHalfLife: 3,
-		Signals: Signals{Semantic: 1}, ActivateWith: ActivateWithQuestion}
+		Signals: Signals{Semantic: 1}, ActivateWith: ActivateWithQuestion, Sources: SourcesAll}
 }
 
 // Validate checks the memory section.
@@ -148,6 +173,11 @@ func (m Config) Validate() error {
 	}
 	if m.ActivateWith != "" && m.ActivateWith != ActivateWithQuestion && m.ActivateWith != ActivateWithRewrite { // "" = question
 		return fielderr.New("activate_with", "must be %s or %s, got %q", ActivateWithQuestion, ActivateWithRewrite, m.ActivateWith)
+	}
+	switch m.Sources {
+	case "", SourcesAll, SourcesFacts, SourcesQuestions: // "" = all
+	default:
+		return fielderr.New("sources", "must be %s, %s or %s, got %q", SourcesAll, SourcesFacts, SourcesQuestions, m.Sources)
 	}
 	return nil
 }

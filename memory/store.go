@@ -444,7 +444,7 @@ func (m *Store) activate(ctx context.Context, user, query string, qvec []float32
 	take := func(lb Label) {
 		r := spans[lb]
 		for p := r[0]; p < r[1]; p++ {
-			if seq > 0 && m.seqs[p] >= seq {
+			if seq > 0 && m.seqs[p] >= seq || !admits(m.cfg.Sources, m.seqs[p]) {
 				continue
 			}
 			i := m.order[p]
