@@ -48,7 +48,7 @@ func startLaunchedTrainer(ctx context.Context, cfg configs.Config, runDir, logPa
 	if py == "" {
 		var err error
 		if py, err = pythonEnv(); err != nil {
-			return nil, fmt.Errorf("trainer.launch.python: %w", err)
+			return nil, fmt.Errorf("trainer.launch.python: unset, and no reference trainer's environment to take it from (%w): set it", err)
 		}
 	}
 	portDir, err := os.MkdirTemp("", "himes-trainer-port-")
@@ -192,7 +192,7 @@ func pythonEnv() (string, error) {
 			return strings.TrimSpace(stdout.String()), nil
 		}
 		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("unset, and no %s in %s or above it to find the reference trainer's environment: set it, or run himes from its clone", script, wd)
+			return "", fmt.Errorf("no %s in %s or above it (run himes from its clone)", script, wd)
 		}
 	}
 }

