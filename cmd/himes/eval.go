@@ -221,7 +221,7 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) (err error) 
 	if f.runDir != "" {
 		ollamaLog = filepath.Join(f.runDir, ollamaLogName)
 	}
-	lo, err := startLaunchedOllama(ctx, cfg, ollamaLog)
+	lo, err := startLaunchedOllama(ctx, cfg.Retrieval, ollamaLog)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/embedding"
 	"github.com/himes-rl/himes/internal/launch"
@@ -30,18 +32,21 @@ type launchedOllama struct {
 	// appends it once the run directory exists (himes train starts the
 	// server before it creates the run directory).
 	log, moveTo string
+	// tempLog: log is a temporary file (a command with no output
+	// directory), removed when the command succeeds.
+	tempLog bool
 }
 
 // startLaunchedOllama starts `ollama serve` on a free loopback port with
 // retrieval.ollama_launch's model directory and environment when the
 // config's embedder is ollama and its ollama_url is "launch", its output
-// appended to logPath; waits until it answers, and creates
+// appended to logPath ("" = a temporary file, kept only when the command
+// fails); waits until it answers, and creates
 // retrieval.embed_model on it from ollama_launch.model_dir as `himes embed
 // create` does (kept when made from the same files). Everything that can
 // be missing (the binary, the model directory) is checked before the
 // server starts.
-func startLaunchedOllama(ctx context.Context, cfg configs.Config, logPath string) (*launchedOllama, error) {
-	rc := cfg.Retrieval
+func startLaunchedOllama(ctx context.Context, rc retrieval.Config, logPath string) (*launchedOllama, error) {
 	if rc.Embedder != "ollama" || rc.OllamaURL != retrieval.LaunchOllama {
 		return nil, nil
 	}
@@ -72,7 +77,15 @@ func startLaunchedOllama(ctx context.Context, cfg configs.Config, logPath string
 	if err := os.MkdirAll(models, 0o755); err != nil {
 		return nil, fmt.Errorf("retrieval.ollama_launch.models: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+	tempLog := logPath == ""
+	if tempLog {
+		f, err := os.CreateTemp("", "himes-ollama-*.log")
+		if err != nil {
+			return nil, fmt.Errorf("retrieval.ollama_launch: log: %w", err)
+		}
+		f.Close()
+		logPath = f.Name()
+	} else if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, fmt.Errorf("retrieval.ollama_launch: log directory: %w", err)
 	}
 	spec, err := launch.Ollama(bin, logPath, models, lc.Env...)
@@ -84,7 +97,7 @@ func startLaunchedOllama(ctx context.Context, cfg configs.Config, logPath string
 	if err != nil {
 		return nil, err
 	}
-	o := &launchedOllama{proc: p, log: logPath}
+	o := &launchedOllama{proc: p, log: logPath, tempLog: tempLog}
 	start := time.Now()
 	res, err := embedding.CreateOllamaModel(ctx, p.URL(), rc.EmbedModel, m)
 	if err != nil {
@@ -99,10 +112,16 @@ func startLaunchedOllama(ctx context.Context, cfg configs.Config, logPath string
 // URL, for the components; the run's recorded config keeps "launch" (the
 // port changes from one start to the next).
 func (o *launchedOllama) config(cfg configs.Config) configs.Config {
-	if o != nil {
-		cfg.Retrieval.OllamaURL = o.proc.URL()
-	}
+	cfg.Retrieval = o.retrieval(cfg.Retrieval)
 	return cfg
+}
+
+// retrieval is config for a command that has only the retrieval section.
+func (o *launchedOllama) retrieval(rc retrieval.Config) retrieval.Config {
+	if o != nil {
+		rc.OllamaURL = o.proc.URL()
+	}
+	return rc
 }
 
 // watch returns a context that ends, with the server's exit and log as its
@@ -121,7 +140,15 @@ func (o *launchedOllama) finish(err error) error {
 	if o == nil {
 		return err
 	}
-	return finishService(o.proc, "ollama", o.log, o.moveTo, err)
+	err = finishService(o.proc, "ollama", o.log, o.moveTo, err)
+	if o.tempLog {
+		if err == nil {
+			os.Remove(o.log)
+		} else if !strings.Contains(err.Error(), o.log) {
+			err = fmt.Errorf("%w (ollama log: %s)", err, o.log)
+		}
+	}
+	return err
 }
 
 // defaultOllamaModels is ${HIMES_CACHE:-~/.cache/himes}/ollama-models, the
@@ -169,4 +196,17 @@ func shortDigest(d string) string {
 		return d[:12]
 	}
 	return d
+}
+
+// launchOllamaFor starts the server rc asks for (none: rc unchanged) for a
+// command that has only the retrieval section: rc comes back with the
+// server's URL, and the command's context ends if the server dies. The
+// caller finishes the returned server.
+func launchOllamaFor(cmd *cobra.Command, rc retrieval.Config, logPath string) (retrieval.Config, *launchedOllama, error) {
+	lo, err := startLaunchedOllama(cmd.Context(), rc, logPath)
+	if err != nil {
+		return rc, nil, err
+	}
+	cmd.SetContext(lo.watch(cmd.Context()))
+	return lo.retrieval(rc), lo, nil
 }

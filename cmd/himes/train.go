@@ -89,7 +89,7 @@ config unless --allow-config-change. --resume of a finished run says
 			}
 			// retrieval.ollama_url "launch": the same for the embedder's
 			// Ollama server.
-			lo, err := startLaunchedOllama(ctx, cfg, filepath.Join(base, name+"."+ollamaLogName))
+			lo, err := startLaunchedOllama(ctx, cfg.Retrieval, filepath.Join(base, name+"."+ollamaLogName))
 			if err != nil {
 				return err
 			}
