@@ -257,7 +257,7 @@ func TestLaunchedOllamaDenseEval(t *testing.T) {
 	// A server killed mid-run fails the run with its exit and log; Ctrl-C
 	// stops it. Both while the KB is being embedded (a fresh cache).
 	t.Run("server killed", func(t *testing.T) {
-		out, err, pid, url := interruptLaunchedOllama(t, env, append(args, "--set", "retrieval.embed_cache="+filepath.Join(dir, "cache3"), "--out", filepath.Join(dir, "eval3")),
+		out, pid, url, err := interruptLaunchedOllama(t, env, append(args, "--set", "retrieval.embed_cache="+filepath.Join(dir, "cache3"), "--out", filepath.Join(dir, "eval3")),
 			func(_ *exec.Cmd, pid int) error { return syscall.Kill(pid, syscall.SIGKILL) })
 		if err == nil {
 			t.Fatalf("himes eval exited 0 after its ollama server was killed:\n%s", out)
@@ -278,7 +278,7 @@ func TestLaunchedOllamaDenseEval(t *testing.T) {
 		}
 	})
 	t.Run("interrupt", func(t *testing.T) {
-		out, err, pid, url := interruptLaunchedOllama(t, env, append(args, "--set", "retrieval.embed_cache="+filepath.Join(dir, "cache4"), "--out", filepath.Join(dir, "eval4")),
+		out, pid, url, err := interruptLaunchedOllama(t, env, append(args, "--set", "retrieval.embed_cache="+filepath.Join(dir, "cache4"), "--out", filepath.Join(dir, "eval4")),
 			func(c *exec.Cmd, _ int) error { return c.Process.Signal(os.Interrupt) })
 		if err == nil {
 			t.Fatalf("himes eval exited 0 after Ctrl-C:\n%s", out)
@@ -293,7 +293,7 @@ func TestLaunchedOllamaDenseEval(t *testing.T) {
 // interruptLaunchedOllama runs himes with args until it has created the
 // embedding model on its launched server, then calls stop (with himes's
 // command and the server's pid), and returns once himes has exited.
-func interruptLaunchedOllama(t *testing.T, env, args []string, stop func(*exec.Cmd, int) error) (out string, err error, pid int, url string) {
+func interruptLaunchedOllama(t *testing.T, env, args []string, stop func(*exec.Cmd, int) error) (out string, pid int, url string, err error) {
 	t.Helper()
 	buf := &syncBuf{}
 	c := exec.Command(os.Args[0], args...)
@@ -318,7 +318,7 @@ func interruptLaunchedOllama(t *testing.T, env, args []string, stop func(*exec.C
 		t.Fatal(err)
 	}
 	err = <-exited
-	return buf.String(), err, pid, url
+	return buf.String(), pid, url, err
 }
 
 // A missing ollama binary or model is named before anything starts, and
