@@ -254,6 +254,28 @@ func TestLaunchedOllamaDenseEval(t *testing.T) {
 		t.Errorf("the temporary server log %s outlived a successful search", m[1])
 	}
 
+	// himes train: the server's log ends in the run directory, whose
+	// config keeps "launch" (the port changes from one start to the next).
+	runs := filepath.Join(dir, "runs")
+	train := append(append([]string{"train"}, sets...), "--set", "retrieval.embed_cache="+filepath.Join(dir, "cache1"),
+		"--set", "retrieval.memory.enabled=false", "--set", "run.output_dir="+runs, "--set", "data.eval_fraction=0",
+		"--set", "grpo.steps=1", "--set", "grpo.eval_every=0", "--set", "grpo.prompts_per_step=1", "--set", "grpo.group_size=2")
+	out, err = runHimesProcess(t, env, train...)
+	if err != nil {
+		t.Fatalf("himes train: %v\n%s", err, out)
+	}
+	pid, url = launchedOllamaServer(t, out)
+	assertServerGone(t, pid, url)
+	if log, err := os.ReadFile(filepath.Join(runs, "dense", ollamaLogName)); err != nil || !strings.Contains(string(log), `"/api/version"`) {
+		t.Errorf("the run's %s lacks the server's requests (%v)", ollamaLogName, err)
+	}
+	if _, err := os.Stat(filepath.Join(runs, "dense."+ollamaLogName)); err == nil {
+		t.Errorf("the server's log was left beside the run directory")
+	}
+	if c, err := os.ReadFile(filepath.Join(runs, "dense", "config.yaml")); err != nil || !strings.Contains(string(c), "ollama_url: launch") {
+		t.Errorf("the run's config.yaml does not keep ollama_url: launch (%v)", err)
+	}
+
 	// A server killed mid-run fails the run with its exit and log; Ctrl-C
 	// stops it. Both while the KB is being embedded (a fresh cache).
 	t.Run("server killed", func(t *testing.T) {
