@@ -32,7 +32,8 @@ type OllamaLaunchConfig struct {
 	StopTimeoutSeconds float64 `yaml:"stop_timeout_seconds"`
 	// Env holds extra KEY=VALUE environment variables for the server;
 	// default [OLLAMA_NUM_PARALLEL=1] (an embedding model runs one sequence
-	// at a time). OLLAMA_HOST and OLLAMA_MODELS are set by himes.
+	// at a time). OLLAMA_HOST and OLLAMA_MODELS are set by himes, and
+	// OLLAMA_NOPRUNE=1 unless Env says otherwise (runs sharing models).
 	Env []string `yaml:"env"`
 }
 

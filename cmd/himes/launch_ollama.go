@@ -88,7 +88,10 @@ func startLaunchedOllama(ctx context.Context, rc retrieval.Config, logPath strin
 	} else if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, fmt.Errorf("retrieval.ollama_launch: log directory: %w", err)
 	}
-	spec, err := launch.Ollama(bin, logPath, models, lc.Env...)
+	// OLLAMA_NOPRUNE: a server starting on the shared model directory
+	// would otherwise delete the blobs another run's server has uploaded
+	// but not yet named in a manifest (runs of a parallel sweep).
+	spec, err := launch.Ollama(bin, logPath, models, append([]string{"OLLAMA_NOPRUNE=1"}, lc.Env...)...)
 	if err != nil {
 		return nil, fmt.Errorf("retrieval.ollama_launch: %w", err)
 	}
