@@ -224,6 +224,7 @@ func (c *Config) inputFiles() []pathField {
 		{"data.kb", &c.Data.KB},
 		{"retrieval.memory.partitions", &c.Retrieval.Memory.Partitions},
 		{"retrieval.memory.taxonomy", &c.Retrieval.Memory.Taxonomy},
+		{"retrieval.ollama_launch.model_dir", &c.Retrieval.OllamaLaunch.ModelDir},
 	}
 }
 

@@ -1,6 +1,8 @@
 package configs
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -43,6 +45,66 @@ func TestTrainerLaunchKeys(t *testing.T) {
 			[]string{"trainer.launch.stop_timeout_seconds", "> 0"}},
 		{"misspelled key", launch + "    arg: [x]\n", nil,
 			[]string{"run.yaml:13", "trainer.launch.arg: unknown key; did you mean trainer.launch.args?"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { loadFails(t, c.body, c.sets, c.want...) })
+	}
+}
+
+// retrieval.ollama_url "launch": only with the ollama embedder; the
+// retrieval.ollama_launch section checked then (and only then), each error
+// naming its key and line; model_dir resolved against the config's folder.
+func TestOllamaLaunchKeys(t *testing.T) {
+	const launch = valid + `retrieval:
+  embedder: ollama
+  ollama_url: launch
+  embed_model: all-minilm-l6-v2
+`
+	cfg, err := Load(writeConfig(t, launch), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Retrieval.OllamaLaunch
+	if l.Models != "" || l.ModelDir != "" || l.ReadyTimeoutSeconds != 120 || l.StopTimeoutSeconds != 10 ||
+		strings.Join(l.Env, " ") != "OLLAMA_NUM_PARALLEL=1" {
+		t.Errorf("retrieval.ollama_launch = %+v, want the defaults", l)
+	}
+	// A URL ignores the section (a server started by hand).
+	if _, err := Load(writeConfig(t, launch), []string{"retrieval.ollama_url=http://127.0.0.1:11434", "retrieval.ollama_launch.ready_timeout_seconds=0"}); err != nil {
+		t.Errorf("URL with a bad launch section: %v", err)
+	}
+	// model_dir is an input: relative to the config file, and it must exist.
+	p := writeConfig(t, launch+"  ollama_launch:\n    model_dir: minilm\n")
+	if err := os.Mkdir(filepath.Join(filepath.Dir(p), "minilm"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := Load(p, nil); err != nil {
+		t.Error(err)
+	} else if want := filepath.Join(filepath.Dir(p), "minilm"); cfg.Retrieval.OllamaLaunch.ModelDir != want {
+		t.Errorf("model_dir = %q, want %q", cfg.Retrieval.OllamaLaunch.ModelDir, want)
+	}
+	cases := []struct {
+		name string
+		body string
+		sets []string
+		want []string
+	}{
+		{"launch with the hash embedder", strings.Replace(launch, "embedder: ollama", "embedder: hash", 1), nil,
+			[]string{"run.yaml:11", "retrieval.ollama_url", `"launch" starts an Ollama server for the ollama embedder, but embedder is "hash"`}},
+		{"launch with lsa by --set", launch, []string{"retrieval.embedder=lsa"},
+			[]string{"retrieval.ollama_url", `embedder is "lsa"`}},
+		{"env not KEY=VALUE", launch + "  ollama_launch:\n    env: [OLLAMA_DEBUG]\n", nil,
+			[]string{"run.yaml:14", "retrieval.ollama_launch.env", `"OLLAMA_DEBUG" is not KEY=VALUE`}},
+		{"env sets the host", launch, []string{"retrieval.ollama_launch.env=[OLLAMA_HOST=0.0.0.0:1]"},
+			[]string{"retrieval.ollama_launch.env", "OLLAMA_HOST is set by himes"}},
+		{"ready timeout", launch + "  ollama_launch:\n    ready_timeout_seconds: 0\n", nil,
+			[]string{"run.yaml:14", "retrieval.ollama_launch.ready_timeout_seconds", "> 0"}},
+		{"stop timeout", launch, []string{"retrieval.ollama_launch.stop_timeout_seconds=-1"},
+			[]string{"retrieval.ollama_launch.stop_timeout_seconds", "> 0"}},
+		{"missing model_dir", launch + "  ollama_launch:\n    model_dir: nowhere\n", nil,
+			[]string{"run.yaml:14", "retrieval.ollama_launch.model_dir", "nowhere"}},
+		{"misspelled key", launch + "  ollama_launch:\n    model: x\n", nil,
+			[]string{"run.yaml:14", "retrieval.ollama_launch.model: unknown key; did you mean retrieval.ollama_launch.models?"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { loadFails(t, c.body, c.sets, c.want...) })

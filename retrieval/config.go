@@ -59,8 +59,15 @@ type Config struct {
 	// LSAMinDF drops terms in fewer knowledge-base chunks from the LSA
 	// vocabulary (default 2).
 	LSAMinDF int `yaml:"lsa_min_df"`
-	// OllamaURL is the Ollama server for the "ollama" embedder.
+	// OllamaURL is the Ollama server for the "ollama" embedder, or "launch":
+	// himes train and eval start a private `ollama serve` that OllamaLaunch
+	// describes, create embed_model on it, use its URL and stop it at the
+	// end (the recorded config keeps "launch").
 	OllamaURL string `yaml:"ollama_url"`
+	// OllamaLaunch is the Ollama server himes starts itself (ollama_url
+	// "launch"); ignored for any other URL, so that --set
+	// retrieval.ollama_url=URL uses a server started by hand instead.
+	OllamaLaunch OllamaLaunchConfig `yaml:"ollama_launch"`
 	// EmbedModel is the Ollama embedding model (default nomic-embed-text).
 	EmbedModel string `yaml:"embed_model"`
 	// EmbedBatch is the number of texts per /api/embed request (default 32).
@@ -102,6 +109,7 @@ const maxCandidates = 100_000
 func DefaultConfig() Config {
 	return Config{Method: "bm25", KBMaxFieldBytes: 1 << 20, KBMaxRecordBytes: 16 << 20, TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Analyzer: analysis.Plain, Scoring: ScoringExact, Embedder: "hash",
 		HashDim: 1024, LSADim: 64, LSAMinDF: 2, OllamaURL: "http://localhost:11434", EmbedModel: "nomic-embed-text", EmbedBatch: 32, RRFK: 60,
+		OllamaLaunch:  DefaultOllamaLaunchConfig(),
 		Remote:        service.RemoteConfig{Call: service.DefaultConfig()},
 		Elasticsearch: service.ElasticConfig{Call: service.DefaultConfig(), TextField: "contents", SearchType: "query_then_fetch"},
 		Memory:        memory.DefaultConfig()}
@@ -152,6 +160,10 @@ func (c Config) Validate() error {
 	if c.ChunkWords > 0 && (c.ChunkStride < 1 || c.ChunkStride > c.ChunkWords) {
 		return fielderr.New("chunk_stride", "must be in [1, chunk_words=%d], got %d", c.ChunkWords, c.ChunkStride)
 	}
+	if c.OllamaURL == LaunchOllama && c.Embedder != "ollama" {
+		return fielderr.New("ollama_url", "%q starts an Ollama server for the ollama embedder, but embedder is %q: set embedder: ollama, or ollama_url to a URL (unused by embedder %s)",
+			LaunchOllama, c.Embedder, c.Embedder)
+	}
 	switch c.Embedder {
 	case "hash":
 		if c.HashDim < 2 || c.HashDim > 1<<20 {
@@ -170,6 +182,11 @@ func (c Config) Validate() error {
 		}
 		if c.EmbedModel == "" {
 			return fielderr.New("embed_model", "required for embedder ollama")
+		}
+		if c.OllamaURL == LaunchOllama {
+			if err := c.OllamaLaunch.Validate(); err != nil {
+				return fielderr.Prefix("ollama_launch", err)
+			}
 		}
 	default:
 		return fielderr.New("embedder", "must be hash, lsa or ollama, got %q", c.Embedder)

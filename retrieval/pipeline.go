@@ -405,6 +405,11 @@ func NewEmbedder(cfg Config) (embedding.Embedder, error) {
 	case "hash":
 		return embedding.NewHash(cfg.HashDim)
 	case "ollama":
+		if cfg.OllamaURL == LaunchOllama {
+			// Only the commands that start the server replace "launch"
+			// with its URL before they get here.
+			return nil, fmt.Errorf("retrieval.ollama_url %q: this command does not start an Ollama server (himes train and eval do): pass --set retrieval.ollama_url=URL of a running one", LaunchOllama)
+		}
 		cache, err := embedCacheDir(cfg)
 		if err != nil {
 			return nil, err

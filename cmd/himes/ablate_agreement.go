@@ -37,7 +37,7 @@ groups where both vary, how often the reward is constant while the metric
 varies, and each reward's zero-variance share. It writes agreement.json and
 agreement.md to --out.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			cfg, err := cf.load()
 			if err != nil {
 				return err
@@ -52,6 +52,15 @@ agreement.md to --out.`,
 				out = filepath.Join(cfg.Run.OutputDir, cfg.Run.Name+"-agreement")
 			}
 			ctx := cmd.Context()
+			// retrieval.ollama_url "launch": the embedder's Ollama server,
+			// its log beside the output.
+			lo, err := startLaunchedOllama(ctx, cfg.Retrieval, filepath.Clean(out)+"."+ollamaLogName)
+			if err != nil {
+				return err
+			}
+			defer func() { err = lo.finish(err) }()
+			ctx = lo.watch(ctx)
+			cfg = lo.config(cfg)
 			comp, err := buildComponents(ctx, cfg, buildOptions{})
 			if err != nil {
 				return err

@@ -40,7 +40,7 @@ each a paired difference with a 95% cluster-bootstrap interval over
 conversations. It writes memquant.json, memquant.md and one PNG per data set
 to --out.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			cfg, err := cf.load()
 			if err != nil {
 				return err
@@ -69,6 +69,15 @@ to --out.`,
 				out = filepath.Join(cfg.Run.OutputDir, cfg.Run.Name+"-memquant")
 			}
 			ctx := cmd.Context()
+			// retrieval.ollama_url "launch": the embedder's Ollama server,
+			// its log beside the output.
+			lo, err := startLaunchedOllama(ctx, cfg.Retrieval, filepath.Clean(out)+"."+ollamaLogName)
+			if err != nil {
+				return err
+			}
+			defer func() { err = lo.finish(err) }()
+			ctx = lo.watch(ctx)
+			cfg = lo.config(cfg)
 			comp, err := buildComponents(ctx, cfg, buildOptions{})
 			if err != nil {
 				return err

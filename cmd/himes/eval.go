@@ -215,6 +215,19 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) (err error) 
 	defer func() { err = lt.finish(err) }()
 	ctx = lt.watch(ctx)
 	cfg = lt.config(cfg)
+	// retrieval.ollama_url "launch": the embedder's Ollama server, its log
+	// in the run directory, or beside the output (which is replaced whole).
+	ollamaLog := filepath.Clean(out) + "." + ollamaLogName
+	if f.runDir != "" {
+		ollamaLog = filepath.Join(f.runDir, ollamaLogName)
+	}
+	lo, err := startLaunchedOllama(ctx, cfg.Retrieval, ollamaLog)
+	if err != nil {
+		return err
+	}
+	defer func() { err = lo.finish(err) }()
+	ctx = lo.watch(ctx)
+	cfg = lo.config(cfg)
 
 	// One set of components per memory mode: the memory is part of the
 	// retrieval pipeline. The policy and the data come from the first.

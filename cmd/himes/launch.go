@@ -48,7 +48,7 @@ func startLaunchedTrainer(ctx context.Context, cfg configs.Config, runDir, logPa
 	if py == "" {
 		var err error
 		if py, err = pythonEnv(); err != nil {
-			return nil, fmt.Errorf("trainer.launch.python: %w", err)
+			return nil, fmt.Errorf("trainer.launch.python: unset, and no reference trainer's environment to take it from (%w): set it", err)
 		}
 	}
 	portDir, err := os.MkdirTemp("", "himes-trainer-port-")
@@ -94,9 +94,7 @@ func (t *launchedTrainer) watch(ctx context.Context) context.Context {
 	if t == nil {
 		return ctx
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	t.proc.Watch(cancel)
-	return ctx
+	return watchService(ctx, t.proc)
 }
 
 // finish stops the trainer and moves its log into place. A trainer that
@@ -107,8 +105,24 @@ func (t *launchedTrainer) finish(err error) error {
 	if t == nil {
 		return err
 	}
-	serr := t.proc.Stop()
-	os.RemoveAll(t.portDir)
+	defer os.RemoveAll(t.portDir)
+	return finishService(t.proc, "trainer", t.log, t.moveTo, err)
+}
+
+// watchService returns a context that ends, with the service's exit and log
+// as its cause, if the service dies while the command runs.
+func watchService(ctx context.Context, p *launch.Process) context.Context {
+	ctx, cancel := context.WithCancelCause(ctx)
+	p.Watch(cancel)
+	return ctx
+}
+
+// finishService stops a launched service (what names it) and appends its
+// log (at log) to moveTo when moveTo is set and its directory exists. A
+// service that died during the command makes the command fail with its
+// exit and its log's last lines, whatever the command's own error was.
+func finishService(p *launch.Process, what, log, moveTo string, err error) error {
+	serr := p.Stop()
 	if serr != nil && !errors.Is(err, serr) { // the command's error may already carry the crash (the context's cause)
 		if err != nil {
 			err = fmt.Errorf("%w (the command then failed: %v)", serr, err)
@@ -116,22 +130,22 @@ func (t *launchedTrainer) finish(err error) error {
 			err = serr
 		}
 	}
-	if t.moveTo == "" {
+	if moveTo == "" {
 		return err
 	}
-	if _, statErr := os.Stat(filepath.Dir(t.moveTo)); statErr != nil {
+	if _, statErr := os.Stat(filepath.Dir(moveTo)); statErr != nil {
 		// No run directory (it could not start, or a failed new run was
 		// removed): the log stays where it is, and the error says where.
 		if err != nil {
-			err = fmt.Errorf("%w (trainer log: %s)", err, t.log)
+			err = fmt.Errorf("%w (%s log: %s)", err, what, log)
 		}
 		return err
 	}
-	if merr := appendFile(t.moveTo, t.log); merr != nil {
-		return errors.Join(err, fmt.Errorf("trainer log: %w", merr))
+	if merr := appendFile(moveTo, log); merr != nil {
+		return errors.Join(err, fmt.Errorf("%s log: %w", what, merr))
 	}
 	if err != nil {
-		err = fmt.Errorf("%w (trainer log, whole: %s)", err, t.moveTo)
+		err = fmt.Errorf("%w (%s log, whole: %s)", err, what, moveTo)
 	}
 	return err
 }
@@ -178,7 +192,7 @@ func pythonEnv() (string, error) {
 			return strings.TrimSpace(stdout.String()), nil
 		}
 		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("unset, and no %s in %s or above it to find the reference trainer's environment: set it, or run himes from its clone", script, wd)
+			return "", fmt.Errorf("no %s in %s or above it (run himes from its clone)", script, wd)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -51,7 +52,7 @@ apart by the first record.
 Use the same --config (embedder, taxonomy) for search and training: memories
 from another embedder or taxonomy are refused when loaded.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			cfg, kb := retrieval.DefaultConfig(), ""
 			if cf.path != "" {
 				full, err := cf.load()
@@ -69,6 +70,13 @@ from another embedder or taxonomy are refused when loaded.`,
 			if err != nil {
 				return err
 			}
+			// retrieval.ollama_url "launch": the embedder's Ollama server,
+			// its log beside the output.
+			cfg, lo, err := launchOllamaFor(cmd, cfg, filepath.Clean(out)+"."+ollamaLogName)
+			if err != nil {
+				return err
+			}
+			defer func() { err = lo.finish(err) }()
 			emb, err := memoryEmbedder(cmd, cfg, kb)
 			if err != nil {
 				return err
@@ -207,7 +215,7 @@ func newMemoryShowCmd() *cobra.Command {
 		Use:   "show FILE",
 		Short: "Print a memory file's partitions (per user, or for --user)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			cfg, kb := retrieval.DefaultConfig(), ""
 			if cf.path != "" {
 				full, err := cf.load()
@@ -216,6 +224,13 @@ func newMemoryShowCmd() *cobra.Command {
 				}
 				cfg, kb = full.Retrieval, full.Data.KB
 			}
+			// retrieval.ollama_url "launch": the embedder's Ollama server
+			// (its log a temporary file, kept only on failure).
+			cfg, lo, err := launchOllamaFor(cmd, cfg, "")
+			if err != nil {
+				return err
+			}
+			defer func() { err = lo.finish(err) }()
 			emb, err := memoryEmbedder(cmd, cfg, kb)
 			if err != nil {
 				return err

@@ -39,7 +39,7 @@ with the clients (it re-ranks what the server returns), so the config's
 retrieval.memory is ignored here. The first line on stdout is
 "serving on http://HOST:PORT" (useful with --addr 127.0.0.1:0).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			cfg, err := cf.load()
 			if err != nil {
 				return err
@@ -55,6 +55,15 @@ retrieval.memory is ignored here. The first line on stdout is
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w", addr, err)
 			}
+			// retrieval.ollama_url "launch": the embedder's Ollama server for
+			// as long as the service runs (its log a temporary file, kept
+			// only on failure); a server that dies stops the service.
+			rc, lo, err := launchOllamaFor(cmd, rc, "")
+			if err != nil {
+				ln.Close()
+				return fmt.Errorf("retrieval serve: %w", err)
+			}
+			defer func() { err = lo.finish(err) }()
 			p, err := retrieval.Open(cmd.Context(), rc, cfg.Data.KB)
 			if err != nil {
 				ln.Close()

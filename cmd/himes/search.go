@@ -129,7 +129,7 @@ func (sf *searchFlags) config() (retrieval.Config, string, error) {
 	return cfg, kb, nil
 }
 
-func runSearch(cmd *cobra.Command, sf *searchFlags, args []string) error {
+func runSearch(cmd *cobra.Command, sf *searchFlags, args []string) (err error) {
 	if (sf.trecRun == "") != (sf.queries == "") {
 		return fmt.Errorf("search: --trec-run and --queries go together")
 	}
@@ -162,6 +162,17 @@ func runSearch(cmd *cobra.Command, sf *searchFlags, args []string) error {
 			return fmt.Errorf("search: --turn shows long-term memory: set retrieval.memory.enabled or --memory")
 		}
 	}
+	// retrieval.ollama_url "launch": the embedder's Ollama server, its log
+	// beside the TREC run, or a temporary file kept only on failure.
+	ollamaLog := ""
+	if sf.trecRun != "" {
+		ollamaLog = sf.trecRun + "." + ollamaLogName
+	}
+	cfg, lo, err := launchOllamaFor(cmd, cfg, ollamaLog)
+	if err != nil {
+		return err
+	}
+	defer func() { err = lo.finish(err) }()
 	p, err := retrieval.Open(cmd.Context(), cfg, kb)
 	if err != nil {
 		return err

@@ -87,7 +87,18 @@ config unless --allow-config-change. --resume of a finished run says
 				defer func() { err = lt.finish(err) }()
 				ctx = lt.watch(ctx)
 			}
-			comp, err := buildComponents(ctx, lt.config(cfg), buildOptions{trainerDir: filepath.Join(base, name, "trainer")})
+			// retrieval.ollama_url "launch": the same for the embedder's
+			// Ollama server.
+			lo, err := startLaunchedOllama(ctx, cfg.Retrieval, filepath.Join(base, name+"."+ollamaLogName))
+			if err != nil {
+				return err
+			}
+			if lo != nil {
+				lo.moveTo = filepath.Join(base, name, ollamaLogName)
+				defer func() { err = lo.finish(err) }()
+				ctx = lo.watch(ctx)
+			}
+			comp, err := buildComponents(ctx, lo.config(lt.config(cfg)), buildOptions{trainerDir: filepath.Join(base, name, "trainer")})
 			if err != nil {
 				return err
 			}
