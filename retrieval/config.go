@@ -62,7 +62,8 @@ type Config struct {
 	// OllamaURL is the Ollama server for the "ollama" embedder, or "launch":
 	// himes train and eval start a private `ollama serve` that OllamaLaunch
 	// describes, create embed_model on it, use its URL and stop it at the
-	// end (the recorded config keeps "launch").
+	// end (the recorded config keeps "launch"). Like any URL here it is
+	// unused, and no server starts, when the embedder is not ollama.
 	OllamaURL string `yaml:"ollama_url"`
 	// OllamaLaunch is the Ollama server himes starts itself (ollama_url
 	// "launch"); ignored for any other URL, so that --set
@@ -159,10 +160,6 @@ func (c Config) Validate() error {
 	}
 	if c.ChunkWords > 0 && (c.ChunkStride < 1 || c.ChunkStride > c.ChunkWords) {
 		return fielderr.New("chunk_stride", "must be in [1, chunk_words=%d], got %d", c.ChunkWords, c.ChunkStride)
-	}
-	if c.OllamaURL == LaunchOllama && c.Embedder != "ollama" {
-		return fielderr.New("ollama_url", "%q starts an Ollama server for the ollama embedder, but embedder is %q: set embedder: ollama, or ollama_url to a URL (unused by embedder %s)",
-			LaunchOllama, c.Embedder, c.Embedder)
 	}
 	switch c.Embedder {
 	case "hash":
