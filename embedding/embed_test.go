@@ -253,7 +253,7 @@ func TestOllamaEmbedderThreads(t *testing.T) {
 		}
 		out, err := http.Post(srv.URL+r.URL.Path, "application/json", bytes.NewReader(body))
 		if err != nil {
-			http.Error(w, err.Error(), 502)
+			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
 		defer out.Body.Close()
