@@ -8,6 +8,9 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// absent stands for a key one of two compared configs lacks.
+const absent = "(absent)"
+
 // Change is one key whose value differs between two rendered configs.
 type Change struct {
 	Key      string // dotted path, e.g. grpo.group_size
@@ -43,7 +46,7 @@ func Diff(oldYAML, newYAML []byte, ignore ...string) ([]Change, error) {
 	for k, va := range fa {
 		vb, ok := fb[k]
 		if !ok {
-			vb = "(absent)"
+			vb = absent
 		}
 		if va != vb && !skip[k] {
 			out = append(out, Change{Key: k, Old: va, New: vb})
@@ -51,7 +54,7 @@ func Diff(oldYAML, newYAML []byte, ignore ...string) ([]Change, error) {
 	}
 	for k, vb := range fb {
 		if _, ok := fa[k]; !ok && !skip[k] {
-			out = append(out, Change{Key: k, Old: "(absent)", New: vb})
+			out = append(out, Change{Key: k, Old: absent, New: vb})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })

@@ -1,11 +1,14 @@
 package configs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 )
 
 // resumeFreeKeys may differ on a resume: they change where the run lives,
@@ -18,13 +21,21 @@ var resumeFreeKeys = []string{"run.output_dir", "grpo.steps", "trainer.token"}
 // (resumeFreeKeys, and trainer.endpoint moving from one trainer URL to
 // another: a resume checks the trainer's run id and policy version, so a
 // trainer restarted on another port serves the same policy or is refused).
+//
+// A key the saved config lacks (a himes older than the key) whose new value
+// is the key's default is free too: keys are added with defaults that keep
+// the old behaviour, so the run computed with that value.
 func ResumeChanges(saved, now []byte) (blocking, free []Change, err error) {
 	all, err := Diff(saved, now)
 	if err != nil {
 		return nil, nil, err
 	}
+	defaults, err := defaultLeaves()
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, c := range all {
-		isFree := false
+		isFree := c.Old == absent && c.New == defaults[c.Key]
 		for _, k := range resumeFreeKeys {
 			isFree = isFree || c.Key == k
 		}
@@ -38,6 +49,21 @@ func ResumeChanges(saved, now []byte) (blocking, free []Change, err error) {
 		}
 	}
 	return blocking, free, nil
+}
+
+// defaultLeaves are Default()'s keys and values as Diff flattens them.
+func defaultLeaves() (map[string]string, error) {
+	raw, err := Default().YAML()
+	if err != nil {
+		return nil, fmt.Errorf("render the default config: %w", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("default config: %w", err)
+	}
+	out := map[string]string{}
+	flatten("", m, out)
+	return out, nil
 }
 
 func isTrainerURL(v string) bool {

@@ -17,6 +17,8 @@ func TestResumeChangesSplitsWhatAStepComputes(t *testing.T) {
 		{"more steps, another place", "run:\n  output_dir: b\ngrpo:\n  steps: 20\n  group_size: 8\ntrainer:\n  endpoint: http://127.0.0.1:4001\n", 0, 2, ""},
 		{"trainer on another port", "run:\n  output_dir: a\ngrpo:\n  steps: 10\n  group_size: 8\ntrainer:\n  endpoint: http://127.0.0.1:5002\n", 0, 1, ""},
 		{"a trainer URL becomes the embedded policy", "run:\n  output_dir: a\ngrpo:\n  steps: 10\n  group_size: 8\ntrainer:\n  endpoint: embedded\n", 1, 0, "trainer.endpoint"},
+		{"a key this run's himes did not have, at its default", string(saved) + "retrieval:\n  memory:\n    sources: all\n", 0, 1, ""},
+		{"a key this run's himes did not have, not at its default", string(saved) + "retrieval:\n  memory:\n    sources: facts\n", 1, 0, "retrieval.memory.sources"},
 		{"another group size", "run:\n  output_dir: a\ngrpo:\n  steps: 10\n  group_size: 4\ntrainer:\n  endpoint: http://127.0.0.1:4001\n", 1, 0, "grpo.group_size"},
 	}
 	for _, c := range cases {
