@@ -375,7 +375,15 @@ func Transfer(ctx context.Context, stdout io.Writer, base configs.Config, folds 
 			eval := []string{"eval", "--run", r.RunDir, "--checkpoint", "latest", "--rewriter", "raw,concat,gold,policy",
 				"--out", r.EvalDir, "--log-format", "json"}
 			if o.TrainerCmd != "" {
-				tp, err := StartTrainer(ctx, o.TrainerCmd, filepath.Join(logDir, r.RunName+".trainer"),
+				// The trainer's flags are not in the run's config: recorded
+				// beside it, so that --resume keeps only runs they trained.
+				if err := os.MkdirAll(trainerDir(r), 0o755); err != nil {
+					return err
+				}
+				if err := atomicfile.WriteFile(trainerCmdFile(r), []byte(o.TrainerCmd), 0o644); err != nil {
+					return err
+				}
+				tp, err := StartTrainer(ctx, o.TrainerCmd, trainerDir(r),
 					filepath.Join(logDir, r.RunName+".trainer.log"), o.TrainerTimeout)
 				if err != nil {
 					return err
@@ -445,6 +453,15 @@ func KeepFinished(o TransferOptions, f TransferFold, r TransferRun) (bool, error
 	if err != nil {
 		return false, fmt.Errorf("transfer: %s: %w", r.RunDir, err)
 	}
+	if o.TrainerCmd != "" {
+		// The run's policy was served by its own --trainer-cmd server, at a
+		// URL of its own: the config's trainer.endpoint and launch section
+		// were not used; the command it ran with must be this one.
+		cfg.Trainer.Endpoint = "http://trainer-cmd"
+		if same, err := sameTrainerCmd(o.TrainerCmd, r); err != nil || !same {
+			return false, err
+		}
+	}
 	if p, err := grpo.ReadRunProgress(r.RunDir, cfg.GRPO); err != nil || !p.Done {
 		return false, err
 	}
@@ -466,10 +483,6 @@ func KeepFinished(o TransferOptions, f TransferFold, r TransferRun) (bool, error
 	}
 	var changes []string
 	for _, c := range blocking {
-		// --trainer-cmd sets each run's endpoint to its own server's URL.
-		if c.Key == "trainer.endpoint" && o.TrainerCmd != "" {
-			continue
-		}
 		changes = append(changes, c.String())
 	}
 	if len(changes) > 0 {
@@ -477,6 +490,34 @@ func KeepFinished(o TransferOptions, f TransferFold, r TransferRun) (bool, error
 			r.RunDir, filepath.Base(saved), strings.Join(changes, "; "))
 	}
 	slog.Info("transfer run kept: finished and evaluated with this config", "held_out", f.Name, "variant", r.Variant.Name)
+	return true, nil
+}
+
+// trainerDir holds a --trainer-cmd server's port file, checkpoints and the
+// command it ran (trainerCmdFile).
+func trainerDir(r TransferRun) string {
+	return filepath.Join(filepath.Dir(r.RunDir), r.RunName+".trainer")
+}
+
+func trainerCmdFile(r TransferRun) string { return filepath.Join(trainerDir(r), "command") }
+
+// sameTrainerCmd reports whether run r ran with the trainer command cmd: a
+// different recorded command is an error (its numbers are another
+// trainer's); no record (a run from before the record) is false, so the run
+// is retrained rather than trusted.
+func sameTrainerCmd(cmd string, r TransferRun) (bool, error) {
+	old, err := os.ReadFile(trainerCmdFile(r))
+	if errors.Is(err, os.ErrNotExist) {
+		slog.Warn("transfer run retrained: no record of the trainer command it ran with", "run", r.RunDir)
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("transfer: %w", err)
+	}
+	if string(old) != cmd {
+		return false, fmt.Errorf("transfer: finished run %s ran with another --trainer-cmd (%q, now %q); pass --overwrite to retrain it",
+			r.RunDir, old, cmd)
+	}
 	return true, nil
 }
 

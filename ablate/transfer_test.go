@@ -318,3 +318,25 @@ func TestTransferOneSeedTableAndPlot(t *testing.T) {
 		t.Errorf("png: %d bytes, err %v", len(png), err)
 	}
 }
+
+// A --trainer-cmd run is kept on --resume only when it ran with the same
+// command: its flags (the tagger's window, say) are not in the config.
+func TestSameTrainerCmd(t *testing.T) {
+	dir := t.TempDir()
+	r := TransferRun{RunName: "sft_seed_1", RunDir: filepath.Join(dir, "sft_seed_1")}
+	if same, err := sameTrainerCmd("python -m x --a 1", r); same || err != nil {
+		t.Errorf("no record: same %v, err %v; want a retrain (false, nil)", same, err)
+	}
+	if err := os.MkdirAll(trainerDir(r), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(trainerCmdFile(r), []byte("python -m x --a 1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if same, err := sameTrainerCmd("python -m x --a 1", r); !same || err != nil {
+		t.Errorf("same command: same %v, err %v", same, err)
+	}
+	if _, err := sameTrainerCmd("python -m x --a 2", r); err == nil || !strings.Contains(err.Error(), "another --trainer-cmd") {
+		t.Errorf("another command: err %v, want one naming --trainer-cmd", err)
+	}
+}

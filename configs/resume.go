@@ -34,12 +34,18 @@ func ResumeChanges(saved, now []byte) (blocking, free []Change, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	savedEndpoint, nowEndpoint := leaf(saved, "trainer.endpoint"), leaf(now, "trainer.endpoint")
 	for _, c := range all {
 		isFree := c.Old == absent && c.New == defaults[c.Key]
 		for _, k := range resumeFreeKeys {
 			isFree = isFree || c.Key == k
 		}
 		if c.Key == "trainer.endpoint" && isTrainerURL(c.Old) && isTrainerURL(c.New) {
+			isFree = true
+		}
+		// The launch section starts the trainer only for endpoint "launch":
+		// with a URL on both sides it was not used and is not now.
+		if strings.HasPrefix(c.Key, "trainer.launch.") && isTrainerURL(savedEndpoint) && isTrainerURL(nowEndpoint) {
 			isFree = true
 		}
 		if isFree {
@@ -64,6 +70,18 @@ func defaultLeaves() (map[string]string, error) {
 	out := map[string]string{}
 	flatten("", m, out)
 	return out, nil
+}
+
+// leaf is one key's value in a rendered config, as Diff flattens it ("" when
+// absent or unreadable).
+func leaf(raw []byte, key string) string {
+	var m map[string]any
+	if yaml.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	out := map[string]string{}
+	flatten("", m, out)
+	return out[key]
 }
 
 func isTrainerURL(v string) bool {

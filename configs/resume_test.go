@@ -8,6 +8,10 @@ import (
 
 func TestResumeChangesSplitsWhatAStepComputes(t *testing.T) {
 	saved := []byte("run:\n  output_dir: a\ngrpo:\n  steps: 10\n  group_size: 8\ntrainer:\n  endpoint: http://127.0.0.1:4001\n")
+	launched := []byte("trainer:\n  endpoint: launch\n  launch:\n    args: [--a]\n")
+	if b, _, err := ResumeChanges(launched, []byte("trainer:\n  endpoint: launch\n  launch:\n    args: [--b]\n")); err != nil || len(b) != 1 || b[0].Key != "trainer.launch.args" {
+		t.Errorf("launched trainer with other args: blocking %v, %v; want trainer.launch.args", b, err)
+	}
 	cases := []struct {
 		name, now       string
 		blocking, free  int
@@ -19,6 +23,7 @@ func TestResumeChangesSplitsWhatAStepComputes(t *testing.T) {
 		{"a trainer URL becomes the embedded policy", "run:\n  output_dir: a\ngrpo:\n  steps: 10\n  group_size: 8\ntrainer:\n  endpoint: embedded\n", 1, 0, "trainer.endpoint"},
 		{"a key this run's himes did not have, at its default", string(saved) + "retrieval:\n  memory:\n    sources: all\n", 0, 1, ""},
 		{"a key this run's himes did not have, not at its default", string(saved) + "retrieval:\n  memory:\n    sources: facts\n", 1, 0, "retrieval.memory.sources"},
+		{"the launch section, unused with a trainer URL", string(saved) + "  launch:\n    args: [--x]\n", 0, 1, ""},
 		{"another group size", "run:\n  output_dir: a\ngrpo:\n  steps: 10\n  group_size: 4\ntrainer:\n  endpoint: http://127.0.0.1:4001\n", 1, 0, "grpo.group_size"},
 	}
 	for _, c := range cases {
