@@ -362,6 +362,16 @@ func Transfer(ctx context.Context, stdout io.Writer, base configs.Config, folds 
 				}
 				if _, err := os.Stat(r.RunDir); err == nil {
 					mode = "--resume" // train checks the config and continues
+					if o.TrainerCmd != "" {
+						same, err := sameTrainerCmd(o.TrainerCmd, r)
+						if err != nil {
+							return err
+						}
+						if !same { // its trainer is unknown: its checkpoints are not to be continued
+							slog.Warn("transfer run retrained: no record of the trainer command it ran with", "run", r.RunDir)
+							mode = "--overwrite"
+						}
+					}
 				}
 			}
 			train := []string{"train", "--config", o.ConfigPath, "--log-format", "json", mode}
@@ -503,12 +513,11 @@ func trainerCmdFile(r TransferRun) string { return filepath.Join(trainerDir(r), 
 
 // sameTrainerCmd reports whether run r ran with the trainer command cmd: a
 // different recorded command is an error (its numbers are another
-// trainer's); no record (a run from before the record) is false, so the run
-// is retrained rather than trusted.
+// trainer's); no record (a run from before the record) is false, and
+// Transfer then trains the run afresh rather than trust or continue it.
 func sameTrainerCmd(cmd string, r TransferRun) (bool, error) {
 	old, err := os.ReadFile(trainerCmdFile(r))
 	if errors.Is(err, os.ErrNotExist) {
-		slog.Warn("transfer run retrained: no record of the trainer command it ran with", "run", r.RunDir)
 		return false, nil
 	}
 	if err != nil {
