@@ -51,16 +51,15 @@ agreement.md to --out.`,
 			if out == "" {
 				out = filepath.Join(cfg.Run.OutputDir, cfg.Run.Name+"-agreement")
 			}
-			ctx := cmd.Context()
 			// retrieval.ollama_url "launch": the embedder's Ollama server,
 			// its log beside the output.
-			lo, err := startLaunchedOllama(ctx, cfg.Retrieval, filepath.Clean(out)+"."+ollamaLogName)
+			rc, lo, err := launchOllamaFor(cmd, cfg.Retrieval, filepath.Clean(out)+"."+ollamaLogName)
 			if err != nil {
 				return err
 			}
 			defer func() { err = lo.finish(err) }()
-			ctx = lo.watch(ctx)
-			cfg = lo.config(cfg)
+			cfg.Retrieval = rc
+			ctx := cmd.Context()
 			comp, err := buildComponents(ctx, cfg, buildOptions{})
 			if err != nil {
 				return err
