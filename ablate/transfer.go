@@ -334,30 +334,55 @@ func Transfer(ctx context.Context, stdout io.Writer, base configs.Config, folds 
 	}
 	opts := datasets.LoadOptions{UserField: base.Data.UserField, SkipBad: base.Data.SkipBad}
 	slog.Info("transfer", "folds", len(folds), "variants", len(folds[0].Runs), "jobs", o.Jobs, "out", o.Out)
+	// With --resume the runs to keep are known before anything starts, so
+	// that the progress counts (and its rate and ETA time) only the runs
+	// that train.
+	kept := map[string]bool{}
 	total := 0
 	for _, f := range folds {
-		total += len(f.Runs)
+		for _, r := range f.Runs {
+			if o.Resume {
+				if k, err := KeepFinished(o, f, r); err == nil && k {
+					kept[r.RunDir] = true
+					continue
+				}
+			}
+			total++
+		}
 	}
 	count := newRunCount(o.Progress, total)
+	toDo := func(f TransferFold) (n int) {
+		for _, r := range f.Runs {
+			if !kept[r.RunDir] {
+				n++
+			}
+		}
+		return n
+	}
 	errs := RunTransfer(ctx, folds, o.Jobs,
 		func(ctx context.Context, f TransferFold) error {
 			n, err := WriteFoldTrain(ctx, f, opts)
 			if err == nil {
 				slog.Info("transfer fold", "held_out", f.Name, "train_turns", n, "train", f.TrainAt)
 			} else {
-				count.end(len(f.Runs), err)
+				count.end(toDo(f), err)
 			}
 			return err
 		},
 		func(ctx context.Context, f TransferFold, r TransferRun) (err error) {
+			if kept[r.RunDir] {
+				slog.Info("transfer run kept: finished and evaluated with this config", "held_out", f.Name, "variant", r.Variant.Name)
+				return nil
+			}
 			defer func() { count.end(1, err) }()
 			if err := os.MkdirAll(filepath.Dir(r.RunDir), 0o755); err != nil {
 				return err
 			}
 			mode := "--overwrite"
 			if o.Resume {
-				kept, err := KeepFinished(o, f, r)
-				if err != nil || kept {
+				// Not kept above: a refusal (another config or trainer
+				// command) is this run's error.
+				if _, err := KeepFinished(o, f, r); err != nil {
 					return err
 				}
 				if _, err := os.Stat(r.RunDir); err == nil {
@@ -499,7 +524,6 @@ func KeepFinished(o TransferOptions, f TransferFold, r TransferRun) (bool, error
 		return false, fmt.Errorf("transfer: finished run %s ran with another config (%s): %s; pass --overwrite to retrain it",
 			r.RunDir, filepath.Base(saved), strings.Join(changes, "; "))
 	}
-	slog.Info("transfer run kept: finished and evaluated with this config", "held_out", f.Name, "variant", r.Variant.Name)
 	return true, nil
 }
 

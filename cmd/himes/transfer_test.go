@@ -161,6 +161,11 @@ func TestAblateTransferCLISeeds(t *testing.T) {
 	if n := strings.Count(o, "transfer run kept"); n != 3 {
 		t.Errorf("%d runs kept, want 3 (seeds 4 and 9 of both folds but the one without its evaluation):\n%s", n, o)
 	}
+	// The progress counts only the runs that train: seed 5 in both folds
+	// and the run without its evaluation.
+	if !strings.Contains(o, `msg="transfer progress" failed=0 done=3 total=3 `) {
+		t.Errorf("progress does not count 3 runs to train:\n%s", o)
+	}
 	if after, err := os.Stat(kept); err != nil || !after.ModTime().Equal(before.ModTime()) {
 		t.Errorf("a kept run's evaluation was rewritten: %v", err)
 	}
