@@ -1,7 +1,6 @@
 package retrieval
 
 import (
-	"math"
 	"strings"
 
 	"github.com/himes-rl/himes/internal/fielderr"
@@ -53,11 +52,8 @@ func (c OllamaLaunchConfig) Validate() error {
 			return fielderr.New("env", "item %d: %s is set by himes for a launched server (a free loopback port, ollama_launch.models); remove it", i, k)
 		}
 	}
-	if !(c.ReadyTimeoutSeconds > 0) || math.IsInf(c.ReadyTimeoutSeconds, 0) {
-		return fielderr.New("ready_timeout_seconds", "must be > 0, got %v", c.ReadyTimeoutSeconds)
+	if err := fielderr.Seconds("ready_timeout_seconds", c.ReadyTimeoutSeconds); err != nil {
+		return err
 	}
-	if !(c.StopTimeoutSeconds > 0) || math.IsInf(c.StopTimeoutSeconds, 0) {
-		return fielderr.New("stop_timeout_seconds", "must be > 0, got %v", c.StopTimeoutSeconds)
-	}
-	return nil
+	return fielderr.Seconds("stop_timeout_seconds", c.StopTimeoutSeconds)
 }

@@ -183,13 +183,10 @@ func (c LaunchConfig) Validate() error {
 			return fielderr.New("env", "item %d: %q is not KEY=VALUE", i, e)
 		}
 	}
-	if !(c.ReadyTimeoutSeconds > 0) || math.IsInf(c.ReadyTimeoutSeconds, 0) {
-		return fielderr.New("ready_timeout_seconds", "must be > 0, got %v", c.ReadyTimeoutSeconds)
+	if err := fielderr.Seconds("ready_timeout_seconds", c.ReadyTimeoutSeconds); err != nil {
+		return err
 	}
-	if !(c.StopTimeoutSeconds > 0) || math.IsInf(c.StopTimeoutSeconds, 0) {
-		return fielderr.New("stop_timeout_seconds", "must be > 0, got %v", c.StopTimeoutSeconds)
-	}
-	return nil
+	return fielderr.Seconds("stop_timeout_seconds", c.StopTimeoutSeconds)
 }
 
 // Validate checks the embedded policy's knobs.

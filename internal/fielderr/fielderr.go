@@ -5,6 +5,7 @@ package fielderr
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Error is a validation failure for one config field.
@@ -31,4 +32,13 @@ func Prefix(section string, err error) error {
 		return &Error{Field: section + "." + fe.Field, Msg: fe.Msg}
 	}
 	return fmt.Errorf("%s: %w", section, err)
+}
+
+// Seconds checks a duration in seconds that must be finite and positive
+// (a timeout): 0, a negative value, NaN and ±Inf are refused.
+func Seconds(field string, v float64) error {
+	if !(v > 0) || math.IsInf(v, 0) {
+		return New(field, "must be > 0, got %v", v)
+	}
+	return nil
 }
