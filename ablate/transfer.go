@@ -338,11 +338,15 @@ func Transfer(ctx context.Context, stdout io.Writer, base configs.Config, folds 
 	// that the progress counts (and its rate and ETA time) only the runs
 	// that train.
 	kept := map[string]bool{}
+	refused := map[string]error{} // finished with another config or trainer command
 	total := 0
 	for _, f := range folds {
 		for _, r := range f.Runs {
 			if o.Resume {
-				if k, err := KeepFinished(o, f, r); err == nil && k {
+				k, err := KeepFinished(o, f, r)
+				if err != nil {
+					refused[r.RunDir] = err
+				} else if k {
 					kept[r.RunDir] = true
 					continue
 				}
@@ -379,12 +383,10 @@ func Transfer(ctx context.Context, stdout io.Writer, base configs.Config, folds 
 				return err
 			}
 			mode := "--overwrite"
+			if err := refused[r.RunDir]; err != nil {
+				return err
+			}
 			if o.Resume {
-				// Not kept above: a refusal (another config or trainer
-				// command) is this run's error.
-				if _, err := KeepFinished(o, f, r); err != nil {
-					return err
-				}
 				if _, err := os.Stat(r.RunDir); err == nil {
 					mode = "--resume" // train checks the config and continues
 					if o.TrainerCmd != "" {

@@ -28,16 +28,31 @@ func (c Change) String() string {
 // a new one) key by key, ignoring the listed keys, and returns the changes
 // sorted by key. Lists compare as whole values.
 func Diff(oldYAML, newYAML []byte, ignore ...string) ([]Change, error) {
-	var a, b map[string]any
-	if err := yaml.Unmarshal(oldYAML, &a); err != nil {
+	fa, err := leaves(oldYAML)
+	if err != nil {
 		return nil, fmt.Errorf("saved config: %w", err)
 	}
-	if err := yaml.Unmarshal(newYAML, &b); err != nil {
+	fb, err := leaves(newYAML)
+	if err != nil {
 		return nil, fmt.Errorf("new config: %w", err)
 	}
-	fa, fb := map[string]string{}, map[string]string{}
-	flatten("", a, fa)
-	flatten("", b, fb)
+	return diffLeaves(fa, fb, ignore...), nil
+}
+
+// leaves maps every leaf of a rendered config to its dotted key and its
+// value in flow-style YAML.
+func leaves(raw []byte) (map[string]string, error) {
+	var m map[string]any
+	if err := yaml.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	flatten("", m, out)
+	return out, nil
+}
+
+// diffLeaves is Diff on flattened configs.
+func diffLeaves(fa, fb map[string]string, ignore ...string) []Change {
 	skip := map[string]bool{}
 	for _, k := range ignore {
 		skip[k] = true
@@ -58,7 +73,7 @@ func Diff(oldYAML, newYAML []byte, ignore ...string) ([]Change, error) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out, nil
+	return out
 }
 
 // flatten maps every leaf of a decoded YAML mapping to its dotted key and

@@ -7,8 +7,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-
-	"gopkg.in/yaml.v3"
 )
 
 // resumeFreeKeys may differ on a resume: they change where the run lives,
@@ -26,15 +24,24 @@ var resumeFreeKeys = []string{"run.output_dir", "grpo.steps", "trainer.token"}
 // is the key's default is free too: keys are added with defaults that keep
 // the old behaviour, so the run computed with that value.
 func ResumeChanges(saved, now []byte) (blocking, free []Change, err error) {
-	all, err := Diff(saved, now)
+	fs, err := leaves(saved)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("saved config: %w", err)
 	}
-	defaults, err := defaultLeaves()
+	fn, err := leaves(now)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("new config: %w", err)
 	}
-	savedEndpoint, nowEndpoint := leaf(saved, "trainer.endpoint"), leaf(now, "trainer.endpoint")
+	raw, err := Default().YAML()
+	if err != nil {
+		return nil, nil, fmt.Errorf("render the default config: %w", err)
+	}
+	defaults, err := leaves(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("default config: %w", err)
+	}
+	savedEndpoint, nowEndpoint := fs["trainer.endpoint"], fn["trainer.endpoint"]
+	all := diffLeaves(fs, fn)
 	for _, c := range all {
 		isFree := c.Old == absent && c.New == defaults[c.Key]
 		for _, k := range resumeFreeKeys {
@@ -55,33 +62,6 @@ func ResumeChanges(saved, now []byte) (blocking, free []Change, err error) {
 		}
 	}
 	return blocking, free, nil
-}
-
-// defaultLeaves are Default()'s keys and values as Diff flattens them.
-func defaultLeaves() (map[string]string, error) {
-	raw, err := Default().YAML()
-	if err != nil {
-		return nil, fmt.Errorf("render the default config: %w", err)
-	}
-	var m map[string]any
-	if err := yaml.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("default config: %w", err)
-	}
-	out := map[string]string{}
-	flatten("", m, out)
-	return out, nil
-}
-
-// leaf is one key's value in a rendered config, as Diff flattens it ("" when
-// absent or unreadable).
-func leaf(raw []byte, key string) string {
-	var m map[string]any
-	if yaml.Unmarshal(raw, &m) != nil {
-		return ""
-	}
-	out := map[string]string{}
-	flatten("", m, out)
-	return out[key]
 }
 
 func isTrainerURL(v string) bool {

@@ -141,9 +141,7 @@ func TestRunStopsWhenRolloutsFailAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	base := t.TempDir()
-	run, _ := rundir.Open(base, "r", rundir.New)
-	pol := newFakePolicy(" paris", "")
+	base, run, pol := freshRun(t)
 	resp := &flakyResponder{}
 	pol.onGRPO = func(trainer.GRPORequest) error {
 		resp.down.Store(true) // the responder dies after step 1's rollouts
@@ -190,9 +188,7 @@ func TestRunStopsWhenRolloutsFailAndResumes(t *testing.T) {
 func TestEvalFailureStopsAndResumeRedoesEval(t *testing.T) {
 	cfg := testConfig()
 	cfg.Steps, cfg.CheckpointEvery, cfg.EvalEvery = 2, 0, 0
-	base := t.TempDir()
-	run, _ := rundir.Open(base, "r", rundir.New)
-	pol := newFakePolicy(" paris", "")
+	base, run, pol := freshRun(t)
 	resp := &flakyResponder{}
 	updates := 0
 	pol.onGRPO = func(trainer.GRPORequest) error {
@@ -243,9 +239,7 @@ func stepRewards(t *testing.T, run *rundir.RunDir) []string {
 func TestInterruptedEvalIsRedoneOnResume(t *testing.T) {
 	cfg := testConfig()
 	cfg.Steps, cfg.CheckpointEvery, cfg.EvalEvery = 2, 0, 1
-	base := t.TempDir()
-	run, _ := rundir.Open(base, "r", rundir.New)
-	pol := newFakePolicy(" paris", "")
+	base, run, pol := freshRun(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	resp := &flakyResponder{}

@@ -35,20 +35,15 @@ func (p *interruptingSaver) Save(ctx context.Context, req trainer.SaveRequest) (
 // save ("trainer save: context canceled") and left no checkpoint of the
 // step. The interrupt now redoes the save, and the run ends interrupted.
 func TestInterruptDuringCheckpointRedoesTheSave(t *testing.T) {
-	base := t.TempDir()
-	run, err := rundir.Open(base, "r", rundir.New)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, run, pol := freshRun(t)
 	defer run.Close()
-	pol := newFakePolicy(" paris", "")
 	cfg := testConfig()
 	cfg.Steps, cfg.CheckpointEvery = 4, 2
 	l := newTestLoop(t, cfg, pol, run)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	l.deps.Policy = &interruptingSaver{fakePolicy: pol, suffix: "step-000002", cancel: cancel}
-	err = l.Run(ctx, false)
+	err := l.Run(ctx, false)
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("got %v, want ErrInterrupted", err)
 	}

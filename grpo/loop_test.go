@@ -363,9 +363,7 @@ func TestGuardsPenalizeAnswerLeak(t *testing.T) {
 // checkpoint whatever version the trainer reports: an equal version may be
 // another run's policy, a higher one has updates the checkpoint does not cover.
 func TestResumeAlwaysLoadsItsCheckpoint(t *testing.T) {
-	base := t.TempDir()
-	run, _ := rundir.Open(base, "r", rundir.New)
-	pol := newFakePolicy(" paris", "")
+	base, run, pol := freshRun(t)
 	if err := newTestLoop(t, testConfig(), pol, run).Run(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}

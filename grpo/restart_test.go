@@ -255,9 +255,7 @@ func TestFreshRunRefusesATrainedPolicy(t *testing.T) {
 // expected_run_id and loads another run's checkpoint under this run's name
 // is caught by the run id in the load response.
 func TestResumeRefusesAnotherRunsCheckpoint(t *testing.T) {
-	base := t.TempDir()
-	run, _ := rundir.Open(base, "r", rundir.New)
-	pol := newFakePolicy(" paris", "")
+	base, run, pol := freshRun(t)
 	if err := newTestLoop(t, testConfig(), pol, run).Run(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}

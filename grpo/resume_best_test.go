@@ -15,13 +15,8 @@ import (
 // parent directory and the policy.
 func bestRun(t *testing.T) (string, *fakePolicy) {
 	t.Helper()
-	base := t.TempDir()
-	run, err := rundir.Open(base, "r", rundir.New)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, run, pol := freshRun(t)
 	defer run.Close()
-	pol := newFakePolicy(" paris", "")
 	if err := newBestLoop(t, bestConfig(4, 0, 0), pol, run, bestHits).Run(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}

@@ -18,13 +18,8 @@ import (
 // the step-0 checkpoint on disk, as a kill before the first periodic one does.
 func crashAt(t *testing.T, steps int, at string, atStep int, cfgf func(*Config)) (string, *fakePolicy) {
 	t.Helper()
-	base := t.TempDir()
-	run, err := rundir.Open(base, "r", rundir.New)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, run, pol := freshRun(t)
 	defer run.Close()
-	pol := newFakePolicy(" paris", "")
 	cfg := testConfig()
 	cfg.Steps, cfg.CheckpointEvery = steps, 0
 	if cfgf != nil {

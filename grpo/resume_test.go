@@ -15,17 +15,24 @@ import (
 	"github.com/himes-rl/himes/trainer"
 )
 
-// baseRun trains steps steps with a checkpoint after each (0..steps) and
-// returns the run's parent directory and the policy.
-func baseRun(t *testing.T, steps int) (string, *fakePolicy) {
+// freshRun opens a new run "r" in a temporary directory, with a fake policy
+// that answers " paris"; the caller closes the run (a resume reopens it).
+func freshRun(t *testing.T) (base string, run *rundir.RunDir, pol *fakePolicy) {
 	t.Helper()
-	base := t.TempDir()
+	base = t.TempDir()
 	run, err := rundir.Open(base, "r", rundir.New)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return base, run, newFakePolicy(" paris", "")
+}
+
+// baseRun trains steps steps with a checkpoint after each (0..steps) and
+// returns the run's parent directory and the policy.
+func baseRun(t *testing.T, steps int) (string, *fakePolicy) {
+	t.Helper()
+	base, run, pol := freshRun(t)
 	defer run.Close()
-	pol := newFakePolicy(" paris", "")
 	cfg := testConfig()
 	cfg.Steps = steps
 	if err := newTestLoop(t, cfg, pol, run).Run(context.Background(), false); err != nil {

@@ -317,24 +317,8 @@ func TestLaunchedOllamaDenseEval(t *testing.T) {
 // command and the server's pid), and returns once himes has exited.
 func interruptLaunchedOllama(t *testing.T, env, args []string, stop func(*exec.Cmd, int) error) (out string, pid int, url string, err error) {
 	t.Helper()
-	buf := &syncBuf{}
-	c := exec.Command(os.Args[0], args...)
-	c.Env = append(append(os.Environ(), "HIMES_TEST_MAIN=1", "CI=true"), env...)
-	c.Stdout, c.Stderr = buf, buf
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- c.Wait() }()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !strings.Contains(buf.String(), `msg="embedding model"`) {
-		select {
-		case err := <-exited:
-			t.Fatalf("himes exited (%v) before the embedding model was ready:\n%s", err, buf.String())
-		case <-tick.C:
-		}
-	}
+	c, buf, exited := startHimesUntil(t, append([]string{"CI=true"}, env...), args, "the embedding model was ready",
+		func(out string) bool { return strings.Contains(out, `msg="embedding model"`) })
 	pid, url = launchedOllamaServer(t, buf.String())
 	if err := stop(c, pid); err != nil {
 		t.Fatal(err)

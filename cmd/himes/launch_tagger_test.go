@@ -315,9 +315,17 @@ func TestLaunchedTrainerDiesWithHimes(t *testing.T) {
 // once run's metrics.jsonl has a step line; exited receives the child's end.
 func trainUntilFirstStep(t *testing.T, args []string, run string) (c *exec.Cmd, out *syncBuf, exited chan error) {
 	t.Helper()
+	return startHimesUntil(t, nil, args, "its first step", func(string) bool { return metricsKinds(t, run)["step"] > 0 })
+}
+
+// startHimesUntil starts himes with args (and env added to the test's) as a
+// child process and returns once ready holds of its output so far, named
+// what in the failure when the child exits first; exited receives its end.
+func startHimesUntil(t *testing.T, env, args []string, what string, ready func(out string) bool) (c *exec.Cmd, out *syncBuf, exited chan error) {
+	t.Helper()
 	out = &syncBuf{}
 	c = exec.Command(os.Args[0], args...)
-	c.Env = append(os.Environ(), "HIMES_TEST_MAIN=1")
+	c.Env = append(append(os.Environ(), "HIMES_TEST_MAIN=1"), env...)
 	c.Stdout, c.Stderr = out, out
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -326,10 +334,10 @@ func trainUntilFirstStep(t *testing.T, args []string, run string) (c *exec.Cmd, 
 	go func() { exited <- c.Wait() }()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for metricsKinds(t, run)["step"] == 0 {
+	for !ready(out.String()) {
 		select {
 		case err := <-exited:
-			t.Fatalf("himes train exited (%v) before its first step:\n%s", err, out.String())
+			t.Fatalf("himes %s exited (%v) before %s:\n%s", args[0], err, what, out.String())
 		case <-tick.C:
 		}
 	}
