@@ -302,6 +302,9 @@ type TransferOptions struct {
 	// TrainerTimeout bounds its start.
 	TrainerCmd     string
 	TrainerTimeout time.Duration
+	// Recipes adds the recipes' table (each against SFT alone, paired by
+	// turn, mean over seeds: AddRecipes) and recipes.png: --recipes.
+	Recipes bool
 	// Progress, when set, is told the runs ended (done or failed) of all
 	// folds' runs: once with none ended as the transfer starts, then after
 	// each run (a fold whose training file failed ends all its runs).
@@ -406,10 +409,15 @@ func Transfer(ctx context.Context, stdout io.Writer, base configs.Config, folds 
 				train = append(train, "--set", s)
 			}
 			logDir := filepath.Dir(r.RunDir)
-			// The latest checkpoint, never the best: data.eval is the
-			// left-out collection, so a best picked on it would be picked on
-			// the test set (grpo.load_best_at_end makes the best the default).
-			eval := []string{"eval", "--run", r.RunDir, "--checkpoint", "latest", "--rewriter", "raw,concat,gold,policy",
+			// Without a dev split the latest checkpoint, never the best:
+			// data.eval is the left-out collection, so a best picked on it
+			// would be picked on the test set. With one (data.dev_fraction)
+			// the best was picked on in-domain dev turns, and is the model.
+			ckpt := "latest"
+			if base.Data.DevFraction > 0 {
+				ckpt = "best"
+			}
+			eval := []string{"eval", "--run", r.RunDir, "--checkpoint", ckpt, "--rewriter", "raw,concat,gold,policy",
 				"--out", r.EvalDir, "--log-format", "json"}
 			if o.TrainerCmd != "" {
 				// The trainer's flags are not in the run's config: recorded
@@ -439,11 +447,17 @@ func Transfer(ctx context.Context, stdout io.Writer, base configs.Config, folds 
 			return runChild(ctx, exe, eval, filepath.Join(logDir, r.RunName+".eval.log"))
 		})
 	rows := GatherTransfer(folds, errs)
+	if o.Recipes {
+		AddRecipes(ctx, folds, errs, rows)
+	}
 	if err := atomicfile.WriteJSON(filepath.Join(o.Out, "transfer.json"), map[string]any{"folds": folds, "rows": rows}); err != nil {
 		return err
 	}
 	var md strings.Builder
 	md.WriteString("# Leave-one-collection-out transfer\n\n![Recall@10 per left-out collection](transfer.png)\n\n")
+	if o.Recipes {
+		md.WriteString("![Recipes against SFT alone](recipes.png)\n\n")
+	}
 	if err := WriteTransferMarkdown(&md, rows); err != nil {
 		return err
 	}
@@ -454,6 +468,13 @@ func Transfer(ctx context.Context, stdout io.Writer, base configs.Config, folds 
 		slog.Warn("transfer plot not written", "err", err)
 	} else if err := atomicfile.WriteFile(filepath.Join(o.Out, "transfer.png"), png, 0o644); err != nil {
 		return err
+	}
+	if o.Recipes {
+		if png, err := RecipesPNG(rows); err != nil {
+			slog.Warn("recipes plot not written", "err", err)
+		} else if err := atomicfile.WriteFile(filepath.Join(o.Out, "recipes.png"), png, 0o644); err != nil {
+			return err
+		}
 	}
 	if err := WriteTransferMarkdown(stdout, rows); err != nil {
 		return err
@@ -593,8 +614,13 @@ type TransferRow struct {
 	OverSeeds []TransferSeedSummary `json:"over_seeds,omitempty"`
 	// VsSFT compares each recipe trained beyond SFT with SFT alone, paired
 	// by turn (transfer_paired.go); empty without an sft recipe.
-	VsSFT  []TransferPaired `json:"vs_sft,omitempty"`
-	Errors []string         `json:"errors,omitempty"`
+	VsSFT []TransferPaired `json:"vs_sft,omitempty"`
+	// Recipes sets each recipe against SFT alone, paired by turn and
+	// averaged over seeds (AddRecipes; --recipes only).
+	Recipes []TransferRecipePaired `json:"recipes,omitempty"`
+	Errors  []string               `json:"errors,omitempty"`
+	// bootstrap is the runs' evaluations' resampling, for AddRecipes.
+	bootstrap *stats.Config
 }
 
 // TransferSeedSummary is one recipe of a fold over its seeds' runs: the
@@ -726,6 +752,7 @@ func GatherTransfer(folds []TransferFold, errs [][]error) []TransferRow {
 			}
 		}
 		row.OverSeeds = summarizeSeeds(f, row)
+		row.bootstrap = bootstrap
 		if bootstrap != nil {
 			paired, perrs := pairedVsSFT(context.Background(), f, func(k int) bool { return errs != nil && errs[i][k] != nil }, *bootstrap)
 			row.VsSFT = paired
@@ -815,6 +842,7 @@ func WriteTransferMarkdown(w io.Writer, rows []TransferRow) error {
 	}
 	writeSeedSummaries(&b, rows)
 	writePairedVsSFT(&b, rows)
+	writeRecipesVsSFT(&b, rows)
 	for _, r := range rows {
 		for _, e := range r.Errors {
 			fmt.Fprintf(&b, "\nfold %s failed: %s\n", evaluate.MarkdownEscape(r.HeldOut), evaluate.MarkdownEscape(strings.ReplaceAll(e, "\n", " ")))

@@ -16,6 +16,12 @@ type Config struct {
 	Eval string `yaml:"eval"`
 	// EvalFraction of conversations held out when Eval is empty.
 	EvalFraction float64 `yaml:"eval_fraction"`
+	// DevFraction of the training conversations carved out as an in-domain
+	// dev split (by conversation, seeded with run.seed): when > 0 the
+	// training loop's evaluations and its best checkpoint use the dev split,
+	// never data.eval, which stays the test set of `himes eval`. 0 = off: the
+	// loop evaluates on data.eval (or the data.eval_fraction split).
+	DevFraction float64 `yaml:"dev_fraction"`
 	// SFT is the supervised (prompt, rewrite) data; empty means derive it from Train.
 	SFT string `yaml:"sft"`
 	// KB is the knowledge base of passages (JSONL or Parquet).
@@ -126,6 +132,9 @@ func (c Config) Validate() error {
 	}
 	if c.EvalFraction < 0 || c.EvalFraction >= 1 {
 		return fielderr.New("eval_fraction", "must be in [0, 1), got %v", c.EvalFraction)
+	}
+	if c.DevFraction < 0 || c.DevFraction >= 1 {
+		return fielderr.New("dev_fraction", "must be in [0, 1), got %v", c.DevFraction)
 	}
 	if err := validKeyName(c.UserField, false); err != nil {
 		return fielderr.New("user_field", "%v", err)

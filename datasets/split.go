@@ -77,3 +77,30 @@ func seededHash(seed int64, s string) uint64 {
 	h.Write([]byte(s))
 	return h.Sum64()
 }
+
+// RunSplits divides a run's training file into its parts: train (the GRPO
+// prompts and, without data.sft, the SFT pairs), eval (the held-out test
+// set) and dev (the in-domain model-selection split). heldOut is data.eval's
+// turns: when c.Eval is set they are the eval set and all is train;
+// otherwise c.EvalFraction of all's conversations is. Then c.DevFraction of
+// the remaining training conversations becomes dev (none when 0), so dev
+// never shares a conversation with train or with an eval carved from the
+// same file. Both splits are by conversation and depend only on the
+// conversation ids and seed, not on input order.
+func RunSplits(all, heldOut []Turn, c Config, seed int64) (train, eval, dev []Turn) {
+	train = all
+	if c.Eval != "" {
+		eval = heldOut
+	} else if c.EvalFraction > 0 {
+		train, eval = SplitByConversation(all, c.EvalFraction, seed)
+	}
+	if c.DevFraction > 0 {
+		// Another seed than the eval split's, so dev is not merely the
+		// conversations ranked next after eval's.
+		train, dev = SplitByConversation(train, c.DevFraction, seed^devSalt)
+	}
+	return train, eval, dev
+}
+
+// devSalt separates the dev split's ranking from the eval split's.
+const devSalt = 0x64657673706c6974 // "devsplit"

@@ -20,7 +20,8 @@ type BarSeries struct {
 
 // BarChart renders grouped bars (one group per label, one bar per series)
 // with interval whiskers, as a PNG. The y axis starts at 0: the bars are
-// shares (recall, MRR), and a truncated axis would exaggerate differences.
+// shares (recall, MRR), and a truncated axis would exaggerate differences;
+// it reaches below 0 only for negative bars or whiskers (differences).
 func BarChart(title, ylabel string, groups []string, series []BarSeries) ([]byte, error) {
 	if len(groups) == 0 || len(series) == 0 {
 		return nil, fmt.Errorf("bar chart %q: nothing to plot", title)
@@ -45,7 +46,7 @@ func BarChart(title, ylabel string, groups []string, series []BarSeries) ([]byte
 	// canvas of render's single-plot layout (about 500 points of x axis).
 	step := 0.8 / float64(len(series))
 	width := vg.Points(0.9 * step * 500 / (float64(len(groups)) + 0.2))
-	ymax := 0.0
+	ymax, ymin := 0.0, 0.0
 	for i, s := range series {
 		if len(s.Mean) != len(groups) || len(s.Lo) != len(groups) || len(s.Hi) != len(groups) {
 			return nil, fmt.Errorf("bar chart %q: series %s has %d values for %d groups", title, s.Name, len(s.Mean), len(groups))
@@ -56,9 +57,12 @@ func BarChart(title, ylabel string, groups []string, series []BarSeries) ([]byte
 			if v != v { // NaN: no bar
 				vals[k] = 0
 			}
-			ymax = max(ymax, vals[k])
+			ymax, ymin = max(ymax, vals[k]), min(ymin, vals[k])
 			if hi := s.Hi[k]; hi == hi && !s.HideIntervals {
 				ymax = max(ymax, hi)
+			}
+			if lo := s.Lo[k]; lo == lo && !s.HideIntervals {
+				ymin = min(ymin, lo)
 			}
 		}
 		bars, err := plotter.NewBarChart(vals, width)
@@ -99,5 +103,11 @@ func BarChart(title, ylabel string, groups []string, series []BarSeries) ([]byte
 	p.NominalX(groups...)
 	p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5
 	p.Y.Max = ymax * (1.12 + 0.06*float64(len(series)))
+	if ymin < 0 {
+		p.Y.Min = ymin * 1.12
+		if ymax == 0 { // room above 0 for the legend
+			p.Y.Max = -ymin * (0.12 + 0.06*float64(len(series)))
+		}
+	}
 	return render([]*plot.Plot{p}, 1)
 }

@@ -127,7 +127,7 @@ func newAblateTransferCmd() *cobra.Command {
 	var overwrite, resume bool
 	var trainerCmd string
 	var trainerTimeout time.Duration
-	var only []string
+	var only, recipes []string
 	cmd := &cobra.Command{
 		Use:   "transfer --config X --collections a.jsonl,b.jsonl,c.jsonl",
 		Short: "Leave one collection out: train on the others, evaluate on it against raw, concat and human rewrites",
@@ -148,6 +148,20 @@ a 95% bootstrap interval over conversations, and for the rewriters the paired
 difference against raw with its p-value) and the share of the raw → human
 rewrite Recall@10 gap each policy closes, and writes transfer.json,
 transfer.md and transfer.png to <out>.
+
+--recipes sft,grpo,sft+grpo names the recipes instead: "sft" is SFT alone
+(grpo.steps 0), "grpo" GRPO from the raw question without human rewrites
+(grpo.sft.epochs 0), "sft+grpo" the config's SFT then GRPO; each fold and
+seed trains each from the same data and seed. It adds a table and
+recipes.png of every recipe against SFT alone, paired by turn (Recall@10 and
+NDCG@3: each turn's value the mean over the seeds both finished, with a 95%
+paired cluster-bootstrap interval over the left-out conversations).
+
+Model selection: with data.dev_fraction > 0 each run carves an in-domain dev
+split (by conversation, seeded) out of its training collections; training
+evaluates and picks its best checkpoint on it, and the left-out collection is
+evaluated with that best checkpoint. Without it the left-out collection is
+evaluated with the latest checkpoint, never the best (which was picked on it).
 
 --seeds 1,2,3 trains every recipe once per seed ("sft seed 2", ...) and adds
 a table of each recipe over its seeds: the gap closed as mean ± sd with a
@@ -177,7 +191,11 @@ every run, kept or new.`,
 			if out == "" {
 				out = filepath.Join(cfg.Run.OutputDir, cfg.Run.Name+"-transfer")
 			}
-			variants, err := ablate.SeededVariants(ablate.TransferVariants(cfg), seeds)
+			recipeVariants, err := ablate.TransferRecipes(cfg, recipes)
+			if err != nil {
+				return err
+			}
+			variants, err := ablate.SeededVariants(recipeVariants, seeds)
 			if err != nil {
 				return err
 			}
@@ -191,7 +209,7 @@ every run, kept or new.`,
 			prog, finish := runProgress(cmd, "transfer")
 			defer finish()
 			return ablate.Transfer(cmd.Context(), cmd.OutOrStdout(), cfg, folds, ablate.TransferOptions{ConfigPath: cf.path, Sets: cf.sets,
-				Jobs: jobs, Overwrite: overwrite, Resume: resume, Out: out, TrainerCmd: trainerCmd, TrainerTimeout: trainerTimeout, Progress: prog})
+				Jobs: jobs, Overwrite: overwrite, Resume: resume, Out: out, TrainerCmd: trainerCmd, TrainerTimeout: trainerTimeout, Recipes: len(recipes) > 0, Progress: prog})
 		},
 	}
 	cf.register(cmd, true)
@@ -203,6 +221,7 @@ every run, kept or new.`,
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output directory (default: <run.output_dir>/<run.name>-transfer)")
 	cmd.Flags().StringVar(&trainerCmd, "trainer-cmd", "", "start this trainer server (sh -c; {port_file}, {checkpoint_dir}) for each run and use it as trainer.endpoint")
 	cmd.Flags().DurationVar(&trainerTimeout, "trainer-start-timeout", 10*time.Minute, "how long a --trainer-cmd server may take to write its port")
+	cmd.Flags().StringSliceVar(&recipes, "recipes", nil, "train these recipes in every fold and seed, each set against SFT alone: sft, grpo, sft+grpo (default: sft and sft+grpo with an SFT phase, else grpo, without that table)")
 	cmd.Flags().StringSliceVar(&only, "folds", nil, "run only these left-out collections (names without extension; default all)")
 	_ = cmd.MarkFlagRequired("collections")
 	return cmd

@@ -103,9 +103,15 @@ config unless --allow-config-change. --resume of a finished run says
 				return err
 			}
 			defer comp.Close()
+			// The loop's evaluations pick the best checkpoint: on the dev
+			// split when there is one, so data.eval stays an untouched test set.
+			loopEval := comp.Eval
+			if cfg.Data.DevFraction > 0 {
+				loopEval = comp.Dev
+			}
 			return grpo.Train(ctx, cfg.GRPO, grpo.Deps{
 				Policy: comp.Policy, Runner: comp.Runner, Renderer: comp.Renderer, Ranker: comp.rankPassages,
-				Train: comp.Train, Eval: comp.Eval, SFT: comp.SFT, Reward: cfg.Reward.Weights,
+				Train: comp.Train, Eval: loopEval, SFT: comp.SFT, Reward: cfg.Reward.Weights,
 				Seed: cfg.Run.Seed, Logger: slog.Default(),
 				Progress: newProgress(progressOutput(cmd), nil), Fault: fault,
 			}, grpo.RunPlace{Base: base, Name: name, Mode: mode, TensorBoard: cfg.Run.TensorBoard, Repair: repair,

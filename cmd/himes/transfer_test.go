@@ -188,3 +188,88 @@ func TestAblateTransferCLISeeds(t *testing.T) {
 		t.Errorf("--resume with a changed config: err %v\n%s", err, o)
 	}
 }
+
+// --recipes sft,grpo,sft+grpo trains the three recipes per seed from the same
+// data and seed, sets each against SFT alone paired by turn over the seeds,
+// and with data.dev_fraction the runs pick their checkpoint on an in-domain
+// dev split of the training collection, never on the left-out one.
+func TestAblateTransferCLIRecipes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains six short runs (three recipes, two seeds)")
+	}
+	root := sharedtest.RepoRoot(t)
+	demo := filepath.Join(root, "datasets", "demo")
+	out := t.TempDir()
+	args := []string{"ablate", "transfer", "--config", filepath.Join(root, "configs", "quickstart.yaml"),
+		"--collections", filepath.Join(demo, "train.jsonl") + "," + filepath.Join(demo, "eval.jsonl"), "--folds", "eval",
+		"--recipes", "sft,grpo,sft+grpo", "--seeds", "1,2",
+		"--set", "grpo.steps=2", "--set", "grpo.eval_every=1", "--set", "grpo.prompts_per_step=4",
+		"--set", "grpo.group_size=4", "--set", "grpo.sft.epochs=1", "--set", "data.dev_fraction=0.2",
+		"--jobs", "2", "--out", out}
+	o, err := runHimesProcess(t, nil, args...)
+	if err != nil {
+		t.Fatalf("transfer: %v\n%s", err, o)
+	}
+	var res struct {
+		Rows []ablate.TransferRow `json:"rows"`
+	}
+	readEvalJSON(t, filepath.Join(out, "transfer.json"), &res)
+	if len(res.Rows) != 1 || res.Rows[0].HeldOut != "eval" || len(res.Rows[0].Errors) > 0 {
+		t.Fatalf("rows %+v", res.Rows)
+	}
+	row := res.Rows[0]
+	mean := map[string]float64{} // recipe -> mean over the seeds of its Recall@10
+	for _, s := range row.Systems {
+		if s.Base != "" {
+			mean[s.Base] += s.Metrics[evaluate.MRecall10].Estimate.Mean / 2
+		}
+	}
+	if len(row.Recipes) != 2 {
+		t.Fatalf("recipes vs sft %+v", row.Recipes)
+	}
+	for i, want := range []string{"grpo", "sft+grpo"} {
+		p := row.Recipes[i]
+		if p.Recipe != want || fmt.Sprint(p.Seeds) != "[1 2]" {
+			t.Errorf("recipe %d: %+v, want %s over seeds [1 2]", i, p, want)
+		}
+		// Every demo eval turn is judged, so the paired mean difference is
+		// the difference of the recipes' means over seeds.
+		if d := p.Metrics[evaluate.MRecall10]; math.Abs(d.VsSFT.Diff-(mean[want]-mean["sft"])) > 1e-9 || d.VsSFT.Lo > d.VsSFT.Diff || d.VsSFT.Hi < d.VsSFT.Diff {
+			t.Errorf("%s: Δ Recall@10 %+v, want %v − %v", want, d, mean[want], mean["sft"])
+		}
+	}
+	// Each recipe trained what it says: SFT alone has SFT epochs and no
+	// GRPO step, GRPO alone steps and no SFT epoch, SFT+GRPO both.
+	for run, want := range map[string][2]bool{"sft_seed_1": {true, false}, "grpo_seed_2": {false, true}, "sft_grpo_seed_1": {true, true}} {
+		raw, err := os.ReadFile(filepath.Join(out, "eval", run, "metrics.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := [2]bool{strings.Contains(string(raw), `"kind":"sft"`), strings.Contains(string(raw), `"kind":"step"`)}
+		if got != want {
+			t.Errorf("%s: sft epochs, grpo steps = %v, want %v", run, got, want)
+		}
+		log, err := os.ReadFile(filepath.Join(out, "eval", run+".train.log"))
+		if err != nil || !strings.Contains(string(log), "dev split") {
+			t.Errorf("%s: no dev split in the training log: %v", run, err)
+		}
+		log, err = os.ReadFile(filepath.Join(out, "eval", run+".eval.log"))
+		if err != nil || !strings.Contains(string(log), `"which":"best"`) {
+			t.Errorf("%s: the left-out collection was not evaluated with the checkpoint chosen on dev: %v\n%s", run, err, log)
+		}
+	}
+	if !strings.Contains(o, "recipes against SFT alone, paired by turn, mean over seeds") {
+		t.Errorf("output lacks the recipes table:\n%s", o)
+	}
+	if st, err := os.Stat(filepath.Join(out, "recipes.png")); err != nil || st.Size() < 1000 {
+		t.Errorf("recipes.png: %v", err)
+	}
+	// --resume keeps every finished run of every recipe.
+	o, err = runHimesProcess(t, nil, append(args, "--resume")...)
+	if err != nil {
+		t.Fatalf("transfer --resume: %v\n%s", err, o)
+	}
+	if n := strings.Count(o, "transfer run kept"); n != 6 {
+		t.Errorf("%d runs kept, want all 6:\n%s", n, o)
+	}
+}

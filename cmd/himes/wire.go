@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,8 +35,10 @@ type components struct {
 	Renderer  *datasets.Renderer
 	Runner    *rollout.Runner
 	// Train is the GRPO prompt set (turns with a reference answer), Eval the
-	// held-out turns, SFT the turns with a human rewrite.
-	Train, Eval, SFT []datasets.Turn
+	// held-out turns, SFT the turns with a human rewrite, Dev the in-domain
+	// dev split carved from the training file (data.dev_fraction; empty when
+	// off), on which training evaluates and picks its best checkpoint.
+	Train, Eval, SFT, Dev []datasets.Turn
 	// known are all training and held-out turns: their users' facts and
 	// questions are the long-term memory.
 	known []datasets.Turn
@@ -85,14 +88,13 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 		return nil, fmt.Errorf("load training data: %w", err)
 	}
 	slog.Info("loaded training data", "file", cfg.Data.Train, "turns", st.Records)
-	train, eval := all, []datasets.Turn(nil)
+	var heldOut []datasets.Turn
 	if cfg.Data.Eval != "" {
-		if eval, _, err = datasets.LoadContext(ctx, cfg.Data.Eval, load); err != nil {
+		if heldOut, _, err = datasets.LoadContext(ctx, cfg.Data.Eval, load); err != nil {
 			return nil, fmt.Errorf("load eval data: %w", err)
 		}
-	} else if cfg.Data.EvalFraction > 0 {
-		train, eval = datasets.SplitByConversation(all, cfg.Data.EvalFraction, cfg.Run.Seed)
 	}
+	train, eval, dev := datasets.RunSplits(all, heldOut, cfg.Data, cfg.Run.Seed)
 	c.SFT = train
 	if cfg.Data.SFT != "" {
 		if c.SFT, _, err = datasets.LoadContext(ctx, cfg.Data.SFT, load); err != nil {
@@ -101,6 +103,7 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	}
 	c.Train = datasets.PromptTurns(train, cfg.Data.JudgedOnly)
 	c.Eval = datasets.PromptTurns(eval, cfg.Data.JudgedOnly)
+	c.Dev = datasets.PromptTurns(dev, cfg.Data.JudgedOnly)
 	what := "a reference answer"
 	if cfg.Data.JudgedOnly {
 		what += " and relevance judgments (data.judged_only)"
@@ -112,8 +115,16 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 			cfg.Data.Eval, what, len(eval))
 	}
 
+	if cfg.Data.DevFraction > 0 {
+		slog.Info("dev split: the training loop evaluates and picks its best checkpoint on it (data.dev_fraction)",
+			"dev_turns", len(c.Dev), "train_turns", len(c.Train))
+		if len(c.Dev) == 0 {
+			return nil, fmt.Errorf("data.dev_fraction %v: the dev split of %s has no turn with %s (%d turns): raise it, or set it to 0",
+				cfg.Data.DevFraction, cfg.Data.Train, what, len(dev))
+		}
+	}
 	// The held-out turns too: the in-loop evaluation rolls them out.
-	if err := rollout.CheckRankReward(cfg.Reward.Rank, append(c.Train[:len(c.Train):len(c.Train)], c.Eval...), cfg.Retrieval.Candidates, slog.Default()); err != nil {
+	if err := rollout.CheckRankReward(cfg.Reward.Rank, slices.Concat(c.Train, c.Eval, c.Dev), cfg.Retrieval.Candidates, slog.Default()); err != nil {
 		return nil, err
 	}
 
@@ -137,7 +148,7 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 		return nil, fmt.Errorf("retrieval: %w", err)
 	}
 	c.Retrieve = c.Retriever
-	c.known = dedupTurns(train, eval)
+	c.known = dedupTurns(train, dev, eval)
 	if err := c.attachMemory(ctx, cfg, c.known); err != nil {
 		return nil, err
 	}
