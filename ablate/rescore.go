@@ -396,7 +396,7 @@ func ReadRunLedgers(ctx context.Context, runDir string) ([]rollout.Record, error
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		recs, err := rollout.ReadLedger(f.Path)
+		recs, err := rollout.ReadLedger(ctx, f.Path)
 		if err != nil {
 			return nil, fmt.Errorf("ledger %s: %w", f.Path, err)
 		}

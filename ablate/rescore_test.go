@@ -115,10 +115,10 @@ func TestRescoreReproducesLoggedRunAndRanksHandComputed(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, LedgerDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := rollout.WriteLedger(filepath.Join(dir, LedgerDir, "steps-000002-000002.parquet"), recs[7:]); err != nil {
+	if err := rollout.WriteLedger(t.Context(), filepath.Join(dir, LedgerDir, "steps-000002-000002.parquet"), recs[7:]); err != nil {
 		t.Fatal(err)
 	}
-	if err := rollout.WriteLedger(filepath.Join(dir, LedgerDir, "step-000001.parquet"), recs[:7]); err != nil {
+	if err := rollout.WriteLedger(t.Context(), filepath.Join(dir, LedgerDir, "step-000001.parquet"), recs[:7]); err != nil {
 		t.Fatal(err)
 	}
 	logged, err := ReadRunLedgers(context.Background(), dir)
@@ -257,10 +257,10 @@ func TestRescoreKeepsGuardPenalty(t *testing.T) {
 		t.Fatalf("guarded rollout advantage %v, want < 0", recs[step2[0]].Advantage)
 	}
 	path := filepath.Join(t.TempDir(), "ledger.parquet")
-	if err := rollout.WriteLedger(path, recs); err != nil {
+	if err := rollout.WriteLedger(t.Context(), path, recs); err != nil {
 		t.Fatal(err)
 	}
-	logged, err := rollout.ReadLedger(path)
+	logged, err := rollout.ReadLedger(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func TestWriteFoldTrainConcatenatesAndRefusesSharedConversations(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("n %d, err %v", n, err)
 	}
-	turns, _, err := datasets.Load(f.TrainAt, datasets.LoadOptions{})
+	turns, _, err := datasets.LoadContext(t.Context(), f.TrainAt, datasets.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func BenchmarkLoadCANARDTrain(b *testing.B) {
 	}
 	b.SetBytes(st.Size())
 	for b.Loop() {
-		if _, _, err := Load(path, LoadOptions{}); err != nil {
+		if _, _, err := LoadContext(b.Context(), path, LoadOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

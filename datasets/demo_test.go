@@ -14,11 +14,11 @@ import (
 // The quickstart trains on datasets/demo; these are the properties it relies on.
 func TestDemoInvariants(t *testing.T) {
 	dir := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo")
-	train, _, err := Load(filepath.Join(dir, "train.jsonl"), LoadOptions{})
+	train, _, err := LoadContext(t.Context(), filepath.Join(dir, "train.jsonl"), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eval, _, err := Load(filepath.Join(dir, "eval.jsonl"), LoadOptions{})
+	eval, _, err := LoadContext(t.Context(), filepath.Join(dir, "eval.jsonl"), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestDemoMatchesSharedData(t *testing.T) {
 	}
 	src := map[string]Turn{}
 	for _, f := range []string{"cast2020.jsonl", "cast2021.jsonl", "mtrag_human_eval_subset.jsonl"} {
-		ts, _, err := Load(filepath.Join(data, "conversations", f), LoadOptions{})
+		ts, _, err := LoadContext(t.Context(), filepath.Join(data, "conversations", f), LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func TestDemoMatchesSharedData(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"train.jsonl", "eval.jsonl"} {
-		ts, _, err := Load(filepath.Join(dir, name), LoadOptions{})
+		ts, _, err := LoadContext(t.Context(), filepath.Join(dir, name), LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -87,7 +87,7 @@ var wantHamlet = []Message{{Role: "user", Text: "tell me about hamlet"}, {Role: 
 // The bug: a {role, content} Parquet loaded with an empty history.
 func TestParquetHistoryContent(t *testing.T) {
 	p := hfTable(t, [4]string{"conv_id", "turn", "question", "history"}, "role", "content")
-	turns, err := ReadParquet(p)
+	turns, err := ReadParquet(t.Context(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestParquetNestedFieldsAreStrict(t *testing.T) {
 		{[]string{"speaker", "text"}, `unknown nested field "speaker"`},
 	} {
 		p := hfTable(t, [4]string{"conv_id", "turn", "question", "history"}, c.fields...)
-		_, err := ReadParquet(p)
+		_, err := ReadParquet(t.Context(), p)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) {
 			t.Errorf("history %v: got %v, want an error naming %s and %q", c.fields, err, p, c.want)
 		}
@@ -128,7 +128,7 @@ func TestParquetNestedFieldsAreStrict(t *testing.T) {
 		b.Field(2).(*array.StringBuilder).Append("q")
 		b.Field(3).(*array.ListBuilder).Append(true)
 	})
-	if _, err := ReadParquet(p); err == nil || !strings.Contains(err.Error(), `unknown nested field "score"`) {
+	if _, err := ReadParquet(t.Context(), p); err == nil || !strings.Contains(err.Error(), `unknown nested field "score"`) {
 		t.Errorf("passages with score: %v", err)
 	}
 }
@@ -136,7 +136,7 @@ func TestParquetNestedFieldsAreStrict(t *testing.T) {
 func TestParquetColumnsMapping(t *testing.T) {
 	p := hfTable(t, [4]string{"id", "turn", "query", "context"}, "role", "content")
 	cols := map[string]string{"conv_id": "id", "question": "query", "history": "context"}
-	turns, _, err := Load(p, LoadOptions{Columns: cols})
+	turns, _, err := LoadContext(t.Context(), p, LoadOptions{Columns: cols})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,12 +144,12 @@ func TestParquetColumnsMapping(t *testing.T) {
 		t.Fatalf("mapped turn %+v", turns[0])
 	}
 	// Without the mapping the foreign names are refused, with a hint.
-	if _, _, err := Load(p, LoadOptions{}); err == nil || !strings.Contains(err.Error(), `no column "conv_id"`) || !strings.Contains(err.Error(), "data.columns") {
+	if _, _, err := LoadContext(t.Context(), p, LoadOptions{}); err == nil || !strings.Contains(err.Error(), `no column "conv_id"`) || !strings.Contains(err.Error(), "data.columns") {
 		t.Errorf("unmapped: %v", err)
 	}
 	// A nested problem names the source column.
 	p = hfTable(t, [4]string{"id", "turn", "query", "context"}, "role", "body")
-	if _, _, err := Load(p, LoadOptions{Columns: cols}); err == nil || !strings.Contains(err.Error(), `column "context" (data.columns history): unknown nested field "body"`) {
+	if _, _, err := LoadContext(t.Context(), p, LoadOptions{Columns: cols}); err == nil || !strings.Contains(err.Error(), `column "context" (data.columns history): unknown nested field "body"`) {
 		t.Errorf("nested error: %v", err)
 	}
 }
@@ -166,7 +166,7 @@ func writeLines(t *testing.T, lines ...string) string {
 func TestJSONLContentColumnsAndAnswers(t *testing.T) {
 	good := `{"id": "c1", "turn": 2, "query": "who wrote it?", "context": [{"role": "user", "content": "tell me about hamlet"}, {"role": "assistant", "content": "a tragedy set in denmark"}], "answers": ["Shakespeare", "William Shakespeare"]}`
 	cols := map[string]string{"conv_id": "id", "question": "query", "history": "context"}
-	turns, _, err := Load(writeLines(t, good), LoadOptions{Columns: cols})
+	turns, _, err := LoadContext(t.Context(), writeLines(t, good), LoadOptions{Columns: cols})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestJSONLContentColumnsAndAnswers(t *testing.T) {
 	}
 	// The normalized names with content need no mapping.
 	plain := `{"conv_id": "c", "turn": 1, "question": "q", "history": [{"role": "user", "content": "hi"}], "answer": "a", "answers": ["a", "b"]}`
-	turns, _, err = Load(writeLines(t, plain), LoadOptions{})
+	turns, _, err = LoadContext(t.Context(), writeLines(t, plain), LoadOptions{})
 	if err != nil || turns[0].History[0].Text != "hi" || !reflect.DeepEqual(turns[0].References(), []string{"a", "b"}) {
 		t.Fatalf("plain: %+v %v", turns, err)
 	}
@@ -190,13 +190,13 @@ func TestJSONLContentColumnsAndAnswers(t *testing.T) {
 		{`{"id": "c1", "turn": 1, "query": "q", "context": [{"role": "user", "contents": "b"}]}`, `:1: field "context[0].contents": unknown field`},
 	} {
 		p := writeLines(t, c.line)
-		_, _, err := Load(p, LoadOptions{Columns: cols})
+		_, _, err := LoadContext(t.Context(), p, LoadOptions{Columns: cols})
 		if err == nil || !strings.Contains(err.Error(), p+c.want) {
 			t.Errorf("%s:\n got %v\nwant %s%s", c.line, err, p, c.want)
 		}
 	}
 	for _, bad := range []map[string]string{{"questoin": "query"}, {"question": "q", "rewrite": "q"}, {"question": ""}} {
-		if _, _, err := Load(writeLines(t, plain), LoadOptions{Columns: bad}); err == nil || !strings.Contains(err.Error(), "data.columns") {
+		if _, _, err := LoadContext(t.Context(), writeLines(t, plain), LoadOptions{Columns: bad}); err == nil || !strings.Contains(err.Error(), "data.columns") {
 			t.Errorf("columns %v: %v", bad, err)
 		}
 		cfg := DefaultConfig()
@@ -215,9 +215,9 @@ func TestAnswersRoundTrip(t *testing.T) {
 	for _, p := range []string{filepath.Join(dir, "t.parquet"), filepath.Join(dir, "t.jsonl")} {
 		var err error
 		if strings.HasSuffix(p, ".parquet") {
-			err = WriteParquet(p, in)
+			err = WriteParquetContext(t.Context(), p, in)
 		} else {
-			err = WriteJSONL(p, in)
+			err = WriteJSONLContext(t.Context(), p, in)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -279,11 +279,11 @@ func TestParquetAnswerSnippetGroupsLikeJSONL(t *testing.T) {
 		ps.FieldBuilder(1).(*array.Int32Builder).Append(0)
 		outer.Append(true)
 	})
-	fromParquet, err := ReadParquet(p)
+	fromParquet, err := ReadParquet(t.Context(), p)
 	if err != nil {
 		t.Fatalf("list<list<string>> answer_snippets refused: %v", err)
 	}
-	fromJSONL, _, err := Load(writeLines(t, `{"conv_id": "c1", "turn": 1, "question": "when was hamlet printed?", "passages": [{"id": "a", "relevance": 2, "answer_snippets": [["in 1603", "1603"], [], ["1603", "the first folio"]]}, {"id": "b"}, {"id": "c", "relevance": 0, "answer_snippets": []}]}`), LoadOptions{})
+	fromJSONL, _, err := LoadContext(t.Context(), writeLines(t, `{"conv_id": "c1", "turn": 1, "question": "when was hamlet printed?", "passages": [{"id": "a", "relevance": 2, "answer_snippets": [["in 1603", "1603"], [], ["1603", "the first folio"]]}, {"id": "b"}, {"id": "c", "relevance": 0, "answer_snippets": []}]}`), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,11 +78,6 @@ func (s *LoadStats) skip(err error) {
 	}
 }
 
-// Load reads the turns of one file. See LoadContext.
-func Load(path string, opts LoadOptions) ([]Turn, LoadStats, error) {
-	return LoadContext(context.Background(), path, opts)
-}
-
 // LoadContext reads the turns of one file in any supported format, validates
 // every record (errors are *RecordError naming file, line and field), fills
 // Turn.User from opts.UserField, and rejects a (conv_id, turn) seen twice.
@@ -126,7 +121,12 @@ func LoadContext(ctx context.Context, path string, opts LoadOptions) ([]Turn, Lo
 	}
 	turns := make([]Turn, 0, len(recs))
 	seen := make(map[string]int, len(recs))
-	for _, r := range recs {
+	for i, r := range recs {
+		if i%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, stats, fmt.Errorf("load %s: %w", path, err)
+			}
+		}
 		if r.err == nil {
 			r.err = checkTurnText(r.turn, maxField)
 		}

@@ -42,7 +42,7 @@ func TestLoadSharedFilesCounts(t *testing.T) {
 			if testing.Short() && f.turns > 10000 {
 				t.Skip("large file; skipped in -short")
 			}
-			turns, stats, err := Load(filepath.Join(data, "conversations", f.file), LoadOptions{})
+			turns, stats, err := LoadContext(t.Context(), filepath.Join(data, "conversations", f.file), LoadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,7 +102,7 @@ func TestLoadSharedFilesCounts(t *testing.T) {
 // Spot checks of field mapping against values read off the files by hand.
 func TestLoadFieldValues(t *testing.T) {
 	data := sharedtest.SharedDir(t)
-	c20, _, err := Load(filepath.Join(data, "conversations", "cast2020.jsonl"), LoadOptions{})
+	c20, _, err := LoadContext(t.Context(), filepath.Join(data, "conversations", "cast2020.jsonl"), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestLoadFieldValues(t *testing.T) {
 
 	// CAsT 2022 numbers turns "1-1", "1-3", …; the label is kept and Turn is
 	// the position in the conversation.
-	c22, _, err := Load(filepath.Join(data, "conversations", "cast2022.jsonl"), LoadOptions{UserField: "topic"})
+	c22, _, err := LoadContext(t.Context(), filepath.Join(data, "conversations", "cast2022.jsonl"), LoadOptions{UserField: "topic"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestLoadMalformedLines(t *testing.T) {
 			// The bad record is on line 3, after a good line and a blank one.
 			content := goodLine + "\n\n" + c.line + "\n" + strings.Replace(goodLine, `"c1"`, `"c9"`, 1) + "\n"
 			path := writeTemp(t, "data.jsonl", content)
-			_, _, err := Load(path, LoadOptions{})
+			_, _, err := LoadContext(t.Context(), path, LoadOptions{})
 			var re *RecordError
 			if !errors.As(err, &re) {
 				t.Fatalf("want a *RecordError, got %v", err)
@@ -190,7 +190,7 @@ func TestLoadMalformedLines(t *testing.T) {
 				t.Errorf("message %q does not start with file:line", err)
 			}
 
-			turns, stats, err := Load(path, LoadOptions{SkipBad: true})
+			turns, stats, err := LoadContext(t.Context(), path, LoadOptions{SkipBad: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,7 +215,7 @@ func TestLoadUserField(t *testing.T) {
 		"topic":         {"12", "x"},
 		"meta.customer": {"u-7", "u-7"},
 	} {
-		turns, _, err := Load(path, LoadOptions{UserField: field})
+		turns, _, err := LoadContext(t.Context(), path, LoadOptions{UserField: field})
 		if err != nil {
 			t.Fatalf("user field %q: %v", field, err)
 		}
@@ -223,18 +223,18 @@ func TestLoadUserField(t *testing.T) {
 			t.Errorf("user field %q: got %q, %q; want %q", field, turns[0].User, turns[1].User, want)
 		}
 	}
-	_, _, err := Load(path, LoadOptions{UserField: "meta.region"})
+	_, _, err := LoadContext(t.Context(), path, LoadOptions{UserField: "meta.region"})
 	var re *RecordError
 	if !errors.As(err, &re) || re.Line != 1 || re.Field != "meta.region" {
 		t.Errorf("missing user field: got %v", err)
 	}
-	if _, _, err := Load(path, LoadOptions{UserField: "speaker"}); err == nil || !strings.Contains(err.Error(), "want conv_id, topic or meta.<key>") {
+	if _, _, err := LoadContext(t.Context(), path, LoadOptions{UserField: "speaker"}); err == nil || !strings.Contains(err.Error(), "want conv_id, topic or meta.<key>") {
 		t.Errorf("bad user field: got %v", err)
 	}
 }
 
 func TestLoadQReCC(t *testing.T) {
-	turns, stats, err := Load(filepath.Join("testdata", "qrecc_small.json"), LoadOptions{})
+	turns, stats, err := LoadContext(t.Context(), filepath.Join("testdata", "qrecc_small.json"), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestLoadQReCC(t *testing.T) {
 
 func TestLoadQReCCErrors(t *testing.T) {
 	path := filepath.Join("testdata", "qrecc_bad.json")
-	_, _, err := Load(path, LoadOptions{})
+	_, _, err := LoadContext(t.Context(), path, LoadOptions{})
 	var re *RecordError
 	if !errors.As(err, &re) {
 		t.Fatalf("want a *RecordError, got %v", err)
@@ -273,7 +273,7 @@ func TestLoadQReCCErrors(t *testing.T) {
 	if re.Record != 1 || re.Line != 3 || re.Field != "Turn_no" {
 		t.Fatalf("got %v (record %d, line %d, field %q)", err, re.Record, re.Line, re.Field)
 	}
-	turns, stats, err := Load(path, LoadOptions{SkipBad: true})
+	turns, stats, err := LoadContext(t.Context(), path, LoadOptions{SkipBad: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestLoadQReCCErrors(t *testing.T) {
 }
 
 func TestLoadTopiOCQA(t *testing.T) {
-	turns, _, err := Load(filepath.Join("testdata", "topiocqa_small.json"), LoadOptions{UserField: "topic"})
+	turns, _, err := LoadContext(t.Context(), filepath.Join("testdata", "topiocqa_small.json"), LoadOptions{UserField: "topic"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,19 +352,19 @@ func TestLoadRecordTooLong(t *testing.T) {
 	long := `{"conv_id": "c2", "turn": 1, "question": "` + strings.Repeat("x", 5000) + `"}`
 	path := writeTemp(t, "data.jsonl", goodLine+"\n"+long+"\n"+strings.Replace(goodLine, `"c1"`, `"c9"`, 1)+"\n")
 	opts := LoadOptions{MaxRecordBytes: 1000, MaxFieldBytes: 1000}
-	_, _, err := Load(path, opts)
+	_, _, err := LoadContext(t.Context(), path, opts)
 	var re *RecordError
 	if !errors.As(err, &re) || re.Line != 2 || !errors.Is(err, ErrTooLong) ||
 		!strings.Contains(err.Error(), path+":2: record is 5045 bytes, more than the 1000 allowed (data.max_record_bytes)") {
 		t.Fatalf("got %v", err)
 	}
 	opts.SkipBad = true
-	turns, st, err := Load(path, opts)
+	turns, st, err := LoadContext(t.Context(), path, opts)
 	if err != nil || len(turns) != 2 || st.Skipped != 1 || turns[1].ConvID != "c9" {
 		t.Fatalf("SkipBad: %v, %d turns, %+v", err, len(turns), st)
 	}
 	// The per-field bound is configurable too.
-	_, _, err = Load(path, LoadOptions{MaxFieldBytes: 10})
+	_, _, err = LoadContext(t.Context(), path, LoadOptions{MaxFieldBytes: 10})
 	if !errors.As(err, &re) || re.Line != 1 || re.Field != "question" || !strings.Contains(err.Error(), "more than the 10 allowed") {
 		t.Fatalf("field bound 10: %v", err)
 	}
@@ -375,17 +375,45 @@ func TestLoadInvalidUTF8OtherFormats(t *testing.T) {
 	dir := t.TempDir()
 	pq := filepath.Join(dir, "d.parquet")
 	bad := "ok \xff"
-	if err := WriteParquet(pq, []Turn{{ConvID: "c1", Turn: 1, Question: "q"}, {ConvID: "c2", Turn: 1, Question: "q", Rewrite: &bad}}); err != nil {
+	if err := WriteParquetContext(t.Context(), pq, []Turn{{ConvID: "c1", Turn: 1, Question: "q"}, {ConvID: "c2", Turn: 1, Question: "q", Rewrite: &bad}}); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := Load(pq, LoadOptions{})
+	_, _, err := LoadContext(t.Context(), pq, LoadOptions{})
 	var re *RecordError
 	if !errors.As(err, &re) || re.Record != 1 || re.Field != "rewrite" || !strings.Contains(err.Error(), "invalid UTF-8") {
 		t.Errorf("parquet: %v", err)
 	}
 	qr := writeTemp(t, "qrecc.json", "[{\"Conversation_no\": 1, \"Turn_no\": 1, \"Context\": [], \"Question\": \"bad \xe2\x82\", \"Rewrite\": \"r\", \"Answer\": \"a\"}]")
-	_, _, err = Load(qr, LoadOptions{})
+	_, _, err = LoadContext(t.Context(), qr, LoadOptions{})
 	if !errors.As(err, &re) || re.Record != 0 || re.Field != "Question" || !strings.Contains(err.Error(), "invalid UTF-8") {
 		t.Errorf("qrecc: %v", err)
+	}
+}
+
+// TestLoadStopsOnACancelledContext: a cancelled context stops a load in any
+// format, however small the file, with an error that wraps context.Canceled.
+func TestLoadStopsOnACancelledContext(t *testing.T) {
+	dir := t.TempDir()
+	turns := []Turn{{ConvID: "c1", Turn: 1, Question: "q1", Answer: "a"}, {ConvID: "c1", Turn: 2, Question: "q2", Answer: "b"}}
+	jsonl, pq := filepath.Join(dir, "t.jsonl"), filepath.Join(dir, "t.parquet")
+	if err := WriteJSONLContext(t.Context(), jsonl, turns); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteParquetContext(t.Context(), pq, turns); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, path := range []string{jsonl, pq, filepath.Join("testdata", "qrecc_small.json")} {
+		got, _, err := LoadContext(ctx, path, LoadOptions{})
+		if !errors.Is(err, context.Canceled) || got != nil {
+			t.Errorf("%s: %d turns, err %v; want none and context.Canceled", path, len(got), err)
+		}
+		if err != nil && !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: error %q does not name the file", path, err)
+		}
+	}
+	if err := WriteJSONLContext(ctx, filepath.Join(dir, "u.jsonl"), turns); !errors.Is(err, context.Canceled) {
+		t.Errorf("write with a cancelled context: %v, want context.Canceled", err)
 	}
 }

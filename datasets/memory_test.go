@@ -39,7 +39,7 @@ func TestHistoricalQueries(t *testing.T) {
 // (meta.duplicate_of_earlier_path) are not remembered twice.
 func TestHistoricalQueriesCAsT2022ByTopic(t *testing.T) {
 	data := sharedtest.SharedDir(t)
-	turns, _, err := Load(filepath.Join(data, "conversations", "cast2022.jsonl"), LoadOptions{UserField: "topic"})
+	turns, _, err := LoadContext(t.Context(), filepath.Join(data, "conversations", "cast2022.jsonl"), LoadOptions{UserField: "topic"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestLoadMemoryFields(t *testing.T) {
 	good := write("good.jsonl", `{"conv_id":"c","turn":1,"history":[],"question":"q1","rewrite":null,"answer":"","passages":[],"meta":{"ptkb":{"10":"I like tea.","2":"I live in Utrecht."},"rel":[2]}}
 {"conv_id":"d","turn":1,"history":[],"question":"q2","rewrite":null,"answer":"","passages":[],"meta":{"ptkb":["I am 26.",{"id":"x","text":"I cycle."}],"rel":"x"}}
 `)
-	turns, _, err := Load(good, opts)
+	turns, _, err := LoadContext(t.Context(), good, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,11 +95,11 @@ func TestLoadMemoryFields(t *testing.T) {
 		{`{"ptkb":{"1":"a"},"rel":[true]}`, `:1: field "meta.rel[0]": want a memory id (string or integer), got a boolean`},
 	} {
 		bad := write("bad.jsonl", `{"conv_id":"c","turn":1,"history":[],"question":"q","rewrite":null,"answer":"","passages":[],"meta":`+c.meta+"}\n")
-		if _, _, err := Load(bad, opts); err == nil || !strings.Contains(err.Error(), bad+c.want) {
+		if _, _, err := LoadContext(t.Context(), bad, opts); err == nil || !strings.Contains(err.Error(), bad+c.want) {
 			t.Errorf("%s: got %v, want …%s", c.meta, err, c.want)
 		}
 	}
-	if _, _, err := Load(good, LoadOptions{MemoryField: "ptkb"}); err == nil || !strings.Contains(err.Error(), "meta.<key>") {
+	if _, _, err := LoadContext(t.Context(), good, LoadOptions{MemoryField: "ptkb"}); err == nil || !strings.Contains(err.Error(), "meta.<key>") {
 		t.Errorf("memory field without meta.: %v", err)
 	}
 }
@@ -109,7 +109,7 @@ func TestLoadMemoryFields(t *testing.T) {
 // questions, with questions ordered and facts visible from the start.
 func TestUserMemoriesIKAT(t *testing.T) {
 	data := sharedtest.SharedDir(t)
-	turns, _, err := Load(filepath.Join(data, "conversations", "ikat2023_train_memory.jsonl"),
+	turns, _, err := LoadContext(t.Context(), filepath.Join(data, "conversations", "ikat2023_train_memory.jsonl"),
 		LoadOptions{MemoryField: "meta.ptkb", MemoryLabelsField: "meta.ptkb_provenance"})
 	if err != nil {
 		t.Fatal(err)

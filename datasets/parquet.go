@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -13,9 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/himes-rl/himes/internal/parquetfile"
 )
@@ -53,40 +49,26 @@ var (
 	}, nil)
 )
 
-// WriteParquet writes turns as Parquet with the normalized columns. See
-// WriteParquetContext.
-func WriteParquet(path string, turns []Turn) error {
-	return WriteParquetContext(context.Background(), path, turns)
-}
-
 // WriteParquetContext writes turns as Parquet (zstd, row groups of 4096)
-// atomically. Nested history and passages are list<struct>; meta is the
-// JSON text of the object.
+// atomically (internal/parquetfile). Nested history and passages are
+// list<struct>; meta is the JSON text of the object.
 func WriteParquetContext(ctx context.Context, path string, turns []Turn) error {
-	return writeFileAtomic(path, func(w io.Writer) error {
-		props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd), parquet.WithMaxRowGroupLength(parquetRowGroup))
-		fw, err := pqarrow.NewFileWriter(turnSchema, w, props, pqarrow.DefaultWriterProps())
-		if err != nil {
-			return fmt.Errorf("parquet writer: %w", err)
-		}
+	return parquetfile.WriteFile(path, turnSchema, parquetfile.Options{RowGroupRows: parquetRowGroup}, func(w *parquetfile.Writer) error {
 		for start := 0; start < len(turns); start += parquetRowGroup {
 			if err := ctx.Err(); err != nil {
-				fw.Close()
-				return err
+				return fmt.Errorf("write %s: %w", path, err)
 			}
 			rec, err := buildTurnRecord(turns[start:min(start+parquetRowGroup, len(turns))])
 			if err != nil {
-				fw.Close()
 				return err
 			}
-			err = fw.Write(rec)
+			err = w.Write(rec)
 			rec.Release()
 			if err != nil {
-				fw.Close()
 				return fmt.Errorf("write rows %d..: %w", start, err)
 			}
 		}
-		return fw.Close()
+		return nil
 	})
 }
 
@@ -190,9 +172,9 @@ func appendOptional(b *array.StringBuilder, v string, ok bool) {
 }
 
 // ReadParquet reads a Parquet file of the normalized columns; any invalid row
-// is an error. Use Load with SkipBad to skip invalid rows instead.
-func ReadParquet(path string) ([]Turn, error) {
-	turns, _, err := LoadContext(context.Background(), path, LoadOptions{Format: FormatParquet})
+// is an error. Use LoadContext with SkipBad to skip invalid rows instead.
+func ReadParquet(ctx context.Context, path string) ([]Turn, error) {
+	turns, _, err := LoadContext(ctx, path, LoadOptions{Format: FormatParquet})
 	return turns, err
 }
 

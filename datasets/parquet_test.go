@@ -62,7 +62,7 @@ func writeForeignParquet(t *testing.T, turns []string, roles []string) string {
 
 func TestParquetForeignShapes(t *testing.T) {
 	p := writeForeignParquet(t, []string{"1", "1-3", "7"}, []string{"user"})
-	turns, err := ReadParquet(p)
+	turns, err := ReadParquet(t.Context(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestParquetForeignShapes(t *testing.T) {
 
 	// A bad role in row 2 is reported with the row and the nested field.
 	p = writeForeignParquet(t, []string{"1", "2", "3"}, []string{"user", "bot"})
-	_, err = ReadParquet(p)
+	_, err = ReadParquet(t.Context(), p)
 	var re *RecordError
 	if !errors.As(err, &re) || re.Record != 2 || re.Field != "history[1].role" || !strings.Contains(err.Error(), `got "bot"`) {
 		t.Fatalf("got %v", err)
@@ -82,7 +82,7 @@ func TestParquetForeignShapes(t *testing.T) {
 	if want := p + `: record 3: field "history[1].role": `; !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("got %v, want it to start with %s", err, want)
 	}
-	turns, st, err := Load(p, LoadOptions{SkipBad: true})
+	turns, st, err := LoadContext(t.Context(), p, LoadOptions{SkipBad: true})
 	if err != nil || len(turns) != 2 || st.Skipped != 1 {
 		t.Errorf("SkipBad: %d turns, %+v, %v", len(turns), st, err)
 	}
@@ -100,7 +100,7 @@ func TestParquetRejectsUnknownColumns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadParquet(p); err == nil || !strings.Contains(err.Error(), `column "score"`) {
+	if _, err := ReadParquet(t.Context(), p); err == nil || !strings.Contains(err.Error(), `column "score"`) {
 		t.Errorf("got %v", err)
 	}
 }

@@ -15,9 +15,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/himes-rl/himes/internal/parquetfile"
 )
 
 // Kinds of SFT example.
@@ -465,29 +464,24 @@ func writeMessagesParquet(path string, rows []chatRow) error {
 	})
 }
 
-// writeParquetRows writes n rows, appended by add, atomically.
+// writeParquetRows writes n rows, appended by add, atomically
+// (internal/parquetfile), a row group per parquetRowGroup rows.
 func writeParquetRows(path string, schema *arrow.Schema, n int, add func(*array.RecordBuilder, int)) error {
-	return writeFileAtomic(path, func(w io.Writer) error {
-		props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd), parquet.WithMaxRowGroupLength(parquetRowGroup))
-		fw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.DefaultWriterProps())
-		if err != nil {
-			return fmt.Errorf("parquet writer: %w", err)
-		}
+	return parquetfile.WriteFile(path, schema, parquetfile.Options{RowGroupRows: parquetRowGroup}, func(w *parquetfile.Writer) error {
 		for start := 0; start < n; start += parquetRowGroup {
 			b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
 			for i := start; i < min(start+parquetRowGroup, n); i++ {
 				add(b, i)
 			}
 			rec := b.NewRecordBatch()
-			err := fw.Write(rec)
+			err := w.Write(rec)
 			rec.Release()
 			b.Release()
 			if err != nil {
-				fw.Close()
 				return fmt.Errorf("write rows %d..: %w", start, err)
 			}
 		}
-		return fw.Close()
+		return nil
 	})
 }
 

@@ -121,7 +121,7 @@ func TestPrepSFTSharedData(t *testing.T) {
 	data := sharedtest.SharedDir(t)
 	var turns []Turn
 	for _, f := range []string{"cast2020.jsonl", "cast2021.jsonl", "mtrag_human_eval_subset.jsonl"} {
-		ts, _, err := Load(filepath.Join(data, "conversations", f), LoadOptions{})
+		ts, _, err := LoadContext(t.Context(), filepath.Join(data, "conversations", f), LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -284,7 +284,7 @@ func TestBuildRL(t *testing.T) {
 // Python), and no topic straddles the splits.
 func TestBuildRLCAsT2022(t *testing.T) {
 	data := sharedtest.SharedDir(t)
-	turns, _, err := Load(filepath.Join(data, "conversations", "cast2022.jsonl"), LoadOptions{UserField: "topic"})
+	turns, _, err := LoadContext(t.Context(), filepath.Join(data, "conversations", "cast2022.jsonl"), LoadOptions{UserField: "topic"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func TestBuildRLCAsT2022(t *testing.T) {
 	if err != nil || len(files) != 4 {
 		t.Fatalf("wrote %v, %v", files, err)
 	}
-	back, _, err := Load(filepath.Join(dir, "validation.parquet"), LoadOptions{UserField: "topic"})
+	back, _, err := LoadContext(t.Context(), filepath.Join(dir, "validation.parquet"), LoadOptions{UserField: "topic"})
 	if err != nil || len(back) != len(val) {
 		t.Fatalf("read back %d of %d: %v", len(back), len(val), err)
 	}
@@ -324,7 +324,7 @@ func TestBuildRLCAsT2022(t *testing.T) {
 	}
 
 	// split_by topic on a file without topics names the turn.
-	c20, _, _ := Load(filepath.Join(data, "conversations", "cast2020.jsonl"), LoadOptions{})
+	c20, _, _ := LoadContext(t.Context(), filepath.Join(data, "conversations", "cast2020.jsonl"), LoadOptions{})
 	if _, _, _, err := BuildRL(c20, cfg, 1); err == nil || !strings.Contains(err.Error(), "cast20-81#1") {
 		t.Errorf("split_by topic without topics: %v", err)
 	}

@@ -24,15 +24,15 @@ func TestParquetRoundTripEqualsJSONL(t *testing.T) {
 	data := sharedtest.SharedDir(t)
 	for _, f := range roundTripFiles {
 		t.Run(f, func(t *testing.T) {
-			want, _, err := Load(filepath.Join(data, "conversations", f), LoadOptions{})
+			want, _, err := LoadContext(t.Context(), filepath.Join(data, "conversations", f), LoadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			p := filepath.Join(t.TempDir(), "turns.parquet")
-			if err := WriteParquet(p, want); err != nil {
+			if err := WriteParquetContext(t.Context(), p, want); err != nil {
 				t.Fatal(err)
 			}
-			got, err := ReadParquet(p)
+			got, err := ReadParquet(t.Context(), p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,7 +45,7 @@ func TestParquetRoundTripEqualsJSONL(t *testing.T) {
 				}
 			}
 			// Load sniffs Parquet by extension and by magic bytes alike.
-			viaLoad, _, err := Load(p, LoadOptions{})
+			viaLoad, _, err := LoadContext(t.Context(), p, LoadOptions{})
 			if err != nil || len(viaLoad) != len(want) {
 				t.Fatalf("Load: %d turns, %v", len(viaLoad), err)
 			}
@@ -64,7 +64,7 @@ func TestJSONLRoundTrip(t *testing.T) {
 	for _, f := range roundTripFiles {
 		t.Run(f, func(t *testing.T) {
 			src := filepath.Join(data, "conversations", f)
-			want, _, err := Load(src, LoadOptions{})
+			want, _, err := LoadContext(t.Context(), src, LoadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,10 +72,10 @@ func TestJSONLRoundTrip(t *testing.T) {
 				want[i].User = "" // the user key is derived at load time
 			}
 			out := filepath.Join(t.TempDir(), "turns.jsonl")
-			if err := WriteJSONL(out, want); err != nil {
+			if err := WriteJSONLContext(t.Context(), out, want); err != nil {
 				t.Fatal(err)
 			}
-			got, _, err := Load(out, LoadOptions{})
+			got, _, err := LoadContext(t.Context(), out, LoadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +154,7 @@ func TestLoadGzip(t *testing.T) {
 	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	turns, _, err := Load(p, LoadOptions{})
+	turns, _, err := LoadContext(t.Context(), p, LoadOptions{})
 	if err != nil || len(turns) != 1 || turns[0].Answer != "Frank Herbert" {
 		t.Fatalf("got %+v, %v", turns, err)
 	}
@@ -169,7 +169,7 @@ func TestWriteIsAtomic(t *testing.T) {
 	// A turn whose meta cannot be encoded fails the write half-way: the old
 	// file must survive and no temporary file may be left behind.
 	bad := []Turn{{ConvID: "a", Turn: 1, Question: "q"}, {ConvID: "a", Turn: 2, Question: "q", Meta: map[string]any{"f": func() {}}}}
-	if err := WriteJSONL(p, bad); err == nil {
+	if err := WriteJSONLContext(t.Context(), p, bad); err == nil {
 		t.Fatal("want an error for an unencodable meta")
 	}
 	if got := string(mustRead(t, p)); got != "old\n" {

@@ -10,7 +10,7 @@ import (
 
 func TestSplitByConversationShared(t *testing.T) {
 	data := sharedtest.SharedDir(t)
-	turns, _, err := Load(filepath.Join(data, "conversations", "cast2020.jsonl"), LoadOptions{})
+	turns, _, err := LoadContext(t.Context(), filepath.Join(data, "conversations", "cast2020.jsonl"), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

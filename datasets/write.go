@@ -5,15 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-)
 
-// WriteJSONL writes turns in the normalized schema, one per line. See
-// WriteJSONLContext.
-func WriteJSONL(path string, turns []Turn) error {
-	return WriteJSONLContext(context.Background(), path, turns)
-}
+	"github.com/himes-rl/himes/internal/atomicfile"
+)
 
 // WriteJSONLContext writes turns in the normalized schema atomically: a
 // reader never sees a half-written file. Map keys (meta) are sorted by
@@ -23,7 +17,7 @@ func WriteJSONLContext(ctx context.Context, path string, turns []Turn) error {
 		for i, t := range turns {
 			if i%1024 == 0 {
 				if err := ctx.Err(); err != nil {
-					return err
+					return fmt.Errorf("write %s: %w", path, err)
 				}
 			}
 			b, err := t.MarshalJSON()
@@ -44,7 +38,7 @@ func WriteJSONLValues[T any](ctx context.Context, path string, values []T) error
 		for i, v := range values {
 			if i%1024 == 0 {
 				if err := ctx.Err(); err != nil {
-					return err
+					return fmt.Errorf("write %s: %w", path, err)
 				}
 			}
 			b, err := marshalNoEscape(v)
@@ -59,41 +53,15 @@ func WriteJSONLValues[T any](ctx context.Context, path string, values []T) error
 	})
 }
 
-// writeFileAtomic writes to a temporary file in the target's directory, syncs
-// it and renames it over path, so path holds either the old or the new file.
-func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+// writeFileAtomic writes path through internal/atomicfile (temporary file,
+// fsync, rename, fsync of the directory), buffered: a reader or a crash sees
+// the old file or the whole new one.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	return atomicfile.Write(path, 0o644, func(f io.Writer) error {
+		bw := bufio.NewWriterSize(f, 1<<20)
+		if err := write(bw); err != nil {
+			return err
 		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	if err := write(bw); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+		return bw.Flush()
+	})
 }

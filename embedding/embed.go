@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/himes-rl/himes/analysis"
+	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/internal/ollama"
 
 	"github.com/ollama/ollama/api"
@@ -382,28 +383,12 @@ func readVec(path string) ([]float32, error) {
 	return v, nil
 }
 
-// writeVec writes atomically (temp + rename) so concurrent runs sharing a
-// cache never read a half-written vector.
+// writeVec writes atomically (internal/atomicfile) so concurrent runs
+// sharing a cache never read a half-written vector.
 func writeVec(path string, v []float32) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
 	b := make([]byte, 4*len(v))
 	for i, x := range v {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".vec-*")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return atomicfile.WriteFile(path, b, 0o644)
 }

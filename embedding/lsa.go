@@ -377,8 +377,11 @@ type lsaFile struct {
 	Name  string
 }
 
-// SaveLSA writes the model into dir (atomically).
-func SaveLSA(dir string, e *LSA) error {
+// SaveLSA writes the model into dir (atomically and durably).
+func SaveLSA(ctx context.Context, dir string, e *LSA) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("save lsa: %w", err)
+	}
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(lsaFile{Meta: e.meta, Terms: e.sortedTerms(), IDF: e.idf, Proj: e.proj, Name: e.name}); err != nil {
 		return fmt.Errorf("save lsa: %w", err)
@@ -389,7 +392,10 @@ func SaveLSA(dir string, e *LSA) error {
 // LoadLSA reads the model of an index directory and checks it was fitted on
 // what want describes (knowledge base, chunking, dimension, min_df); a
 // model fitted on anything else is stale and refused.
-func LoadLSA(dir string, want LSAMeta, cfg LSAConfig) (*LSA, error) {
+func LoadLSA(ctx context.Context, dir string, want LSAMeta, cfg LSAConfig) (*LSA, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("load lsa: %w", err)
+	}
 	path := filepath.Join(dir, LSAFile)
 	raw, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -417,6 +423,11 @@ func LoadLSA(dir string, want LSAMeta, cfg LSAConfig) (*LSA, error) {
 	}
 	e := &LSA{meta: m, terms: make(map[string]int, len(f.Terms)), idf: f.IDF, proj: f.Proj}
 	for i, t := range f.Terms {
+		if i%(1<<16) == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("load lsa %s: %w", path, err)
+			}
+		}
 		e.terms[t] = i
 	}
 	e.setName()

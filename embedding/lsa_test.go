@@ -1,6 +1,8 @@
 package embedding
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -48,10 +50,10 @@ func TestLSAFindsCooccurringWords(t *testing.T) {
 	}
 	// persisted, loaded back identical; refused when stale or corrupt
 	dir := t.TempDir()
-	if err := SaveLSA(dir, e); err != nil {
+	if err := SaveLSA(t.Context(), dir, e); err != nil {
 		t.Fatal(err)
 	}
-	back, err := LoadLSA(dir, LSAMeta{KBFingerprint: "kb"}, LSAConfig{Dim: 4, MinDF: 2})
+	back, err := LoadLSA(t.Context(), dir, LSAMeta{KBFingerprint: "kb"}, LSAConfig{Dim: 4, MinDF: 2})
 	if err != nil || back.Name() != e.Name() {
 		t.Fatalf("load: %v (%v)", err, back)
 	}
@@ -59,19 +61,42 @@ func TestLSAFindsCooccurringWords(t *testing.T) {
 	if !slices.Equal(bv[0], vs[0]) {
 		t.Error("loaded model embeds differently")
 	}
-	if _, err := LoadLSA(dir, LSAMeta{KBFingerprint: "other"}, LSAConfig{Dim: 4, MinDF: 2}); err == nil || !strings.Contains(err.Error(), "stale") {
+	if _, err := LoadLSA(t.Context(), dir, LSAMeta{KBFingerprint: "other"}, LSAConfig{Dim: 4, MinDF: 2}); err == nil || !strings.Contains(err.Error(), "stale") {
 		t.Errorf("other KB: %v", err)
 	}
-	if _, err := LoadLSA(dir, LSAMeta{KBFingerprint: "kb"}, LSAConfig{Dim: 8, MinDF: 2}); err == nil || !strings.Contains(err.Error(), "stale") {
+	if _, err := LoadLSA(t.Context(), dir, LSAMeta{KBFingerprint: "kb"}, LSAConfig{Dim: 8, MinDF: 2}); err == nil || !strings.Contains(err.Error(), "stale") {
 		t.Errorf("other dimension: %v", err)
 	}
-	if _, err := LoadLSA(t.TempDir(), LSAMeta{}, LSAConfig{Dim: 4, MinDF: 2}); err == nil || !strings.Contains(err.Error(), "himes index build") {
+	if _, err := LoadLSA(t.Context(), t.TempDir(), LSAMeta{}, LSAConfig{Dim: 4, MinDF: 2}); err == nil || !strings.Contains(err.Error(), "himes index build") {
 		t.Errorf("missing model: %v", err)
 	}
 	raw, _ := os.ReadFile(filepath.Join(dir, LSAFile))
 	raw[len(raw)-3] ^= 0xff
 	_ = os.WriteFile(filepath.Join(dir, LSAFile), raw, 0o644)
-	if _, err := LoadLSA(dir, LSAMeta{KBFingerprint: "kb"}, LSAConfig{Dim: 4, MinDF: 2}); err == nil {
+	if _, err := LoadLSA(t.Context(), dir, LSAMeta{KBFingerprint: "kb"}, LSAConfig{Dim: 4, MinDF: 2}); err == nil {
 		t.Error("corrupt model accepted")
+	}
+}
+
+func TestLSAIOStopsOnACancelledContext(t *testing.T) {
+	docs := []string{"garage door opener", "door repair guide", "garage repair", "opener remote battery"}
+	e, err := FitLSA(t.Context(), docs, LSAConfig{Dim: 2, MinDF: 1}, LSAMeta{KBFingerprint: "kb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := SaveLSA(t.Context(), dir, e); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := LoadLSA(ctx, dir, LSAMeta{KBFingerprint: "kb"}, LSAConfig{Dim: 2, MinDF: 1}); !errors.Is(err, context.Canceled) {
+		t.Errorf("load: %v, want context.Canceled", err)
+	}
+	if err := SaveLSA(ctx, t.TempDir(), e); !errors.Is(err, context.Canceled) {
+		t.Errorf("save: %v, want context.Canceled", err)
+	}
+	if _, err := FitLSA(ctx, docs, LSAConfig{Dim: 2, MinDF: 1}, LSAMeta{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("fit: %v, want context.Canceled", err)
 	}
 }

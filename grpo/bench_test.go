@@ -143,7 +143,7 @@ func (p *wordPolicy) Checkpoints(context.Context) ([]trainer.CheckpointInfo, err
 func benchLoop(b testing.TB, latency time.Duration, slots, prompts, group int, withBM25 bool) *Loop {
 	b.Helper()
 	demo := filepath.Join("..", "datasets", "demo")
-	turns, _, err := datasets.Load(filepath.Join(demo, "train.jsonl"), datasets.LoadOptions{UserField: "conv_id"})
+	turns, _, err := datasets.LoadContext(b.Context(), filepath.Join(demo, "train.jsonl"), datasets.LoadOptions{UserField: "conv_id"})
 	if err != nil {
 		b.Fatal(err)
 	}

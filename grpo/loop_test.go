@@ -507,7 +507,7 @@ func stepLedgers(t *testing.T, runPath string) map[int][]rollout.Record {
 	}
 	out := map[int][]rollout.Record{}
 	for _, f := range files {
-		recs, err := rollout.ReadLedger(f.Path)
+		recs, err := rollout.ReadLedger(t.Context(), f.Path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,9 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -13,9 +11,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	arrowmem "github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/himes-rl/himes/embedding"
 	"github.com/himes-rl/himes/internal/parquetfile"
@@ -49,7 +44,7 @@ func fileSchema(md arrow.Metadata) *arrow.Schema {
 // Save writes the store as one Parquet file, rows ordered by user,
 // topic, subtopic, time (so each partition is contiguous), with the
 // embedder name and taxonomy fingerprint in the schema metadata. The write
-// is atomic (temp file + rename).
+// is atomic and durable (internal/parquetfile).
 func Save(ctx context.Context, path string, m *Store) error {
 	idx := make([]int, len(m.entries))
 	for i := range idx {
@@ -102,43 +97,12 @@ func Save(ctx context.Context, path string, m *Store) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("save memory: %w", err)
-	}
-	f, err := os.CreateTemp(dir, ".memory-*.parquet")
+	// File-level key-value metadata is what readers reliably get back; the
+	// stored Arrow schema carries the same keys.
+	opts := parquetfile.Options{StoreSchema: true, MetaKeys: md.Keys(), MetaValues: md.Values()}
+	err := parquetfile.WriteFile(path, schema, opts, func(w *parquetfile.Writer) error { return w.Write(rec) })
 	if err != nil {
-		return fmt.Errorf("save memory: %w", err)
-	}
-	defer os.Remove(f.Name())
-	// The writer closes an io.Closer sink itself; hide Close so the file is
-	// closed once, here, with its error checked.
-	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd))
-	fw, err := pqarrow.NewFileWriter(schema, struct{ io.Writer }{f}, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-	if err != nil {
-		f.Close()
 		return fmt.Errorf("save memory %s: %w", path, err)
-	}
-	// File-level key-value metadata is what readers reliably get back.
-	for i, k := range md.Keys() {
-		if err := fw.AppendKeyValueMetadata(k, md.Values()[i]); err != nil {
-			f.Close()
-			return fmt.Errorf("save memory %s: %w", path, err)
-		}
-	}
-	if err := fw.Write(rec); err != nil {
-		f.Close()
-		return fmt.Errorf("save memory %s: %w", path, err)
-	}
-	if err := fw.Close(); err != nil {
-		f.Close()
-		return fmt.Errorf("save memory %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("save memory %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("save memory: %w", err)
 	}
 	return nil
 }

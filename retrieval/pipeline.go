@@ -304,7 +304,7 @@ func BuildIndexDirProgress(ctx context.Context, cfg Config, kbPath, dir string, 
 		if err != nil {
 			return IndexMeta{}, err
 		}
-		if err := embedding.SaveLSA(dir, lsa); err != nil {
+		if err := embedding.SaveLSA(ctx, dir, lsa); err != nil {
 			return IndexMeta{}, err
 		}
 	}
@@ -547,7 +547,7 @@ func (p *Pipeline) Embedder() (embedding.Embedder, error) {
 		lcfg := embedding.LSAConfig{Dim: p.cfg.LSADim, MinDF: p.cfg.LSAMinDF}
 		start := time.Now()
 		if p.cfg.Index != "" {
-			p.lsa, p.lsaErr = embedding.LoadLSA(p.cfg.Index, meta, lcfg)
+			p.lsa, p.lsaErr = embedding.LoadLSA(context.Background(), p.cfg.Index, meta, lcfg)
 		} else {
 			var texts []string
 			if texts, p.lsaErr = p.allTexts(); p.lsaErr != nil {

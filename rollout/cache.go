@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/himes-rl/himes/internal/atomicfile"
 )
 
 // answerCache is a bounded LRU of frozen-model answers keyed by
@@ -81,7 +83,7 @@ func (c *answerCache) putDisk(key, answer string) {
 	}
 	raw, err := json.Marshal(cacheEntry{Key: key, Answer: answer})
 	if err == nil {
-		err = writeFileAtomic(c.path(key), raw)
+		err = atomicfile.WriteFile(c.path(key), raw, 0o644)
 	}
 	if err != nil {
 		c.log.Warn("answer cache write failed", "err", err)
@@ -163,32 +165,4 @@ func (c *answerCache) path(key string) string {
 	h := sha256.Sum256([]byte(key))
 	s := hex.EncodeToString(h[:])
 	return filepath.Join(c.dir, s[:2], s+".json")
-}
-
-// writeFileAtomic writes to a temporary file in the target directory and
-// renames it over path, so readers never see a partial file.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
 }

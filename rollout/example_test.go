@@ -56,10 +56,10 @@ func ExampleRunner() {
 
 	path := filepath.Join(os.TempDir(), "example-rollouts.parquet")
 	defer os.Remove(path)
-	if err := rollout.WriteLedger(path, records); err != nil {
+	if err := rollout.WriteLedger(context.Background(), path, records); err != nil {
 		panic(err)
 	}
-	back, _ := rollout.ReadLedger(path)
+	back, _ := rollout.ReadLedger(context.Background(), path)
 	fmt.Println("ledger rows:", len(back))
 	// Output:
 	// "eiffel tower" → "It is 330 metres tall." reward 3.00

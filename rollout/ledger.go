@@ -12,11 +12,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/himes-rl/himes/internal/atomicfile"
+	"github.com/himes-rl/himes/internal/parquetfile"
 )
 
 // The rollout ledger is Parquet files with one row per Record (a file holds
@@ -89,27 +87,23 @@ func ledgerSchema(cols []ledgerColumn) *arrow.Schema {
 	return arrow.NewSchema(fields, &md)
 }
 
-// ledgerWriterProperties: snappy; plain encoding, no dictionaries (they
-// only cost CPU on these small files); min/max statistics only for the
-// columns by which a reader scanning many ledgers skips files (statistics of
-// rewards or latencies serve no reader). Snappy, measured on the grpo step
-// benchmark's real rollouts in files of 10 steps, alternating runs: 0.6-0.7
-// ms of CPU a step against zstd's 1.2-1.3 (zstd at level 1: 1.0-1.2) and
-// lz4's 0.8, for 17.2 KB a step on disk against zstd's 13.1 and lz4's 17.6.
-func ledgerWriterProperties() *parquet.WriterProperties {
-	opts := []parquet.WriterProperty{parquet.WithCompression(compress.Codecs.Snappy), parquet.WithDictionaryDefault(false),
-		parquet.WithStats(false)}
-	for _, c := range []string{"step", "policy_version", "conv_id", "prompt_id"} {
-		opts = append(opts, parquet.WithStatsFor(c, true))
-	}
-	return parquet.NewWriterProperties(opts...)
+// ledgerOptions: snappy; plain encoding, no dictionaries (they only cost
+// CPU on these small files); min/max statistics only for the columns by
+// which a reader scanning many ledgers skips files (statistics of rewards or
+// latencies serve no reader). Snappy, measured on the grpo step benchmark's
+// real rollouts in files of 10 steps, alternating runs: 0.6-0.7 ms of CPU a
+// step against zstd's 1.2-1.3 (zstd at level 1: 1.0-1.2) and lz4's 0.8, for
+// 17.2 KB a step on disk against zstd's 13.1 and lz4's 17.6.
+func ledgerOptions() parquetfile.Options {
+	return parquetfile.Options{Snappy: true, NoDictionary: true,
+		StatsFor: []string{"step", "policy_version", "conv_id", "prompt_id"}}
 }
 
 // ledgerFormat is what every ledger write shares: derived once, read only.
 type ledgerFormat struct {
 	cols   []ledgerColumn
 	schema *arrow.Schema
-	props  *parquet.WriterProperties
+	opts   parquetfile.Options
 }
 
 var theLedgerFormat = sync.OnceValues(func() (ledgerFormat, error) {
@@ -117,7 +111,7 @@ var theLedgerFormat = sync.OnceValues(func() (ledgerFormat, error) {
 	if err != nil {
 		return ledgerFormat{}, err
 	}
-	return ledgerFormat{cols: cols, schema: ledgerSchema(cols), props: ledgerWriterProperties()}, nil
+	return ledgerFormat{cols: cols, schema: ledgerSchema(cols), opts: ledgerOptions()}, nil
 })
 
 // LedgerChunk is the ledger of consecutive steps on its way to one Parquet
@@ -193,15 +187,8 @@ func (c *LedgerChunk) Finish() ([]byte, error) {
 	}
 	batch := b.NewRecordBatch()
 	defer batch.Release()
-	w, err := pqarrow.NewFileWriter(c.lf.schema, &c.buf, c.lf.props, pqarrow.DefaultWriterProps())
+	err := parquetfile.Encode(&c.buf, c.lf.schema, c.lf.opts, func(w *parquetfile.Writer) error { return w.Write(batch) })
 	if err != nil {
-		return nil, fmt.Errorf("encode ledger: %w", err)
-	}
-	if err := w.Write(batch); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("encode ledger: %w", err)
-	}
-	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("encode ledger: %w", err)
 	}
 	return c.buf.Bytes(), nil
@@ -217,7 +204,10 @@ func (c *LedgerChunk) reset() {
 // WriteLedger writes records as a one-row-group Parquet file at path,
 // atomically and durably (internal/atomicfile): a crash leaves either the
 // whole file or none.
-func WriteLedger(path string, records []Record) error {
+func WriteLedger(ctx context.Context, path string, records []Record) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("write ledger %s: %w", path, err)
+	}
 	c, err := NewLedgerChunk()
 	if err != nil {
 		return err
@@ -267,16 +257,14 @@ func appendScalar(b array.Builder, k reflect.Kind, v reflect.Value) {
 
 // ReadLedger reads a ledger written by WriteLedger. Columns it does not know
 // are ignored and missing columns stay zero, so older and newer ledgers load.
-func ReadLedger(path string) ([]Record, error) {
-	f, err := os.Open(path)
+func ReadLedger(ctx context.Context, path string) ([]Record, error) {
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read ledger: %w", err)
 	}
-	defer f.Close()
-	mem := memory.NewGoAllocator()
-	tbl, err := pqarrow.ReadTable(context.Background(), f, parquet.NewReaderProperties(mem), pqarrow.ArrowReadProperties{}, mem)
+	tbl, err := parquetfile.ReadTable(ctx, path, raw, 0)
 	if err != nil {
-		return nil, fmt.Errorf("read ledger %s: %w", path, err)
+		return nil, fmt.Errorf("read ledger: %w", err)
 	}
 	defer tbl.Release()
 	lf, err := theLedgerFormat()
@@ -300,6 +288,9 @@ func ReadLedger(path string) ([]Record, error) {
 		}
 		row := 0
 		for _, chunk := range tbl.Column(ci).Data().Chunks() {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("read ledger %s: %w", path, err)
+			}
 			for i := range chunk.Len() {
 				fv := reflect.ValueOf(&out[row]).Elem().Field(c.index)
 				if err := readValue(chunk, i, c, fv); err != nil {

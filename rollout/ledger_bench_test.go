@@ -55,7 +55,7 @@ func BenchmarkWriteLedger(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			i++
-			if err := WriteLedger(path, steps[i%len(steps)]); err != nil {
+			if err := WriteLedger(b.Context(), path, steps[i%len(steps)]); err != nil {
 				b.Fatal(err)
 			}
 		}

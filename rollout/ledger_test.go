@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -34,10 +36,10 @@ func sampleRecords() []Record {
 func TestLedgerRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "rollouts.parquet")
 	want := sampleRecords()
-	if err := WriteLedger(path, want); err != nil {
+	if err := WriteLedger(t.Context(), path, want); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadLedger(path)
+	got, err := ReadLedger(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +53,10 @@ func TestLedgerRoundTrip(t *testing.T) {
 	}
 	// An empty ledger is valid too.
 	empty := filepath.Join(t.TempDir(), "empty.parquet")
-	if err := WriteLedger(empty, nil); err != nil {
+	if err := WriteLedger(t.Context(), empty, nil); err != nil {
 		t.Fatal(err)
 	}
-	if recs, err := ReadLedger(empty); err != nil || len(recs) != 0 {
+	if recs, err := ReadLedger(t.Context(), empty); err != nil || len(recs) != 0 {
 		t.Errorf("empty ledger: %d records, %v", len(recs), err)
 	}
 }
@@ -63,7 +65,7 @@ func TestLedgerRoundTrip(t *testing.T) {
 // the json names and standard 3-level LIST columns for the slices.
 func TestLedgerParquetSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l.parquet")
-	if err := WriteLedger(path, sampleRecords()); err != nil {
+	if err := WriteLedger(t.Context(), path, sampleRecords()); err != nil {
 		t.Fatal(err)
 	}
 	r, err := file.OpenParquetFile(path, false)
@@ -106,14 +108,14 @@ func TestLedgerParquetSchema(t *testing.T) {
 }
 
 func TestReadLedgerErrors(t *testing.T) {
-	if _, err := ReadLedger(filepath.Join(t.TempDir(), "absent.parquet")); err == nil {
+	if _, err := ReadLedger(t.Context(), filepath.Join(t.TempDir(), "absent.parquet")); err == nil {
 		t.Error("missing file accepted")
 	}
 	bad := filepath.Join(t.TempDir(), "bad.parquet")
 	if err := os.WriteFile(bad, []byte("not parquet at all"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := ReadLedger(bad)
+	_, err := ReadLedger(t.Context(), bad)
 	if err == nil || !strings.Contains(err.Error(), bad) {
 		t.Errorf("corrupt file: err = %v, want one naming %s", err, bad)
 	}
@@ -124,7 +126,7 @@ func TestLedgerKeyColumnStatistics(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l.parquet")
 	recs := sampleRecords()
 	recs[1].Step, recs[1].PolicyVersion = 9, 3
-	if err := WriteLedger(path, recs); err != nil {
+	if err := WriteLedger(t.Context(), path, recs); err != nil {
 		t.Fatal(err)
 	}
 	r, err := file.OpenParquetFile(path, false)
@@ -189,7 +191,7 @@ func TestLedgerChunkOfSeveralSteps(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadLedger(path)
+	got, err := ReadLedger(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +212,26 @@ func TestLedgerChunkOfSeveralSteps(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := ReadLedger(path); err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], a[0]) {
+	if got, err := ReadLedger(t.Context(), path); err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], a[0]) {
 		t.Fatalf("second chunk: %+v, %v", got, err)
+	}
+}
+
+func TestLedgerIOStopsOnACancelledContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.parquet")
+	if err := WriteLedger(t.Context(), path, sampleRecords()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if recs, err := ReadLedger(ctx, path); !errors.Is(err, context.Canceled) || recs != nil {
+		t.Errorf("read: %d records, err %v; want none and context.Canceled", len(recs), err)
+	}
+	other := filepath.Join(filepath.Dir(path), "m.parquet")
+	if err := WriteLedger(ctx, other, sampleRecords()); !errors.Is(err, context.Canceled) {
+		t.Errorf("write: err %v, want context.Canceled", err)
+	}
+	if _, err := os.Stat(other); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a cancelled write left %s (%v)", other, err)
 	}
 }

@@ -150,7 +150,7 @@ func runLedgers(t *testing.T, runPath string) map[int][]rollout.Record {
 
 func readLedger(t *testing.T, path string) []rollout.Record {
 	t.Helper()
-	recs, err := rollout.ReadLedger(path)
+	recs, err := rollout.ReadLedger(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func TestIndexBuildThenSearchMatchesInMemory(t *testing.T) {
 func TestTRECRunRewriteBeatsQuestion(t *testing.T) {
 	demo := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo")
 	kb, queries := filepath.Join(demo, "passages.jsonl"), filepath.Join(demo, "eval.jsonl")
-	turns, _, err := datasets.Load(queries, datasets.LoadOptions{})
+	turns, _, err := datasets.LoadContext(t.Context(), queries, datasets.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestMemoryBuildThenSearchActivatesTheUsersQueries(t *testing.T) {
 	if _, err := runCLI(t, "memory", "build", "--from", filepath.Join(demo, "train.jsonl"), "--out", parts); err != nil {
 		t.Fatal(err)
 	}
-	turns, _, err := datasets.Load(filepath.Join(demo, "train.jsonl"), datasets.LoadOptions{})
+	turns, _, err := datasets.LoadContext(t.Context(), filepath.Join(demo, "train.jsonl"), datasets.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

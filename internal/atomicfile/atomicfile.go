@@ -1,6 +1,8 @@
 // Package atomicfile writes files so that a reader, or a crash, sees either
-// the old file or the complete new one, never a partial file. Every writer of
-// run outputs (ledgers, metrics, state, eval results, reports) goes through it.
+// the old file or the complete new one, never a partial file: a temporary
+// file in the same directory, fsync, rename, fsync of the directory. It is
+// the one way himes replaces a file (see docs/ARCHITECTURE.md for the list
+// of what goes through it and the two that do not).
 package atomicfile
 
 import (
@@ -22,7 +24,8 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 }
 
 // Write is WriteFile for streaming writers (Parquet, JSONL). It
-// creates the directory if needed. write must not close w.
+// creates the directory if needed. w is the temporary *os.File (a writer
+// that seeks may assert io.WriteSeeker); write must not close it.
 func Write(path string, perm os.FileMode, write func(io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -55,10 +58,7 @@ func Write(path string, perm os.FileMode, write func(io.Writer) error) (err erro
 		return fmt.Errorf("rename into %s: %w", path, err)
 	}
 	// Sync the directory so the rename itself survives a crash.
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync()
-		d.Close()
-	}
+	SyncDir(dir)
 	return nil
 }
 

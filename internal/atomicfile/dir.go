@@ -43,16 +43,16 @@ func replaceDir(dir string, write func(tmp string) error, exchange func(a, b str
 	if err := write(tmp); err != nil {
 		return err
 	}
-	syncDir(tmp)
+	SyncDir(tmp)
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := os.Rename(tmp, dir); err != nil {
 			return fmt.Errorf("rename into %s: %w", dir, err)
 		}
-		syncDir(parent)
+		SyncDir(parent)
 		return nil
 	}
 	if exchange(tmp, dir) == nil {
-		syncDir(parent)
+		SyncDir(parent)
 		// tmp now holds the old content.
 		if err := os.RemoveAll(tmp); err != nil {
 			return fmt.Errorf("remove the replaced %s (now %s): %w", dir, tmp, err)
@@ -74,15 +74,16 @@ func replaceDir(dir string, write func(tmp string) error, exchange func(a, b str
 		os.Remove(old)
 		return fmt.Errorf("rename into %s: %w", dir, err)
 	}
-	syncDir(parent)
+	SyncDir(parent)
 	if err := os.RemoveAll(old); err != nil {
 		return fmt.Errorf("remove the replaced %s (now %s): %w", dir, old, err)
 	}
 	return nil
 }
 
-// syncDir makes renames in dir survive a crash (best effort).
-func syncDir(dir string) {
+// SyncDir makes the renames and removals already done in dir survive a
+// crash (best effort: not every file system can sync a directory).
+func SyncDir(dir string) {
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
 		d.Close()

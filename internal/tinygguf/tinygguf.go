@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 
 	"github.com/ollama/ollama/fs/ggml"
+
+	"github.com/himes-rl/himes/internal/atomicfile"
 )
 
 // Options shape the model; zero fields take the defaults.
@@ -159,22 +159,10 @@ func Write(path string, o Options) error {
 		list[i] = *t
 	}
 
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".tmp-*.gguf")
+	// GGUF's writer seeks back to fill in offsets: atomicfile hands it the
+	// temporary file itself.
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error { return ggml.WriteGGUF(w.(io.WriteSeeker), kv, list) })
 	if err != nil {
-		return fmt.Errorf("tinygguf: %w", err)
-	}
-	if err := ggml.WriteGGUF(f, kv, list); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return fmt.Errorf("tinygguf: write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("tinygguf: %w", err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
 		return fmt.Errorf("tinygguf: %w", err)
 	}
 	return nil

@@ -11,9 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/himes-rl/himes/internal/parquetfile"
 )
 
 // Zipf generates a synthetic corpus for tests and benchmarks: a
@@ -85,38 +84,32 @@ func WriteZipfKB(w io.Writer, seed uint64, docs, vocab, meanLen int, s float64) 
 // groups of 65,536 passages.
 func WriteZipfKBParquet(w io.Writer, seed uint64, docs, vocab, meanLen int, s float64) error {
 	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}, {Name: "text", Type: arrow.BinaryTypes.String}}, nil)
-	// The bare io.Writer keeps pqarrow from closing w, which is the caller's.
-	fw, err := pqarrow.NewFileWriter(schema, struct{ io.Writer }{w}, parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy)), pqarrow.DefaultWriterProps())
-	if err != nil {
-		return err
-	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
-	defer b.Release()
-	flush := func() error {
-		rec := b.NewRecordBatch()
-		defer rec.Release()
-		if rec.NumRows() == 0 {
+	// Encode, not WriteFile: w is the caller's (a benchmark's corpus file).
+	return parquetfile.Encode(w, schema, parquetfile.Options{Snappy: true}, func(fw *parquetfile.Writer) error {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		defer b.Release()
+		flush := func() error {
+			rec := b.NewRecordBatch()
+			defer rec.Release()
+			if rec.NumRows() == 0 {
+				return nil
+			}
+			return fw.Write(rec)
+		}
+		n := 0
+		err := zipfPassages(seed, docs, vocab, meanLen, s, func(id, text []byte) error {
+			b.Field(0).(*array.StringBuilder).BinaryBuilder.Append(id)
+			b.Field(1).(*array.StringBuilder).BinaryBuilder.Append(text)
+			if n++; n%65536 == 0 {
+				return flush()
+			}
 			return nil
+		})
+		if err != nil {
+			return err
 		}
-		return fw.Write(rec)
-	}
-	n := 0
-	err = zipfPassages(seed, docs, vocab, meanLen, s, func(id, text []byte) error {
-		b.Field(0).(*array.StringBuilder).BinaryBuilder.Append(id)
-		b.Field(1).(*array.StringBuilder).BinaryBuilder.Append(text)
-		if n++; n%65536 == 0 {
-			return flush()
-		}
-		return nil
+		return flush()
 	})
-	if err == nil {
-		err = flush()
-	}
-	if err != nil {
-		fw.Close()
-		return err
-	}
-	return fw.Close()
 }
 
 // zipfPassages generates the passages both writers write, in order.

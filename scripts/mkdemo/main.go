@@ -31,6 +31,7 @@ import (
 	"text/template"
 
 	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/internal/atomicfile"
 )
 
 // source is one conversation file the demo draws from.
@@ -339,14 +340,7 @@ func writePassages(ctx context.Context, o options, referenced map[string]bool, s
 }
 
 func writeFile(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, b, 0o644)
 }
 
 // seededHash is FNV-1a over the seed and s: stable across Go releases.

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -116,7 +117,7 @@ func (e *Policy) Save(ctx context.Context, req trainer.SaveRequest) (trainer.Sav
 		return trainer.SaveResponse{}, fmt.Errorf("encode checkpoint %s: %w", req.Name, err)
 	}
 	path := e.checkpointPath(req.Name)
-	if err := writeAtomic(path, raw); err != nil {
+	if err := atomicfile.WriteFile(path, raw, 0o644); err != nil {
 		return trainer.SaveResponse{}, trainer.NewError(trainer.CodeInternal, "save checkpoint %s: %v", req.Name, err)
 	}
 	res := trainer.SaveResponse{Name: req.Name, PolicyVersion: st.version, SizeBytes: int64(len(raw))}
@@ -209,7 +210,7 @@ func (e *Policy) Delete(ctx context.Context, req trainer.DeleteRequest) (trainer
 		}
 	}
 	if deleted {
-		syncDir(e.cfg.CheckpointDir)
+		atomicfile.SyncDir(e.cfg.CheckpointDir)
 	}
 	res := trainer.DeleteResponse{Name: req.Name, Deleted: deleted, PolicyVersion: e.st.version}
 	e.steps.store(req.StepID, "delete", hash, res)
@@ -325,44 +326,4 @@ func (e *Policy) Checkpoints(ctx context.Context) ([]trainer.CheckpointInfo, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
-}
-
-// writeAtomic writes data to path via a synced temporary file and a rename,
-// so readers see the old file or the new one, never a torn one.
-func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("create temporary file: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after a successful rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename to %s: %w", path, err)
-	}
-	syncDir(dir) // make the rename durable
-	return nil
-}
-
-// syncDir syncs a directory so a rename or removal in it survives a crash;
-// best effort (not every file system supports it).
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
 }

@@ -98,7 +98,7 @@ func loadExperiment(t *testing.T, prev, util, coh bool) *expEnv {
 		t.Fatal(err)
 	}
 	for ci, name := range expCollections {
-		turns, _, err := datasets.Load(filepath.Join(shared, "conversations", name+".jsonl"), datasets.LoadOptions{UserField: "conv_id"})
+		turns, _, err := datasets.LoadContext(t.Context(), filepath.Join(shared, "conversations", name+".jsonl"), datasets.LoadOptions{UserField: "conv_id"})
 		if err != nil {
 			t.Fatal(err)
 		}
