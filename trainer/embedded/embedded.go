@@ -34,6 +34,7 @@ type Policy struct {
 	mu    sync.RWMutex
 	st    policyState
 	steps *stepLog
+	cands *candCache // each prompt's candidates, shared by its samples and the update
 }
 
 // policyState is everything a checkpoint holds.
@@ -74,6 +75,7 @@ func New(cfg trainer.EmbeddedConfig, stats TermStats) (*Policy, error) {
 		stats: stats,
 		st:    policyState{w: w, m: make([]float64, numFeatures), v: make([]float64, numFeatures)},
 		steps: newStepLog(cfg.StepCache),
+		cands: newCandCache(),
 	}, nil
 }
 
@@ -205,8 +207,9 @@ func (e *Policy) Sample(ctx context.Context, req trainer.SampleRequest) (trainer
 			return trainer.SampleResponse{}, err
 		}
 		rc := contextOf(p)
-		cands, truncated := candidates(rc, e.stats, limit)
-		z := logits(design(cands), w)
+		pc := e.cands.get(rc, e.stats, limit)
+		cands, truncated := pc.cands, pc.truncated
+		z := logits(pc.phi, w)
 		finish := "stop"
 		if truncated && req.MaxTokens > 0 && req.MaxTokens < e.cfg.MaxCandidates {
 			finish = "length"
@@ -259,7 +262,8 @@ type scored struct {
 
 // prepare resolves a prompt's candidates and checks the decisions against them.
 func (e *Policy) prepare(field string, p trainer.Prompt, ids []int) (scored, *trainer.Error) {
-	cands, _ := candidates(contextOf(p), e.stats, e.cfg.MaxCandidates)
+	pc := e.cands.get(contextOf(p), e.stats, e.cfg.MaxCandidates)
+	cands := pc.cands
 	if len(ids) > len(cands) {
 		return scored{}, trainer.Invalidf("%s.token_ids: %d decisions, but the prompt has %d candidate terms", field, len(ids), len(cands))
 	}
@@ -268,7 +272,11 @@ func (e *Policy) prepare(field string, p trainer.Prompt, ids []int) (scored, *tr
 			return scored{}, trainer.Invalidf("%s.token_ids[%d]: %d is not a decision (0 drop, 1 keep)", field, t, a)
 		}
 	}
-	return scored{phi: design(cands[:len(ids)]), a: ids}, nil
+	phi := pc.phi
+	if len(ids) < len(cands) {
+		phi = design(cands[:len(ids)])
+	}
+	return scored{phi: phi, a: ids}, nil
 }
 
 // Logprobs scores decision sequences under the current weights.
@@ -384,7 +392,8 @@ func (e *Policy) SFTStep(ctx context.Context, req trainer.SFTRequest) (trainer.S
 	exs := make([]example, len(req.Examples))
 	tokens := 0
 	for k, ex := range req.Examples {
-		cands, _ := candidates(contextOf(ex.Prompt), e.stats, e.cfg.MaxCandidates)
+		pc := e.cands.get(contextOf(ex.Prompt), e.stats, e.cfg.MaxCandidates)
+		cands := pc.cands
 		inCompletion := map[string]bool{}
 		for _, t := range Tokens(ex.Completion) {
 			inCompletion[t] = true
@@ -393,7 +402,7 @@ func (e *Policy) SFTStep(ctx context.Context, req trainer.SFTRequest) (trainer.S
 		for t, c := range cands {
 			y[t] = b2f(inCompletion[c.term])
 		}
-		exs[k] = example{phi: design(cands), y: y}
+		exs[k] = example{phi: pc.phi, y: y}
 		tokens += len(cands)
 	}
 	hash, herr := requestHash(trainer.SFTRequest{Examples: req.Examples, LearningRate: req.LearningRate, Epochs: req.Epochs,
