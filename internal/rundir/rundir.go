@@ -176,7 +176,7 @@ func open(base, name string, mode Mode, beforeLock func()) (*RunDir, error) {
 	// Mkdir, not MkdirAll: madeDir must say that this process made it, not
 	// that it was missing when inspected (another process may have made it
 	// since).
-	if err := os.MkdirAll(base, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create run directory: %w", err)
 	}
 	switch err := os.Mkdir(path, 0o755); {
