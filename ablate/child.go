@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"time"
+
+	"github.com/himes-rl/himes/internal/launch"
 )
 
 // himesBinary is the running himes binary, which sweeps and transfer runs
@@ -31,6 +33,10 @@ func runChild(ctx context.Context, exe string, args []string, logPath string) er
 	// No terminal: the child logs lines instead of drawing a progress bar.
 	c.Env = append(os.Environ(), "CI=true")
 	c.WaitDelay = 10 * time.Second
+	// A killed ablate takes its runs with it: a run left training would hold
+	// its lock (--resume refused "in use") and write into the log the
+	// resumed ablate truncates (item 4 of issue 33).
+	launch.DieWithParent(c)
 	if err := c.Run(); err != nil {
 		return fmt.Errorf("himes %s: %w (see %s)", args[0], err, logPath)
 	}

@@ -40,7 +40,7 @@ func TestLoadSharedFilesCounts(t *testing.T) {
 	for _, f := range sharedFiles {
 		t.Run(f.file, func(t *testing.T) {
 			if testing.Short() && f.turns > 10000 {
-				t.Skip("large file; skipped in -short")
+				t.Skipf("long (skipped by -short): %s has %d turns (over 10,000)", f.file, f.turns)
 			}
 			turns, stats, err := LoadContext(t.Context(), filepath.Join(data, "conversations", f.file), LoadOptions{})
 			if err != nil {

@@ -24,7 +24,7 @@ import (
 // rewrite 0.674), computed there by an independent implementation.
 func TestEvalSharedCollectionsReproduceReferenceRecall(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a BM25 index over the shared knowledge base")
+		t.Skip("long (skipped by -short): builds a BM25 index over the shared knowledge base")
 	}
 	data := sharedtest.SharedDir(t)
 	ctx := context.Background()
@@ -91,7 +91,7 @@ func TestEvalSharedCollectionsReproduceReferenceRecall(t *testing.T) {
 // rankings (scripts/lucene_ref/lucene_ref.py: 0.4381 and 0.7156).
 func TestEvalSharedCollectionsLuceneParity(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a BM25 index over the shared knowledge base")
+		t.Skip("long (skipped by -short): builds a BM25 index over the shared knowledge base")
 	}
 	data := sharedtest.SharedDir(t)
 	ctx := context.Background()

@@ -63,6 +63,29 @@ type Tracker interface {
 	Close() error
 }
 
+// trackerRepairs is a Tracker whose Begin repairs what an earlier session
+// left damaged (a TensorBoard record cut by a full disk or a kill) and says
+// what it repaired.
+type trackerRepairs interface{ Repaired() []string }
+
+// noteTrackerRepairs reports the tracker's repairs in the log and in
+// status.json's warnings (item 5 of issue 33: a cut record stayed, unreported).
+func (l *Loop) noteTrackerRepairs(t Tracker) error {
+	tr, ok := t.(trackerRepairs)
+	if !ok {
+		return nil
+	}
+	reps := tr.Repaired()
+	for _, r := range reps {
+		l.log.Warn("tensorboard: an earlier session's events file ended in a partial or damaged record: cut back to its whole records (the events of the steps it held are rewritten as the run redoes them)", "repair", r)
+		l.warnings = append(l.warnings, "tensorboard events file repaired on resume: "+r)
+	}
+	if len(reps) == 0 {
+		return nil
+	}
+	return l.writeStatus(StateRunning, nil)
+}
+
 // Progress receives the run's progress.
 type Progress interface {
 	Start(done, total int)
@@ -211,6 +234,9 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 	if t := l.deps.Tracker; t != nil {
 		if err := t.Begin(covered + 1); err != nil {
 			return fmt.Errorf("tracker: %w", err)
+		}
+		if err := l.noteTrackerRepairs(t); err != nil {
+			return err
 		}
 		defer func() {
 			if cerr := t.Close(); cerr != nil && err == nil {

@@ -98,3 +98,13 @@ func (t tbTracker) Scalars(step int, wall time.Time, values []Scalar) error {
 	}
 	return t.Run.Scalars(step, wall, s)
 }
+
+// Repaired describes the earlier sessions' events files that Begin cut
+// back to their whole records (see trackerRepairs).
+func (t tbTracker) Repaired() []string {
+	var out []string
+	for _, r := range t.Run.Repairs() {
+		out = append(out, r.String())
+	}
+	return out
+}

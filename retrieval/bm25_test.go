@@ -124,7 +124,7 @@ func TestCAsTRewriteBeatsQuestion(t *testing.T) {
 // (question 0.385, rewrite 0.674 over 825 turns of four files).
 func TestReferenceRecallFourFiles(t *testing.T) {
 	if testing.Short() {
-		t.Skip("four-file recall in -short mode")
+		t.Skip("long (skipped by -short): indexes the shared knowledge base and scores the turns of four conversation files")
 	}
 	data := sharedtest.SharedDir(t)
 	q, rw := castRecall(t, data, []string{"cast2020.jsonl", "cast2021.jsonl", "cast2022.jsonl", "mtrag_human_eval_subset.jsonl"})

@@ -59,7 +59,7 @@ func TestDiskIndexLuceneRanksAsInMemory(t *testing.T) {
 // over the shared KB as the in-memory one does (TestLuceneParitySharedKB).
 func TestDiskIndexLuceneParitySharedKB(t *testing.T) {
 	if testing.Short() {
-		t.Skip("indexes the shared knowledge base")
+		t.Skip("long (skipped by -short): indexes the shared knowledge base")
 	}
 	refs := readParity(t, "lucene-english")
 	cfg := DefaultConfig()

@@ -128,7 +128,7 @@ func compareParity(t *testing.T, ix *Index, refs []parityRecord, verbose bool) a
 // the same top 10 in the same order, every score the same float32.
 func TestLuceneParitySharedKB(t *testing.T) {
 	if testing.Short() {
-		t.Skip("indexes the shared knowledge base several times")
+		t.Skip("long (skipped by -short): indexes the shared knowledge base several times")
 	}
 	for _, tc := range []struct{ analyzer, ref string }{
 		{analysis.Plain, "plain"},

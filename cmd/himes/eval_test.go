@@ -24,7 +24,7 @@ import (
 // covered by the report package's tests; rendering them under -race is slow.)
 func TestEvalAblateReportCLI(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains the quickstart for a few steps, several times")
+		t.Skip("long (skipped by -short): trains the quickstart for a few steps, several times")
 	}
 	root := sharedtest.RepoRoot(t)
 	cfg := filepath.Join(root, "configs", "quickstart.yaml")
@@ -156,7 +156,7 @@ func readEvalJSON(t *testing.T, path string, v any) {
 // harness state.
 func TestEvalBestCheckpointCLI(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains the quickstart for a few steps")
+		t.Skip("long (skipped by -short): trains the quickstart for a few steps")
 	}
 	cfg := filepath.Join(sharedtest.RepoRoot(t), "configs", "quickstart.yaml")
 	out := t.TempDir()
@@ -201,7 +201,7 @@ func TestEvalBestCheckpointCLI(t *testing.T) {
 // sweep's overlaid report lists the config keys that differ (run.seed).
 func TestSweepOverSeedsCLI(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains the quickstart for a few steps, twice")
+		t.Skip("long (skipped by -short): trains the quickstart for a few steps, twice")
 	}
 	cfg := filepath.Join(sharedtest.RepoRoot(t), "configs", "quickstart.yaml")
 	out := t.TempDir()

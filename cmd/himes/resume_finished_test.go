@@ -42,7 +42,7 @@ func treeDigest(t *testing.T, dir string) map[string]string {
 // (constant learning rate).
 func TestResumeOfFinishedRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains the demo three times")
+		t.Skip("long (skipped by -short): trains the demo three times")
 	}
 	refDir, dir := t.TempDir(), t.TempDir()
 	if out, err := runHimesProcess(t, nil, "train", "--config", writeResumeConfig(t, refDir)); err != nil {

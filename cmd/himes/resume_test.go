@@ -51,7 +51,7 @@ grpo:
 // machine and the process's warm cache, not the run).
 func TestResumeAfterSIGKILLIsExact(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the CLI several times")
+		t.Skip("long (skipped by -short): runs the CLI several times")
 	}
 	refDir := t.TempDir()
 	if out, err := runHimesProcess(t, nil, "train", "--config", writeResumeConfig(t, refDir)); err != nil {

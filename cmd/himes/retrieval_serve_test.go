@@ -54,7 +54,7 @@ func startRetrievalServe(t *testing.T, cfg string) string {
 // (re-ranking the service's texts), equals the embedded eval.
 func TestTrainAndEvalThroughRetrievalServe(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains and evaluates the quickstart twice")
+		t.Skip("long (skipped by -short): trains and evaluates the quickstart twice")
 	}
 	root := sharedtest.RepoRoot(t)
 	cfgPath := filepath.Join(root, "configs", "quickstart.yaml")

@@ -19,7 +19,7 @@ import (
 // (Recall@10 0.3948, README), whatever was trained.
 func TestAblateTransferCLI(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains four short runs")
+		t.Skip("long (skipped by -short): trains four short runs (minutes)")
 	}
 	root := sharedtest.RepoRoot(t)
 	cfg := filepath.Join(root, "configs", "quickstart.yaml")
@@ -105,7 +105,7 @@ func TestAblateTransferCLI(t *testing.T) {
 // summarizes the recipe over them.
 func TestAblateTransferCLISeeds(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains four short runs")
+		t.Skip("long (skipped by -short): trains four short runs (minutes)")
 	}
 	root := sharedtest.RepoRoot(t)
 	demo := filepath.Join(root, "datasets", "demo")

@@ -75,7 +75,7 @@ func stepShown(dom string) int {
 // Screenshots go to $HIMES_SCREENSHOTS when set.
 func TestReportWatchInChromium(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains and drives a browser")
+		t.Skip("long (skipped by -short): trains and drives a browser")
 	}
 	bin := chromium(t)
 	dir := t.TempDir()

@@ -150,7 +150,8 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	c.Dir = s.Dir
 	c.Env = append(os.Environ(), s.Env...)
 	c.Stdout, c.Stderr = lf, lf
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	DieWithParent(c)
 	if err := c.Start(); err != nil {
 		lf.Close()
 		return nil, fmt.Errorf("launch %s: start %s: %w", s.Name, commandLine(s.Argv), err)
@@ -191,6 +192,19 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 		case <-tick.C:
 		}
 	}
+}
+
+// DieWithParent makes c's process receive SIGKILL when the process that
+// starts it ends, however it ends (Linux's parent-death signal), keeping any
+// other SysProcAttr settings: a killed himes never leaves a child running
+// that holds a run's lock or writes into a log a resumed run reuses (item 4
+// of issue 33). Call it before c.Start; the signal follows the starting OS
+// thread, which Go keeps for the process's life (no LockOSThread here).
+func DieWithParent(c *exec.Cmd) {
+	if c.SysProcAttr == nil {
+		c.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	c.SysProcAttr.Pdeathsig = syscall.SIGKILL
 }
 
 // URL is the ready service's URL.

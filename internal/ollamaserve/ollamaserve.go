@@ -135,7 +135,8 @@ func (s *Server) Start(ctx context.Context) error {
 	cmd.Env = s.Environ()
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	// Own process group: Stop kills the model runner children with the server.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a killed test or himes takes the server with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s serve: %w", s.opt.Bin, err)
 	}

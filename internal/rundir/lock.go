@@ -17,19 +17,36 @@ import (
 // stale lock behind.
 func acquireLock(dir string) (*os.File, error) {
 	path := filepath.Join(dir, lockName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("lock run directory: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); errors.Is(err, syscall.ENOLCK) || errors.Is(err, syscall.EOPNOTSUPP) {
-		// Some network file systems have no flock: run, but say so.
-		slog.Warn("the file system does not support locks: nothing stops a second process from using this run directory", "run", dir, "error", err)
-	} else if err != nil {
-		f.Close()
-		return nil, lockError(dir, path, err)
+	var f *os.File
+	for try := 0; ; try++ {
+		var err error
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("lock run directory: %w", err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); errors.Is(err, syscall.ENOLCK) || errors.Is(err, syscall.EOPNOTSUPP) {
+			// Some network file systems have no flock: run, but say so.
+			slog.Warn("the file system does not support locks: nothing stops a second process from using this run directory", "run", dir, "error", err)
+			break
+		} else if err != nil {
+			f.Close()
+			return nil, lockError(dir, path, err)
+		}
+		// The file locked must still be the one at the path: a discarded
+		// run unlinks its lock file, and a lock on the unlinked file would
+		// exclude no one who opens the path after.
+		fi, ferr := f.Stat()
+		pi, perr := os.Stat(path)
+		if ferr == nil && perr == nil && os.SameFile(fi, pi) {
+			break
+		}
+		releaseLock(f)
+		if try == 10 {
+			return nil, fmt.Errorf("lock run directory %s: %s keeps being replaced", dir, path)
+		}
 	}
 	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
-	err = f.Truncate(0)
+	err := f.Truncate(0)
 	if err == nil {
 		_, err = f.WriteAt(pid, 0)
 	}

@@ -159,18 +159,38 @@ func inspect(path string, mode Mode) (dirState, error) {
 // which it keeps until Close (or the process's end): a second process on the
 // same run directory fails here, naming the holder's pid.
 func Open(base, name string, mode Mode) (*RunDir, error) {
+	return open(base, name, mode, nil)
+}
+
+// open is Open; beforeLock, when set, runs between the check of the
+// directory and the lock (the tests race a second Open there).
+func open(base, name string, mode Mode, beforeLock func()) (*RunDir, error) {
 	path := filepath.Join(base, name)
-	st, err := inspect(path, mode)
-	if err != nil {
+	if _, err := inspect(path, mode); err != nil {
 		return nil, err
 	}
-	r := &RunDir{Path: path, mode: mode, madeDir: !st.exists}
-	if err := os.MkdirAll(path, 0o755); err != nil {
+	if beforeLock != nil {
+		beforeLock()
+	}
+	r := &RunDir{Path: path, mode: mode}
+	// Mkdir, not MkdirAll: madeDir must say that this process made it, not
+	// that it was missing when inspected (another process may have made it
+	// since).
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create run directory: %w", err)
 	}
+	switch err := os.Mkdir(path, 0o755); {
+	case err == nil:
+		r.madeDir = true
+	case !errors.Is(err, os.ErrExist):
+		return nil, fmt.Errorf("create run directory: %w", err)
+	}
+	var err error
 	if r.lock, err = acquireLock(path); err != nil {
+		// Never remove the lock file here: another process holds it (item 1
+		// of issue 33: removing it let a third process in beside the
+		// holder). The directory goes only if it is still empty.
 		if r.madeDir {
-			os.Remove(filepath.Join(path, lockName))
 			os.Remove(path)
 		}
 		return nil, err
@@ -276,10 +296,14 @@ func (r *RunDir) Discard() error {
 	if err := r.clear(false); err != nil {
 		return fmt.Errorf("remove partial run directory: %w", err)
 	}
-	r.Close()
+	// The lock file is removed while still held, then released: a process
+	// that locks after this creates a new one, and none can hold the old,
+	// unlinked one beside it.
 	if err := os.Remove(filepath.Join(r.Path, lockName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		r.Close()
 		return fmt.Errorf("remove partial run directory: %w", err)
 	}
+	r.Close()
 	if r.madeDir {
 		if err := os.Remove(r.Path); err != nil {
 			return fmt.Errorf("remove partial run directory: %w", err)

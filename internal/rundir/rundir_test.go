@@ -423,3 +423,40 @@ func sha256Hex(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
 }
+
+// Item 1 of issue 33: of two fresh starts racing on one run directory, the
+// loser removed the winner's lock file, so a third process (--overwrite)
+// then ran alongside the live run and replaced its data. The race is made
+// certain by a hook that runs the winner's whole Open between the loser's
+// check of the directory and its lock.
+func TestLosingFreshStartKeepsTheWinnersLock(t *testing.T) {
+	base := t.TempDir()
+	var winner *RunDir
+	_, err := open(base, "a", New, func() {
+		var werr error
+		if winner, werr = Open(base, "a", New); werr != nil {
+			t.Errorf("winner: %v", werr)
+		}
+	})
+	if winner == nil {
+		t.FailNow()
+	}
+	defer winner.Close()
+	if err == nil || !strings.Contains(err.Error(), "in use by pid") {
+		t.Fatalf("the losing fresh start must be refused as in use, got %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "a", lockName)); err != nil {
+		t.Fatalf("the loser removed the winner's lock file: %v", err)
+	}
+	for _, mode := range []Mode{Overwrite, Resume} {
+		if r, err := Open(base, "a", mode); err == nil {
+			r.Close()
+			t.Fatalf("mode %d opened the run directory while the winner holds it", mode)
+		} else if !strings.Contains(err.Error(), "in use by pid") {
+			t.Fatalf("mode %d: want the in-use refusal, got %v", mode, err)
+		}
+	}
+	if _, err := os.Stat(winner.File(markerName)); err != nil {
+		t.Fatalf("the winner's marker is gone: %v", err)
+	}
+}

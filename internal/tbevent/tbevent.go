@@ -235,19 +235,30 @@ func (w *Writer) Close() error {
 // Run writes a training run's events into one directory, a new file per
 // session (a resumed run adds a file; TensorBoard reads them in order).
 type Run struct {
-	dir string
-	w   *Writer
+	dir     string
+	w       *Writer
+	repairs []Repair
 }
+
+// Repairs lists the earlier files the last Begin cut back to their last
+// whole record.
+func (r *Run) Repairs() []Repair { return r.repairs }
 
 // NewRun returns a Run writing into dir; nothing is created before Begin.
 func NewRun(dir string) *Run { return &Run{dir: dir} }
 
 // Begin opens the session's file and marks a session start at firstStep,
 // so TensorBoard drops what an interrupted session logged for the steps
-// this one redoes.
+// this one redoes. It first repairs the earlier sessions' files (see
+// RepairDir); Repairs says what it cut.
 func (r *Run) Begin(firstStep int) error {
 	if r.w != nil {
 		return errors.New("tensorboard: Begin called twice")
+	}
+	reps, err := RepairDir(r.dir)
+	r.repairs = reps
+	if err != nil {
+		return err
 	}
 	now := time.Now()
 	w, err := Create(r.dir, now)
@@ -290,4 +301,90 @@ func (r *Run) Close() error {
 	err := r.w.Close()
 	r.w = nil
 	return err
+}
+
+// Repair is an events file cut back to its last whole record.
+type Repair struct {
+	Path    string
+	Size    int64 // bytes before the cut
+	Kept    int64 // bytes kept: the whole records before the damage
+	Records int   // whole records kept
+	Reason  string
+}
+
+func (r Repair) String() string {
+	return fmt.Sprintf("%s: %s at byte %d; cut to its %d whole records (%d of %d bytes kept)",
+		r.Path, r.Reason, r.Kept, r.Records, r.Kept, r.Size)
+}
+
+// RepairDir cuts every events file in dir that ends in a partial or damaged
+// record (a process killed mid-write, a full disk) back to its last whole
+// record, and reports each: TensorBoard stops reading a file at such a
+// record, so without the cut the rest of that session's events, and a
+// reader's view of the file, stay broken. A file without damage is not
+// touched; a missing dir has nothing to repair.
+func RepairDir(dir string) ([]Repair, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
+	if err != nil {
+		return nil, fmt.Errorf("tensorboard: %w", err)
+	}
+	var reps []Repair
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return reps, fmt.Errorf("tensorboard: repair: %w", err)
+		}
+		kept, n, why := wholeRecords(b)
+		if why == "" {
+			continue
+		}
+		if err := cutFile(path, kept); err != nil {
+			return reps, fmt.Errorf("tensorboard: repair %s: %w", path, err)
+		}
+		reps = append(reps, Repair{Path: path, Size: int64(len(b)), Kept: kept, Records: n, Reason: why})
+	}
+	return reps, nil
+}
+
+// wholeRecords returns the length of b's prefix of whole, checksummed
+// TFRecords, their count, and why the rest is not one ("" when b is all
+// whole records).
+func wholeRecords(b []byte) (int64, int, string) {
+	off, n := 0, 0
+	for off < len(b) {
+		rest := b[off:]
+		if len(rest) < 12 {
+			return int64(off), n, "a partial record header"
+		}
+		if binary.LittleEndian.Uint32(rest[8:12]) != MaskedCRC(rest[:8]) {
+			return int64(off), n, "a record length that fails its checksum"
+		}
+		size := binary.LittleEndian.Uint64(rest[:8])
+		if avail := uint64(len(rest) - 12); size > avail || avail-size < 4 {
+			return int64(off), n, "a partial record"
+		}
+		end := 12 + int(size)
+		if binary.LittleEndian.Uint32(rest[end:end+4]) != MaskedCRC(rest[12:end]) {
+			return int64(off), n, "a record that fails its checksum"
+		}
+		off += end + 4
+		n++
+	}
+	return int64(off), n, ""
+}
+
+func cutFile(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -195,3 +195,78 @@ func TestEventsDecodeWithTensorBoardProtos(t *testing.T) {
 		t.Fatalf("resumed session: %+v %+v %+v", evs[5], evs[6], evs[7])
 	}
 }
+
+// Item 5 of issue 33: an events file cut by a full disk kept its partial
+// last record, which resume neither repaired nor reported. A session's file
+// is cut inside its last record (in the data, then in the 12-byte header);
+// the next session's Begin cuts it back to its four whole records (file
+// version, session start, two scalars: each record is 16 bytes of framing
+// plus its event) and reports it; a third finds nothing to repair.
+func TestBeginRepairsAFileCutMidRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		into   int64 // bytes of the last record left
+		reason string
+	}{
+		{"in the data", 20, "a partial record"},
+		{"in the header", 5, "a partial record header"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			wall := time.Unix(1700000000, 0)
+			r := NewRun(dir)
+			if err := r.Begin(0); err != nil {
+				t.Fatal(err)
+			}
+			vals := []Scalar{{"train/reward", 0.5}, {"train/loss", 1.25}}
+			for step := 1; step <= 3; step++ {
+				if err := r.Scalars(step, wall, vals); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			paths, _ := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
+			if len(paths) != 1 || len(r.Repairs()) != 0 {
+				t.Fatalf("first session: files %v, repairs %v", paths, r.Repairs())
+			}
+			fi, err := os.Stat(paths[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := int64(16 + len(ScalarEvent(wall, 3, vals)))
+			wantKept := fi.Size() - last
+			cutAt := wantKept + tc.into
+			if err := os.Truncate(paths[0], cutAt); err != nil {
+				t.Fatal(err)
+			}
+			r2 := NewRun(dir)
+			if err := r2.Begin(3); err != nil {
+				t.Fatal(err)
+			}
+			reps := r2.Repairs()
+			if len(reps) != 1 {
+				t.Fatalf("repairs %v, want one", reps)
+			}
+			got := reps[0]
+			if got.Path != paths[0] || got.Size != cutAt || got.Kept != wantKept || got.Records != 4 || got.Reason != tc.reason {
+				t.Fatalf("repair %+v, want path %s size %d kept %d records 4 (%s)", got, paths[0], cutAt, wantKept, tc.reason)
+			}
+			if fi, err := os.Stat(paths[0]); err != nil || fi.Size() != wantKept {
+				t.Fatalf("the cut file: %v (%v), want %d bytes", fi, err, wantKept)
+			}
+			if err := r2.Close(); err != nil {
+				t.Fatal(err)
+			}
+			r3 := NewRun(dir)
+			if err := r3.Begin(4); err != nil {
+				t.Fatal(err)
+			}
+			defer r3.Close()
+			if len(r3.Repairs()) != 0 {
+				t.Fatalf("whole files were repaired: %v", r3.Repairs())
+			}
+		})
+	}
+}

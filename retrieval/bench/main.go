@@ -83,6 +83,7 @@ func compare(p params) error {
 	res := map[string]result{}
 	for _, e := range []string{"corpus", "reference", "himes", "bleve"} {
 		cmd := exec.Command(os.Args[0], append([]string{"-engine", e}, os.Args[1:]...)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the benchmark
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
 		if err != nil {
