@@ -113,7 +113,7 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	}
 
 	// The held-out turns too: the in-loop evaluation rolls them out.
-	if err := rollout.CheckRankReward(cfg.Reward.Rank, append(c.Train[:len(c.Train):len(c.Train)], c.Eval...), cfg.Retrieval.Candidates, slog.Default()); err != nil {
+	if err := rollout.CheckRetrievalReward(cfg.Reward, append(c.Train[:len(c.Train):len(c.Train)], c.Eval...), cfg.Retrieval.Candidates, slog.Default()); err != nil {
 		return nil, err
 	}
 
