@@ -376,6 +376,13 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 		resampled += batch.replaceWithVaried(l.cfg.Advantage, l.deps.Reward, again)
 	}
 
+	var probe [3]*float64 // grpo.greedy_probe: how the samples fare against greedy
+	if l.cfg.GreedyProbe {
+		if probe[0], probe[1], probe[2], err = l.greedyProbe(ctx, step, batch, &timing); err != nil {
+			return StepMetrics{}, err
+		}
+	}
+
 	// 5. Advantages: group-normalized, failed rollouts excluded.
 	scoreStart := time.Now()
 	adv, err := ComputeAdvantages(l.cfg.Advantage, l.deps.Reward, batch.sampleRewards())
@@ -407,6 +414,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 	// 8. Metrics.
 	m := stepMetrics(step, l.state.Epoch, batch, adv, upd, resampled)
 	m.ConstantTerms = l.noteConstantTerms(fmt.Sprintf("step %d", step), batch.records())
+	m.FracBeatGreedy, m.FracGreedyBest, m.GreedyReward = probe[0], probe[1], probe[2]
 	m.LR = l.learningRate(step)
 	timing.total = time.Since(start)
 	timing.fill(&m)

@@ -91,6 +91,14 @@ type StepMetrics struct {
 	// endpoint that reports them (the embedded policy); absent otherwise.
 	WeightNorm *float64 `json:"weight_norm,omitempty"`
 	Bias       *float64 `json:"bias,omitempty"`
+	// FracBeatGreedy is the share of the step's valid sampled rollouts whose
+	// reward exceeds the greedy rewrite's of their prompt, FracGreedyBest the
+	// share of prompts whose greedy rewrite ties or beats every sample, and
+	// GreedyReward the greedy rollouts' mean reward (grpo.greedy_probe;
+	// absent without it).
+	FracBeatGreedy *float64 `json:"frac_beat_greedy,omitempty"`
+	FracGreedyBest *float64 `json:"frac_greedy_best,omitempty"`
+	GreedyReward   *float64 `json:"greedy_reward,omitempty"`
 	// OptimizerReset: this step's update started from a fresh optimizer
 	// (the first GRPO step after SFT, grpo.optimizer.reset); absent otherwise.
 	OptimizerReset bool    `json:"optimizer_reset,omitempty"`
