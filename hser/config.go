@@ -70,6 +70,12 @@ func (t RetrievalTerm) cutoff(def int) int {
 	return def
 }
 
+// RecallCutoff is reward.recall.k, or its default when unset.
+func (c Config) RecallCutoff() int { return c.Recall.cutoff(DefaultRecallK) }
+
+// NDCGCutoff is reward.ndcg.k, or its default when unset.
+func (c Config) NDCGCutoff() int { return c.NDCG.cutoff(DefaultNDCGK) }
+
 // Default cutoffs of reward.recall.k and reward.ndcg.k.
 const (
 	DefaultRecallK = 10

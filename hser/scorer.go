@@ -83,8 +83,8 @@ func (s *Scorer) WithRank(sc Score, firstRelevant int) Score {
 // its reward key. With every retrieval weight 0 the total is WithRank's bits.
 func (s *Scorer) WithRetrieval(sc Score, ranking []string, qrels map[string]int) Score {
 	sc = s.WithRank(sc, FirstRelevantRank(ranking, qrels))
-	sc.RecallK = trecmeasure.Recall(ranking, qrels, s.cfg.Recall.cutoff(DefaultRecallK))
-	sc.NDCGK = trecmeasure.NDCGCut(ranking, qrels, s.cfg.NDCG.cutoff(DefaultNDCGK))
+	sc.RecallK = trecmeasure.Recall(ranking, qrels, s.cfg.RecallCutoff())
+	sc.NDCGK = trecmeasure.NDCGCut(ranking, qrels, s.cfg.NDCGCutoff())
 	sc.RR = trecmeasure.RecipRank(ranking, qrels)
 	sc.Reward = s.cfg.RetrievalReward(sc.Reward, sc.RecallK, sc.NDCGK, sc.RR)
 	return sc
