@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/himes-rl/himes/datasets"
@@ -14,6 +15,7 @@ import (
 	"github.com/himes-rl/himes/hser"
 	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/internal/stats"
+	"github.com/himes-rl/himes/internal/trecmeasure"
 	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/rollout"
 	"github.com/himes-rl/himes/trainer"
@@ -33,6 +35,11 @@ const (
 	RewardHSERGold   = "hser hit=gold"
 	RewardHSERAnswer = "hser hit=answer"
 	RewardRank       = "rank (ConvSearch-R1)"
+	// The retrieval reward terms of the rewrite's own ranking, at the
+	// config's reward.recall.k and reward.ndcg.k (hser.Config).
+	RewardRecall = "recall@k (reward.recall)"
+	RewardNDCG   = "ndcg@k (reward.ndcg)"
+	RewardRR     = "rr (reward.rr)"
 )
 
 // Retrieval metrics compared with, in table order.
@@ -42,7 +49,7 @@ const (
 )
 
 var (
-	agreementRewards = []string{RewardHSERGold, RewardHSERAnswer, RewardRank}
+	agreementRewards = []string{RewardHSERGold, RewardHSERAnswer, RewardRank, RewardRecall, RewardNDCG, RewardRR}
 	agreementMetrics = []string{MetricRecall10, MetricNDCG3}
 )
 
@@ -95,11 +102,17 @@ type AgreementSet struct {
 func Agree(groups []AgreementGroup) ([]AgreementRow, error) {
 	var rows []AgreementRow
 	for _, rw := range agreementRewards {
+		if !slices.ContainsFunc(groups, func(g AgreementGroup) bool { _, ok := g.Rewards[rw]; return ok }) {
+			continue // no group measured it (groups from before the reward existed)
+		}
 		for _, m := range agreementMetrics {
 			row := AgreementRow{Reward: rw, Metric: m}
 			var sumTau, sumRho float64
 			for _, g := range groups {
 				x, y := g.Rewards[rw], g.Metrics[m]
+				if _, ok := g.Rewards[rw]; !ok {
+					continue
+				}
 				if len(x) != len(y) {
 					return nil, fmt.Errorf("turn %s: %d %s values vs %d %s values", g.Turn, len(x), rw, len(y), m)
 				}
@@ -248,6 +261,9 @@ func MeasureAgreement(ctx context.Context, in AgreementInput) (AgreementSet, []A
 				RewardHSERGold:   scGold.ScoreMulti(ans, refs, texts).Reward,
 				RewardHSERAnswer: scAnswer.ScoreMulti(ans, refs, texts).Reward,
 				RewardRank:       hser.RankReward(hser.FirstRelevantRank(ids, qrels)),
+				RewardRecall:     trecmeasure.Recall(ids, qrels, in.Reward.RecallCutoff()),
+				RewardNDCG:       trecmeasure.NDCGCut(ids, qrels, in.Reward.NDCGCutoff()),
+				RewardRR:         trecmeasure.RecipRank(ids, qrels),
 			}
 			for _, name := range agreementRewards {
 				g.Rewards[name] = append(g.Rewards[name], vals[name])

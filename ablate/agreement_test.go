@@ -136,6 +136,10 @@ func TestMeasureAgreementHandComputed(t *testing.T) {
 		}
 	}
 	check("rank", g.Rewards[RewardRank], []float64{17.0 / 9, 2, 0, 2})
+	// First relevant ranks 2, 1, none, 1 (the rank reward's), one judged passage.
+	check("rr", g.Rewards[RewardRR], []float64{0.5, 1, 0, 1})
+	check("recall@10", g.Rewards[RewardRecall], []float64{1, 1, 0, 1})
+	check("ndcg@3", g.Rewards[RewardNDCG], []float64{1 / math.Log2(3), 1, 0, 1})
 	check("R@10", g.Metrics[MetricRecall10], []float64{1, 1, 0, 1})
 	check("NDCG@3", g.Metrics[MetricNDCG3], []float64{1 / math.Log2(3), 1, 0, 1})
 	check("hser gold", g.Rewards[RewardHSERGold], []float64{0.5, 3, 0.5, 3})

@@ -124,6 +124,8 @@ type updateReport struct {
 	sent, kl, entropy, dual bool
 	// klMeasured: kl_coef is 0 and the endpoint measures the KL anyway.
 	klMeasured bool
+	// reset: the update reset the trainer's optimizer (grpo.optimizer.reset).
+	reset bool
 }
 
 // stepMetrics summarizes a step for metrics.jsonl.
@@ -147,6 +149,7 @@ func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd updateReport
 			m.KLMeasured = ptr(r.KL)
 		}
 		m.WeightNorm, m.Bias = r.WeightNorm, r.Bias
+		m.OptimizerReset = upd.reset
 		// Advantages are included exactly when samples were sent.
 		m.AdvantageMean, m.AdvantageStd, m.AdvantageAbsMean = ptr(adv.Stats.Mean), ptr(adv.Stats.Std), ptr(adv.Stats.AbsMean)
 	}

@@ -200,6 +200,10 @@ func (l *Loop) rollback(ctx context.Context, step int, reason string, best *Best
 	}
 	l.state.PolicyVersion = resp.PolicyVersion
 	l.state.TrainerCheckpoint = b.TrainerCheckpoint
+	if b.Step == 0 {
+		// Back to SFT's checkpoint, and so to SFT's optimizer state.
+		l.state.OptimizerReset = false
+	}
 	l.state.LRScale = l.lrScale() * l.cfg.Collapse.LRFactor
 	l.log.Warn("collapse: rolled back to the best checkpoint and lowered the learning rate (grpo.on_collapse: rollback)",
 		"step", step, "reason", reason, "best_step", b.Step, "best_value", round4(b.Value), "lr_scale", l.state.LRScale,

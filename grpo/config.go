@@ -79,6 +79,12 @@ type Config struct {
 	OnCollapse string `yaml:"on_collapse"`
 	// Collapse is the collapse detector's thresholds.
 	Collapse CollapseConfig `yaml:"collapse"`
+	// GreedyProbe rolls out each step's greedy rewrite of every prompt too
+	// (not trained on, not in the ledger) and logs frac_beat_greedy,
+	// frac_greedy_best and greedy_reward per step: whether GRPO samples
+	// around the policy that is evaluated. Costs one sample call at T = 0 and
+	// one rollout per prompt per step (1/group_size more rollouts). Default false.
+	GreedyProbe bool `yaml:"greedy_probe"`
 }
 
 // DynamicSamplingConfig bounds DAPO-style re-sampling of zero-variance groups.

@@ -249,7 +249,7 @@ func (l *Loop) run(ctx context.Context, resume bool) (err error) {
 		defer p.Finish()
 	}
 
-	sft := l.cfg.SFT.Epochs > 0 && len(l.deps.SFT) > 0
+	sft := l.sftRuns()
 	if !l.state.SFTDone {
 		if sft {
 			// Evaluate the untrained policy first, so SFT's effect is visible
@@ -402,6 +402,13 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 		resampled += batch.replaceWithVaried(l.cfg.Advantage, l.deps.Reward, again)
 	}
 
+	var probe [3]*float64 // grpo.greedy_probe: how the samples fare against greedy
+	if l.cfg.GreedyProbe {
+		if probe[0], probe[1], probe[2], err = l.greedyProbe(ctx, step, batch, &timing); err != nil {
+			return StepMetrics{}, err
+		}
+	}
+
 	// 5. Advantages: group-normalized, failed rollouts excluded.
 	scoreStart := time.Now()
 	adv, err := ComputeAdvantages(l.cfg.Advantage, l.deps.Reward, batch.sampleRewards())
@@ -433,6 +440,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 	// 8. Metrics.
 	m := stepMetrics(step, l.state.Epoch, batch, adv, upd, resampled)
 	m.ConstantTerms = l.noteConstantTerms(fmt.Sprintf("step %d", step), batch.records())
+	m.FracBeatGreedy, m.FracGreedyBest, m.GreedyReward = probe[0], probe[1], probe[2]
 	m.LR = l.learningRate(step)
 	timing.total = time.Since(start)
 	timing.fill(&m)
@@ -567,11 +575,13 @@ func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (updateReport
 	}
 	loss := l.loss
 	loss.LearningRate = l.learningRate(step)
+	reset := l.resetDue()
 	resp, err := l.deps.Policy.GRPOStep(ctx, trainer.GRPORequest{
 		StepID:                l.stepID(fmt.Sprintf("grpo-%06d", step)),
 		Samples:               samples,
 		ExpectedPolicyVersion: l.expected(),
 		Loss:                  loss.Config(),
+		ResetOptimizer:        reset,
 	})
 	if err != nil {
 		return updateReport{}, fmt.Errorf("policy update: %w", err)
@@ -579,8 +589,12 @@ func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (updateReport
 	if resp.PolicyVersion != l.state.PolicyVersion+1 {
 		return updateReport{}, policyChanged("policy update", resp.PolicyVersion, l.state.PolicyVersion+1)
 	}
+	if reset {
+		l.state.OptimizerReset = true
+		l.log.Info("optimizer reset after SFT", "step", step)
+	}
 	return updateReport{resp: resp, sent: true, kl: l.loss.KLCoef > 0, entropy: l.caps.Entropy, dual: l.loss.ClipRatioC > 0,
-		klMeasured: l.loss.KLCoef == 0 && l.caps.KLMeasured}, nil
+		klMeasured: l.loss.KLCoef == 0 && l.caps.KLMeasured, reset: reset}, nil
 }
 
 // checkSampled compares the versions a sample call reports with the run's.
@@ -671,6 +685,27 @@ func (l *Loop) checkWeightDecay(info trainer.Info) error {
 			l.cfg.Optimizer.WeightDecay, info.Implementation)
 	}
 	return nil
+}
+
+// sftRuns reports whether this run has an SFT phase.
+func (l *Loop) sftRuns() bool { return l.cfg.SFT.Epochs > 0 && len(l.deps.SFT) > 0 }
+
+// resetDue reports whether the next grpo_step resets the trainer's optimizer:
+// the first GRPO update of a run that did SFT (grpo.optimizer.reset).
+func (l *Loop) resetDue() bool {
+	return l.cfg.Optimizer.Reset && l.sftRuns() && !l.state.OptimizerReset
+}
+
+// checkOptimizerReset refuses grpo.optimizer.reset with an endpoint that
+// would ignore reset_optimizer, when SFT runs: GRPO would silently start
+// from SFT's optimizer state.
+func (l *Loop) checkOptimizerReset(info trainer.Info) error {
+	if !l.cfg.Optimizer.Reset || !l.sftRuns() || info.Capabilities.OptimizerReset {
+		return nil
+	}
+	return fmt.Errorf("grpo.optimizer.reset is true and the run does SFT, but the trainer endpoint (%s) does not support reset_optimizer "+
+		"(info.capabilities.optimizer_reset is false): update the endpoint, or set grpo.optimizer.reset: false to start GRPO from SFT's optimizer state",
+		info.Implementation)
 }
 
 // stepID names a mutating trainer call. It includes the run's id and how

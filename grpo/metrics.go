@@ -89,10 +89,21 @@ type StepMetrics struct {
 	KLMeasured *float64 `json:"kl_measured,omitempty"`
 	// WeightNorm (L2, bias left out) and Bias of the updated policy, from an
 	// endpoint that reports them (the embedded policy); absent otherwise.
-	WeightNorm     *float64 `json:"weight_norm,omitempty"`
-	Bias           *float64 `json:"bias,omitempty"`
-	RewriteLenMean float64  `json:"rewrite_len_mean"` // words
-	DedupHits      int      `json:"dedup_hits"`
+	WeightNorm *float64 `json:"weight_norm,omitempty"`
+	Bias       *float64 `json:"bias,omitempty"`
+	// FracBeatGreedy is the share of the step's valid sampled rollouts whose
+	// reward exceeds the greedy rewrite's of their prompt, FracGreedyBest the
+	// share of prompts whose greedy rewrite ties or beats every sample, and
+	// GreedyReward the greedy rollouts' mean reward (grpo.greedy_probe;
+	// absent without it).
+	FracBeatGreedy *float64 `json:"frac_beat_greedy,omitempty"`
+	FracGreedyBest *float64 `json:"frac_greedy_best,omitempty"`
+	GreedyReward   *float64 `json:"greedy_reward,omitempty"`
+	// OptimizerReset: this step's update started from a fresh optimizer
+	// (the first GRPO step after SFT, grpo.optimizer.reset); absent otherwise.
+	OptimizerReset bool    `json:"optimizer_reset,omitempty"`
+	RewriteLenMean float64 `json:"rewrite_len_mean"` // words
+	DedupHits      int     `json:"dedup_hits"`
 	// CacheHits counts answers reused from the answer cache: deterministic
 	// while the cache holds the run's distinct prompts; once it evicts, which
 	// entries survive depends on goroutine timing.

@@ -326,6 +326,7 @@ func TestResumableOnlyAfterTrainedWork(t *testing.T) {
 			l := newTestLoop(t, cfg, pol, run)
 			if c.sft {
 				l.cfg.SFT = SFTConfig{Epochs: 1, BatchSize: 2, LearningRate: 0.1}
+				l.cfg.Optimizer.Reset = false // the fake policy has no optimizer_reset
 				rw := "where is paris"
 				l.deps.SFT = testTurns(2)
 				for i := range l.deps.SFT {

@@ -28,11 +28,18 @@ type OptimizerConfig struct {
 	// for the embedded policy). > 0 needs an endpoint with
 	// capabilities.weight_decay.
 	WeightDecay float64 `yaml:"weight_decay"`
+	// Reset starts GRPO with a fresh optimizer after SFT: the first GRPO
+	// step of a run that did SFT carries reset_optimizer, so the trainer
+	// discards SFT's Adam moments (sized to SFT's gradients, they make RL's
+	// steps several times smaller than configured). Needs an endpoint with
+	// capabilities.optimizer_reset when SFT runs; no effect without SFT.
+	Reset bool `yaml:"reset"`
 }
 
-// DefaultOptimizerConfig is a constant learning rate without weight decay.
+// DefaultOptimizerConfig is a constant learning rate without weight decay,
+// and a fresh optimizer for GRPO after SFT.
 func DefaultOptimizerConfig() OptimizerConfig {
-	return OptimizerConfig{Schedule: "constant"}
+	return OptimizerConfig{Schedule: "constant", Reset: true}
 }
 
 func (o OptimizerConfig) validate(steps int) error {

@@ -20,12 +20,16 @@ import (
 type State struct {
 	RunID string `json:"run_id"`
 	// Generation counts resumes; it is part of every step_id (see stepID).
-	Generation        int       `json:"generation"`
-	Step              int       `json:"step"` // last completed step
-	PolicyVersion     int64     `json:"policy_version"`
-	Epoch             int       `json:"epoch"`  // data order epoch
-	Cursor            int       `json:"cursor"` // position in the epoch's order
-	SFTDone           bool      `json:"sft_done"`
+	Generation    int   `json:"generation"`
+	Step          int   `json:"step"` // last completed step
+	PolicyVersion int64 `json:"policy_version"`
+	Epoch         int   `json:"epoch"`  // data order epoch
+	Cursor        int   `json:"cursor"` // position in the epoch's order
+	SFTDone       bool  `json:"sft_done"`
+	// OptimizerReset: the GRPO step that reset the trainer's optimizer
+	// after SFT (grpo.optimizer.reset) is applied; a resume past it does not
+	// reset again.
+	OptimizerReset    bool      `json:"optimizer_reset,omitempty"`
 	EvalDone          bool      `json:"eval_done"` // the evaluation at Step is in metrics.jsonl
 	TrainerCheckpoint string    `json:"trainer_checkpoint"`
 	SavedAt           time.Time `json:"saved_at"`
@@ -65,6 +69,9 @@ func (l *Loop) restore(ctx context.Context, resume bool) error {
 		return err
 	}
 	if err := l.checkWeightDecay(info); err != nil {
+		return err
+	}
+	if err := l.checkOptimizerReset(info); err != nil {
 		return err
 	}
 	l.caps = info.Capabilities

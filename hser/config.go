@@ -37,11 +37,76 @@ type Config struct {
 	// Hit is "answer" (the predicted answer occurs in the retrieved content, the
 	// paper's definition) or "gold" (the reference answer occurs in it).
 	Hit string `yaml:"hit" json:"hit"`
+	// Recall is Recall@k (trec_eval's recall_k) of the rollout's own passage
+	// ranking against the turn's judgments, a reward term with its weight:
+	// R = HSER + rank·RankReward + recall.weight·Recall@k + ndcg.weight·NDCG@k
+	// + rr.weight·RR. Weight 0 (default) leaves R as it is; > 0 needs judged
+	// turns (qrels), as reward.rank does. Default k 10.
+	Recall RetrievalTerm `yaml:"recall" json:"recall"`
+	// NDCG is NDCG@k (trec_eval's ndcg_cut_k, linear gain) of the rollout's
+	// ranking, weighted as Recall. Default k 3.
+	NDCG RetrievalTerm `yaml:"ndcg" json:"ndcg"`
+	// RR is the reciprocal rank of the first relevant passage in the
+	// rollout's ranking (trec_eval's recip_rank; k is unused), weighted as
+	// Recall.
+	RR RetrievalTerm `yaml:"rr" json:"rr"`
+}
+
+// RetrievalTerm is one retrieval reward term: its weight in R and its
+// cutoff k.
+type RetrievalTerm struct {
+	// Weight of the term in R (≥ 0; 0 leaves it out).
+	Weight float64 `yaml:"weight" json:"weight"`
+	// K is the rank cutoff (≥ 1; 0 takes the default, 10 for recall and 3
+	// for ndcg); unused by rr.
+	K int `yaml:"k" json:"k,omitempty"`
+}
+
+// cutoff is t's k, or def when unset.
+func (t RetrievalTerm) cutoff(def int) int {
+	if t.K > 0 {
+		return t.K
+	}
+	return def
+}
+
+// RecallCutoff is reward.recall.k, or its default when unset.
+func (c Config) RecallCutoff() int { return c.Recall.cutoff(DefaultRecallK) }
+
+// NDCGCutoff is reward.ndcg.k, or its default when unset.
+func (c Config) NDCGCutoff() int { return c.NDCG.cutoff(DefaultNDCGK) }
+
+// Default cutoffs of reward.recall.k and reward.ndcg.k.
+const (
+	DefaultRecallK = 10
+	DefaultNDCGK   = 3
+)
+
+// Retrieval reports whether a retrieval term (rank, recall, ndcg or rr)
+// enters R: then every prompt turn needs relevance judgments.
+func (c Config) Retrieval() bool {
+	return c.Rank != 0 || c.Recall.Weight != 0 || c.NDCG.Weight != 0 || c.RR.Weight != 0
+}
+
+// RetrievalTerms names the retrieval terms that enter R, as reward keys
+// (reward.rank, reward.recall, ...), for the refusal of unjudged turns.
+func (c Config) RetrievalTerms() []string {
+	var out []string
+	for _, t := range []struct {
+		name string
+		w    float64
+	}{{"reward.rank", c.Rank}, {"reward.recall", c.Recall.Weight}, {"reward.ndcg", c.NDCG.Weight}, {"reward.rr", c.RR.Weight}} {
+		if t.w != 0 {
+			out = append(out, t.name)
+		}
+	}
+	return out
 }
 
 // DefaultConfig returns the paper's reward with α = β = 1.
 func DefaultConfig() Config {
-	return Config{Weights: Weights{Alpha: 1, Beta: 1}, Tokenizer: "unicode", Hit: "answer"}
+	return Config{Weights: Weights{Alpha: 1, Beta: 1}, Tokenizer: "unicode", Hit: "answer",
+		Recall: RetrievalTerm{K: DefaultRecallK}, NDCG: RetrievalTerm{K: DefaultNDCGK}}
 }
 
 // Validate rejects weights that are negative or not finite and unknown modes.
@@ -49,9 +114,18 @@ func (c Config) Validate() error {
 	for _, w := range []struct {
 		name string
 		v    float64
-	}{{"alpha", c.Alpha}, {"beta", c.Beta}, {"rank", c.Rank}} {
+	}{{"alpha", c.Alpha}, {"beta", c.Beta}, {"rank", c.Rank},
+		{"recall.weight", c.Recall.Weight}, {"ndcg.weight", c.NDCG.Weight}, {"rr.weight", c.RR.Weight}} {
 		if math.IsNaN(w.v) || math.IsInf(w.v, 0) || w.v < 0 {
 			return fielderr.New(w.name, "must be a finite number ≥ 0, got %v", w.v)
+		}
+	}
+	for _, t := range []struct {
+		name string
+		k    int
+	}{{"recall.k", c.Recall.K}, {"ndcg.k", c.NDCG.K}} {
+		if t.k < 0 {
+			return fielderr.New(t.name, "must be ≥ 1 (0: the default), got %d", t.k)
 		}
 	}
 	switch c.Tokenizer {

@@ -2,6 +2,7 @@ package hser
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -83,5 +84,70 @@ func TestWithRank(t *testing.T) {
 	cfg.Rank = -1
 	if _, err := NewScorer(cfg); err == nil {
 		t.Error("a negative rank weight was accepted")
+	}
+}
+
+// TestWithRetrievalByHand: the rewrite's ranking p1..p4 against judgments
+// p2: 1, p4: 2, p7: 1 (never retrieved). By hand: first relevant rank 2,
+// RankReward 2 − 1/9; Recall@3 = 1/3; NDCG@3 = (1/log2 3) / (2 + 1/log2 3 +
+// 1/2); RR = 1/2. With weights recall 1 (k 3) and ndcg 1 (k 3), HSER's α =
+// β = 0 and no rank weight, R = RougeF1 + Recall@3 + NDCG@3.
+func TestWithRetrievalByHand(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Alpha, cfg.Beta = 0, 0
+	cfg.Recall = RetrievalTerm{Weight: 1, K: 3}
+	cfg.NDCG = RetrievalTerm{Weight: 1, K: 3}
+	s, err := NewScorer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranking := []string{"p1", "p2", "p3", "p4"}
+	qrels := map[string]int{"p2": 1, "p4": 2, "p7": 1}
+	sc := s.WithRetrieval(Score{RougeF1: 0.25, Reward: 0.25}, ranking, qrels)
+	l3 := math.Log2(3)
+	want := map[string][2]float64{
+		"rank_reward": {sc.RankReward, 2 - 1.0/9},
+		"recall_k":    {sc.RecallK, 1.0 / 3},
+		"ndcg_k":      {sc.NDCGK, (1 / l3) / (2 + 1/l3 + 0.5)},
+		"rr":          {sc.RR, 0.5},
+		"reward":      {sc.Reward, 0.25 + 1.0/3 + (1/l3)/(2+1/l3+0.5)},
+	}
+	for name, v := range want {
+		if math.Abs(v[0]-v[1]) > 1e-12 {
+			t.Errorf("%s = %.15g, want %.15g", name, v[0], v[1])
+		}
+	}
+	if !sc.Judged || sc.FirstRelevant != 2 {
+		t.Errorf("judged %v first relevant %d, want true and 2", sc.Judged, sc.FirstRelevant)
+	}
+
+	// Every retrieval weight 0: the terms are recorded, R is HSER's bits.
+	d, err := NewScorer(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Score{RougeF1: 0.3, EM: 1, Hit: 1, Reward: DefaultConfig().Reward(0.3, 1, 1)}
+	if got := d.WithRetrieval(base, ranking, qrels); got.Reward != base.Reward || got.RR != 0.5 {
+		t.Errorf("default weights: reward %v (want %v), rr %v (want 0.5)", got.Reward, base.Reward, got.RR)
+	}
+	if names := cfg.RetrievalTerms(); len(names) != 2 || names[0] != "reward.recall" || names[1] != "reward.ndcg" {
+		t.Errorf("RetrievalTerms = %v", names)
+	}
+}
+
+func TestRetrievalTermValidation(t *testing.T) {
+	for _, c := range []struct {
+		set  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Recall.Weight = -1 }, "recall.weight"},
+		{func(c *Config) { c.NDCG.K = -1 }, "ndcg.k"},
+		{func(c *Config) { c.RR.Weight = math.NaN() }, "rr.weight"},
+	} {
+		cfg := DefaultConfig()
+		c.set(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v", c.want, err)
+		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/himes-rl/himes/internal/trecmeasure"
 )
 
 // Score carries every term, the weights and the total. JSON names are the
@@ -41,6 +43,12 @@ type Score struct {
 	FirstRelevant int     `json:"first_relevant,omitempty"`
 	RankReward    float64 `json:"rank_reward,omitempty"`
 	Gamma         float64 `json:"gamma,omitempty"`
+	// The retrieval terms of a judged turn (Scorer.WithRetrieval): trec_eval's
+	// recall_k, ndcg_cut_k and recip_rank of the rewrite's own ranking, at
+	// the configured k, whatever their weights (which are in the Config).
+	RecallK float64 `json:"recall_k,omitempty"`
+	NDCGK   float64 `json:"ndcg_k,omitempty"`
+	RR      float64 `json:"rr,omitempty"`
 }
 
 // Reward is the HSER total R = F1 + α·EM + β·Hit, evaluated left to right
@@ -67,6 +75,31 @@ func (s *Scorer) WithRank(sc Score, firstRelevant int) Score {
 	sc.RankReward, sc.Gamma = RankReward(firstRelevant), s.cfg.Rank
 	sc.Reward = s.cfg.Weights.RewardRanked(sc.RougeF1, sc.EM, sc.Hit, sc.RankReward)
 	return sc
+}
+
+// WithRetrieval adds every retrieval term to sc, a score of a judged turn's
+// answer: the rank term (WithRank) and Recall@k, NDCG@k and RR of ranking
+// (the rewrite's passage ids, best first) against qrels, each weighted by
+// its reward key. With every retrieval weight 0 the total is WithRank's bits.
+func (s *Scorer) WithRetrieval(sc Score, ranking []string, qrels map[string]int) Score {
+	sc = s.WithRank(sc, FirstRelevantRank(ranking, qrels))
+	sc.RecallK = trecmeasure.Recall(ranking, qrels, s.cfg.RecallCutoff())
+	sc.NDCGK = trecmeasure.NDCGCut(ranking, qrels, s.cfg.NDCGCutoff())
+	sc.RR = trecmeasure.RecipRank(ranking, qrels)
+	sc.Reward = s.cfg.RetrievalReward(sc.Reward, sc.RecallK, sc.NDCGK, sc.RR)
+	return sc
+}
+
+// RetrievalReward is r (the HSER total with its rank term) plus the
+// weighted Recall@k, NDCG@k and RR terms, each added only when its weight is
+// non-zero, so that the default reward keeps its bits.
+func (c Config) RetrievalReward(r, recall, ndcg, rr float64) float64 {
+	for _, t := range [...]struct{ w, v float64 }{{c.Recall.Weight, recall}, {c.NDCG.Weight, ndcg}, {c.RR.Weight, rr}} {
+		if t.w != 0 {
+			r += t.w * t.v
+		}
+	}
+	return r
 }
 
 // Scorer computes the HSER reward. It is safe for concurrent use; each call

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/hser"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -89,5 +90,58 @@ func TestCheckRankReward(t *testing.T) {
 	err := CheckRankReward(1, []datasets.Turn{judged, bare}, 20, log)
 	if err == nil || !strings.Contains(err.Error(), "1 of 2") || !strings.Contains(err.Error(), bare.ID()) {
 		t.Errorf("unjudged turn: err %v, want it named", err)
+	}
+}
+
+// Every retrieval term with a weight refuses unjudged turns, naming its key;
+// the real scorer records Recall@10, NDCG@3 and RR of each rollout's ranking
+// and fails an unjudged turn's rollout under reward.ndcg alone.
+func TestCheckRetrievalReward(t *testing.T) {
+	judged := datasets.Turn{ConvID: "a", Turn: 1, Passages: []datasets.PassageRef{{ID: "p1"}}}
+	bare := datasets.Turn{ConvID: "b", Turn: 3}
+	log := slog.New(slog.DiscardHandler)
+	if err := CheckRetrievalReward(hser.DefaultConfig(), []datasets.Turn{judged, bare}, 20, log); err != nil {
+		t.Errorf("default reward must accept unjudged turns: %v", err)
+	}
+	for _, c := range []struct {
+		set  func(*hser.Config)
+		name string
+	}{
+		{func(c *hser.Config) { c.Recall.Weight = 1 }, "reward.recall.weight"},
+		{func(c *hser.Config) { c.NDCG.Weight = 1 }, "reward.ndcg.weight"},
+		{func(c *hser.Config) { c.RR.Weight = 0.5 }, "reward.rr.weight"},
+	} {
+		cfg := hser.DefaultConfig()
+		c.set(&cfg)
+		if err := CheckRetrievalReward(cfg, []datasets.Turn{judged}, 20, log); err != nil {
+			t.Errorf("%s: judged turns refused: %v", c.name, err)
+		}
+		err := CheckRetrievalReward(cfg, []datasets.Turn{judged, bare}, 20, log)
+		if err == nil || !strings.Contains(err.Error(), c.name) || !strings.Contains(err.Error(), bare.ID()) {
+			t.Errorf("%s: unjudged turn: err %v, want the key and the turn named", c.name, err)
+		}
+	}
+
+	cfg := hser.DefaultConfig()
+	cfg.NDCG.Weight = 1
+	scorer, err := hser.NewScorer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	judgedG := group("1", "q", "p5 p2")
+	judgedG.Turn.Passages = []datasets.PassageRef{{ID: "p2", Relevance: grade(1)}, {ID: "p3", Relevance: grade(1)}}
+	r := newTestRunner(t, DefaultConfig(), rankRetriever{}, &fakeResponder{}, scorer)
+	recs, st, err := r.Run(t.Context(), 0, []Group{judgedG, group("2", "q2", "p5")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// p2 at rank 2 of [p5 p2], two relevant: Recall@10 ½, RR ½,
+	// NDCG@3 = (1/log2 3) / (1 + 1/log2 3).
+	l3 := math.Log2(3)
+	if rec := recs[0]; math.Abs(rec.RecallK-0.5) > 1e-12 || math.Abs(rec.RR-0.5) > 1e-12 || math.Abs(rec.NDCGK-(1/l3)/(1+1/l3)) > 1e-12 {
+		t.Errorf("recorded recall_k %v ndcg_k %v rr %v", rec.RecallK, rec.NDCGK, rec.RR)
+	}
+	if u := recs[1]; u.ErrorKind != KindUnjudged || !strings.Contains(u.Error, "reward.ndcg") || st.Failed != 1 {
+		t.Errorf("reward.ndcg > 0: the unjudged turn's rollout %+v (failed %d)", u, st.Failed)
 	}
 }

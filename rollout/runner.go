@@ -24,8 +24,9 @@ type Scorer interface {
 	// ScoreMulti scores against every reference answer of a turn (the best
 	// match counts; hser.Scorer.ScoreMulti).
 	ScoreMulti(prediction string, references []string, context []string) hser.Score
-	// WithRank adds the rank term of a judged turn (hser.Scorer.WithRank).
-	WithRank(s hser.Score, firstRelevant int) hser.Score
+	// WithRetrieval adds the retrieval terms (rank, Recall@k, NDCG@k, RR)
+	// of a judged turn's ranking (hser.Scorer.WithRetrieval).
+	WithRetrieval(s hser.Score, ranking []string, qrels map[string]int) hser.Score
 	// Config is the reward's configuration (its rank weight decides
 	// whether an unjudged turn can be scored).
 	Config() hser.Config
@@ -94,6 +95,14 @@ type Record struct {
 	RankDepth         int     `json:"rank_depth"`
 	RankReward        float64 `json:"rank_reward"`
 	Gamma             float64 `json:"gamma"`
+	// The retrieval terms of a judged turn's rewrite, recorded whatever
+	// their weights (reward.recall, reward.ndcg, reward.rr, which say with
+	// what weight they entered Reward): trec_eval's recall_k and ndcg_cut_k
+	// at reward.recall.k and reward.ndcg.k, and recip_rank, of the rewrite's
+	// passage ranking against the turn's judgments.
+	RecallK float64 `json:"recall_k"`
+	NDCGK   float64 `json:"ndcg_k"`
+	RR      float64 `json:"rr"`
 	// Guard names the guards in penalty mode that caught the rewrite
 	// (comma-separated, e.g. "answer_leak"), "" if none did; then Reward is
 	// GuardPenalty, the guard_penalty term, and the other terms are not part
@@ -147,9 +156,10 @@ type Runner struct {
 	cache  *answerCache
 	calls  singleflight.Group // identical prompts in flight share one call
 	share  bool               // answers may be shared (cache, singleflight): deterministic responder
-	// rankWeight is reward.rank: > 0 makes an unjudged turn's rollout fail.
-	rankWeight float64
-	log        *slog.Logger
+	// retrieval names the retrieval terms in R (reward.rank, reward.recall,
+	// ...): any makes an unjudged turn's rollout fail.
+	retrieval []string
+	log       *slog.Logger
 }
 
 // NewRunner returns a runner over a retriever, a responder and the reward.
@@ -191,7 +201,7 @@ func NewRunner(cfg Config, ret retrieval.Retriever, resp Responder, scorer Score
 			"concurrency", cfg.Concurrency, "capacity", c.Capacity())
 	}
 	return &Runner{cfg: cfg, ret: ret, resp: resp, scorer: scorer, cache: cache, share: share,
-		rankWeight: scorer.Config().Rank, log: log}, nil
+		retrieval: scorer.Config().RetrievalTerms(), log: log}, nil
 }
 
 // isNil catches typed nil pointers stored in interfaces (a nil *hser.Scorer).
@@ -348,15 +358,15 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 			sc := r.scorer.ScoreMulti(j.answer, g.Turn.References(), j.texts)
 			if qrels := g.Turn.Qrels(); len(qrels) > 0 {
 				ranking := j.passageRanking()
-				sc = r.scorer.WithRank(sc, hser.FirstRelevantRank(ranking, qrels))
+				sc = r.scorer.WithRetrieval(sc, ranking, qrels)
 				rec.RankDepth = len(ranking)
 			}
 			rec.ScoreSeconds = time.Since(t0).Seconds()
 			stats.ScoreSeconds += rec.ScoreSeconds
-			if !sc.Judged && r.rankWeight > 0 {
+			if !sc.Judged && len(r.retrieval) > 0 {
 				// No judgments, no rank: a 0 would read as "nothing relevant
 				// retrieved". The rollout is failed, never scored.
-				rec.Error, rec.ErrorKind = fmt.Sprintf("reward.rank is %v but turn %s has no relevance judgments (qrels)", r.rankWeight, g.Turn.ID()), KindUnjudged
+				rec.Error, rec.ErrorKind = fmt.Sprintf("%s > 0 but turn %s has no relevance judgments (qrels)", strings.Join(r.retrieval, ", "), g.Turn.ID()), KindUnjudged
 				stats.Failed++
 			} else {
 				setScore(&rec, sc)

@@ -85,7 +85,8 @@ type fakeScorer struct {
 	rank  float64
 }
 
-func (f *fakeScorer) WithRank(s hser.Score, first int) hser.Score {
+func (f *fakeScorer) WithRetrieval(s hser.Score, ranking []string, qrels map[string]int) hser.Score {
+	first := hser.FirstRelevantRank(ranking, qrels)
 	s.Judged, s.FirstRelevant, s.RankReward, s.Gamma = true, first, hser.RankReward(first), f.rank
 	s.Reward += f.rank * s.RankReward
 	return s

@@ -128,7 +128,7 @@ func (c *Client) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse, e
 		return GRPOResponse{}, fmt.Errorf("trainer at %s: grpo_step: %w", c.base, err)
 	}
 	req.Loss = loss.Config()
-	if err := c.checkLossOptions(ctx, loss); err != nil {
+	if err := c.checkLossOptions(ctx, loss, req.ResetOptimizer); err != nil {
 		return GRPOResponse{}, err
 	}
 	var out GRPOResponse
@@ -139,13 +139,13 @@ func (c *Client) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse, e
 // checkLossOptions refuses optional loss settings the endpoint does not
 // advertise: an endpoint that predates them would ignore the fields and
 // train with another loss than the one asked for.
-func (c *Client) checkLossOptions(ctx context.Context, lc ResolvedLoss) error {
+func (c *Client) checkLossOptions(ctx context.Context, lc ResolvedLoss, reset bool) error {
 	dual := lc.ClipRatioC != 0
 	kl := lc.KLEstimator != KLK3
-	if !dual && !kl {
+	if !dual && !kl && !reset {
 		return nil
 	}
-	key := fmt.Sprint(dual, lc.KLEstimator)
+	key := fmt.Sprint(dual, lc.KLEstimator, reset)
 	if _, ok := c.lossChecked.Load(key); ok {
 		return nil
 	}
@@ -155,6 +155,9 @@ func (c *Client) checkLossOptions(ctx context.Context, lc ResolvedLoss) error {
 	}
 	if dual && !info.Capabilities.DualClip {
 		return fmt.Errorf("grpo_step: loss.clip_ratio_c = %v, but the endpoint at %s (%s) does not advertise capabilities.dual_clip", lc.ClipRatioC, c.base, info.Implementation)
+	}
+	if reset && !info.Capabilities.OptimizerReset {
+		return fmt.Errorf("grpo_step: reset_optimizer (grpo.optimizer.reset), but the endpoint at %s (%s) does not advertise capabilities.optimizer_reset", c.base, info.Implementation)
 	}
 	if kl && !slices.Contains(info.KLEstimators, lc.KLEstimator) {
 		offered := info.KLEstimators

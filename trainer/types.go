@@ -165,6 +165,13 @@ type GRPORequest struct {
 	Loss    LossConfig   `json:"loss"`
 	// ExpectedPolicyVersion: see SampleRequest.
 	ExpectedPolicyVersion *int64 `json:"expected_policy_version,omitempty"`
+	// ResetOptimizer makes the endpoint discard its optimizer state (Adam's
+	// m, v and step count) before this update, as if freshly built: the
+	// harness sets it on the first GRPO step after SFT (grpo.optimizer.reset)
+	// so that SFT's moments do not shrink RL's steps. A replay of the same
+	// step_id does not reset again. Only for an endpoint with
+	// capabilities.optimizer_reset.
+	ResetOptimizer bool `json:"reset_optimizer,omitempty"`
 }
 
 // GRPOResponse holds the step's metrics, means over the μ iterations.
@@ -271,6 +278,10 @@ type Capabilities struct {
 	// a term of the loss). Absent = false: kl means something only when
 	// kl_coef > 0.
 	KLMeasured bool `json:"kl_measured"`
+	// OptimizerReset: the endpoint honours grpo_step's reset_optimizer.
+	// Endpoints that predate it omit the field (false), and the Go client
+	// refuses to send them one.
+	OptimizerReset bool `json:"optimizer_reset"`
 }
 
 // Limits are request-size limits of an endpoint, refused beyond with

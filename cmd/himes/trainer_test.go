@@ -40,10 +40,11 @@ func TestTrainerServeThenCheck(t *testing.T) {
 	if err := check.ExecuteContext(ctx); err != nil {
 		t.Fatalf("check failed: %v\n%s", err, out.String())
 	}
-	// 16 properties, delete, weight_decay and clip_low_zero included: the embedded endpoint supports them.
-	if strings.Contains(out.String(), "FAIL") || strings.Count(out.String(), "PASS") != 16 || !strings.Contains(out.String(), "PASS  delete:") ||
-		!strings.Contains(out.String(), "PASS  weight_decay:") || !strings.Contains(out.String(), "PASS  clip_low_zero:") {
-		t.Errorf("want 16 PASS lines (delete, weight_decay and clip_low_zero included) and no FAIL:\n%s", out.String())
+	// 17 properties, delete, weight_decay, clip_low_zero and optimizer_reset included: the embedded endpoint supports them.
+	if strings.Contains(out.String(), "FAIL") || strings.Count(out.String(), "PASS") != 17 || !strings.Contains(out.String(), "PASS  delete:") ||
+		!strings.Contains(out.String(), "PASS  weight_decay:") || !strings.Contains(out.String(), "PASS  clip_low_zero:") ||
+		!strings.Contains(out.String(), "PASS  optimizer_reset:") {
+		t.Errorf("want 17 PASS lines (delete, weight_decay, clip_low_zero and optimizer_reset included) and no FAIL:\n%s", out.String())
 	}
 
 	// A wrong token fails every property and the command exits non-zero.

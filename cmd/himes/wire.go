@@ -124,7 +124,7 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 		}
 	}
 	// The held-out turns too: the in-loop evaluation rolls them out.
-	if err := rollout.CheckRankReward(cfg.Reward.Rank, slices.Concat(c.Train, c.Eval, c.Dev), cfg.Retrieval.Candidates, slog.Default()); err != nil {
+	if err := rollout.CheckRetrievalReward(cfg.Reward, slices.Concat(c.Train, c.Eval, c.Dev), cfg.Retrieval.Candidates, slog.Default()); err != nil {
 		return nil, err
 	}
 

@@ -4,11 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/himes-rl/himes/internal/trecmeasure"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -37,78 +37,29 @@ func trecOrder(run []retrieval.Scored) []retrieval.Scored {
 	return out
 }
 
-func numRelevant(qrels map[string]int) int {
-	n := 0
-	for _, rel := range qrels {
-		if rel > 0 {
-			n++
-		}
+// ids is the run's passage ids in trec_eval's order.
+func ids(run []retrieval.Scored) []string {
+	r := trecOrder(run)
+	out := make([]string, len(r))
+	for i, s := range r {
+		out[i] = s.ID
 	}
-	return n
+	return out
 }
 
-// RecipRank is trec_eval's recip_rank: 1/rank of the first relevant document
-// (relevance > 0) over the whole run, 0 if none is retrieved.
+// RecipRank is trec_eval's recip_rank (trecmeasure.RecipRank) of the run.
 func RecipRank(run []retrieval.Scored, qrels map[string]int) float64 {
-	for i, s := range trecOrder(run) {
-		if qrels[s.ID] > 0 {
-			return 1 / float64(i+1)
-		}
-	}
-	return 0
+	return trecmeasure.RecipRank(ids(run), qrels)
 }
 
-// NDCGCut is trec_eval's ndcg_cut_k with linear gain (gain = relevance
-// value, discount log2(rank+1)); the ideal ranking sorts the judged
-// relevances in descending order. 0 when no document is relevant.
+// NDCGCut is trec_eval's ndcg_cut_k (trecmeasure.NDCGCut) of the run.
 func NDCGCut(run []retrieval.Scored, qrels map[string]int, k int) float64 {
-	dcg := 0.0
-	for i, s := range trecOrder(run) {
-		if i >= k {
-			break
-		}
-		if g := qrels[s.ID]; g > 0 {
-			dcg += float64(g) / math.Log2(float64(i+2))
-		}
-	}
-	var gains []int
-	for _, g := range qrels {
-		if g > 0 {
-			gains = append(gains, g)
-		}
-	}
-	slices.Sort(gains)
-	slices.Reverse(gains)
-	ideal := 0.0
-	for i, g := range gains {
-		if i >= k {
-			break
-		}
-		ideal += float64(g) / math.Log2(float64(i+2))
-	}
-	if ideal == 0 {
-		return 0
-	}
-	return dcg / ideal
+	return trecmeasure.NDCGCut(ids(run), qrels, k)
 }
 
-// Recall is trec_eval's recall_k: relevant documents in the top k over all
-// relevant documents; 0 when none is relevant.
+// Recall is trec_eval's recall_k (trecmeasure.Recall) of the run.
 func Recall(run []retrieval.Scored, qrels map[string]int, k int) float64 {
-	nrel := numRelevant(qrels)
-	if nrel == 0 {
-		return 0
-	}
-	hit := 0
-	for i, s := range trecOrder(run) {
-		if i >= k {
-			break
-		}
-		if qrels[s.ID] > 0 {
-			hit++
-		}
-	}
-	return float64(hit) / float64(nrel)
+	return trecmeasure.Recall(ids(run), qrels, k)
 }
 
 // WriteTRECRun writes one query's ranking as TREC run lines

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/himes-rl/himes/internal/trecmeasure"
 	"github.com/himes-rl/himes/retrieval"
 )
 
@@ -139,13 +140,13 @@ func trecMeasure(m TRECMeasure, ranked []retrieval.Scored, rel map[string]int) f
 	case "num_ret":
 		return float64(len(ranked))
 	case "num_rel":
-		return float64(numRelevant(rel))
+		return float64(trecmeasure.NumRelevant(rel))
 	case "num_rel_ret":
 		return float64(relRet(len(ranked)))
 	case "map":
 		// Average precision: precision at the rank of each relevant
 		// retrieved document, over all relevant documents.
-		nrel := numRelevant(rel)
+		nrel := trecmeasure.NumRelevant(rel)
 		if nrel == 0 {
 			return 0
 		}

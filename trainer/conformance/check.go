@@ -171,7 +171,7 @@ func checkCompletions() []string {
 func (c *checker) runAll(ctx context.Context) (bool, error) {
 	names := []string{"info", "sample_shape", "sample_deterministic", "grpo_positive_raises_logprob",
 		"grpo_negative_lowers_logprob", "clip_low_zero", "sft_lowers_loss", "step_id_replay", "save_load_restores", "checkpoints_list",
-		"learning_rate_scales_update", "weight_decay", "delete", "version_precondition", "checkpoint_run_id", "limits"}
+		"learning_rate_scales_update", "optimizer_reset", "weight_decay", "delete", "version_precondition", "checkpoint_run_id", "limits"}
 	info, err := c.p.Info(ctx)
 	if err == nil {
 		err = checkInfo(info)
@@ -211,6 +211,7 @@ func (c *checker) runAll(ctx context.Context) (bool, error) {
 	c.checkReplay(ctx, sample)
 	c.checkSaveLoad(ctx, sample)
 	c.checkLearningRate(ctx, sample)
+	c.checkOptimizerReset(ctx, sample, info.Capabilities.OptimizerReset)
 	c.checkWeightDecay(ctx, sample, info.Capabilities.WeightDecay)
 	c.checkDelete(ctx, info.Capabilities.Delete)
 	c.checkVersionPrecondition(ctx, sample)
@@ -722,6 +723,73 @@ func (c *checker) checkLearningRate(ctx context.Context, s *trainer.GRPOSample) 
 				c.opts.LearningRate, d1, 4*c.opts.LearningRate, d4)
 		}
 		c.report(name, nil, fmt.Sprintf("logprob moved %.6g at lr %g, %.6g at 4× (%.2f×)", d1, c.opts.LearningRate, d4, d4/d1))
+		return nil
+	}()
+	if err != nil {
+		c.report(name, err, "")
+	}
+}
+
+// checkOptimizerReset runs when the endpoint advertises optimizer_reset: a
+// fresh trainer and an SFT-then-reset trainer take the same first GRPO step.
+// From the starting policy, a grpo_step with reset_optimizer gives the same
+// logprobs as the same step taken after an sft_step at learning rate 1e-9,
+// which fills the optimizer state but leaves the weights where they were.
+// The step after that sft_step without the reset is reported for comparison
+// (it differs wherever SFT's moments carry over).
+func (c *checker) checkOptimizerReset(ctx context.Context, s *trainer.GRPOSample, advertised bool) {
+	const name = "optimizer_reset"
+	switch {
+	case !advertised:
+		c.skip(name, "endpoint does not support optimizer_reset (info.capabilities.optimizer_reset is false)")
+		return
+	case s == nil:
+		c.report(name, fmt.Errorf("skipped: no sample with tokens"), "")
+		return
+	case !c.startCk:
+		c.report(name, fmt.Errorf("skipped: needs the starting checkpoint, which could not be saved"), "")
+		return
+	}
+	step := func(sft, reset bool) ([]float64, error) {
+		if err := c.restore(ctx); err != nil {
+			return nil, err
+		}
+		if sft {
+			var exs []trainer.SFTExample
+			for i, p := range checkPrompts() {
+				exs = append(exs, trainer.SFTExample{Prompt: p, Completion: checkCompletions()[i]})
+			}
+			if _, err := c.p.SFTStep(ctx, trainer.SFTRequest{StepID: c.stepID("sft-reset"), Examples: exs, LearningRate: 1e-9}); err != nil {
+				return nil, err
+			}
+		}
+		gs := *s
+		gs.Advantage = 1
+		if _, err := c.p.GRPOStep(ctx, trainer.GRPORequest{StepID: c.stepID("reset"), Samples: []trainer.GRPOSample{gs},
+			Loss: c.loss(c.opts.LearningRate, 0), ResetOptimizer: reset}); err != nil {
+			return nil, err
+		}
+		return c.score(ctx, s)
+	}
+	err := func() error {
+		fresh, err := step(false, true)
+		if err != nil {
+			return err
+		}
+		afterSFT, err := step(true, true)
+		if err != nil {
+			return err
+		}
+		carried, err := step(true, false)
+		if err != nil {
+			return err
+		}
+		if !within(fresh, afterSFT, logprobTol) {
+			return fmt.Errorf("a reset grpo_step gave summed logprob %.6g from the starting policy and %.6g after an sft_step at lr 1e-9: "+
+				"the optimizer state of the sft_step carried into the reset step", sum(fresh), sum(afterSFT))
+		}
+		c.report(name, nil, fmt.Sprintf("summed logprob %.6g after a reset step, fresh or after SFT; %.6g after SFT without the reset",
+			sum(fresh), sum(carried)))
 		return nil
 	}()
 	if err != nil {

@@ -236,7 +236,7 @@ func TestCheckDeleteProperty(t *testing.T) {
 	e := newEmbeddedAt(t, dir)
 	var out bytes.Buffer
 	ok, err := Check(ctx, e, &out)
-	if err != nil || !ok || !strings.Contains(out.String(), "PASS  delete:") || !strings.Contains(out.String(), "16/16 properties passed\n") {
+	if err != nil || !ok || !strings.Contains(out.String(), "PASS  delete:") || !strings.Contains(out.String(), "17/17 properties passed\n") {
 		t.Fatalf("check with delete (%v, %v):\n%s", ok, err, out.String())
 	}
 	if got := dirNames(t, dir); len(got) != 0 {
@@ -256,7 +256,7 @@ func TestCheckDeleteProperty(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("check of an endpoint without delete failed (%v):\n%s", err, out.String())
 	}
-	for _, want := range []string{"SKIP  delete: endpoint does not support delete", "15/15 properties passed (1 skipped)\n", "NOTE  restored the starting policy"} {
+	for _, want := range []string{"SKIP  delete: endpoint does not support delete", "16/16 properties passed (1 skipped)\n", "NOTE  restored the starting policy"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("missing %q:\n%s", want, out.String())
 		}
@@ -369,5 +369,26 @@ func TestCheckDetectsClipLowZeroAsDefault(t *testing.T) {
 	ok, err := Check(context.Background(), zeroAsDefault{newTestEmbedded(t)}, &out)
 	if err != nil || ok || !strings.Contains(out.String(), "FAIL  clip_low_zero: ratios ≥ 0.9 with advantage −1 gave clip_frac_low 0 with clip_low 0.2 (want 0) and 0 with clip_low 0") {
 		t.Errorf("ok %v err %v, want clip_low_zero to fail:\n%s", ok, err, out.String())
+	}
+}
+
+// resetIgnorer advertises optimizer_reset but drops the request's flag, as
+// an endpoint that claims the capability and keeps SFT's optimizer state.
+type resetIgnorer struct{ *embedded.Policy }
+
+func (r resetIgnorer) GRPOStep(ctx context.Context, req trainer.GRPORequest) (trainer.GRPOResponse, error) {
+	req.ResetOptimizer = false
+	return r.Policy.GRPOStep(ctx, req)
+}
+
+func TestCheckOptimizerReset(t *testing.T) {
+	ctx := context.Background()
+	var out bytes.Buffer
+	ok, err := Check(ctx, resetIgnorer{newEmbeddedAt(t, t.TempDir())}, &out)
+	if err != nil || ok || !strings.Contains(out.String(), "FAIL  optimizer_reset:") {
+		t.Fatalf("an endpoint that ignores reset_optimizer (%v, %v), want FAIL optimizer_reset:\n%s", ok, err, out.String())
+	}
+	if strings.Count(out.String(), "FAIL") != 1 {
+		t.Errorf("only optimizer_reset should fail:\n%s", out.String())
 	}
 }

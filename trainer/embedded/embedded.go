@@ -109,7 +109,7 @@ func (e *Policy) Info(ctx context.Context) (trainer.Info, error) {
 		Reference:     "snapshot",
 		LossTypes:     trainer.LossTypes(),
 		KLEstimators:  trainer.KLEstimators(),
-		Capabilities:  trainer.Capabilities{Entropy: true, Logprobs: true, Delete: true, DualClip: true, WeightDecay: true, KLMeasured: true},
+		Capabilities:  trainer.Capabilities{Entropy: true, Logprobs: true, Delete: true, DualClip: true, WeightDecay: true, KLMeasured: true, OptimizerReset: true},
 		Limits:        trainer.Limits{MaxPrompts: e.cfg.MaxPrompts, MaxN: e.cfg.MaxN, MaxTokens: e.cfg.MaxCandidates, MaxBatch: e.cfg.MaxBatch},
 		TokenKind:     "decisions",
 	}, nil
@@ -499,7 +499,8 @@ func (e *Policy) GRPOStep(ctx context.Context, req trainer.GRPORequest) (trainer
 	}
 	// The resolved loss: a request that spells a default out and one that
 	// omits it are the same request.
-	hash, herr := requestHash(trainer.GRPORequest{Samples: req.Samples, Loss: lc.Config(), ExpectedPolicyVersion: req.ExpectedPolicyVersion})
+	hash, herr := requestHash(trainer.GRPORequest{Samples: req.Samples, Loss: lc.Config(), ExpectedPolicyVersion: req.ExpectedPolicyVersion,
+		ResetOptimizer: req.ResetOptimizer})
 	if herr != nil {
 		return trainer.GRPOResponse{}, herr
 	}
@@ -517,6 +518,11 @@ func (e *Policy) GRPOStep(ctx context.Context, req trainer.GRPORequest) (trainer
 		return trainer.GRPOResponse{}, err
 	}
 	st := e.st.clone()
+	if req.ResetOptimizer {
+		// A fresh Adam: SFT's moments would otherwise shrink RL's first
+		// steps (v is sized to SFT's gradients). A replay never gets here.
+		st.m, st.v, st.t = make([]float64, len(st.w)), make([]float64, len(st.w)), 0
+	}
 	if st.ref == nil {
 		st.ref = clone(st.w) // the reference is the policy before its first GRPO update
 	}

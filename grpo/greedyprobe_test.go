@@ -1,0 +1,59 @@
+package grpo
+
+import (
+	"context"
+	"testing"
+)
+
+// TestGreedyProbe: the fake policy's greedy rewrite is the question ("where
+// is it", answered "it": Rouge-L 0 against "paris france", Hit 1, R = 1) and
+// its samples alternate " paris" (answered "paris": Rouge-L F1 = 2·1·½/(1 +
+// ½) = ⅔, Hit 1, R = 5/3) and "" (R = 1). So in every group of 4, 2 samples
+// beat greedy (frac_beat_greedy ½), greedy is never best (0), and its mean
+// reward is 1. The probe's rollouts are not trained on: the update still
+// carries prompts × group_size samples.
+func TestGreedyProbe(t *testing.T) {
+	_, run, pol := freshRun(t)
+	defer run.Close()
+	cfg := testConfig()
+	cfg.GreedyProbe = true
+	l := newTestLoop(t, cfg, pol, run)
+	startMetrics(t, l)
+	if err := l.restore(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	m, err := l.Step(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		got  *float64
+		want float64
+	}{"frac_beat_greedy": {m.FracBeatGreedy, 0.5}, "frac_greedy_best": {m.FracGreedyBest, 0}, "greedy_reward": {m.GreedyReward, 1}} {
+		if c.got == nil || *c.got != c.want {
+			t.Errorf("%s = %v, want %v", name, c.got, c.want)
+		}
+	}
+	if n := len(pol.grpoCalls[0].Samples); n != cfg.PromptsPerStep*cfg.GroupSize {
+		t.Errorf("the update carried %d samples, want %d: greedy rollouts must not be trained on", n, cfg.PromptsPerStep*cfg.GroupSize)
+	}
+	if m.Rollouts != cfg.PromptsPerStep*cfg.GroupSize {
+		t.Errorf("rollouts %d, want %d (the probe's are not counted)", m.Rollouts, cfg.PromptsPerStep*cfg.GroupSize)
+	}
+
+	// Off (the default): absent.
+	_, run2, pol2 := freshRun(t)
+	defer run2.Close()
+	l2 := newTestLoop(t, testConfig(), pol2, run2)
+	startMetrics(t, l2)
+	if err := l2.restore(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := l2.Step(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m2.FracBeatGreedy != nil || m2.FracGreedyBest != nil || m2.GreedyReward != nil {
+		t.Errorf("without grpo.greedy_probe the probe's metrics must be absent")
+	}
+}
