@@ -356,6 +356,14 @@ func TestNonFiniteInFileNamesLine(t *testing.T) {
 			"run.yaml:8: invalid config: grpo.guards.penalty"},
 		{strings.Replace(valid, "  group_size: 4\n", "  group_size: 4\n  temperature: .nan\n", 1),
 			"run.yaml:7: invalid config: grpo.temperature"},
+		// Item 6 of issue 33: finite but absurd learning rates trained (1e100)
+		// or overflowed mid-run (1e200); both are refused at load.
+		{strings.Replace(valid, "  group_size: 4\n", "  group_size: 4\n  learning_rate: 1e100\n", 1),
+			"run.yaml:7: invalid config: grpo.learning_rate: must be in (0, 1], got 1e+100"},
+		{strings.Replace(valid, "  group_size: 4\n", "  group_size: 4\n  learning_rate: 1e200\n", 1),
+			"run.yaml:7: invalid config: grpo.learning_rate: must be in (0, 1], got 1e+200"},
+		{strings.Replace(valid, "  group_size: 4\n", "  group_size: 4\n  sft: {epochs: 1, batch_size: 2, learning_rate: 5}\n", 1),
+			"run.yaml:7: invalid config: grpo.sft.learning_rate: must be in (0, 1], got 5"},
 	}
 	for _, c := range cases {
 		_, err := Load(writeConfig(t, c.body), nil)

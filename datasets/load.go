@@ -50,6 +50,13 @@ type LoadOptions struct {
 	// JSONL line (0: DefaultMaxFieldBytes, DefaultMaxRecordBytes). A record
 	// over either is invalid, like one with invalid UTF-8.
 	MaxFieldBytes, MaxRecordBytes int
+	// RequireQuestion makes a record without a question (null, absent
+	// under data.columns, or blank) invalid even when it has a rewrite:
+	// GRPO prompts and evaluated turns render the question as asked, and
+	// such a turn used to load and then stop a run at the step that drew
+	// it, naming no file or line (item 6 of issue 33). himes prep, which
+	// can use a rewrite alone, leaves it off.
+	RequireQuestion bool
 }
 
 func (o LoadOptions) limits() (field, record int) {
@@ -129,6 +136,9 @@ func LoadContext(ctx context.Context, path string, opts LoadOptions) ([]Turn, Lo
 		}
 		if r.err == nil {
 			r.err = checkTurnText(r.turn, maxField)
+		}
+		if r.err == nil && opts.RequireQuestion && strings.TrimSpace(r.turn.Question) == "" {
+			r.err = fieldErrf("question", "is null or blank: a training prompt or evaluated turn needs the question as asked (a rewrite alone serves only himes prep)")
 		}
 		if r.err == nil {
 			r.turn.User, r.err = userOf(r.turn)

@@ -417,3 +417,27 @@ func TestLoadStopsOnACancelledContext(t *testing.T) {
 		t.Errorf("write with a cancelled context: %v, want context.Canceled", err)
 	}
 }
+
+// Item 6 of issue 33: a record with "question": null and a rewrite loaded,
+// and a run stopped at the step that drew it, naming no file or line. With
+// RequireQuestion (training and evaluation data) it is refused at load,
+// naming file, line and field; without it (himes prep) it still loads.
+func TestLoadRequireQuestion(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "train.jsonl")
+	body := `{"conv_id":"c","turn":1,"question":"who wrote hamlet","answer":"shakespeare"}` + "\n" +
+		`{"conv_id":"c","turn":2,"question":null,"rewrite":"when was hamlet written","answer":"1600"}` + "\n"
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if turns, _, err := LoadContext(t.Context(), p, LoadOptions{}); err != nil || len(turns) != 2 {
+		t.Fatalf("without RequireQuestion: %d turns, %v; want both", len(turns), err)
+	}
+	_, _, err := LoadContext(t.Context(), p, LoadOptions{RequireQuestion: true})
+	if err == nil || !strings.Contains(err.Error(), p+`:2: field "question": is null or blank`) {
+		t.Fatalf("got %v, want an error naming %s:2 and field question", err, p)
+	}
+	turns, st, err := LoadContext(t.Context(), p, LoadOptions{RequireQuestion: true, SkipBad: true})
+	if err != nil || len(turns) != 1 || st.Skipped != 1 {
+		t.Fatalf("SkipBad: %d turns, %+v, %v; want 1 kept and 1 skipped", len(turns), st, err)
+	}
+}

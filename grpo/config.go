@@ -20,7 +20,7 @@ type Config struct {
 	TopP float64 `yaml:"top_p"`
 	// MaxTokens caps a rewrite's length in tokens (also dr_grpo's L_max).
 	MaxTokens int `yaml:"max_tokens"`
-	// LearningRate of the policy update (sent to the trainer); the peak of
+	// LearningRate of the policy update (sent to the trainer), in (0, 1]; the peak of
 	// grpo.optimizer.schedule.
 	LearningRate float64 `yaml:"learning_rate"`
 	// Optimizer is the learning-rate schedule and weight decay.
@@ -119,9 +119,13 @@ type SFTConfig struct {
 	Epochs int `yaml:"epochs"`
 	// BatchSize is the number of pairs per sft_step call.
 	BatchSize int `yaml:"batch_size"`
-	// LearningRate of the SFT updates.
+	// LearningRate of the SFT updates, in (0, 1].
 	LearningRate float64 `yaml:"learning_rate"`
 }
+
+// maxLearningRate bounds both learning rates: far above any real run (LoRA
+// uses ~1e-5, the embedded policy's Adam 0.1), below where updates overflow.
+const maxLearningRate = 1.0
 
 // Upper bounds on sizes: a typo such as group_size 1e9 must fail validation,
 // not exhaust memory at step 1. They are far above any real run.
@@ -177,8 +181,10 @@ func (c Config) Validate() error {
 		return fielderr.New("top_p", "must be in (0, 1], got %v", c.TopP)
 	case c.MaxTokens < 1 || c.MaxTokens > maxTokens:
 		return fielderr.New("max_tokens", "must be in [1, %d], got %d", maxTokens, c.MaxTokens)
-	case c.LearningRate <= 0:
-		return fielderr.New("learning_rate", "must be > 0, got %v", c.LearningRate)
+	case !(c.LearningRate > 0 && c.LearningRate <= maxLearningRate):
+		// 1e100 trained and exited 0, 1e200 overflowed to +Inf mid-run
+		// (item 6 of issue 33); every shipped config is ≤ 0.1.
+		return fielderr.New("learning_rate", "must be in (0, %v], got %v", maxLearningRate, c.LearningRate)
 	case c.EvalEvery < 0:
 		return fielderr.New("eval_every", "must be ≥ 0, got %d", c.EvalEvery)
 	case c.EvalTurns < 0:
@@ -237,6 +243,9 @@ func (c Config) Validate() error {
 	}
 	if c.SFT.BatchSize > maxRolloutsPerStep {
 		return fielderr.New("sft.batch_size", "must be ≤ %d, got %d", maxRolloutsPerStep, c.SFT.BatchSize)
+	}
+	if c.SFT.LearningRate < 0 || c.SFT.LearningRate > maxLearningRate {
+		return fielderr.New("sft.learning_rate", "must be in (0, %v], got %v", maxLearningRate, c.SFT.LearningRate)
 	}
 	if c.SFT.Epochs > 0 && (c.SFT.BatchSize < 1 || c.SFT.LearningRate <= 0) {
 		return fielderr.New("sft", "batch_size must be ≥ 1 and learning_rate > 0 when epochs > 0")

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -10,8 +11,9 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
-	"golang.org/x/sync/semaphore"
+	"github.com/himes-rl/himes/internal/reqbody"
 )
 
 // DefaultMaxBodyBytes bounds request bodies (PROTOCOL.md, "Conventions").
@@ -27,10 +29,18 @@ func WithMaxBodyBytes(n int64) HandlerOption { return func(h *handler) { h.maxBo
 // WithBodyBudget bounds the body bytes of all requests in flight together
 // (default DefaultBodyBudget): the per-request limit alone let a few
 // concurrent large bodies take the server's memory (item 9 of issue 27).
-// A request waits for its share, reserved from its Content-Length (the
-// per-request limit when unknown), before a byte of its body is read.
+// Bytes are charged as they arrive, so a silent client holds almost none
+// (item 3 of issue 33); a request that finds the budget full is answered
+// 503 (retryable) rather than waiting behind the others.
 func WithBodyBudget(n int64) HandlerOption {
-	return func(h *handler) { h.budget = semaphore.NewWeighted(n) }
+	return func(h *handler) { h.budget = reqbody.NewBudget(n) }
+}
+
+// WithBodyTimeouts sets how long each 64 KiB of a body and the whole body
+// may take to arrive (0: reqbody.DefaultChunkTimeout, reqbody.DefaultTimeout);
+// a slower client is answered 408 and disconnected.
+func WithBodyTimeouts(chunk, whole time.Duration) HandlerOption {
+	return func(h *handler) { h.chunkTimeout, h.bodyTimeout = chunk, whole }
 }
 
 // DefaultBodyBudget is four maximal bodies.
@@ -48,17 +58,17 @@ func NewHandler(p Policy, token string, opts ...HandlerOption) http.Handler {
 		o(h)
 	}
 	if h.budget == nil {
-		h.budget = semaphore.NewWeighted(max(DefaultBodyBudget, h.maxBody))
+		h.budget = reqbody.NewBudget(max(DefaultBodyBudget, h.maxBody))
 	}
 	return h
 }
 
 type handler struct {
-	p       Policy
-	token   string
-	maxBody int64
-	budget  *semaphore.Weighted
-	waiting func() // called when a request waits for its share (tests)
+	p                         Policy
+	token                     string
+	maxBody                   int64
+	budget                    *reqbody.Budget
+	chunkTimeout, bodyTimeout time.Duration
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -133,38 +143,29 @@ func serve[Req, Resp any](w http.ResponseWriter, r *http.Request, h *handler, ct
 	if !method(w, r, http.MethodPost) {
 		return
 	}
-	maxBody := h.maxBody
-	if r.ContentLength > maxBody {
-		// Refused from the header alone, before a byte of the body is read.
-		e := Invalidf("request body of %d bytes, at most %d", r.ContentLength, maxBody)
-		e.Status = http.StatusRequestEntityTooLarge
+	raw, release, err := reqbody.Read(w, r, h.budget, reqbody.Limits{MaxBytes: h.maxBody, ChunkTimeout: h.chunkTimeout, Timeout: h.bodyTimeout})
+	if err != nil {
+		var be *reqbody.Error
+		if !errors.As(err, &be) {
+			writeError(w, Invalidf("request body: %v", err))
+			return
+		}
+		e := Invalidf("%s", be.Msg)
+		switch be.Status {
+		case http.StatusServiceUnavailable:
+			e = NewError(CodeUnavailable, "%s", be.Msg)
+			w.Header().Set("Retry-After", "1")
+		case http.StatusBadRequest:
+		default:
+			e.Status = be.Status
+		}
 		writeError(w, e)
 		return
 	}
-	share := maxBody
-	if r.ContentLength >= 0 {
-		share = max(r.ContentLength, 1)
-	}
-	if !h.budget.TryAcquire(share) {
-		if h.waiting != nil {
-			h.waiting() // a test's hook: this request waits for its share
-		}
-		if err := h.budget.Acquire(r.Context(), share); err != nil {
-			writeError(w, NewError(CodeUnavailable, "waiting for memory for the request body: %v", err))
-			return
-		}
-	}
-	defer h.budget.Release(share)
+	defer release()
 	var req Req
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&req); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			e := Invalidf("request body larger than %d bytes", maxBody)
-			e.Status = http.StatusRequestEntityTooLarge
-			writeError(w, e)
-			return
-		}
 		writeError(w, Invalidf("request body: %v", err))
 		return
 	}

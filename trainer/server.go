@@ -13,7 +13,9 @@ type ServerOptions struct {
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, body included (default
 	// 2m: a 64 MiB body at 0.5 MB/s). Without it a client that sends its
-	// body slowly holds a connection and a goroutine indefinitely.
+	// body slowly holds a connection and a goroutine indefinitely. While
+	// a body is read the handler's own deadlines (internal/reqbody: each
+	// 64 KiB within 10 s, the whole within this) take its place.
 	ReadTimeout time.Duration
 	// IdleTimeout closes keep-alive connections idle this long (default 2m).
 	IdleTimeout time.Duration

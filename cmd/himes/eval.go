@@ -384,7 +384,9 @@ func (f *evalFlags) outDir(cfg configs.Config) string {
 func (f *evalFlags) loadData(ctx context.Context, cfg configs.Config) ([]datasets.Turn, error) {
 	var turns []datasets.Turn
 	for _, path := range f.data {
-		ts, _, err := datasets.LoadContext(ctx, path, cfg.Data.LoadOptions())
+		load := cfg.Data.LoadOptions()
+		load.RequireQuestion = true // evaluated turns are rendered from their question
+		ts, _, err := datasets.LoadContext(ctx, path, load)
 		if err != nil {
 			return nil, fmt.Errorf("--data: %w", err)
 		}

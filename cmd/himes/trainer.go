@@ -107,7 +107,9 @@ func serveTrainer(cmd *cobra.Command, ln net.Listener, policy trainer.Policy, to
 		slog.Warn("the trainer endpoint listens beyond loopback without a token: anyone who can reach it can read and change the policy; set --token or $"+trainerTokenEnv,
 			"addr", ln.Addr().String())
 	}
-	srv := trainer.NewServer(logRequests(trainer.NewHandler(policy, token)), opts)
+	// The body's own deadlines (each 64 KiB within 10 s, the whole within
+	// --read-timeout) replace the server's while it is read.
+	srv := trainer.NewServer(logRequests(trainer.NewHandler(policy, token, trainer.WithBodyTimeouts(0, opts.ReadTimeout))), opts)
 	return serveHTTP(cmd, ln, srv, "trainer endpoint", "policy", "embedded", "auth", token != "", "checkpoint_dir", ckptDir)
 }
 

@@ -82,7 +82,10 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 		}
 	}
 
+	// GRPO prompts and held-out turns are rendered from their question:
+	// a record without one is refused at load, with its file and line.
 	load := cfg.Data.LoadOptions()
+	load.RequireQuestion = true
 	all, st, err := datasets.LoadContext(ctx, cfg.Data.Train, load)
 	if err != nil {
 		return nil, fmt.Errorf("load training data: %w", err)
@@ -97,7 +100,8 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	train, eval, dev := datasets.RunSplits(all, heldOut, cfg.Data, cfg.Run.Seed)
 	c.SFT = train
 	if cfg.Data.SFT != "" {
-		if c.SFT, _, err = datasets.LoadContext(ctx, cfg.Data.SFT, load); err != nil {
+		sftLoad := cfg.Data.LoadOptions() // SFT pairs may come from a rewrite alone
+		if c.SFT, _, err = datasets.LoadContext(ctx, cfg.Data.SFT, sftLoad); err != nil {
 			return nil, fmt.Errorf("load SFT data: %w", err)
 		}
 	}

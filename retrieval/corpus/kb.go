@@ -179,6 +179,10 @@ func parsePassagesJSONL(ctx context.Context, path string, r io.Reader, lim Limit
 			}
 		}
 		line, err := br.ReadBytes('\n')
+		if lineNo == 1 {
+			// A UTF-8 byte-order mark, as the conversation loaders accept.
+			line = bytes.TrimPrefix(line, []byte(utf8BOM))
+		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			where := strconv.Itoa(lineNo)
 			// encoding/json silently replaces invalid UTF-8 with U+FFFD, so the
@@ -206,6 +210,9 @@ func parsePassagesJSONL(ctx context.Context, path string, r io.Reader, lim Limit
 		}
 	}
 }
+
+// utf8BOM is the byte-order mark some editors put at the start of a file.
+const utf8BOM = "\ufeff"
 
 // decodePassageLine reads one JSONL record: himes's {id, title, text} or a
 // Pyserini/Anserini JsonCollection record {id, contents} (whose contents may

@@ -1,6 +1,7 @@
 package corpus
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -99,5 +100,45 @@ func TestChunkPassages(t *testing.T) {
 	}
 	if _, err := ChunkPassages(ps, 3, 4); err == nil {
 		t.Fatal("stride > window accepted")
+	}
+}
+
+// Item 6 of issue 33: a knowledge base starting with a UTF-8 byte-order
+// mark loads (whole and streamed) as the same file without it, as the
+// conversation loaders accept one.
+func TestLoadAcceptsByteOrderMark(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "kb.jsonl")
+	if err := os.WriteFile(p, []byte("\ufeff"+`{"id":"a","text":"alpha beta"}`+"\n"+`{"id":"b","title":"T","text":"gamma"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kb, err := Load(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Passage{{ID: "a", Text: "alpha beta"}, {ID: "b", Title: "T", Text: "gamma"}}
+	if !reflect.DeepEqual(kb.Passages, want) {
+		t.Fatalf("passages %+v, want %+v", kb.Passages, want)
+	}
+	src, err := OpenSource(p, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	refs, err := src.Scan(context.Background(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refs) != 2 {
+		t.Fatalf("%d chunks streamed, want 2", len(refs))
+	}
+	for i, r := range refs {
+		c, err := src.Chunk(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.PassageID != want[i].ID || c.Text != want[i].Text {
+			t.Fatalf("streamed chunk %d: %+v, want passage %+v", i, c, want[i])
+		}
 	}
 }

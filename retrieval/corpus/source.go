@@ -187,6 +187,11 @@ func (s *Source) scan(ctx context.Context, words, stride int, progress func(done
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s:%d: read: %w", s.path, lineNo, err)
 		}
+		if lineNo == 1 && bytes.HasPrefix(line, []byte(utf8BOM)) {
+			// A byte-order mark: the first record starts after it.
+			off += int64(len(utf8BOM))
+			line = line[len(utf8BOM):]
+		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			where := strconv.Itoa(lineNo)
 			if err := chk.checkRecord(where, line); err != nil {

@@ -125,8 +125,18 @@ func (r *Remote) Probe(ctx context.Context) error {
 }
 
 func (r *Remote) searchBatch(ctx context.Context, queries []string, k int) ([][]corpus.Ranked, []error, error) {
-	lists, err := r.post(ctx, nil, queries, k)
-	return lists, nil, err
+	// At most ServeMaxResults results a request, as himes retrieval serve
+	// accepts (max_batch × candidates may be more).
+	per := max(1, ServeMaxResults/max(k, 1))
+	lists := make([][]corpus.Ranked, 0, len(queries))
+	for lo := 0; lo < len(queries); lo += per {
+		part, err := r.post(ctx, nil, queries[lo:min(lo+per, len(queries))], k)
+		if err != nil {
+			return nil, nil, err
+		}
+		lists = append(lists, part...)
+	}
+	return lists, nil, nil
 }
 
 // post runs one /retrieve call (on pin when set) and converts the answer.

@@ -1,6 +1,8 @@
 package service
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -10,16 +12,20 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
+	"github.com/himes-rl/himes/internal/reqbody"
 	"github.com/himes-rl/himes/retrieval/corpus"
-
-	"golang.org/x/sync/semaphore"
 )
 
 // Limits of one request to the retrieval handler.
 const (
 	ServeMaxQueries = 4096
 	ServeMaxTopK    = 1000
+	// ServeMaxResults bounds queries × topk of one request (item 2 of
+	// issue 33: 400 queries × topk 1000 took the server past 3 GB). Our
+	// client splits its batches to stay within it.
+	ServeMaxResults = 100_000
 	serveMaxBody    = 32 << 20
 )
 
@@ -48,37 +54,26 @@ func NewHandler(p Searcher, defaultK int, opts ...HandlerOption) http.Handler {
 	for _, f := range opts {
 		f(&o)
 	}
-	budget := semaphore.NewWeighted(max(o.budget, serveMaxBody))
+	budget := reqbody.NewBudget(max(o.budget, serveMaxBody))
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /retrieve", func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > serveMaxBody {
-			// Refused from the header alone, before a byte of the body is read.
-			serveError(w, http.StatusRequestEntityTooLarge, "request body of %d bytes, at most %d", r.ContentLength, serveMaxBody)
+		raw, release, err := reqbody.Read(w, r, budget, reqbody.Limits{MaxBytes: serveMaxBody, ChunkTimeout: o.chunkTimeout, Timeout: o.bodyTimeout})
+		if err != nil {
+			var be *reqbody.Error
+			if errors.As(err, &be) {
+				if be.Status == http.StatusServiceUnavailable {
+					w.Header().Set("Retry-After", "1")
+				}
+				serveError(w, be.Status, "%s", be.Msg)
+				return
+			}
+			serveError(w, http.StatusBadRequest, "request body: %v", err)
 			return
 		}
-		share := int64(serveMaxBody)
-		if r.ContentLength >= 0 {
-			share = max(r.ContentLength, 1)
-		}
-		if !budget.TryAcquire(share) {
-			if o.waiting != nil {
-				o.waiting() // a test's hook: this request waits for its share
-			}
-			if err := budget.Acquire(r.Context(), share); err != nil {
-				serveError(w, http.StatusServiceUnavailable, "waiting for memory for the request body: %v", err)
-				return
-			}
-		}
-		defer budget.Release(share)
+		defer release()
 		var req RetrieveRequest
-		body := http.MaxBytesReader(w, r.Body, serveMaxBody)
-		dec := json.NewDecoder(body)
+		dec := json.NewDecoder(bytes.NewReader(raw))
 		if err := dec.Decode(&req); err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				serveError(w, http.StatusRequestEntityTooLarge, "request body over %d bytes", serveMaxBody)
-				return
-			}
 			serveError(w, http.StatusBadRequest, "request body: %v", err)
 			return
 		}
@@ -101,6 +96,11 @@ func NewHandler(p Searcher, defaultK int, opts ...HandlerOption) http.Handler {
 		if k == 0 {
 			k = defaultK
 		}
+		if n := len(req.Queries) * k; n > ServeMaxResults {
+			serveError(w, http.StatusRequestEntityTooLarge, "%d queries × topk %d = %d results: at most %d results per request; send fewer queries per request",
+				len(req.Queries), k, n, ServeMaxResults)
+			return
+		}
 		lists, errs := p.SearchBatch(r.Context(), req.Queries, k)
 		for i, err := range errs {
 			if err != nil {
@@ -112,31 +112,7 @@ func NewHandler(p Searcher, defaultK int, opts ...HandlerOption) http.Handler {
 				return
 			}
 		}
-		var resp any
-		if req.ReturnScores {
-			out := RetrieveResponse{Result: make([][]ScoredDocument, len(lists))}
-			for i, list := range lists {
-				out.Result[i] = make([]ScoredDocument, len(list))
-				for j, c := range list {
-					out.Result[i][j] = ScoredDocument{Document: documentOf(c.Chunk), Score: &c.Score}
-				}
-			}
-			resp = out
-		} else {
-			// Search-R1 answers without scores with the bare documents.
-			out := struct {
-				Result [][]Document `json:"result"`
-			}{Result: make([][]Document, len(lists))}
-			for i, list := range lists {
-				out.Result[i] = make([]Document, len(list))
-				for j, c := range list {
-					out.Result[i][j] = documentOf(c.Chunk)
-				}
-			}
-			resp = out
-		}
-		w.Header().Set("Content-Type", "application/json")
-		if err := json.NewEncoder(w).Encode(resp); err != nil {
+		if err := writeResult(w, lists, req.ReturnScores); err != nil {
 			slog.Debug("retrieval serve: write response", "err", err)
 		}
 	})
@@ -163,18 +139,25 @@ func NewHandler(p Searcher, defaultK int, opts ...HandlerOption) http.Handler {
 type HandlerOption func(*handlerOptions)
 
 type handlerOptions struct {
-	token   string
-	budget  int64
-	waiting func() // called when a request waits for its share (tests)
+	token                     string
+	budget                    int64
+	chunkTimeout, bodyTimeout time.Duration
 }
 
 // WithToken makes every request carry "Authorization: Bearer <token>".
 func WithToken(token string) HandlerOption { return func(o *handlerOptions) { o.token = token } }
 
 // WithBodyBudget bounds the body bytes of the requests in flight together
-// (default ServeBodyBudget); a request waits for its share, reserved from
-// its Content-Length, before its body is read (item 9 of issue 27).
+// (default ServeBodyBudget), charged as they arrive; a request that finds
+// it full is answered 503 rather than waiting (internal/reqbody).
 func WithBodyBudget(n int64) HandlerOption { return func(o *handlerOptions) { o.budget = n } }
+
+// WithBodyTimeouts sets how long each 64 KiB of a body and the whole body
+// may take to arrive (0: reqbody.DefaultChunkTimeout, reqbody.DefaultTimeout);
+// a client slower than that is answered 408 and disconnected.
+func WithBodyTimeouts(chunk, whole time.Duration) HandlerOption {
+	return func(o *handlerOptions) { o.chunkTimeout, o.bodyTimeout = chunk, whole }
+}
 
 // ServeBodyBudget is four maximal bodies.
 const ServeBodyBudget = 4 * serveMaxBody
@@ -183,6 +166,42 @@ const ServeBodyBudget = 4 * serveMaxBody
 // contents, and the exact title, text and passage id for our clients.
 func documentOf(c corpus.Chunk) Document {
 	return Document{ID: corpus.DocID(c.ID), Contents: corpus.FormatContents(c), Title: c.Title, Text: c.Text, PassageID: c.PassageID}
+}
+
+// writeResult streams {"result": [[document, …], …]} through a bounded
+// buffer, one document at a time: the response is never whole in memory.
+// Without scores it is Search-R1's bare documents.
+func writeResult(w http.ResponseWriter, lists [][]corpus.Ranked, scores bool) error {
+	w.Header().Set("Content-Type", "application/json")
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.WriteString(`{"result":[`)
+	for i, list := range lists {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteByte('[')
+		for j, c := range list {
+			if j > 0 {
+				bw.WriteByte(',')
+			}
+			var v any = documentOf(c.Chunk)
+			if scores {
+				v = ScoredDocument{Document: documentOf(c.Chunk), Score: &c.Score}
+			}
+			raw, err := json.Marshal(v)
+			if err != nil {
+				// Mid-stream: cut the connection, so that the client
+				// sees a failed call and never a truncated answer.
+				panic(http.ErrAbortHandler)
+			}
+			if _, err := bw.Write(raw); err != nil {
+				return err // the client went away
+			}
+		}
+		bw.WriteByte(']')
+	}
+	bw.WriteString("]}\n")
+	return bw.Flush()
 }
 
 func serveError(w http.ResponseWriter, status int, format string, args ...any) {
