@@ -17,19 +17,19 @@ import (
 
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/datasets"
-	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/hser"
 	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/rlcore"
 	"github.com/himes-rl/himes/rollout"
 )
 
 // Setting is one reward setting to rescore under.
 type Setting struct {
-	Name      string               `json:"name"`
-	Overrides []string             `json:"overrides"`
-	Reward    hser.Config          `json:"reward"`
-	Advantage grpo.AdvantageConfig `json:"advantage"`
+	Name      string                 `json:"name"`
+	Overrides []string               `json:"overrides"`
+	Reward    hser.Config            `json:"reward"`
+	Advantage rlcore.AdvantageConfig `json:"advantage"`
 }
 
 // Lookup supplies what the rollout ledger does not store: the reference
@@ -244,7 +244,8 @@ func rescoreOne(ctx context.Context, steps [][]ledgerGroup, refs [][][][]string,
 	if err != nil {
 		return rescored{}, err
 	}
-	if err := st.Advantage.Validate(); err != nil {
+	reg := rlcore.DefaultRegistry()
+	if err := st.Advantage.ValidateWith(reg); err != nil {
 		return rescored{}, fmt.Errorf("advantage config: %w", err)
 	}
 	r := rescored{
@@ -255,10 +256,10 @@ func rescoreOne(ctx context.Context, steps [][]ledgerGroup, refs [][][][]string,
 		if err := ctx.Err(); err != nil {
 			return rescored{}, err
 		}
-		in := make([][]grpo.SampleReward, len(groups))
+		in := make([][]rlcore.SampleReward, len(groups))
 		r.scores[s] = make([][]hser.Score, len(groups))
 		for g, grp := range groups {
-			in[g] = make([]grpo.SampleReward, len(grp.recs))
+			in[g] = make([]rlcore.SampleReward, len(grp.recs))
 			r.scores[s][g] = make([]hser.Score, len(grp.recs))
 			for i, rec := range grp.recs {
 				if rec.Failed() {
@@ -283,10 +284,12 @@ func rescoreOne(ctx context.Context, steps [][]ledgerGroup, refs [][][][]string,
 					sc.Reward = rec.GuardPenalty
 				}
 				r.scores[s][g][i] = sc
-				in[g][i] = grpo.SampleReward{Valid: true, Score: sc, Guarded: guarded, GuardPenalty: rec.GuardPenalty}
+				in[g][i] = rlcore.SampleReward{Valid: true, Guarded: guarded, GuardPenalty: rec.GuardPenalty,
+					Terms: rlcore.Terms{RougeF1: sc.RougeF1, EM: sc.EM, Hit: sc.Hit, Rank: sc.RankReward}}
 			}
 		}
-		adv, err := grpo.ComputeAdvantages(st.Advantage, st.Reward.Weights, in)
+		w := rlcore.Weights{Alpha: st.Reward.Weights.Alpha, Beta: st.Reward.Weights.Beta, Rank: st.Reward.Weights.Rank}
+		adv, err := reg.ComputeAdvantages(st.Advantage, w, in)
 		if err != nil {
 			return rescored{}, fmt.Errorf("step %d: advantages: %w", groups[0].step, err)
 		}

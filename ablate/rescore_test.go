@@ -11,9 +11,9 @@ import (
 
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/datasets"
-	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/hser"
 	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/rlcore"
 	"github.com/himes-rl/himes/rollout"
 )
 
@@ -64,13 +64,13 @@ func syntheticRun(t *testing.T, own Setting) ([]datasets.Turn, []retrieval.Chunk
 	}
 	var recs []rollout.Record
 	for _, step := range []int{1, 2} {
-		var in [][]grpo.SampleReward
+		var in [][]rlcore.SampleReward
 		var idx [][]int
 		for _, g := range groups {
 			if g.step != step {
 				continue
 			}
-			var row []grpo.SampleReward
+			var row []rlcore.SampleReward
 			var ri []int
 			for i, s := range g.samples {
 				r := rollout.Record{Step: g.step, GroupIndex: g.group, SampleIndex: i, ConvID: g.turn.ConvID, Turn: g.turn.Turn,
@@ -84,14 +84,14 @@ func syntheticRun(t *testing.T, own Setting) ([]datasets.Turn, []retrieval.Chunk
 					r.RougeP, r.RougeR, r.RougeF1, r.EM, r.SquadF1, r.Hit = sc.RougeP, sc.RougeR, sc.RougeF1, sc.EM, sc.SquadF1, sc.Hit
 					r.Alpha, r.Beta, r.Reward = sc.Alpha, sc.Beta, sc.Reward
 				}
-				row = append(row, grpo.SampleReward{Valid: !s.failed, Score: sc})
+				row = append(row, rlcore.SampleReward{Valid: !s.failed, Terms: rlcore.Terms{RougeF1: sc.RougeF1, EM: sc.EM, Hit: sc.Hit}})
 				ri = append(ri, len(recs))
 				recs = append(recs, r)
 			}
 			in = append(in, row)
 			idx = append(idx, ri)
 		}
-		adv, err := grpo.ComputeAdvantages(own.Advantage, own.Reward.Weights, in)
+		adv, err := rlcore.DefaultRegistry().ComputeAdvantages(own.Advantage, rlcore.Weights{Alpha: own.Reward.Weights.Alpha, Beta: own.Reward.Weights.Beta}, in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,13 +239,13 @@ func TestRescoreKeepsGuardPenalty(t *testing.T) {
 	}
 	realF1 := g.RougeF1
 	recs[step2[0]].Guard, recs[step2[0]].GuardPenalty, recs[step2[0]].Reward = "too_long", -1, -1
-	in := make([]grpo.SampleReward, len(step2))
+	in := make([]rlcore.SampleReward, len(step2))
 	for k, i := range step2 {
 		r := recs[i]
-		in[k] = grpo.SampleReward{Valid: true, Guarded: r.Guard != "", GuardPenalty: r.GuardPenalty,
-			Score: hser.Score{RougeF1: r.RougeF1, EM: r.EM, Hit: r.Hit, Reward: r.Reward}}
+		in[k] = rlcore.SampleReward{Valid: true, Guarded: r.Guard != "", GuardPenalty: r.GuardPenalty,
+			Terms: rlcore.Terms{RougeF1: r.RougeF1, EM: r.EM, Hit: r.Hit}}
 	}
-	adv, err := grpo.ComputeAdvantages(own.Advantage, own.Reward.Weights, [][]grpo.SampleReward{in})
+	adv, err := rlcore.DefaultRegistry().ComputeAdvantages(own.Advantage, rlcore.Weights{Alpha: own.Reward.Weights.Alpha, Beta: own.Reward.Weights.Beta}, [][]rlcore.SampleReward{in})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func TestLoadErrors(t *testing.T) {
 		{"dual clip c ≤ 1", valid, []string{"grpo.loss.clip_ratio_c=1"},
 			[]string{"grpo.loss.clip_ratio_c", "> 1"}},
 		{"unknown KL estimator", valid, []string{"grpo.loss.kl_estimator=k2"},
-			[]string{"grpo.loss.kl_estimator", "k3 or low_var_kl"}},
+			[]string{"grpo.loss.kl_estimator", `unknown "k2" (known: k3, low_var_kl)`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { loadFails(t, c.body, c.sets, c.want...) })
@@ -102,7 +102,7 @@ func TestLossKeys(t *testing.T) {
 		maxGradNorm       float64
 	}{
 		{"    mu: 1\n", 0.2, 0.2, 1},
-		{"    clip_low: 0\n", 0, 0.2, 1},
+		{"    clip_low: 0\n", 0, 0, 1}, // clip_high follows clip_low (rlcore.DefaultLoss)
 		{"    clip_low: 0\n    clip_high: 0\n    max_grad_norm: 0\n", 0, 0, 0},
 		{"    clip_low: null\n    clip_high: ~\n    max_grad_norm:\n", 0.2, 0.2, 1},
 	} {

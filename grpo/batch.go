@@ -6,6 +6,7 @@ import (
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/hser"
 	"github.com/himes-rl/himes/internal/stats"
+	"github.com/himes-rl/himes/rlcore"
 	"github.com/himes-rl/himes/rollout"
 	"github.com/himes-rl/himes/trainer"
 )
@@ -28,8 +29,8 @@ type stepBatch struct {
 	stats  rollout.Stats
 }
 
-func (b *stepBatch) sampleRewards() [][]SampleReward {
-	out := make([][]SampleReward, len(b.groups))
+func (b *stepBatch) sampleRewards() [][]rlcore.SampleReward {
+	out := make([][]rlcore.SampleReward, len(b.groups))
 	for i := range b.groups {
 		out[i] = b.sampleGroup(i)
 	}
@@ -37,16 +38,27 @@ func (b *stepBatch) sampleRewards() [][]SampleReward {
 }
 
 // sampleGroup is group i's rewards as the advantage code sees them.
-func (b *stepBatch) sampleGroup(i int) []SampleReward {
+func (b *stepBatch) sampleGroup(i int) []rlcore.SampleReward {
 	recs := b.groups[i].records
-	out := make([]SampleReward, len(recs))
+	out := make([]rlcore.SampleReward, len(recs))
 	for k, r := range recs {
-		out[k] = SampleReward{Valid: !r.Failed(), Score: recordScore(r), Guarded: r.Guard != "", GuardPenalty: r.GuardPenalty}
+		out[k] = sampleReward(!r.Failed(), recordScore(r), r.Guard != "", r.GuardPenalty)
 	}
 	return out
 }
 
-func (b *stepBatch) applyAdvantages(adv Advantages) {
+// sampleReward is a rollout's reward terms as rlcore's advantages read them.
+func sampleReward(valid bool, sc hser.Score, guarded bool, penalty float64) rlcore.SampleReward {
+	return rlcore.SampleReward{Valid: valid, Guarded: guarded, GuardPenalty: penalty,
+		Terms: rlcore.Terms{RougeF1: sc.RougeF1, EM: sc.EM, Hit: sc.Hit, Rank: sc.RankReward}}
+}
+
+// rlWeights is the reward's weights as rlcore's advantages read them.
+func rlWeights(w hser.Weights) rlcore.Weights {
+	return rlcore.Weights{Alpha: w.Alpha, Beta: w.Beta, Rank: w.Rank}
+}
+
+func (b *stepBatch) applyAdvantages(adv rlcore.Advantages) {
 	for i := range b.groups {
 		for k := range b.groups[i].records {
 			b.groups[i].records[k].Advantage = adv.Values[i][k]
@@ -69,10 +81,10 @@ func (b *stepBatch) records() []rollout.Record {
 
 // zeroVarianceGroups lists the prompt indices of groups that cannot teach
 // anything under the advantage settings (teachesNothing).
-func (b *stepBatch) zeroVarianceGroups(cfg AdvantageConfig, w hser.Weights) []int {
+func (b *stepBatch) zeroVarianceGroups(cfg rlcore.AdvantageConfig, w rlcore.Weights) []int {
 	var idx []int
 	for i, g := range b.groups {
-		if teachesNothing(cfg, w, b.sampleGroup(i)) {
+		if rlcore.TeachesNothing(cfg, w, b.sampleGroup(i)) {
 			idx = append(idx, g.index)
 		}
 	}
@@ -81,10 +93,10 @@ func (b *stepBatch) zeroVarianceGroups(cfg AdvantageConfig, w hser.Weights) []in
 
 // replaceWithVaried swaps in the re-sampled groups that now have reward
 // variance and returns how many it swapped.
-func (b *stepBatch) replaceWithVaried(cfg AdvantageConfig, w hser.Weights, again *stepBatch) int {
+func (b *stepBatch) replaceWithVaried(cfg rlcore.AdvantageConfig, w rlcore.Weights, again *stepBatch) int {
 	n := 0
 	for k, ng := range again.groups {
-		if teachesNothing(cfg, w, again.sampleGroup(k)) {
+		if rlcore.TeachesNothing(cfg, w, again.sampleGroup(k)) {
 			continue
 		}
 		for i := range b.groups {
@@ -129,7 +141,7 @@ type updateReport struct {
 }
 
 // stepMetrics summarizes a step for metrics.jsonl.
-func stepMetrics(step, epoch int, b *stepBatch, adv Advantages, upd updateReport, resampled int) StepMetrics {
+func stepMetrics(step, epoch int, b *stepBatch, adv rlcore.Advantages, upd updateReport, resampled int) StepMetrics {
 	m := StepMetrics{Kind: "step", Step: step, Epoch: epoch, PolicyVersion: upd.resp.PolicyVersion,
 		ResampledGroups: resampled, DedupHits: b.stats.DedupHits, CacheHits: b.stats.CacheHits,
 		DroppedGroups: adv.Stats.DroppedGroups}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/internal/rundir"
+	"github.com/himes-rl/himes/rlcore"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -269,7 +270,7 @@ func TestStepMetricsKLInLossMeasuredOrAbsent(t *testing.T) {
 		{updateReport{resp: resp, sent: true, klMeasured: true}, false, true},
 		{updateReport{resp: resp, sent: true}, false, false},
 	} {
-		m := stepMetrics(1, 0, &stepBatch{}, Advantages{}, c.upd, 0)
+		m := stepMetrics(1, 0, &stepBatch{}, rlcore.Advantages{}, c.upd, 0)
 		if (m.KL != nil) != c.wantKL || (m.KLMeasured != nil) != c.wantMeas {
 			t.Errorf("%+v: kl %v, kl_measured %v", c.upd, m.KL, m.KLMeasured)
 		}

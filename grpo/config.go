@@ -2,6 +2,7 @@ package grpo
 
 import (
 	"github.com/himes-rl/himes/internal/fielderr"
+	"github.com/himes-rl/himes/rlcore"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -27,12 +28,12 @@ type Config struct {
 	Optimizer OptimizerConfig `yaml:"optimizer"`
 	// Loss is the policy loss every grpo_step carries (trainer.LossConfig;
 	// its learning rate, weight decay, max length and temperature come from
-	// the keys above). An absent or null key takes the default below (two
-	// differ from trainer/PROTOCOL.md's: clip_high is 0.2 whatever clip_low
-	// is, max_grad_norm is 1); a given value is taken literally (clip_low: 0
-	// is no lower clipping).
-	Loss      trainer.LossConfig `yaml:"loss"`
-	Advantage AdvantageConfig    `yaml:"advantage"`
+	// the keys above). An absent or null key takes the default below, the
+	// protocol's too (one table, rlcore.DefaultLoss; clip_high null is the
+	// resolved clip_low); a given value is taken literally (clip_low: 0 is
+	// the tightest lower clip, every ratio below 1, not none).
+	Loss      trainer.LossConfig     `yaml:"loss"`
+	Advantage rlcore.AdvantageConfig `yaml:"advantage"`
 	// DynamicSampling re-samples groups whose rewards are all equal (DAPO).
 	DynamicSampling DynamicSamplingConfig `yaml:"dynamic_sampling"`
 	Guards          GuardConfig           `yaml:"guards"`
@@ -144,7 +145,7 @@ func DefaultConfig() Config {
 		LearningRate:    1e-5,
 		Optimizer:       DefaultOptimizerConfig(),
 		Loss:            defaultLoss(),
-		Advantage:       DefaultAdvantageConfig(),
+		Advantage:       rlcore.DefaultAdvantageConfig(),
 		DynamicSampling: DynamicSamplingConfig{MaxRounds: 0, MinZeroVarFrac: 0.5},
 		Guards: GuardConfig{AnswerLeak: "penalty", Empty: "penalty", TooLong: "penalty", CopiesHistory: "flag",
 			MaxRewriteWords: 64, Penalty: -1},
@@ -257,26 +258,14 @@ func (c Config) Validate() error {
 // run ten thousand optimizer steps per batch.
 const maxMu = 100
 
-// withRunDefaults sets grpo.loss's two defaults that differ from the
-// protocol's (trainer.LossConfig.WithDefaults): clip_high is 0.2 whatever
-// clip_low is (the protocol: clip_high = clip_low), and the gradient norm is
-// clipped at 1 (the protocol: no clipping).
-func withRunDefaults(lc trainer.LossConfig) trainer.LossConfig {
-	if lc.ClipHigh == nil {
-		lc.ClipHigh = new(0.2)
-	}
-	if lc.MaxGradNorm == nil {
-		lc.MaxGradNorm = new(1.0)
-	}
-	return lc
-}
-
-// defaultLoss is grpo.loss's defaults, every key set (what configs/README.md
-// and a run's config.yaml show).
+// defaultLoss is grpo.loss's defaults (rlcore.DefaultLoss, the protocol's
+// too), every key set but clip_high, whose default is the resolved clip_low
+// (what configs/README.md and a run's config.yaml show).
 func defaultLoss() trainer.LossConfig {
-	d := withRunDefaults(trainer.LossConfig{}).WithDefaults()
-	// Set per step from other grpo keys; not grpo.loss keys.
-	d.WeightDecay, d.MaxLength, d.Temperature = nil, nil, nil
+	d := trainer.LossConfig{}.WithDefaults()
+	// clip_high follows clip_low; the rest are set per step from other grpo
+	// keys, not grpo.loss keys.
+	d.ClipHigh, d.WeightDecay, d.MaxLength, d.Temperature = nil, nil, nil, nil
 	return d
 }
 
@@ -287,7 +276,7 @@ func defaultLoss() trainer.LossConfig {
 // one place grpo.loss is resolved: Validate checks its result, and the loop
 // sends it with each step's learning rate.
 func (c Config) ResolvedLoss() (trainer.ResolvedLoss, error) {
-	lc := withRunDefaults(c.Loss)
+	lc := c.Loss
 	// Samples drawn at temperature 0 (greedy) carry logprobs under T = 1
 	// (PROTOCOL.md, "sample"), so the loss recomputes them at 1.
 	temp := c.Temperature
@@ -309,6 +298,22 @@ func (c Config) validateLoss() error {
 		return fielderr.New("mu", "must be in [1, %d], got %d", maxMu, l.Mu)
 	}
 	return nil
+}
+
+// mode is the mode of the guard named name ("off" for a guard with no key
+// here).
+func (g GuardConfig) mode(name string) string {
+	switch name {
+	case rlcore.GuardAnswerLeak:
+		return g.AnswerLeak
+	case rlcore.GuardEmpty:
+		return g.Empty
+	case rlcore.GuardTooLong:
+		return g.TooLong
+	case rlcore.GuardCopiesHistory:
+		return g.CopiesHistory
+	}
+	return "off"
 }
 
 func (g GuardConfig) validate() error {

@@ -59,7 +59,7 @@ func (l *Loop) greedyProbe(ctx context.Context, step int, b *stepBatch, timing *
 	var greedySum float64
 	for i, g := range b.groups {
 		rec := records[i : i+1]
-		applyGuards(l.cfg.Guards, l.guardTurn(g.turn), rec)
+		applyGuards(l.registry(), l.cfg.Guards, l.guardTurn(g.turn), rec)
 		if rec[0].Failed() {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/rlcore"
 	"github.com/himes-rl/himes/rollout"
 )
 
@@ -29,7 +30,7 @@ func TestGuards(t *testing.T) {
 	}
 	for _, c := range cases {
 		recs := []rollout.Record{{Rewrite: c.rewrite, Reward: 1.7, RougeP: 0.6, RougeR: 0.4, RougeF1: 0.48, EM: 1, Hit: 0, SquadF1: 0.9}}
-		got := applyGuards(cfg, newGuardTurn(cfg, turn), recs)
+		got := applyGuards(rlcore.DefaultRegistry(), cfg, newGuardTurn(cfg, turn), recs)
 		if got != c.want {
 			t.Errorf("%q: counts %+v, want %+v", c.rewrite, got, c.want)
 		}
@@ -53,19 +54,19 @@ func TestGuards(t *testing.T) {
 	}
 	// Two penalizing guards are both named.
 	both := []rollout.Record{{Rewrite: "when was the eiffel tower built in 1889 one two three four five six"}}
-	applyGuards(cfg, newGuardTurn(cfg, turn), both)
+	applyGuards(rlcore.DefaultRegistry(), cfg, newGuardTurn(cfg, turn), both)
 	if both[0].Guard != "answer_leak,too_long" {
 		t.Errorf("guard %q, want answer_leak,too_long", both[0].Guard)
 	}
 	// A question that already contains the answer is no leak.
 	q := turn
 	q.Question = "was it built in 1889"
-	if got := applyGuards(cfg, newGuardTurn(cfg, q), []rollout.Record{{Rewrite: "was the eiffel tower built in 1889"}}); got.leak != 0 {
+	if got := applyGuards(rlcore.DefaultRegistry(), cfg, newGuardTurn(cfg, q), []rollout.Record{{Rewrite: "was the eiffel tower built in 1889"}}); got.leak != 0 {
 		t.Errorf("answer present in the question counted as a leak")
 	}
 	// Failed rollouts are left alone.
 	failed := []rollout.Record{{Rewrite: "", Error: "boom"}}
-	if got := applyGuards(cfg, newGuardTurn(cfg, turn), failed); got != (guardCounts{}) || failed[0].Reward != 0 {
+	if got := applyGuards(rlcore.DefaultRegistry(), cfg, newGuardTurn(cfg, turn), failed); got != (guardCounts{}) || failed[0].Reward != 0 {
 		t.Errorf("guards touched a failed rollout")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/himes-rl/himes/hser"
 	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/retrieval"
+	"github.com/himes-rl/himes/rlcore"
 	"github.com/himes-rl/himes/rollout"
 	"github.com/himes-rl/himes/trainer"
 )
@@ -109,7 +110,9 @@ type Loop struct {
 	limits trainer.Limits
 	// guardTurns caches each training turn's normalized guard inputs
 	// (histories and answers are long; turns recur every epoch).
-	guardTurns map[string]*guardTurn
+	guardTurns map[string]*rlcore.GuardTurn
+	// reg holds the advantage estimators and guards (registry()).
+	reg *rlcore.Registry
 	// caps are the trainer's capabilities (does it compute entropy?).
 	caps trainer.Capabilities
 	// loss is grpo.loss resolved (Config.ResolvedLoss); each grpo_step
@@ -391,7 +394,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 	}
 	resampled := 0
 	for round := 1; round <= l.cfg.DynamicSampling.MaxRounds; round++ {
-		flat := batch.zeroVarianceGroups(l.cfg.Advantage, l.deps.Reward)
+		flat := batch.zeroVarianceGroups(l.cfg.Advantage, rlWeights(l.deps.Reward))
 		if len(flat) == 0 || float64(len(flat)) < l.cfg.DynamicSampling.MinZeroVarFrac*float64(len(turns)) {
 			break
 		}
@@ -399,7 +402,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 		if err != nil {
 			return StepMetrics{}, err
 		}
-		resampled += batch.replaceWithVaried(l.cfg.Advantage, l.deps.Reward, again)
+		resampled += batch.replaceWithVaried(l.cfg.Advantage, rlWeights(l.deps.Reward), again)
 	}
 
 	var probe [3]*float64 // grpo.greedy_probe: how the samples fare against greedy
@@ -411,7 +414,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 
 	// 5. Advantages: group-normalized, failed rollouts excluded.
 	scoreStart := time.Now()
-	adv, err := ComputeAdvantages(l.cfg.Advantage, l.deps.Reward, batch.sampleRewards())
+	adv, err := l.registry().ComputeAdvantages(l.cfg.Advantage, rlWeights(l.deps.Reward), batch.sampleRewards())
 	if err != nil {
 		return StepMetrics{}, fmt.Errorf("advantages: %w", err)
 	}
@@ -545,7 +548,7 @@ func (l *Loop) sampleAndRollOut(ctx context.Context, step, round int, turns []da
 		for k := range b.groups[i].records {
 			b.groups[i].records[k].GroupIndex = b.groups[i].index
 		}
-		b.groups[i].guards = applyGuards(l.cfg.Guards, l.guardTurn(b.groups[i].turn), b.groups[i].records)
+		b.groups[i].guards = applyGuards(l.registry(), l.cfg.Guards, l.guardTurn(b.groups[i].turn), b.groups[i].records)
 	}
 	b.stats = addStats(b.stats, stats)
 	timing.retrieve += time.Duration(stats.RetrieveSeconds * float64(time.Second))
@@ -580,7 +583,7 @@ func (l *Loop) update(ctx context.Context, step int, b *stepBatch) (updateReport
 		StepID:                l.stepID(fmt.Sprintf("grpo-%06d", step)),
 		Samples:               samples,
 		ExpectedPolicyVersion: l.expected(),
-		Loss:                  loss.Config(),
+		Loss:                  trainer.LossConfigOf(loss),
 		ResetOptimizer:        reset,
 	})
 	if err != nil {

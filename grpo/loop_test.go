@@ -263,9 +263,10 @@ func TestStepExcludesFailedRolloutsAndLedgersThem(t *testing.T) {
 }
 
 // TestLossConfigReachesThePolicy: grpo.loss as YAML gives it reaches the
-// policy as the endpoint resolves it. A given clip_low 0 is 0 (no lower
-// clipping; it used to leave the harness as an omitted field and arrive as
-// 0.2), an absent or null key is the default, and verl's dual clip and
+// policy as the endpoint resolves it. A given clip_low 0 is 0 (the tightest
+// lower clip; it used to leave the harness as an omitted field and arrive as
+// 0.2), an absent or null key is the default (clip_high: the resolved
+// clip_low, rlcore.DefaultLoss), and verl's dual clip and
 // low_var_kl are sent; the request carries every loss field with its value.
 func TestLossConfigReachesThePolicy(t *testing.T) {
 	for _, c := range []struct {
@@ -275,7 +276,8 @@ func TestLossConfigReachesThePolicy(t *testing.T) {
 		dual              float64
 	}{
 		{"{}", 0.2, 0.2, "k3", 0},
-		{"{clip_low: 0}", 0, 0.2, "k3", 0},
+		{"{clip_low: 0}", 0, 0, "k3", 0},
+		{"{clip_low: 0.1}", 0.1, 0.1, "k3", 0},
 		{"{clip_low: 0, clip_high: 0}", 0, 0, "k3", 0},
 		{"{clip_low: null, clip_high: null, max_grad_norm: null}", 0.2, 0.2, "k3", 0},
 		{"{clip_ratio_c: 3, kl_estimator: low_var_kl}", 0.2, 0.2, "low_var_kl", 3},

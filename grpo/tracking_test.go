@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/himes-rl/himes/internal/rundir"
+	"github.com/himes-rl/himes/rlcore"
 )
 
 // fakeClock advances by one second at every reading, so stamps are exact.
@@ -136,7 +137,7 @@ func TestStepMetricsWithoutUpdate(t *testing.T) {
 	// Every group dropped: no update was sent, so the trainer's numbers and
 	// the advantages are absent, while the rewards are still reported.
 	b := &stepBatch{}
-	m := stepMetrics(1, 0, b, Advantages{}, updateReport{}, 0)
+	m := stepMetrics(1, 0, b, rlcore.Advantages{}, updateReport{}, 0)
 	if m.Loss != nil || m.KL != nil || m.GradNorm != nil || m.Entropy != nil || m.AdvantageMean != nil ||
 		m.RewardMean != nil || m.Terms != nil || m.ZeroVarFrac != nil {
 		t.Fatalf("not-computed metrics set: %+v", m)

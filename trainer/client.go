@@ -127,7 +127,7 @@ func (c *Client) GRPOStep(ctx context.Context, req GRPORequest) (GRPOResponse, e
 	if err != nil {
 		return GRPOResponse{}, fmt.Errorf("trainer at %s: grpo_step: %w", c.base, err)
 	}
-	req.Loss = loss.Config()
+	req.Loss = LossConfigOf(loss)
 	if err := c.checkLossOptions(ctx, loss, req.ResetOptimizer); err != nil {
 		return GRPOResponse{}, err
 	}

@@ -1,11 +1,13 @@
 package trainer
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/himes-rl/himes/internal/fielderr"
+	"github.com/himes-rl/himes/rlcore"
 )
 
 // LossConfig is the loss of a grpo_step (PROTOCOL.md, "LossConfig"): the
@@ -18,9 +20,13 @@ type LossConfig struct {
 	// Type: grpo (per-sequence token mean), bnpo / dapo (token sum over the
 	// batch's tokens), dr_grpo (token sum over B × max length).
 	Type *string `json:"type" yaml:"type"`
-	// ClipLow is PPO's ε below ratio 1, in [0, 1); 0 is no lower clipping.
+	// ClipLow is PPO's ε_low, in [0, 1): a ratio below 1 − ClipLow is
+	// clipped. 0 is the tightest clip, not none: every ratio below 1 is
+	// clipped (the conformance check clip_low_zero asserts it).
 	ClipLow *float64 `json:"clip_low" yaml:"clip_low"`
-	// ClipHigh is ε above ratio 1 (DAPO's clip-higher when above ClipLow), ≥ 0.
+	// ClipHigh is ε_high, ≥ 0: a ratio above 1 + ClipHigh is clipped (DAPO's
+	// clip-higher when above ClipLow); unset, it is the resolved ClipLow; 0
+	// clips every ratio above 1.
 	ClipHigh *float64 `json:"clip_high" yaml:"clip_high"`
 	// KLCoef is β of the KL penalty against the reference policy; 0 disables it.
 	KLCoef *float64 `json:"kl_coef" yaml:"kl_coef"`
@@ -33,7 +39,7 @@ type LossConfig struct {
 	ClipRatioC *float64 `json:"clip_ratio_c" yaml:"clip_ratio_c"`
 	// Mu is the number of update iterations per batch (≥ 1).
 	Mu *int `json:"mu" yaml:"mu"`
-	// MaxGradNorm clips the gradient's global norm (0 disables).
+	// MaxGradNorm clips the gradient's global norm (default 1; 0 disables).
 	MaxGradNorm *float64 `json:"max_grad_norm" yaml:"max_grad_norm"`
 
 	// The harness sets the rest per step from other grpo keys (learning_rate
@@ -53,34 +59,26 @@ type LossConfig struct {
 }
 
 // ResolvedLoss is a LossConfig with every default applied and every value
-// validated: the loss an endpoint applies.
-type ResolvedLoss struct {
-	Type                      string
-	ClipLow, ClipHigh, KLCoef float64
-	KLEstimator               string
-	ClipRatioC                float64
-	Mu                        int
-	MaxGradNorm, LearningRate float64
-	WeightDecay               float64
-	MaxLength                 int
-	Temperature               float64
-}
+// validated: the loss an endpoint applies (rlcore.Loss).
+type ResolvedLoss = rlcore.Loss
 
-// WithDefaults returns lc with each unset field at the protocol's documented
-// default (PROTOCOL.md, "LossConfig"): the one place those defaults live.
-// learning_rate has none (it is required) and stays unset.
+// WithDefaults returns lc with each unset field at its default from the one
+// default table, rlcore.DefaultLoss (PROTOCOL.md, "LossConfig"; the run
+// config's grpo.loss takes the same). learning_rate has none (it is
+// required) and stays unset.
 func (lc LossConfig) WithDefaults() LossConfig {
-	orDefault(&lc.Type, LossGRPO)
-	orDefault(&lc.ClipLow, 0.2)
-	orDefault(&lc.ClipHigh, *lc.ClipLow)
-	orDefault(&lc.KLCoef, 0)
-	orDefault(&lc.KLEstimator, KLK3)
-	orDefault(&lc.ClipRatioC, 0) // no dual clip
-	orDefault(&lc.Mu, 1)
-	orDefault(&lc.MaxGradNorm, 0) // no clipping
-	orDefault(&lc.WeightDecay, 0)
-	orDefault(&lc.MaxLength, 0) // the longest sample
-	orDefault(&lc.Temperature, 1)
+	d := rlcore.DefaultLoss()
+	orDefault(&lc.Type, d.Type)
+	orDefault(&lc.ClipLow, d.ClipLow)
+	orDefault(&lc.ClipHigh, *lc.ClipLow) // d.ClipHigh is nil: the resolved clip_low
+	orDefault(&lc.KLCoef, d.KLCoef)
+	orDefault(&lc.KLEstimator, d.KLEstimator)
+	orDefault(&lc.ClipRatioC, d.ClipRatioC)
+	orDefault(&lc.Mu, d.Mu)
+	orDefault(&lc.MaxGradNorm, d.MaxGradNorm)
+	orDefault(&lc.WeightDecay, 0) // d.WeightDecay is nil: the endpoint's default, 0 here
+	orDefault(&lc.MaxLength, 0)   // d.MaxLength is nil: the longest sample, 0 on the wire
+	orDefault(&lc.Temperature, d.Temperature)
 	return lc
 }
 
@@ -110,29 +108,12 @@ func (lc LossConfig) Resolve() (ResolvedLoss, error) {
 		ClipRatioC: *d.ClipRatioC, Mu: *d.Mu, MaxGradNorm: *d.MaxGradNorm, LearningRate: *d.LearningRate,
 		WeightDecay: *d.WeightDecay, MaxLength: *d.MaxLength, Temperature: *d.Temperature,
 	}
-	switch {
-	case !finite(l.ClipLow) || l.ClipLow < 0 || l.ClipLow >= 1:
-		return ResolvedLoss{}, lossErr("clip_low", "must be in [0, 1), got %v", l.ClipLow)
-	case !finite(l.ClipHigh) || l.ClipHigh < 0:
-		return ResolvedLoss{}, lossErr("clip_high", "must be ≥ 0, got %v", l.ClipHigh)
-	case !finite(l.KLCoef) || l.KLCoef < 0:
-		return ResolvedLoss{}, lossErr("kl_coef", "must be ≥ 0, got %v", l.KLCoef)
-	case !slices.Contains(KLEstimators(), l.KLEstimator):
-		return ResolvedLoss{}, lossErr("kl_estimator", "must be k3 or low_var_kl, got %q", l.KLEstimator)
-	case !finite(l.ClipRatioC) || l.ClipRatioC != 0 && l.ClipRatioC <= 1:
-		return ResolvedLoss{}, lossErr("clip_ratio_c", "must be > 1 (dual-clip PPO) or 0 (none), got %v", l.ClipRatioC)
-	case l.Mu < 1:
-		return ResolvedLoss{}, lossErr("mu", "must be ≥ 1, got %d", l.Mu)
-	case !finite(l.MaxGradNorm) || l.MaxGradNorm < 0:
-		return ResolvedLoss{}, lossErr("max_grad_norm", "must be ≥ 0 (0 disables clipping), got %v", l.MaxGradNorm)
-	case !finite(l.LearningRate) || l.LearningRate <= 0:
-		return ResolvedLoss{}, lossErr("learning_rate", "must be > 0, got %v", l.LearningRate)
-	case !finite(l.WeightDecay) || l.WeightDecay < 0:
-		return ResolvedLoss{}, lossErr("weight_decay", "must be ≥ 0, got %v", l.WeightDecay)
-	case l.MaxLength < 0:
-		return ResolvedLoss{}, lossErr("max_length", "must be ≥ 0 (0 is the longest sample), got %d", l.MaxLength)
-	case !finite(l.Temperature) || l.Temperature <= 0:
-		return ResolvedLoss{}, lossErr("temperature", "must be > 0, got %v", l.Temperature)
+	if err := l.Validate(rlcore.DefaultRegistry()); err != nil {
+		var fe *fielderr.Error
+		if !errors.As(err, &fe) {
+			return ResolvedLoss{}, &Error{Code: CodeInvalidArgument, Message: "loss: " + err.Error(), cause: err}
+		}
+		return ResolvedLoss{}, &Error{Code: CodeInvalidArgument, Message: "loss." + fe.Error(), cause: fe}
 	}
 	return l, nil
 }
@@ -143,8 +124,8 @@ func lossErr(field, format string, args ...any) *Error {
 	return &Error{Code: CodeInvalidArgument, Message: "loss." + fe.Error(), cause: fe}
 }
 
-// Config returns l with every field set: what the Go client sends.
-func (l ResolvedLoss) Config() LossConfig {
+// LossConfigOf returns l with every field set: what the Go client sends.
+func LossConfigOf(l ResolvedLoss) LossConfig {
 	return LossConfig{
 		Type: &l.Type, ClipLow: &l.ClipLow, ClipHigh: &l.ClipHigh, KLCoef: &l.KLCoef, KLEstimator: &l.KLEstimator,
 		ClipRatioC: &l.ClipRatioC, Mu: &l.Mu, MaxGradNorm: &l.MaxGradNorm, LearningRate: &l.LearningRate,

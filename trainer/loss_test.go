@@ -24,7 +24,7 @@ func decodeLoss(t *testing.T, raw string) LossConfig {
 // the table here is the documented one, written out by hand.
 func TestLossDefaults(t *testing.T) {
 	want := ResolvedLoss{Type: "grpo", ClipLow: 0.2, ClipHigh: 0.2, KLCoef: 0, KLEstimator: "k3", ClipRatioC: 0, Mu: 1,
-		MaxGradNorm: 0, LearningRate: 0.1, WeightDecay: 0, MaxLength: 0, Temperature: 1}
+		MaxGradNorm: 1, LearningRate: 0.1, WeightDecay: 0, MaxLength: 0, Temperature: 1}
 	for _, raw := range []string{
 		`{"learning_rate": 0.1}`,
 		`{"learning_rate": 0.1, "type": null, "clip_low": null, "clip_high": null, "kl_coef": null, "kl_estimator": null,
@@ -74,12 +74,12 @@ func TestLossWireBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := json.Marshal(l.Config())
+	raw, err := json.Marshal(LossConfigOf(l))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := `{"type":"grpo","clip_low":0,"clip_high":0,"kl_coef":0,"kl_estimator":"k3","clip_ratio_c":0,"mu":1,` +
-		`"max_grad_norm":0,"learning_rate":0.001,"weight_decay":0,"max_length":64,"temperature":0.7}`
+		`"max_grad_norm":1,"learning_rate":0.001,"weight_decay":0,"max_length":64,"temperature":0.7}`
 	if string(raw) != want {
 		t.Errorf("wire loss\n got %s\nwant %s", raw, want)
 	}

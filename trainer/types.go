@@ -10,33 +10,37 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/himes-rl/himes/rlcore"
 )
 
 // ProtocolVersion is the protocol version this package speaks.
 const ProtocolVersion = 1
 
-// Loss types of grpo_step (PROTOCOL.md, "POST /v1/grpo_step").
+// Loss types of grpo_step (PROTOCOL.md, "POST /v1/grpo_step"); rlcore
+// defines them.
 const (
-	LossGRPO   = "grpo"
-	LossBNPO   = "bnpo"
-	LossDAPO   = "dapo"
-	LossDrGRPO = "dr_grpo"
+	LossGRPO   = rlcore.LossGRPO
+	LossBNPO   = rlcore.LossBNPO
+	LossDAPO   = rlcore.LossDAPO
+	LossDrGRPO = rlcore.LossDrGRPO
 )
 
 // LossTypes returns every loss type the protocol defines.
-func LossTypes() []string { return []string{LossGRPO, LossBNPO, LossDAPO, LossDrGRPO} }
+func LossTypes() []string { return rlcore.LossTypes() }
 
-// KL estimators of grpo_step's loss.kl_estimator.
+// KL estimators of grpo_step's loss.kl_estimator: rlcore's built-ins.
 const (
 	// KLK3 is the k3 estimator exp(π_ref − π) − (π_ref − π) − 1 (the default).
-	KLK3 = "k3"
+	KLK3 = rlcore.KLK3
 	// KLLowVar is verl's low_var_kl: k3 of the log-ratio clamped to
 	// [−20, 20], then clamped to [−10, 10] (no gradient where clamped).
-	KLLowVar = "low_var_kl"
+	KLLowVar = rlcore.KLLowVar
 )
 
-// KLEstimators returns every KL estimator the protocol defines.
-func KLEstimators() []string { return []string{KLK3, KLLowVar} }
+// KLEstimators returns every KL estimator the protocol defines (the
+// registered ones of rlcore.DefaultRegistry, sorted).
+func KLEstimators() []string { return rlcore.DefaultRegistry().KLEstimators() }
 
 // Message is one chat message.
 type Message struct {

@@ -137,7 +137,7 @@ func TestImportsPointDown(t *testing.T) {
 	}
 	const mod = "github.com/himes-rl/himes/"
 	layer := map[string]int{
-		"internal": 1, "datasets": 2, "hser": 2, "analysis": 2, "embedding": 3, "memory": 4, "retrieval": 5,
+		"internal": 1, "datasets": 2, "hser": 2, "analysis": 2, "rlcore": 2, "embedding": 3, "memory": 4, "retrieval": 5,
 		"trainer": 6, "rollout": 6, "evaluate": 7, "grpo": 8, "report": 9, "configs": 9, "ablate": 10, "scripts": 10, "cmd": 11,
 	}
 	top := func(rel string) string { first, _, _ := strings.Cut(rel, "/"); return first }

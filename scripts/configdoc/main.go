@@ -26,7 +26,7 @@ import (
 // directory) to the field's doc comment.
 func fieldDocs(root string) (map[string]string, error) {
 	docs := map[string]string{}
-	dirs := []string{"configs", "datasets", "retrieval", "retrieval/service", "memory", "rollout", "hser", "grpo", "trainer"}
+	dirs := []string{"configs", "datasets", "retrieval", "retrieval/service", "memory", "rollout", "hser", "grpo", "rlcore", "trainer"}
 	for _, d := range dirs {
 		fset := token.NewFileSet()
 		files, err := filepath.Glob(filepath.Join(root, d, "*.go"))

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/himes-rl/himes/rlcore"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -418,7 +419,8 @@ func (c *checker) loss(lr, wd float64) trainer.LossConfig {
 }
 
 // checkClipLowZero runs clip_low_zero: a present clip_low 0 is taken
-// literally (PROTOCOL.md, "LossConfig"), not as the default 0.2. From the
+// literally (PROTOCOL.md, "LossConfig"), not as the default 0.2: ε_low = 0
+// clips every ratio below 1, the tightest lower clip. From the
 // starting policy, the sample gets old logprobs that make every ratio
 // r = exp(π − π_old) 0.9 (or exp(π) for a token with π > log 0.9, old
 // logprobs being ≤ 0) and advantage −1. No token is then below
@@ -452,8 +454,11 @@ func (c *checker) checkClipLowZero(ctx context.Context, s *trainer.GRPOSample) {
 		r, err := c.p.GRPOStep(ctx, trainer.GRPORequest{StepID: c.stepID("clip-low"), Samples: []trainer.GRPOSample{gs}, Loss: loss})
 		return r.ClipFracLow, err
 	}
+	// The loss table's clip_low, what an omitted clip_low takes: ratios of
+	// 0.9 are inside its range [0.8, …).
+	defaultClipLow := rlcore.DefaultLoss().ClipLow
 	err := func() error {
-		def, err := clipFracLow(0.2)
+		def, err := clipFracLow(defaultClipLow)
 		if err != nil {
 			return err
 		}
@@ -463,7 +468,7 @@ func (c *checker) checkClipLowZero(ctx context.Context, s *trainer.GRPOSample) {
 		}
 		if def != 0 || !(zero > 0) {
 			return fmt.Errorf("ratios ≥ 0.9 with advantage −1 gave clip_frac_low %.6g with clip_low 0.2 (want 0) and %.6g with clip_low 0 (want > 0): "+
-				"a present clip_low 0 must mean no lower clipping, not the default", def, zero)
+				"a present clip_low 0 must clip every ratio below 1 (ε_low = 0, the tightest clip), not fall back to the default %v", def, zero, defaultClipLow)
 		}
 		c.report(name, nil, fmt.Sprintf("ratios ≥ 0.9, advantage −1: clip_frac_low %.6g with clip_low 0.2, %.6g with clip_low 0", def, zero))
 		return nil

@@ -499,7 +499,7 @@ func (e *Policy) GRPOStep(ctx context.Context, req trainer.GRPORequest) (trainer
 	}
 	// The resolved loss: a request that spells a default out and one that
 	// omits it are the same request.
-	hash, herr := requestHash(trainer.GRPORequest{Samples: req.Samples, Loss: lc.Config(), ExpectedPolicyVersion: req.ExpectedPolicyVersion,
+	hash, herr := requestHash(trainer.GRPORequest{Samples: req.Samples, Loss: trainer.LossConfigOf(lc), ExpectedPolicyVersion: req.ExpectedPolicyVersion,
 		ResetOptimizer: req.ResetOptimizer})
 	if herr != nil {
 		return trainer.GRPOResponse{}, herr

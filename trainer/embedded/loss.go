@@ -3,6 +3,7 @@ package embedded
 import (
 	"math"
 
+	"github.com/himes-rl/himes/rlcore"
 	"github.com/himes-rl/himes/trainer"
 )
 
@@ -21,10 +22,15 @@ type lossStats struct {
 }
 
 // grpoObjective evaluates the clipped surrogate (dual-clipped for negative
-// advantages when lc.ClipRatioC > 0) with the k3 or low_var_kl KL,
-// aggregated as lc.Type says (PROTOCOL.md), and returns it with dL/dπ for
-// every token.
+// advantages when lc.ClipRatioC > 0) with the KL estimator lc.KLEstimator
+// names in rlcore's registry (k3 or low_var_kl), aggregated as lc.Type says
+// (PROTOCOL.md), and returns it with dL/dπ for every token. lc is resolved,
+// so its estimator is registered.
 func grpoObjective(seqs []seqInput, lc trainer.ResolvedLoss) (lossStats, [][]float64) {
+	klTerm, err := rlcore.DefaultRegistry().KLEstimator(lc.KLEstimator)
+	if err != nil {
+		panic("embedded: unresolved loss: " + err.Error()) // Resolve checked it
+	}
 	var st lossStats
 	maxLen := 0
 	for _, s := range seqs {
@@ -75,7 +81,7 @@ func grpoObjective(seqs []seqInput, lc trainer.ResolvedLoss) (lossStats, [][]flo
 				nHigh++
 			}
 			if s.ref != nil {
-				kl, dkl := klTerm(s.ref[t]-lp, lc.KLEstimator)
+				kl, dkl := klTerm(s.ref[t] - lp)
 				klSum += kl
 				// Measured always, in the loss only with a coefficient.
 				if lc.KLCoef > 0 {
@@ -93,25 +99,6 @@ func grpoObjective(seqs []seqInput, lc trainer.ResolvedLoss) (lossStats, [][]flo
 		st.kl, st.clipLow, st.clipHigh, st.clipDual = klSum/n, nLow/n, nHigh/n, nDual/n
 	}
 	return st, grads
-}
-
-// klTerm is one token's KL estimate for d = π_ref − π and its derivative
-// with respect to π. k3: exp(d) − d − 1. low_var_kl (verl's kl_penalty):
-// d clamped to [−20, 20] and the estimate to [−10, 10]; where a clamp bites
-// the derivative is 0, as torch.clamp's is.
-func klTerm(d float64, estimator string) (kl, dkl float64) {
-	if estimator != trainer.KLLowVar {
-		return math.Exp(d) - d - 1, 1 - math.Exp(d)
-	}
-	if d < -20 || d > 20 {
-		d = min(max(d, -20), 20)
-		return min(math.Exp(d)-d-1, 10), 0
-	}
-	kl = math.Exp(d) - d - 1
-	if kl > 10 {
-		return 10, 0
-	}
-	return kl, 1 - math.Exp(d)
 }
 
 // logSigmoid returns log σ(x) without overflow.

@@ -128,8 +128,8 @@ func TestGRPOObjectiveEmptySample(t *testing.T) {
 	near(t, "loss", st.loss, -1.14/2)
 }
 
-// TestGRPOObjectiveClipLowZero: clip_low 0 is taken literally, no lower
-// clipping range at all: a token with r = 0.9 and A = −1 is inside
+// TestGRPOObjectiveClipLowZero: clip_low 0 is taken literally, the
+// tightest lower clip (every ratio below 1 is clipped): a token with r = 0.9 and A = −1 is inside
 // [1 − 0.2, 1.28] (loss 0.9, gradient −r·A = 0.9) but below [1, 1.28], so
 // with ε_low = 0 its loss is the clipped 1 and it carries no gradient.
 func TestGRPOObjectiveClipLowZero(t *testing.T) {

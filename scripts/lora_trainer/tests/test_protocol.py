@@ -2,6 +2,7 @@
 default, a present one is taken literally (0 included) and validated."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,7 @@ DOCUMENTED = {
     "clip_high": 0.2,  # = clip_low
     "kl_coef": 0.0,
     "mu": 1,
-    "max_grad_norm": 0.0,
+    "max_grad_norm": 1.0,
     "weight_decay": None,  # the endpoint's default
     "max_length": None,  # the longest sample
     "temperature": 1.0,
@@ -26,6 +27,14 @@ DOCUMENTED = {
     "kl_estimator": "k3",
     "learning_rate": 0.01,
 }
+
+
+def test_loss_defaults_are_the_go_table():
+    """protocol.loss_defaults() is the Go table rlcore.DefaultLoss, as
+    rlcore/testdata/loss_defaults.json holds it (the Go test
+    TestLossDefaultsFixture keeps that file current)."""
+    fixture = Path(__file__).resolve().parents[3] / "rlcore" / "testdata" / "loss_defaults.json"
+    assert protocol.loss_defaults() == json.loads(fixture.read_text())
 
 
 def test_absent_fields_take_the_documented_defaults():

@@ -263,8 +263,11 @@ def parse_sft(body: Dict, limits) -> Dict:
 
 def loss_defaults() -> Dict[str, Any]:
     """What an absent or JSON-null field of grpo_step's `loss` means
-    (PROTOCOL.md, LossConfig): the one place these defaults live. A field
-    that is present is taken literally, 0 included, and validated.
+    (PROTOCOL.md, LossConfig): the Go table rlcore.DefaultLoss, which
+    tests/test_protocol.py compares this with (rlcore/testdata/loss_defaults.json).
+    A field that is present is taken literally, 0 included, and validated:
+    clip_low 0 is the tightest lower clip (every ratio below 1 is clipped),
+    not "no lower clipping"; clip_high 0 likewise clips every ratio above 1.
 
     Three defaults depend on something else and are written as None, resolved
     where that is known: clip_high (= clip_low, in resolve_loss), weight_decay
@@ -278,7 +281,7 @@ def loss_defaults() -> Dict[str, Any]:
         "clip_high": None,
         "kl_coef": 0.0,
         "mu": 1,
-        "max_grad_norm": 0.0,  # 0 = no clipping
+        "max_grad_norm": 1.0,  # a present 0 = no clipping
         "weight_decay": None,
         "max_length": None,
         "temperature": 1.0,

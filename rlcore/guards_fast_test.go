@@ -1,4 +1,4 @@
-package grpo
+package rlcore
 
 import (
 	"maps"
@@ -7,7 +7,6 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/internal/words"
 )
 
@@ -30,7 +29,7 @@ func distinctWordSet(s string) map[string]bool {
 }
 
 func refCopiesHistory(rewrite string, hist map[string]bool) bool {
-	if len(hist) < copyMinWords {
+	if len(hist) < CopyMinWords {
 		return false
 	}
 	in := 0
@@ -39,7 +38,7 @@ func refCopiesHistory(rewrite string, hist map[string]bool) bool {
 			in++
 		}
 	}
-	return float64(in) >= copyCoverage*float64(len(hist))
+	return float64(in) >= CopyCoverage*float64(len(hist))
 }
 
 func randomText(r *rand.Rand, ascii bool) string {
@@ -67,16 +66,16 @@ func TestGuardHelpersMatchDefinitions(t *testing.T) {
 			t.Fatalf("words.Normalize(%q) = %q, want %q", s, got, want)
 		}
 		h, nn := words.Normalize(s), words.Normalize(n)
-		if g, w := normalizedWordCount(h), len(strings.Fields(h)); g != w {
-			t.Fatalf("normalizedWordCount(%q) = %d, want %d", h, g, w)
+		if g, w := NormalizedWordCount(h), len(strings.Fields(h)); g != w {
+			t.Fatalf("NormalizedWordCount(%q) = %d, want %d", h, g, w)
 		}
 		if nn != "" {
-			if g, w := containsWords(h, nn), strings.Contains(" "+h+" ", " "+nn+" "); g != w {
-				t.Fatalf("containsWords(%q, %q) = %v, want %v", h, nn, g, w)
+			if g, w := ContainsWords(h, nn), strings.Contains(" "+h+" ", " "+nn+" "); g != w {
+				t.Fatalf("ContainsWords(%q, %q) = %v, want %v", h, nn, g, w)
 			}
 		}
-		if g, w := containsWords(s, n), strings.Contains(" "+s+" ", " "+n+" "); g != w {
-			t.Fatalf("containsWords(%q, %q) = %v, want %v", s, n, g, w)
+		if g, w := ContainsWords(s, n), strings.Contains(" "+s+" ", " "+n+" "); g != w {
+			t.Fatalf("ContainsWords(%q, %q) = %v, want %v", s, n, g, w)
 		}
 		histText := randomText(r, true) + " " + randomText(r, false) + " a b c ab ba z 1 9 ab1 x y"
 		hist := distinctWordSet(histText)
@@ -84,10 +83,10 @@ func TestGuardHelpersMatchDefinitions(t *testing.T) {
 		if i%4 == 0 { // copies (nearly) the whole history
 			rw = s + " " + strings.ToUpper(histText[r.IntN(4):])
 		}
-		hw := historyWords([]datasets.Message{{Text: s}, {Text: n}, {Text: histText}})
+		hw := HistoryWords([]string{s, n, histText})
 		ref := distinctWordSet(s + " " + n + " " + histText)
 		if !maps.Equal(hw, ref) {
-			t.Fatalf("historyWords(%q, %q, %q) = %v, want %v", s, n, histText, hw, ref)
+			t.Fatalf("HistoryWords(%q, %q, %q) = %v, want %v", s, n, histText, hw, ref)
 		}
 		g, w := copiesHistory(words.Normalize(rw), hist), refCopiesHistory(rw, hist)
 		if g != w {

@@ -1,18 +1,16 @@
-package grpo
+package rlcore
 
 import (
 	"math"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/himes-rl/himes/hser"
 )
 
 // advRewards builds a valid group whose total reward (α = β = 0) is r.
 func advRewards(r ...float64) []SampleReward {
 	out := make([]SampleReward, len(r))
 	for i, v := range r {
-		out[i] = SampleReward{Valid: true, Score: hser.Score{RougeF1: v}}
+		out[i] = SampleReward{Valid: true, Terms: Terms{RougeF1: v}}
 	}
 	return out
 }
@@ -26,9 +24,9 @@ func advCfg(estimator string) AdvantageConfig {
 
 func advNear(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Max(1, math.Abs(b)) }
 
-func mustAdv(t *testing.T, cfg AdvantageConfig, w hser.Weights, groups [][]SampleReward) Advantages {
+func mustAdv(t *testing.T, cfg AdvantageConfig, w Weights, groups [][]SampleReward) Advantages {
 	t.Helper()
-	a, err := ComputeAdvantages(cfg, w, groups)
+	a, err := DefaultRegistry().ComputeAdvantages(cfg, w, groups)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +46,7 @@ func advCheck(t *testing.T, what string, got, want []float64) {
 // sample variance 5/3), worked out by hand.
 func TestAdvantageHandComputed(t *testing.T) {
 	g := [][]SampleReward{advRewards(1, 2, 3, 4)}
-	w := hser.Weights{}
+	w := Weights{}
 	pop := 1 / math.Sqrt(1.25)
 	advCheck(t, "group/population", mustAdv(t, advCfg("group"), w, g).Values[0],
 		[]float64{-1.5 * pop, -0.5 * pop, 0.5 * pop, 1.5 * pop})
@@ -69,7 +67,7 @@ func TestAdvantageHandComputed(t *testing.T) {
 // TestAdvantageBatchStd: groups {0, 1} and {0, 3}: batch mean 1, population variance
 // (1+0+1+4)/4 = 1.5; centring stays per group (means 0.5 and 1.5).
 func TestAdvantageBatchStd(t *testing.T) {
-	a := mustAdv(t, advCfg("batch"), hser.Weights{}, [][]SampleReward{advRewards(0, 1), advRewards(0, 3)})
+	a := mustAdv(t, advCfg("batch"), Weights{}, [][]SampleReward{advRewards(0, 1), advRewards(0, 3)})
 	s := math.Sqrt(1.5)
 	advCheck(t, "group 0", a.Values[0], []float64{-0.5 / s, 0.5 / s})
 	advCheck(t, "group 1", a.Values[1], []float64{-1.5 / s, 1.5 / s})
@@ -81,17 +79,17 @@ func TestAdvantageSumOfNormalized(t *testing.T) {
 	c := advCfg("group")
 	c.Aggregation = "sum_of_normalized"
 	g := [][]SampleReward{{
-		{Valid: true, Score: hser.Score{RougeF1: 0.2, EM: 0, Hit: 1}},
-		{Valid: true, Score: hser.Score{RougeF1: 0.4, EM: 1, Hit: 1}},
+		{Valid: true, Terms: Terms{RougeF1: 0.2, EM: 0, Hit: 1}},
+		{Valid: true, Terms: Terms{RougeF1: 0.4, EM: 1, Hit: 1}},
 	}}
-	a := mustAdv(t, c, hser.Weights{Alpha: 2, Beta: 3}, g)
+	a := mustAdv(t, c, Weights{Alpha: 2, Beta: 3}, g)
 	advCheck(t, "nts", a.Values[0], []float64{-3, 3})
 	if a.Stats.ZeroVarHit != 1 || a.Stats.ZeroVarEM != 0 || a.Stats.ZeroVarRougeL != 0 || a.Stats.ZeroVarGroups != 0 {
 		t.Errorf("zero-variance counts %+v, want only Hit", a.Stats)
 	}
 	// With "sum" the same group has rewards 0.2+0+3 = 3.2 and 0.4+2+3 = 5.4.
 	c.Aggregation = "sum"
-	advCheck(t, "sum", mustAdv(t, c, hser.Weights{Alpha: 2, Beta: 3}, g).Values[0], []float64{-1, 1})
+	advCheck(t, "sum", mustAdv(t, c, Weights{Alpha: 2, Beta: 3}, g).Values[0], []float64{-1, 1})
 }
 
 // TestAdvantageNormalizeThenSumIsTRL: TRL's GRPOTrainer with
@@ -107,16 +105,16 @@ func TestAdvantageSumOfNormalized(t *testing.T) {
 // computed with that factor in float64.)
 func TestAdvantageNormalizeThenSumIsTRL(t *testing.T) {
 	g := [][]SampleReward{{
-		{Valid: true, Score: hser.Score{RougeF1: 0, EM: 0}},
-		{Valid: true, Score: hser.Score{RougeF1: 0.5, EM: 0}},
-		{Valid: true, Score: hser.Score{RougeF1: 1, EM: 1}},
+		{Valid: true, Terms: Terms{RougeF1: 0, EM: 0}},
+		{Valid: true, Terms: Terms{RougeF1: 0.5, EM: 0}},
+		{Valid: true, Terms: Terms{RougeF1: 1, EM: 1}},
 	}, {
-		{Valid: true, Score: hser.Score{RougeF1: 0.2, EM: 1}},
-		{Valid: true, Score: hser.Score{RougeF1: 0.2, EM: 0}},
-		{Valid: true, Score: hser.Score{RougeF1: 0.8, EM: 0}},
+		{Valid: true, Terms: Terms{RougeF1: 0.2, EM: 1}},
+		{Valid: true, Terms: Terms{RougeF1: 0.2, EM: 0}},
+		{Valid: true, Terms: Terms{RougeF1: 0.8, EM: 0}},
 	}}
 	c := AdvantageConfig{Estimator: "group", Std: "sample", Epsilon: 1e-4, Aggregation: "normalize_then_sum", ZeroVariance: "keep"}
-	w := hser.Weights{Alpha: 1, Beta: 1}
+	w := Weights{Alpha: 1, Beta: 1}
 	a := mustAdv(t, c, w, g)
 	advCheck(t, "group 0", a.Values[0], []float64{-1.1464216683492114, -0.41962658096119526, 1.5660482493104066})
 	advCheck(t, "group 1", a.Values[1], []float64{0.41967502128157474, -0.8392047216020113, 0.41952970032043635})
@@ -126,7 +124,7 @@ func TestAdvantageNormalizeThenSumIsTRL(t *testing.T) {
 	advCheck(t, "sum_of_normalized 0", b.Values[0], []float64{-1.577050326499136, -0.5772502865071343, 2.1543006130062703})
 	advCheck(t, "sum_of_normalized 1", b.Values[1], []float64{0.5773169223926721, -1.154433937128731, 0.5771170147360587})
 	// A zero-variance group stays at exactly 0 through the batch step.
-	flat := []SampleReward{{Valid: true, Score: hser.Score{RougeF1: 0.3}}, {Valid: true, Score: hser.Score{RougeF1: 0.3}}}
+	flat := []SampleReward{{Valid: true, Terms: Terms{RougeF1: 0.3}}, {Valid: true, Terms: Terms{RougeF1: 0.3}}}
 	c.Aggregation = "normalize_then_sum"
 	z := mustAdv(t, c, w, append(g, flat))
 	if z.Values[2][0] != 0 || z.Values[2][1] != 0 || !z.Include[2][0] {
@@ -145,11 +143,11 @@ func TestAdvantageNormalizeThenSumIsTRL(t *testing.T) {
 // penalty −1; α = 1, β = 0, estimator none (centring only).
 func TestAdvantageGuardPenaltyTerm(t *testing.T) {
 	g := [][]SampleReward{{
-		{Valid: true, Score: hser.Score{RougeF1: 0.5}},
-		{Valid: true, Score: hser.Score{RougeF1: 0.5}},
-		{Valid: true, Score: hser.Score{RougeF1: 1, EM: 1}, Guarded: true, GuardPenalty: -1},
+		{Valid: true, Terms: Terms{RougeF1: 0.5}},
+		{Valid: true, Terms: Terms{RougeF1: 0.5}},
+		{Valid: true, Terms: Terms{RougeF1: 1, EM: 1}, Guarded: true, GuardPenalty: -1},
 	}}
-	w := hser.Weights{Alpha: 1}
+	w := Weights{Alpha: 1}
 	c := advCfg("none")
 	// sum: rewards 0.5, 0.5, −1 (mean 0): A = 0.5, 0.5, −1.
 	advCheck(t, "sum", mustAdv(t, c, w, g).Values[0], []float64{0.5, 0.5, -1})
@@ -169,7 +167,7 @@ func advRandomGroups(r *rand.Rand, n, g int, failProb float64) [][]SampleReward 
 	for i := range out {
 		out[i] = make([]SampleReward, g)
 		for k := range out[i] {
-			out[i][k] = SampleReward{Valid: r.Float64() >= failProb, Score: hser.Score{
+			out[i][k] = SampleReward{Valid: r.Float64() >= failProb, Terms: Terms{
 				RougeF1: r.Float64(), EM: float64(r.IntN(2)), Hit: float64(r.IntN(2))}}
 		}
 	}
@@ -182,7 +180,7 @@ var advEstimators = []string{"group", "batch", "none", "rloo"}
 // leave-one-out advantages sum to n/(n−1)·Σ(r−m) = 0).
 func TestAdvantageGroupSumsToZero(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
-	w := hser.Weights{Alpha: 1, Beta: 0.5}
+	w := Weights{Alpha: 1, Beta: 0.5}
 	for _, est := range advEstimators {
 		for _, agg := range []string{"sum", "sum_of_normalized", "normalize_then_sum"} {
 			c := DefaultAdvantageConfig()
@@ -215,10 +213,10 @@ func TestAdvantageShiftInvariance(t *testing.T) {
 		for g := range groups {
 			shifted[g] = append([]SampleReward(nil), groups[g]...)
 			for i := range shifted[g] {
-				shifted[g][i].Score.RougeF1 += 7.25
+				shifted[g][i].Terms.RougeF1 += 7.25
 			}
 		}
-		w := hser.Weights{Alpha: 1, Beta: 1}
+		w := Weights{Alpha: 1, Beta: 1}
 		a, b := mustAdv(t, c, w, groups), mustAdv(t, c, w, shifted)
 		for g := range a.Values {
 			for i := range a.Values[g] {
@@ -234,15 +232,15 @@ func TestAdvantageShiftInvariance(t *testing.T) {
 func TestAdvantageRLOOClosedForm(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
 	groups := advRandomGroups(r, 30, 5, 0)
-	a := mustAdv(t, advCfg("rloo"), hser.Weights{Alpha: 1, Beta: 1}, groups)
+	a := mustAdv(t, advCfg("rloo"), Weights{Alpha: 1, Beta: 1}, groups)
 	for g, grp := range groups {
 		m, n := 0.0, float64(len(grp))
 		for _, s := range grp {
-			m += s.Score.RougeF1 + s.Score.EM + s.Score.Hit
+			m += s.Terms.RougeF1 + s.Terms.EM + s.Terms.Hit
 		}
 		m /= n
 		for i, s := range grp {
-			want := n / (n - 1) * (s.Score.RougeF1 + s.Score.EM + s.Score.Hit - m)
+			want := n / (n - 1) * (s.Terms.RougeF1 + s.Terms.EM + s.Terms.Hit - m)
 			if a.Include[g][i] && math.Abs(a.Values[g][i]-want) > 1e-12 {
 				t.Fatalf("group %d sample %d: %v, closed form %v", g, i, a.Values[g][i], want)
 			}
@@ -253,9 +251,9 @@ func TestAdvantageRLOOClosedForm(t *testing.T) {
 // TestAdvantageFailedRolloutIsolated: a failed rollout, whatever its (garbage) score,
 // does not move its siblings' advantages, is excluded and is counted.
 func TestAdvantageFailedRolloutIsolated(t *testing.T) {
-	w := hser.Weights{Alpha: 1, Beta: 1}
+	w := Weights{Alpha: 1, Beta: 1}
 	base := advRewards(0.1, 0.5, 0.9)
-	withFail := []SampleReward{base[0], {Valid: false, Score: hser.Score{RougeF1: 1e9, Reward: -5}}, base[1], base[2]}
+	withFail := []SampleReward{base[0], {Valid: false, Terms: Terms{RougeF1: 1e9}}, base[1], base[2]}
 	for _, est := range []string{"group", "none", "rloo"} {
 		a := mustAdv(t, advCfg(est), w, [][]SampleReward{base})
 		b := mustAdv(t, advCfg(est), w, [][]SampleReward{withFail})
@@ -277,10 +275,10 @@ func TestAdvantageFailedRolloutIsolated(t *testing.T) {
 }
 
 func TestAdvantageZeroVariance(t *testing.T) {
-	w := hser.Weights{Alpha: 1, Beta: 1}
+	w := Weights{Alpha: 1, Beta: 1}
 	flat := []SampleReward{
-		{Valid: true, Score: hser.Score{RougeF1: 0.3, EM: 0, Hit: 1}},
-		{Valid: true, Score: hser.Score{RougeF1: 0.3, EM: 0, Hit: 1}},
+		{Valid: true, Terms: Terms{RougeF1: 0.3, EM: 0, Hit: 1}},
+		{Valid: true, Terms: Terms{RougeF1: 0.3, EM: 0, Hit: 1}},
 		{Valid: false},
 	}
 	varied := advRewards(0, 1)
@@ -303,21 +301,21 @@ func TestAdvantageZeroVariance(t *testing.T) {
 	c = advCfg("group")
 	c.Aggregation = "sum_of_normalized"
 	g := [][]SampleReward{{
-		{Valid: true, Score: hser.Score{RougeF1: 0.5, EM: 0}},
-		{Valid: true, Score: hser.Score{RougeF1: 0, EM: 1}},
+		{Valid: true, Terms: Terms{RougeF1: 0.5, EM: 0}},
+		{Valid: true, Terms: Terms{RougeF1: 0, EM: 1}},
 	}}
-	a := mustAdv(t, c, hser.Weights{Alpha: 0.5}, g)
+	a := mustAdv(t, c, Weights{Alpha: 0.5}, g)
 	if a.Stats.ZeroVarGroups != 0 || a.Values[0][0] != 0.5 || a.Values[0][1] != -0.5 {
 		t.Errorf("nts equal totals: %+v", a)
 	}
 	c.Aggregation = "sum"
-	if a := mustAdv(t, c, hser.Weights{Alpha: 0.5}, g); a.Stats.ZeroVarGroups != 1 {
+	if a := mustAdv(t, c, Weights{Alpha: 0.5}, g); a.Stats.ZeroVarGroups != 1 {
 		t.Errorf("sum equal totals not counted as zero variance: %+v", a.Stats)
 	}
 }
 
 func TestAdvantageStats(t *testing.T) {
-	a := mustAdv(t, advCfg("none"), hser.Weights{}, [][]SampleReward{advRewards(0, 2), advRewards(1, 1, 4)})
+	a := mustAdv(t, advCfg("none"), Weights{}, [][]SampleReward{advRewards(0, 2), advRewards(1, 1, 4)})
 	// Advantages −1, 1, −1, −1, 2: mean 0, population std √(8/5), |A| mean 6/5.
 	if !advNear(a.Stats.Mean, 0) || !advNear(a.Stats.Std, math.Sqrt(8.0/5)) || !advNear(a.Stats.AbsMean, 6.0/5) {
 		t.Errorf("stats %+v", a.Stats)
@@ -326,17 +324,17 @@ func TestAdvantageStats(t *testing.T) {
 
 func TestAdvantageErrors(t *testing.T) {
 	good := [][]SampleReward{advRewards(0, 1)}
-	if _, err := ComputeAdvantages(AdvantageConfig{Estimator: "ppo"}, hser.Weights{}, good); err == nil {
+	if _, err := DefaultRegistry().ComputeAdvantages(AdvantageConfig{Estimator: "ppo"}, Weights{}, good); err == nil {
 		t.Error("unknown estimator accepted")
 	}
-	if _, err := ComputeAdvantages(DefaultAdvantageConfig(), hser.Weights{Alpha: -1}, good); err == nil {
+	if _, err := DefaultRegistry().ComputeAdvantages(DefaultAdvantageConfig(), Weights{Alpha: -1}, good); err == nil {
 		t.Error("negative alpha accepted")
 	}
 	bad := advRewards(0, math.NaN())
-	if _, err := ComputeAdvantages(DefaultAdvantageConfig(), hser.Weights{}, [][]SampleReward{bad}); err == nil {
+	if _, err := DefaultRegistry().ComputeAdvantages(DefaultAdvantageConfig(), Weights{}, [][]SampleReward{bad}); err == nil {
 		t.Error("NaN reward accepted")
 	}
-	if a, err := ComputeAdvantages(DefaultAdvantageConfig(), hser.Weights{}, nil); err != nil || a.Stats.Groups != 0 {
+	if a, err := DefaultRegistry().ComputeAdvantages(DefaultAdvantageConfig(), Weights{}, nil); err != nil || a.Stats.Groups != 0 {
 		t.Errorf("empty batch: %v %+v", err, a)
 	}
 }

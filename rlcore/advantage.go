@@ -1,24 +1,32 @@
-package grpo
+package rlcore
 
 import (
 	"fmt"
 	"math"
 
-	"github.com/himes-rl/himes/hser"
 	"github.com/himes-rl/himes/internal/stats"
 )
 
-// SampleReward is one rollout's reward terms as the advantage code sees them.
+// Terms are one rollout's reward terms (hser.Score's): Rouge-L F1, EM,
+// Hit and the rank-incentive term.
+type Terms struct{ RougeF1, EM, Hit, Rank float64 }
+
+// Weights are the reward's term weights (hser.Weights): α of EM, β of Hit,
+// and the rank term's; the per-term aggregations weigh the normalized terms
+// with them.
+type Weights struct{ Alpha, Beta, Rank float64 }
+
+// SampleReward is one rollout's reward as the advantage code sees it.
 type SampleReward struct {
 	// Valid is false when the rollout failed (retrieval or responder error):
 	// it is left out of its group's baseline and of the update, and is never
 	// scored 0.
 	Valid bool
-	Score hser.Score // terms; only read when Valid
+	Terms Terms // only read when Valid
 	// Guarded: a reward-hacking guard replaced the reward by GuardPenalty
 	// (the guard_penalty term). The rollout's reward is then GuardPenalty
-	// whatever its Score; for the per-term aggregations its Rouge-L, EM and
-	// Hit terms count as 0 and the guard term as GuardPenalty.
+	// whatever its Terms; for the per-term aggregations its Rouge-L, EM, Hit
+	// and rank terms count as 0 and the guard term as GuardPenalty.
 	Guarded      bool
 	GuardPenalty float64
 }
@@ -29,7 +37,7 @@ func (s SampleReward) rougeF1() float64 {
 	if s.Guarded {
 		return 0
 	}
-	return s.Score.RougeF1
+	return s.Terms.RougeF1
 }
 
 // rank is the rank-incentive term (hser.RankReward), 0 for a guarded rollout.
@@ -37,21 +45,21 @@ func (s SampleReward) rank() float64 {
 	if s.Guarded {
 		return 0
 	}
-	return s.Score.RankReward
+	return s.Terms.Rank
 }
 
 func (s SampleReward) em() float64 {
 	if s.Guarded {
 		return 0
 	}
-	return s.Score.EM
+	return s.Terms.EM
 }
 
 func (s SampleReward) hit() float64 {
 	if s.Guarded {
 		return 0
 	}
-	return s.Score.Hit
+	return s.Terms.Hit
 }
 
 func (s SampleReward) guard() float64 {
@@ -61,13 +69,24 @@ func (s SampleReward) guard() float64 {
 	return 0
 }
 
-// reward is R = F1 + α·EM + β·Hit, or the guard penalty for a guarded
-// rollout (the value the training loop logs).
-func (s SampleReward) reward(w hser.Weights) float64 {
+// reward is R = F1 + α·EM + β·Hit (+ rank·RankReward), or the guard
+// penalty for a guarded rollout (the value the training loop logs).
+func (s SampleReward) reward(w Weights) float64 {
 	if s.Guarded {
 		return s.GuardPenalty
 	}
-	return w.RewardRanked(s.Score.RougeF1, s.Score.EM, s.Score.Hit, s.Score.RankReward)
+	return w.Reward(s.Terms)
+}
+
+// Reward is R = F1 + α·EM + β·Hit, plus Rank·t.Rank when Rank ≠ 0: the
+// same arithmetic, in the same order, as hser.Weights.RewardRanked (grpo's
+// TestRewardWeightsMatchHSER pins the two bit for bit).
+func (w Weights) Reward(t Terms) float64 {
+	r := t.RougeF1 + w.Alpha*t.EM + w.Beta*t.Hit
+	if w.Rank != 0 {
+		r += w.Rank * t.Rank
+	}
+	return r
 }
 
 // AdvantageStats are the step metrics of one advantage computation.
@@ -107,12 +126,12 @@ type term struct {
 	get    func(SampleReward) float64
 }
 
-// ComputeAdvantages turns the rewards of a batch of groups (one group per
-// prompt, one entry per rollout) into per-rollout advantages.
+// ComputeAdvantages turns the rewards of a batch of groups (groups[g][i]:
+// prompt g's rollout i) into per-rollout advantages of the same shape,
+// with the estimator cfg.Estimator names in r.
 //
-// Rewards: with Aggregation "sum" the reward is R = F1 + α·EM + β·Hit with
-// the weights w (w is authoritative; Score.Reward is not read), or the guard
-// penalty of a guarded rollout. With "sum_of_normalized" each term (Rouge-L
+// Rewards: with Aggregation "sum" the reward is R = w.Reward(Terms), or the
+// guard penalty of a guarded rollout. With "sum_of_normalized" each term (Rouge-L
 // F1, EM, Hit and the guard penalty, see SampleReward) is normalized within
 // its group by the estimator and the advantage is
 // A = n(F1) + α·n(EM) + β·n(Hit) + n(guard). "normalize_then_sum" is TRL's
@@ -125,8 +144,8 @@ type term struct {
 // ignores scale_rewards): Estimator "group", Std "sample", Epsilon 1e-4
 // reproduce it.
 //
-// The estimator (cfg.Estimator, one of the estimators registry: group,
-// batch, none, rloo) normalizes each quantity over a group's valid
+// The estimator (cfg.Estimator, a name in r: group, batch, none, rloo
+// built in) normalizes each quantity over a group's valid
 // rollouts. std is the population standard deviation (divide by n) with Std
 // "population" — the DeepSeekMath/GRPO formulation — or Bessel-corrected
 // (divide by n−1, what torch.std and TRL use) with Std "sample". ε
@@ -138,16 +157,16 @@ type term struct {
 // advantage exactly 0 and stays in the update with ZeroVariance "keep", or is
 // dropped with "drop". A term that is constant within a group contributes
 // exactly 0, not a rounding residue.
-func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleReward) (Advantages, error) {
-	if err := checkAdvantageInputs(cfg, w, groups); err != nil {
+func (r *Registry) ComputeAdvantages(cfg AdvantageConfig, w Weights, groups [][]SampleReward) (Advantages, error) {
+	if err := checkAdvantageInputs(r, cfg, w, groups); err != nil {
 		return Advantages{}, err
 	}
-	est := estimators[cfg.Estimator]
+	est, _ := r.AdvantageEstimator(cfg.Estimator) // checked above
 	terms := normalizedTerms(cfg, w)
-	in := estimatorInput{sampleStd: cfg.Std == "sample", epsilon: cfg.Epsilon}
+	in := EstimatorInput{SampleStd: cfg.Std == "sample", Epsilon: cfg.Epsilon}
 	var batchStd []float64
-	if est.usesBatchStd {
-		batchStd = termBatchStds(terms, groups, in.sampleStd)
+	if est.UsesBatchStd {
+		batchStd = termBatchStds(terms, groups, in.SampleStd)
 	}
 
 	out := Advantages{Values: make([][]float64, len(groups)), Include: make([][]bool, len(groups))}
@@ -176,9 +195,9 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 				vals = append(vals, tm.get(grp[i]))
 			}
 			if batchStd != nil {
-				in.batchStd = batchStd[t]
+				in.BatchStd = batchStd[t]
 			}
-			est.advantages(vals, in) // vals are now the term's advantages
+			est.Fn(vals, in) // vals are now the term's advantages
 			for k, i := range valid {
 				out.Values[g][i] += tm.weight * vals[k]
 			}
@@ -203,8 +222,8 @@ func ComputeAdvantages(cfg AdvantageConfig, w hser.Weights, groups [][]SampleRew
 
 // checkAdvantageInputs refuses a config, reward weights or a valid
 // rollout's reward terms that would make the advantages meaningless.
-func checkAdvantageInputs(cfg AdvantageConfig, w hser.Weights, groups [][]SampleReward) error {
-	if err := cfg.Validate(); err != nil {
+func checkAdvantageInputs(r *Registry, cfg AdvantageConfig, w Weights, groups [][]SampleReward) error {
+	if err := cfg.ValidateWith(r); err != nil {
 		return fmt.Errorf("advantage config: %w", err)
 	}
 	for _, x := range []struct {
@@ -220,7 +239,7 @@ func checkAdvantageInputs(cfg AdvantageConfig, w hser.Weights, groups [][]Sample
 			if !s.Valid {
 				continue
 			}
-			for _, v := range []float64{s.Score.RougeF1, s.Score.EM, s.Score.Hit, s.guard()} {
+			for _, v := range []float64{s.Terms.RougeF1, s.Terms.EM, s.Terms.Hit, s.guard()} {
 				if math.IsNaN(v) || math.IsInf(v, 0) {
 					return fmt.Errorf("group %d rollout %d: reward term is %v", g, i, v)
 				}
@@ -282,9 +301,9 @@ func countVariance(st *AdvantageStats, cfg AdvantageConfig, terms []term, grp []
 // normalizeOverBatch is TRL's final batch normalization of the summed
 // advantages (normalize_then_sum): every included advantage divided by
 // their std + ε.
-func normalizeOverBatch(out Advantages, included []float64, in estimatorInput) {
-	_, std := stats.MeanStd(included, in.sampleStd)
-	scale := 1 / (std + in.epsilon)
+func normalizeOverBatch(out Advantages, included []float64, in EstimatorInput) {
+	_, std := stats.MeanStd(included, in.SampleStd)
+	scale := 1 / (std + in.Epsilon)
 	if math.IsInf(scale, 0) {
 		scale = 0 // every included advantage is 0 (ε = 0): nothing to scale
 	}
@@ -303,7 +322,7 @@ func normalizeOverBatch(out Advantages, included []float64, in estimatorInput) {
 // normalizedTerms lists the quantities that are normalized on their own:
 // the total reward with Aggregation "sum", each weighted term with
 // "normalize_then_sum".
-func normalizedTerms(cfg AdvantageConfig, w hser.Weights) []term {
+func normalizedTerms(cfg AdvantageConfig, w Weights) []term {
 	if cfg.Aggregation == "sum" {
 		return []term{{1, func(s SampleReward) float64 { return s.reward(w) }}}
 	}
@@ -344,9 +363,10 @@ func constantOver(grp []SampleReward, valid []int, get func(SampleReward) float6
 	return true
 }
 
-// teachesNothing reports whether a group yields no gradient under cfg:
-// fewer than two valid rollouts to compare, or zero variance.
-func teachesNothing(cfg AdvantageConfig, w hser.Weights, grp []SampleReward) bool {
+// TeachesNothing reports whether a group (one prompt's rollouts) yields no
+// gradient under cfg: fewer than two valid rollouts to compare, or zero
+// variance. Dynamic sampling (DAPO) draws such groups again.
+func TeachesNothing(cfg AdvantageConfig, w Weights, grp []SampleReward) bool {
 	var valid []int
 	for i, s := range grp {
 		if s.Valid {

@@ -1,4 +1,4 @@
-package grpo
+package rlcore
 
 import (
 	"math"
@@ -6,10 +6,13 @@ import (
 	"github.com/himes-rl/himes/internal/fielderr"
 )
 
-// AdvantageConfig selects how a group's rewards become advantages.
+// AdvantageConfig selects how a group's rewards become advantages (the
+// grpo.advantage section).
 type AdvantageConfig struct {
 	// Estimator: "group" (r−mean_g)/(std_g+ε), "batch" (std over the whole
-	// batch), "none" (Dr. GRPO: centred only) or "rloo" (leave-one-out baseline).
+	// batch), "none" (Dr. GRPO: centred only), "rloo" (leave-one-out
+	// baseline): the names of rlcore's registry, to which a Go caller may
+	// add its own (Registry.RegisterAdvantageEstimator).
 	Estimator string `yaml:"estimator"`
 	// Std: "population" (divide by n; the default, GRPO's formulation) or
 	// "sample" (Bessel, n−1; what torch.std and TRL compute).
@@ -34,11 +37,14 @@ func DefaultAdvantageConfig() AdvantageConfig {
 	return AdvantageConfig{Estimator: EstimatorGroup, Std: "population", Epsilon: 1e-6, Aggregation: "sum", ZeroVariance: "keep"}
 }
 
-// Validate checks modes and ranges.
-func (c AdvantageConfig) Validate() error {
-	if _, ok := estimators[c.Estimator]; !ok {
-		return fielderr.New("estimator", "must be %s, %s, %s or %s, got %q",
-			EstimatorGroup, EstimatorBatch, EstimatorNone, EstimatorRLOO, c.Estimator)
+// Validate checks modes and ranges against the built-in estimators
+// (DefaultRegistry).
+func (c AdvantageConfig) Validate() error { return c.ValidateWith(DefaultRegistry()) }
+
+// ValidateWith checks modes and ranges, the estimator against reg.
+func (c AdvantageConfig) ValidateWith(reg *Registry) error {
+	if _, err := reg.AdvantageEstimator(c.Estimator); err != nil {
+		return fielderr.New("estimator", "%v", err)
 	}
 	switch c.Std {
 	case "population", "sample":

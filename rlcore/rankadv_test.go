@@ -1,9 +1,7 @@
-package grpo
+package rlcore
 
 import (
 	"testing"
-
-	"github.com/himes-rl/himes/hser"
 )
 
 // The rank term counts in the advantages only when reward.rank weighs it:
@@ -12,20 +10,20 @@ import (
 // reward.rank = 1 (rewards 2.5 and 0.5: mean 1.5, population std 1).
 func TestAdvantageRankTerm(t *testing.T) {
 	g := [][]SampleReward{{
-		{Valid: true, Score: hser.Score{RougeF1: 0.5, Judged: true, FirstRelevant: 1, RankReward: 2}},
-		{Valid: true, Score: hser.Score{RougeF1: 0.5, Judged: true, RankReward: 0}},
+		{Valid: true, Terms: Terms{RougeF1: 0.5, Rank: 2}},
+		{Valid: true, Terms: Terms{RougeF1: 0.5, Rank: 0}},
 	}}
 	for _, agg := range []string{"sum", "normalize_then_sum"} {
 		c := advCfg("group")
 		c.Aggregation = agg
-		a := mustAdv(t, c, hser.Weights{}, g)
+		a := mustAdv(t, c, Weights{}, g)
 		advCheck(t, agg+" HSER", a.Values[0], []float64{0, 0})
 		if a.Stats.ZeroVarGroups != 1 {
 			t.Errorf("%s HSER: %d zero-variance groups, want 1", agg, a.Stats.ZeroVarGroups)
 		}
-		advCheck(t, agg+" rank=1", mustAdv(t, c, hser.Weights{Rank: 1}, g).Values[0], []float64{1, -1})
+		advCheck(t, agg+" rank=1", mustAdv(t, c, Weights{Rank: 1}, g).Values[0], []float64{1, -1})
 	}
-	if _, err := ComputeAdvantages(advCfg("group"), hser.Weights{Rank: -1}, g); err == nil {
+	if _, err := DefaultRegistry().ComputeAdvantages(advCfg("group"), Weights{Rank: -1}, g); err == nil {
 		t.Error("a negative rank weight was accepted")
 	}
 }
