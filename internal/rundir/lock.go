@@ -92,8 +92,12 @@ func releaseLock(f *os.File) error {
 // OutputLock is the exclusive lock of an output that a command replaces
 // whole (himes eval's --out folder): it lives in a file beside the output,
 // which the swap does not touch, and the kernel drops it when the process
-// ends, however it ends.
-type OutputLock struct{ f *os.File }
+// ends, however it ends. Close removes the file, so a finished command
+// leaves nothing beside its output.
+type OutputLock struct {
+	f    *os.File
+	path string
+}
 
 // LockOutput takes out's lock (the file out + ".lock") without waiting; a
 // second process fails at once, naming the holder's pid.
@@ -102,20 +106,35 @@ func LockOutput(kind, out string) (*OutputLock, error) {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return nil, fmt.Errorf("lock %s %s: %w", kind, out, err)
 	}
-	f, err := lockFile(kind, out, out+".lock")
-	if err != nil {
-		return nil, err
+	path := out + ".lock"
+	// The holder removes the file when it is done: a process that opened
+	// it just before then locks a file no longer under that name, and must
+	// take the lock again on the file that is.
+	for range 8 {
+		f, err := lockFile(kind, out, path)
+		if err != nil {
+			return nil, err
+		}
+		held, serr := f.Stat()
+		cur, perr := os.Stat(path)
+		if serr == nil && perr == nil && os.SameFile(held, cur) {
+			return &OutputLock{f: f, path: path}, nil
+		}
+		releaseLock(f)
 	}
-	return &OutputLock{f: f}, nil
+	return nil, fmt.Errorf("lock %s %s: %s keeps being replaced", kind, out, path)
 }
 
-// Close releases the lock; the file stays (removing it would let a third
-// process lock a new file while a second still waits on the old one).
+// Close removes the lock file and releases the lock (in that order: a
+// process that locks the removed file sees it is no longer the lock).
 func (l *OutputLock) Close() error {
 	if l == nil || l.f == nil {
 		return nil
 	}
-	err := releaseLock(l.f)
+	err := os.Remove(l.path)
+	if rerr := releaseLock(l.f); err == nil {
+		err = rerr
+	}
 	l.f = nil
 	return err
 }

@@ -25,6 +25,9 @@ func TestLockOutputIsExclusive(t *testing.T) {
 	if err := l1.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := os.Stat(out + ".lock"); !os.IsNotExist(err) {
+		t.Errorf("the released lock left its file: %v", err)
+	}
 	l2, err := LockOutput("eval output", out)
 	if err != nil {
 		t.Fatalf("after release: %v", err)
