@@ -3,10 +3,13 @@ package evaluate
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/internal/atomicfile"
 )
 
@@ -68,4 +71,80 @@ func ReplaceOutputDir(dir string, write func(tmp string) error) error {
 		}
 		return write(tmp)
 	})
+}
+
+// WriteOutputDir replaces the folder dir whole with an evaluation's outputs
+// (ReplaceOutputDir): summary.json, summary.md, qrels.txt, one TREC run per
+// system (runs/<FileSafe(name)>.trec) and turns.parquet; no stale
+// runs/*.trec of a system evaluated before and not now.
+func WriteOutputDir(dir string, rep Report, results [][]TurnResult, turns []datasets.Turn) error {
+	return ReplaceOutputDir(dir, func(tmp string) error { return writeOutputFiles(tmp, rep, results, turns) })
+}
+
+func writeOutputFiles(dir string, rep Report, results [][]TurnResult, turns []datasets.Turn) error {
+	if err := os.MkdirAll(filepath.Join(dir, "runs"), 0o755); err != nil {
+		return fmt.Errorf("eval output: %w", err)
+	}
+	files := []struct {
+		name  string
+		write func(io.Writer) error
+	}{
+		{"summary.json", func(w io.Writer) error { return WriteJSON(w, rep) }},
+		{"summary.md", func(w io.Writer) error { return WriteMarkdown(w, rep) }},
+		{"qrels.txt", func(w io.Writer) error { return WriteQrels(w, turns) }},
+	}
+	for i, s := range rep.Systems {
+		tag := FileSafe(s.Name)
+		files = append(files, struct {
+			name  string
+			write func(io.Writer) error
+		}{filepath.Join("runs", tag+".trec"), func(w io.Writer) error { return WriteTRECRun(w, results[i], tag) }})
+	}
+	for _, fl := range files {
+		if err := atomicfile.Write(filepath.Join(dir, fl.name), 0o644, fl.write); err != nil {
+			return err
+		}
+	}
+	return WriteTurnsParquet(filepath.Join(dir, "turns.parquet"), results)
+}
+
+// CheckFailedTurns fails an evaluation when a system failed more turns than
+// bound (rollout.max_failed_fraction) allows (the outputs are written, and
+// label the failures), or when every turn failed.
+func CheckFailedTurns(rep Report, bound float64, turnsFile string) error {
+	var over []string
+	failed, total := 0, 0
+	for _, s := range rep.Systems {
+		failed, total = failed+s.Failed, total+s.Turns
+		if float64(s.Failed) > bound*float64(s.Turns) {
+			over = append(over, fmt.Sprintf("%s %d of %d", s.Name, s.Failed, s.Turns))
+		}
+	}
+	if len(over) > 0 {
+		return fmt.Errorf("failed turns above rollout.max_failed_fraction %g: %s; its numbers are not a comparison (failures in %s)",
+			bound, strings.Join(over, ", "), turnsFile)
+	}
+	if total > 0 && failed == total {
+		return fmt.Errorf("every turn failed (see %s)", turnsFile)
+	}
+	return nil
+}
+
+// LimitConversations keeps the turns of the first n conversations (n ≤ 0: all).
+func LimitConversations(turns []datasets.Turn, n int) []datasets.Turn {
+	if n <= 0 {
+		return turns
+	}
+	keep := map[string]bool{}
+	var out []datasets.Turn
+	for _, t := range turns {
+		if !keep[t.ConvID] {
+			if len(keep) == n {
+				continue
+			}
+			keep[t.ConvID] = true
+		}
+		out = append(out, t)
+	}
+	return out
 }

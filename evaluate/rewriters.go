@@ -80,6 +80,11 @@ type Policy struct {
 	Seed      int64
 }
 
+// UntrainedPolicy labels a Policy that has had no update (policy_version
+// 0), so that its rows never pass for a trained policy's; FileSafe makes
+// its TREC run policy_untrained.
+const UntrainedPolicy = "policy (untrained)"
+
 // Name is the label, "policy" by default.
 func (p Policy) Name() string {
 	if p.Label != "" {

@@ -677,8 +677,7 @@ func (ix *Index) searchWith(sc *searchScratch, k int, dense bool) []Hit {
 
 // maxScoreCursors opens one cursor per query term (term i's id, weight
 // and score bound from term) in sc, ordered by bound ascending, with the
-// prefix sums of the bounds (prefix[i] = Σ_{j≤i} ub_j): the set-up both
-// MaxScore loops (exact and lucene) share.
+// prefix sums of the bounds (prefix[i] = Σ_{j≤i} ub_j): maxScore's set-up.
 func (ix *Index) maxScoreCursors(sc *searchScratch, n int, term func(i int) (t uint32, w, ub float64)) ([]*cursor, []float64) {
 	if cap(sc.cs) < n {
 		sc.cs = make([]cursor, n)
@@ -715,16 +714,39 @@ func (ix *Index) maxScoreCursors(sc *searchScratch, n int, term func(i int) (t u
 // search runs MaxScore for the prepared terms sc.qs.
 func (ix *Index) search(sc *searchScratch, k int) []Hit {
 	qs := sc.qs
-	cs, prefix := ix.maxScoreCursors(sc, len(qs), func(i int) (uint32, float64, float64) {
-		return qs[i].t, qs[i].w, contrib(qs[i].w, ix.maxSat[qs[i].t])
-	})
 	var top topK
 	top.reset(scoreDocDesc, k, sc.heap)
+	ix.maxScore(sc, &top, len(qs), func(i int) (uint32, float64, float64) {
+		return qs[i].t, qs[i].w, contrib(qs[i].w, ix.maxSat[qs[i].t])
+	})
+	var out []Hit
+	out, sc.heap = top.sorted()
+	return out
+}
+
+// maxScore is the one document-at-a-time MaxScore loop of both scorings,
+// filling top (whose order breaks ties: scoreDocDesc, or scoreDocAsc under
+// Lucene). Term i's id, weight and score bound come from term. A document
+// is scored whole, its clauses summed in query order as the exhaustive
+// references sum them (under Lucene the sum is then rounded to float32, as
+// Lucene's float score), and skipped only when its bound falls short of the
+// k-th score by more than rounding (pruneSlack). Documents come in
+// ascending order, so under either tie order a document that could only
+// tie the k-th score is decided by accepts, never by pruning.
+//
+// A clause is scored by the float64 formula (contrib) or, under Lucene, by
+// Lucene's float32 arithmetic widened (luceneStats.score). The branch on luc
+// is the same for every posting of a search, so it is predicted; both arms
+// are written out where a clause is scored because a method holding the
+// branch is too large to inline, and a call per posting costs more.
+func (ix *Index) maxScore(sc *searchScratch, top *topK, n int, term func(i int) (t uint32, w, ub float64)) {
+	luc := ix.luc
+	cs, prefix := ix.maxScoreCursors(sc, n, term)
 	full := false
 	thr := 0.0
 	below := func(bound float64) bool { return full && bound < thr-pruneSlack*thr }
 	ne := 0 // cs[:ne] are non-essential: together they cannot beat the threshold
-	contribs := sc.contribs[:len(qs)]
+	contribs := sc.contribs[:n]
 	for ne < len(cs) {
 		d := uint32(math.MaxUint32)
 		for i := ne; i < len(cs); i++ {
@@ -737,7 +759,12 @@ func (ix *Index) search(sc *searchScratch, k int) []Hit {
 		bound := 0.0
 		for _, c := range cs[ne:] {
 			if c.doc() == d {
-				v := contrib(c.w, ix.sat(c.tf(), d))
+				var v float64
+				if luc != nil {
+					v = float64(luc.score(float32(c.w), c.tf(), d))
+				} else {
+					v = contrib(c.w, ix.sat(c.tf(), d))
+				}
 				contribs[c.qi] = v
 				bound += v
 				c.next()
@@ -756,7 +783,12 @@ func (ix *Index) search(sc *searchScratch, k int) []Hit {
 			c.seek(d)
 			bound -= c.ub
 			if c.doc() == d {
-				v := contrib(c.w, ix.sat(c.tf(), d))
+				var v float64
+				if luc != nil {
+					v = float64(luc.score(float32(c.w), c.tf(), d))
+				} else {
+					v = contrib(c.w, ix.sat(c.tf(), d))
+				}
 				contribs[c.qi] = v
 				bound += v
 			}
@@ -767,6 +799,9 @@ func (ix *Index) search(sc *searchScratch, k int) []Hit {
 		score := 0.0
 		for _, v := range contribs {
 			score += v
+		}
+		if luc != nil {
+			score = float64(float32(score))
 		}
 		hit := Hit{Doc: int(d), Score: score}
 		if !top.accepts(hit) {
@@ -780,9 +815,6 @@ func (ix *Index) search(sc *searchScratch, k int) []Hit {
 			}
 		}
 	}
-	var out []Hit
-	out, sc.heap = top.sorted()
-	return out
 }
 
 // searchDense scores term at a time into a dense accumulator (canonical

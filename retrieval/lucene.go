@@ -281,80 +281,12 @@ func (ix *Index) searchLucene(tokens []string, k int, dense bool) []Hit {
 	return out
 }
 
-// luceneMaxScore is Index.search (MaxScore, document at a time) under
-// Lucene scoring, kept separate so that neither hot loop pays for the
-// other's arithmetic through an indirect call. Terms are bounded by
-// clauseAt(w, max tfNorm) (Index.maxSat holds max tfNorm under lucene); a
-// document is scored whole in query order, as searchLuceneExhaustive sums
-// it, and skipped only when its bound falls short of the k-th score by more
-// than rounding (pruneSlack). Documents come in ascending order and ties go
-// to the lower document, so a later document must beat the k-th score
-// strictly: one that could only tie is safely skipped.
+// luceneMaxScore is Index.maxScore under Lucene scoring: terms are bounded
+// by clauseAt(w, max tfNorm) (Index.maxSat holds max tfNorm under lucene).
 func (ix *Index) luceneMaxScore(sc *searchScratch, qs []lucQueryTerm, top *topK) {
-	ls := ix.luc
-	cs, prefix := ix.maxScoreCursors(sc, len(qs), func(i int) (uint32, float64, float64) {
+	ix.maxScore(sc, top, len(qs), func(i int) (uint32, float64, float64) {
 		return qs[i].t, float64(qs[i].w), float64(clauseAt(qs[i].w, float32(ix.maxSat[qs[i].t])))
 	})
-	full := false
-	thr := 0.0
-	below := func(bound float64) bool { return full && bound < thr-pruneSlack*thr }
-	ne := 0
-	contribs := sc.contribs[:len(qs)]
-	for ne < len(cs) {
-		d := uint32(math.MaxUint32)
-		for i := ne; i < len(cs); i++ {
-			d = min(d, cs[i].doc())
-		}
-		if d == math.MaxUint32 {
-			break
-		}
-		clear(contribs)
-		bound := 0.0
-		for _, c := range cs[ne:] {
-			if c.doc() == d {
-				v := float64(ls.score(float32(c.w), c.tf(), d))
-				contribs[c.qi] = v
-				bound += v
-				c.next()
-			}
-		}
-		if ne > 0 {
-			bound += prefix[ne-1]
-		}
-		skip := false
-		for i := ne - 1; i >= 0; i-- {
-			if below(bound) {
-				skip = true
-				break
-			}
-			c := cs[i]
-			c.seek(d)
-			bound -= c.ub
-			if c.doc() == d {
-				v := float64(ls.score(float32(c.w), c.tf(), d))
-				contribs[c.qi] = v
-				bound += v
-			}
-		}
-		if skip || below(bound) {
-			continue
-		}
-		s := 0.0
-		for _, v := range contribs {
-			s += v
-		}
-		hit := Hit{Doc: int(d), Score: float64(float32(s))}
-		if !top.accepts(hit) {
-			continue
-		}
-		top.push(hit)
-		if full = top.full(); full {
-			thr = top.worst().Score
-			for ne < len(cs) && prefix[ne] < thr-pruneSlack*thr {
-				ne++
-			}
-		}
-	}
 }
 
 // searchLuceneExhaustive is the plain reference for searchLucene: every

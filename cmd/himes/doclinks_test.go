@@ -139,6 +139,7 @@ func TestImportsPointDown(t *testing.T) {
 	layer := map[string]int{
 		"internal": 1, "datasets": 2, "hser": 2, "analysis": 2, "rlcore": 2, "embedding": 3, "memory": 4, "retrieval": 5,
 		"trainer": 6, "rollout": 6, "evaluate": 7, "grpo": 8, "report": 9, "configs": 9, "ablate": 10, "scripts": 10, "cmd": 11,
+		"export": 2,
 	}
 	top := func(rel string) string { first, _, _ := strings.Cut(rel, "/"); return first }
 	fset := token.NewFileSet()

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,7 +16,6 @@ import (
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
 	"github.com/himes-rl/himes/grpo"
-	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/internal/progress"
 	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/internal/stats"
@@ -39,7 +35,7 @@ type evalFlags struct {
 	level       float64
 	limit       int
 	ollamaHost  string
-	// policyCheckpoint labels the policy rewriter's checkpoint (runCheckpoint).
+	// policyCheckpoint labels the policy rewriter's checkpoint (grpo.ResolveRunCheckpoint).
 	policyCheckpoint string
 }
 
@@ -68,7 +64,14 @@ turns.parquet (one row per system and turn), runs/<system>.trec and
 qrels.txt (check with: trec_eval -m recall.10 qrels.txt runs/raw.trec).
 The folder is replaced whole (written beside it, then swapped in), so no
 file of an earlier evaluation is left in it; an existing folder that is not
-a himes eval folder (no .himes-eval marker) is refused.
+a himes eval folder (no .himes-eval marker) is refused. While it runs the
+evaluation holds a lock on the folder (the file <out>.lock beside it): a
+second himes eval into the same --out fails at once, naming the first's pid.
+
+policy without --run or --checkpoint is the trainer endpoint's policy as it
+is; when it has had no update (policy_version 0) it is labelled
+"policy (untrained)" in every output (table, summary.json, turns.parquet;
+runs/policy_untrained.trec) and a warning is logged.
 Failed turns are counted per stage and left out of means and pairs; when a
 system fails more than rollout.max_failed_fraction of its turns the command
 writes its outputs and exits with an error.`,
@@ -203,6 +206,13 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) (err error) 
 	if err := evaluate.CheckOutputDir(out); err != nil {
 		return err
 	}
+	// Two evaluations into one folder would each replace it whole, and one's
+	// systems would be lost: the second fails now, naming the first.
+	lock, err := rundir.LockOutput("eval output", out)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	// trainer.endpoint "launch": the run's trainer, started on its
 	// checkpoints (the run's trainer/), its log appended to the run's.
 	if cfg.Trainer.Endpoint == trainer.LaunchEndpoint && f.runDir == "" {
@@ -257,7 +267,7 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) (err error) 
 	if len(f.data) > 0 {
 		turns = extra
 	}
-	turns = limitConversations(turns, f.limit)
+	turns = evaluate.LimitConversations(turns, f.limit)
 	if len(turns) == 0 {
 		return errors.New("no evaluation turns (set data.eval or data.eval_fraction, or pass --data)")
 	}
@@ -298,7 +308,7 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) (err error) 
 		for _, rw := range rewriters {
 			sys := evaluate.System{Name: rw.Name() + mode.suffix(), Rewriter: rw, Memory: mode.on,
 				Variant: mode.variant, Retriever: comps[mode].Retrieve}
-			if rw.Name() == "policy" {
+			if _, ok := rw.(evaluate.Policy); ok {
 				sys.Checkpoint = f.policyCheckpoint
 			}
 			systems = append(systems, sys)
@@ -325,36 +335,14 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) (err error) 
 		slog.Warn("no raw system: nothing to compare against; add raw to --rewriter for paired tests")
 	}
 
-	if err := writeEvalOutputs(out, rep, results, turns); err != nil {
+	if err := evaluate.WriteOutputDir(out, rep, results, turns); err != nil {
 		return err
 	}
 	if err := evaluate.WriteMarkdown(cmd.OutOrStdout(), rep); err != nil {
 		return err
 	}
 	slog.Info("evaluation written", "dir", out, "elapsed_s", math.Round(rep.Seconds*10)/10)
-	return checkFailedTurns(rep, cfg.Rollout.MaxFailedFraction, filepath.Join(out, "turns.parquet"))
-}
-
-// checkFailedTurns fails the command when a system failed more turns than
-// rollout.max_failed_fraction allows (the outputs are written, and label the
-// failures), or when every turn failed.
-func checkFailedTurns(rep evaluate.Report, bound float64, turnsFile string) error {
-	var over []string
-	failed, total := 0, 0
-	for _, s := range rep.Systems {
-		failed, total = failed+s.Failed, total+s.Turns
-		if float64(s.Failed) > bound*float64(s.Turns) {
-			over = append(over, fmt.Sprintf("%s %d of %d", s.Name, s.Failed, s.Turns))
-		}
-	}
-	if len(over) > 0 {
-		return fmt.Errorf("failed turns above rollout.max_failed_fraction %g: %s; its numbers are not a comparison (failures in %s)",
-			bound, strings.Join(over, ", "), turnsFile)
-	}
-	if total > 0 && failed == total {
-		return fmt.Errorf("every turn failed (see %s)", turnsFile)
-	}
-	return nil
+	return evaluate.CheckFailedTurns(rep, cfg.Rollout.MaxFailedFraction, filepath.Join(out, "turns.parquet"))
 }
 
 func memoryLabel(m memoryMode) string {
@@ -450,17 +438,31 @@ func (f *evalFlags) rewriter(ctx context.Context, name string, cfg configs.Confi
 	case name == "gold":
 		return evaluate.Gold{}, nil
 	case name == "policy":
+		rw := evaluate.Policy{Policy: pol, Render: render, MaxTokens: cfg.GRPO.MaxTokens, Seed: cfg.Run.Seed}
 		if f.runDir != "" || f.checkpoint != "" {
-			c, err := runCheckpoint(f.runDir, f.checkpoint)
+			c, err := grpo.ResolveRunCheckpoint(f.runDir, f.checkpoint)
 			if err != nil {
 				return nil, err
 			}
-			if err := loadPolicyCheckpoint(ctx, pol, c.name, c.version); err != nil {
+			if err := grpo.LoadPolicyCheckpoint(ctx, pol, c.Name, c.Version); err != nil {
 				return nil, err
 			}
-			f.policyCheckpoint = c.label
+			f.policyCheckpoint = c.Label
+			return rw, nil
 		}
-		return evaluate.Policy{Policy: pol, Render: render, MaxTokens: cfg.GRPO.MaxTokens, Seed: cfg.Run.Seed}, nil
+		// Neither --run nor --checkpoint: the endpoint's policy as it is,
+		// which is untrained when it has had no update; its rows must not
+		// pass for a trained policy's.
+		info, err := pol.Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("--rewriter policy: %w", err)
+		}
+		if info.PolicyVersion == 0 {
+			rw.Label = evaluate.UntrainedPolicy
+			slog.Warn("--rewriter policy without --run or --checkpoint: the trainer endpoint's policy has had no update (policy_version 0); it is evaluated as "+
+				evaluate.UntrainedPolicy+", not a trained policy (pass --run RUN to evaluate a run's checkpoint)", "endpoint", cfg.Trainer.Endpoint)
+		}
+		return rw, nil
 	case strings.HasPrefix(name, "ollama:"):
 		o, err := evaluate.NewOllama(strings.TrimPrefix(name, "ollama:"), f.ollamaHostFor(cfg), render, cfg.Rollout.Ollama.Call.Policy())
 		if err != nil {
@@ -470,160 +472,4 @@ func (f *evalFlags) rewriter(ctx context.Context, name string, cfg configs.Confi
 		return o, nil
 	}
 	return nil, unknownRewriter(name)
-}
-
-// runCkpt is a resolved --checkpoint: the trainer checkpoint's name, the
-// policy version the run recorded for it (-1: unknown) and a label for
-// every output line that uses it ("" when unknown).
-type runCkpt struct {
-	name    string
-	version int64
-	label   string
-}
-
-// runCheckpoint resolves --checkpoint. With --run, best and latest are the
-// run's harness checkpoints, and no --checkpoint is the run's final policy:
-// the best checkpoint when the run made it final (grpo.load_best_at_end,
-// status.json's final), or kept one without saying (runs from before it),
-// else the latest. Without --run, latest (or "") is the trainer's newest
-// checkpoint (name ""). Any other value is a trainer checkpoint name.
-func runCheckpoint(runDir, which string) (runCkpt, error) {
-	if which == "" && runDir != "" {
-		which = defaultRunCheckpoint(runDir)
-	}
-	switch {
-	case which == "best" || which == "latest":
-		if runDir == "" {
-			if which == "best" {
-				return runCkpt{version: -1}, errors.New("--checkpoint best: needs --run (the run records which checkpoint is best)")
-			}
-			return runCkpt{version: -1}, nil
-		}
-		st, err := grpo.LoadCheckpointState(&rundir.RunDir{Path: runDir}, which)
-		if err != nil {
-			return runCkpt{version: -1}, fmt.Errorf("--checkpoint %s: %w", which, err)
-		}
-		c := runCkpt{name: st.TrainerCheckpoint, version: st.PolicyVersion, label: checkpointLabel(which, st)}
-		slog.Info("run checkpoint", "which", which, "step", st.Step, "checkpoint", c.label, "trainer_checkpoint", st.TrainerCheckpoint)
-		return c, nil
-	}
-	return runCkpt{name: which, version: -1, label: "trainer checkpoint " + which}, nil
-}
-
-// checkpointLabel names a run checkpoint: which, its step, and for the best
-// its metric's value.
-func checkpointLabel(which string, st grpo.State) string {
-	if which == "best" && st.Best != nil {
-		return fmt.Sprintf("best: step %d, %s %.4f", st.Best.Step, st.Best.Metric, st.Best.Value)
-	}
-	return fmt.Sprintf("%s: step %d", which, st.Step)
-}
-
-// defaultRunCheckpoint is the run's final policy: what status.json's final
-// says, else best when the run kept one, else latest.
-func defaultRunCheckpoint(runDir string) string {
-	if st, ok, err := grpo.ReadStatus(runDir); err == nil && ok && st.Final != nil {
-		return st.Final.Which
-	}
-	var best grpo.State
-	if ok, err := (&rundir.RunDir{Path: runDir}).LoadBestState(&best); err == nil && ok {
-		return "best"
-	}
-	return "latest"
-}
-
-// loadPolicyCheckpoint restores the named policy checkpoint, or the newest
-// when name is "". A known wantVersion (≥ 0) must be the restored one: a
-// trainer holding another run's checkpoint of the same name must not be
-// evaluated silently.
-func loadPolicyCheckpoint(ctx context.Context, pol trainer.Policy, name string, wantVersion int64) error {
-	cks, err := pol.Checkpoints(ctx)
-	if err != nil {
-		return fmt.Errorf("policy checkpoints: %w", err)
-	}
-	if len(cks) == 0 {
-		return errors.New("--run: the trainer has no policy checkpoint to load")
-	}
-	pick := -1
-	for i, c := range cks {
-		if name != "" {
-			if c.Name == name {
-				pick = i
-			}
-			continue
-		}
-		if pick < 0 || c.PolicyVersion > cks[pick].PolicyVersion ||
-			(c.PolicyVersion == cks[pick].PolicyVersion && c.CreatedAt.After(cks[pick].CreatedAt)) {
-			pick = i
-		}
-	}
-	if pick < 0 {
-		return fmt.Errorf("--checkpoint: trainer checkpoint %q is not among the trainer's checkpoints", name)
-	}
-	// A fresh step id: a repeated one would be answered from the endpoint's
-	// replay log without loading anything.
-	stepID := fmt.Sprintf("eval-load/%s/%d", cks[pick].Name, time.Now().UnixNano())
-	resp, err := pol.Load(ctx, trainer.LoadRequest{StepID: stepID, Name: cks[pick].Name})
-	if err != nil {
-		return fmt.Errorf("load checkpoint %s: %w", cks[pick].Name, err)
-	}
-	if wantVersion >= 0 && resp.PolicyVersion != wantVersion {
-		return fmt.Errorf("load checkpoint %s: policy version %d, the run recorded %d (is the trainer's checkpoint directory another run's?)",
-			resp.Name, resp.PolicyVersion, wantVersion)
-	}
-	slog.Info("policy checkpoint loaded", "name", resp.Name, "policy_version", resp.PolicyVersion)
-	return nil
-}
-
-// limitConversations keeps the turns of the first n conversations (n ≤ 0: all).
-func limitConversations(turns []datasets.Turn, n int) []datasets.Turn {
-	if n <= 0 {
-		return turns
-	}
-	keep := map[string]bool{}
-	var out []datasets.Turn
-	for _, t := range turns {
-		if !keep[t.ConvID] {
-			if len(keep) == n {
-				continue
-			}
-			keep[t.ConvID] = true
-		}
-		out = append(out, t)
-	}
-	return out
-}
-
-// writeEvalOutputs replaces the folder dir whole with the evaluation's
-// outputs (evaluate.ReplaceOutputDir): no stale runs/*.trec of a system
-// evaluated before and not now.
-func writeEvalOutputs(dir string, rep evaluate.Report, results [][]evaluate.TurnResult, turns []datasets.Turn) error {
-	return evaluate.ReplaceOutputDir(dir, func(tmp string) error { return writeEvalFiles(tmp, rep, results, turns) })
-}
-
-func writeEvalFiles(dir string, rep evaluate.Report, results [][]evaluate.TurnResult, turns []datasets.Turn) error {
-	if err := os.MkdirAll(filepath.Join(dir, "runs"), 0o755); err != nil {
-		return fmt.Errorf("eval output: %w", err)
-	}
-	files := []struct {
-		name  string
-		write func(io.Writer) error
-	}{
-		{"summary.json", func(w io.Writer) error { return evaluate.WriteJSON(w, rep) }},
-		{"summary.md", func(w io.Writer) error { return evaluate.WriteMarkdown(w, rep) }},
-		{"qrels.txt", func(w io.Writer) error { return evaluate.WriteQrels(w, turns) }},
-	}
-	for i, s := range rep.Systems {
-		tag := evaluate.FileSafe(s.Name)
-		files = append(files, struct {
-			name  string
-			write func(io.Writer) error
-		}{filepath.Join("runs", tag+".trec"), func(w io.Writer) error { return evaluate.WriteTRECRun(w, results[i], tag) }})
-	}
-	for _, fl := range files {
-		if err := atomicfile.Write(filepath.Join(dir, fl.name), 0o644, fl.write); err != nil {
-			return err
-		}
-	}
-	return evaluate.WriteTurnsParquet(filepath.Join(dir, "turns.parquet"), results)
 }

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/himes-rl/himes/evaluate"
 	"github.com/himes-rl/himes/internal/sharedtest"
 )
 
@@ -96,20 +95,5 @@ func TestTrainStopsWhenEveryRolloutFails(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(evalDir, "turns.parquet")); err != nil {
 		t.Errorf("eval outputs not written: %v", err)
-	}
-}
-
-func TestCheckFailedTurns(t *testing.T) {
-	rep := evaluate.Report{Systems: []evaluate.SystemReport{{Name: "raw", Turns: 10, Failed: 5}, {Name: "gold", Turns: 10, Failed: 6}}}
-	err := checkFailedTurns(rep, 0.5, "x")
-	if err == nil || !strings.Contains(err.Error(), "gold 6 of 10") || strings.Contains(err.Error(), "raw 5") {
-		t.Errorf("bound 0.5: %v (5 of 10 is at the bound, 6 above)", err)
-	}
-	if err := checkFailedTurns(rep, 1, "x"); err != nil {
-		t.Errorf("bound 1: %v", err)
-	}
-	all := evaluate.Report{Systems: []evaluate.SystemReport{{Name: "raw", Turns: 3, Failed: 3}}}
-	if err := checkFailedTurns(all, 1, "x"); err == nil || !strings.Contains(err.Error(), "every turn failed") {
-		t.Errorf("all failed at bound 1: %v", err)
 	}
 }
