@@ -271,10 +271,14 @@ func rescoreOne(ctx context.Context, steps [][]ledgerGroup, refs [][][][]string,
 					// The rank depends on the rewrite's retrieval only, which the
 					// ledger holds: any reward.rank weighs it in.
 					sc = scorer.WithRank(sc, rec.FirstRelevantRank)
-				case st.Reward.Rank > 0:
-					return rescored{}, fmt.Errorf("step %d group %d sample %d (turn %s/%d): reward.rank is %v but the ledger has no rank for this rollout: "+
-						"its turn has no relevance judgments, or the ledger predates the rank columns (judged, first_relevant_rank); rerun the training with this himes",
-						rec.Step, rec.GroupIndex, rec.SampleIndex, rec.ConvID, rec.Turn, st.Reward.Rank)
+					// Recall@k, NDCG@k and RR as the run scored them (its k):
+					// the ledger keeps the measures, not the whole ranking.
+					sc.RecallK, sc.NDCGK, sc.RR = rec.RecallK, rec.NDCGK, rec.RR
+					sc.Reward = st.Reward.RetrievalReward(sc.Reward, sc.RecallK, sc.NDCGK, sc.RR)
+				case st.Reward.Retrieval():
+					return rescored{}, fmt.Errorf("step %d group %d sample %d (turn %s/%d): %s weigh retrieval terms but the ledger has none for this rollout: "+
+						"its turn has no relevance judgments, or the ledger predates the retrieval columns (judged, first_relevant_rank, recall_k, ndcg_k, rr); rerun the training with this himes",
+						rec.Step, rec.GroupIndex, rec.SampleIndex, rec.ConvID, rec.Turn, strings.Join(st.Reward.RetrievalTerms(), ", "))
 				}
 				guarded := rec.Guard != ""
 				if guarded {
@@ -285,10 +289,11 @@ func rescoreOne(ctx context.Context, steps [][]ledgerGroup, refs [][][][]string,
 				}
 				r.scores[s][g][i] = sc
 				in[g][i] = rlcore.SampleReward{Valid: true, Guarded: guarded, GuardPenalty: rec.GuardPenalty,
-					Terms: rlcore.Terms{RougeF1: sc.RougeF1, EM: sc.EM, Hit: sc.Hit, Rank: sc.RankReward}}
+					Terms: rlcore.Terms{RougeF1: sc.RougeF1, EM: sc.EM, Hit: sc.Hit, Rank: sc.RankReward, Recall: sc.RecallK, NDCG: sc.NDCGK, RR: sc.RR}}
 			}
 		}
-		w := rlcore.Weights{Alpha: st.Reward.Weights.Alpha, Beta: st.Reward.Weights.Beta, Rank: st.Reward.Weights.Rank}
+		w := rlcore.Weights{RougeL: st.Reward.RougeL, Alpha: st.Reward.Alpha, Beta: st.Reward.Beta, Rank: st.Reward.Rank,
+			Recall: st.Reward.Recall.Weight, NDCG: st.Reward.NDCG.Weight, RR: st.Reward.RR.Weight}
 		adv, err := reg.ComputeAdvantages(st.Advantage, w, in)
 		if err != nil {
 			return rescored{}, fmt.Errorf("step %d: advantages: %w", groups[0].step, err)

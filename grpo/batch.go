@@ -50,12 +50,20 @@ func (b *stepBatch) sampleGroup(i int) []rlcore.SampleReward {
 // sampleReward is a rollout's reward terms as rlcore's advantages read them.
 func sampleReward(valid bool, sc hser.Score, guarded bool, penalty float64) rlcore.SampleReward {
 	return rlcore.SampleReward{Valid: valid, Guarded: guarded, GuardPenalty: penalty,
-		Terms: rlcore.Terms{RougeF1: sc.RougeF1, EM: sc.EM, Hit: sc.Hit, Rank: sc.RankReward}}
+		Terms: rlcore.Terms{RougeF1: sc.RougeF1, EM: sc.EM, Hit: sc.Hit, Rank: sc.RankReward, Recall: sc.RecallK, NDCG: sc.NDCGK, RR: sc.RR}}
 }
 
 // rlWeights is the reward's weights as rlcore's advantages read them.
-func rlWeights(w hser.Weights) rlcore.Weights {
-	return rlcore.Weights{Alpha: w.Alpha, Beta: w.Beta, Rank: w.Rank}
+func rlWeights(c hser.Config) rlcore.Weights {
+	return RewardWeights(c)
+}
+
+// RewardWeights is a reward config's weights as rlcore reads them: every
+// term of R, the retrieval terms included (one mapping for the training
+// loop and the ablations' re-scoring).
+func RewardWeights(c hser.Config) rlcore.Weights {
+	return rlcore.Weights{RougeL: c.RougeL, Alpha: c.Alpha, Beta: c.Beta, Rank: c.Rank,
+		Recall: c.Recall.Weight, NDCG: c.NDCG.Weight, RR: c.RR.Weight}
 }
 
 func (b *stepBatch) applyAdvantages(adv rlcore.Advantages) {
@@ -113,7 +121,8 @@ func (b *stepBatch) replaceWithVaried(cfg rlcore.AdvantageConfig, w rlcore.Weigh
 func recordScore(r rollout.Record) hser.Score {
 	return hser.Score{RougeP: r.RougeP, RougeR: r.RougeR, RougeF1: r.RougeF1, EM: r.EM, SquadEM: r.SquadEM, SquadF1: r.SquadF1,
 		Hit: r.Hit, Alpha: r.Alpha, Beta: r.Beta, Reward: r.Reward,
-		Judged: r.Judged, FirstRelevant: r.FirstRelevantRank, RankReward: r.RankReward, Gamma: r.Gamma}
+		Judged: r.Judged, FirstRelevant: r.FirstRelevantRank, RankReward: r.RankReward, Gamma: r.Gamma,
+		RecallK: r.RecallK, NDCGK: r.NDCGK, RR: r.RR}
 }
 
 func addStats(a, b rollout.Stats) rollout.Stats {
@@ -211,4 +220,37 @@ func stepMetrics(step, epoch int, b *stepBatch, adv rlcore.Advantages, upd updat
 		m.ZeroVarFracHit = ptr(float64(adv.Stats.ZeroVarHit) / g)
 	}
 	return m
+}
+
+// addRetrieval sets the means of the retrieval terms that enter R over the
+// step's valid judged rollouts (a nil t: no valid rollout, nothing to add).
+func (t *Terms) addRetrieval(b *stepBatch, c hser.Config) {
+	if t == nil {
+		return
+	}
+	var n, rank, recall, ndcg, rr float64
+	for _, g := range b.groups {
+		for _, r := range g.records {
+			if r.Failed() || !r.Judged {
+				continue
+			}
+			n++
+			rank += r.RankReward
+			recall += r.RecallK
+			ndcg += r.NDCGK
+			rr += r.RR
+		}
+	}
+	if n == 0 {
+		return
+	}
+	for _, x := range []struct {
+		w   float64
+		sum float64
+		dst **float64
+	}{{c.Rank, rank, &t.RankReward}, {c.Recall.Weight, recall, &t.RecallK}, {c.NDCG.Weight, ndcg, &t.NDCGK}, {c.RR.Weight, rr, &t.RR}} {
+		if x.w != 0 {
+			*x.dst = ptr(x.sum / n)
+		}
+	}
 }

@@ -179,7 +179,7 @@ func benchLoop(b testing.TB, latency time.Duration, slots, prompts, group int, w
 	// checkpoint_every a file holds that many steps, not ledger_steps.
 	cfg.LedgerSteps = min(cfg.LedgerSteps, cfg.CheckpointEvery)
 	tr, err := NewLoop(cfg, Deps{Policy: &wordPolicy{}, Runner: runner, Renderer: rend, Train: turns,
-		Reward: hser.DefaultConfig().Weights, Run: run, Seed: 1})
+		Reward: hser.DefaultConfig(), Run: run, Seed: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func newBestLoop(t *testing.T, cfg Config, pol *fakePolicy, run *rundir.RunDir, 
 		return []retrieval.Scored{{ID: "other", Score: 1}}, nil
 	}
 	l, err := NewLoop(cfg, Deps{Policy: versionPolicy{pol}, Runner: runner, Renderer: rend, Train: testTurns(4),
-		Eval: eval, Ranker: ranker, Reward: hser.DefaultConfig().Weights, Run: run, Seed: 3})
+		Eval: eval, Ranker: ranker, Reward: hser.DefaultConfig(), Run: run, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestRetrievalBestMetricNeedsJudgedTurns(t *testing.T) {
 	runner, _ := rollout.NewRunner(rollout.DefaultConfig(), echoRetriever{}, lastWordResponder{}, scorer)
 	rend, _ := datasets.NewRenderer(datasets.DefaultPromptConfig())
 	_, err := NewLoop(cfg, Deps{Policy: newFakePolicy(""), Runner: runner, Renderer: rend, Train: testTurns(4),
-		Eval: testTurns(2), Reward: hser.DefaultConfig().Weights, Run: run})
+		Eval: testTurns(2), Reward: hser.DefaultConfig(), Run: run})
 	if err == nil || !strings.Contains(err.Error(), "recall_10") {
 		t.Fatalf("want an error naming recall_10 (no judged turns, no ranker), got %v", err)
 	}

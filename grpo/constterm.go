@@ -20,15 +20,18 @@ func (c ConstantTerm) String() string { return fmt.Sprintf("%s≡%g", c.Term, c.
 // constantTerms lists the weighted reward terms (Rouge-L always; EM when
 // alpha ≠ 0; Hit when beta ≠ 0) whose value is the same on every valid
 // rollout of recs. Fewer than two valid rollouts say nothing.
-func constantTerms(recs []rollout.Record, w hser.Weights) []ConstantTerm {
+func constantTerms(recs []rollout.Record, c hser.Config) []ConstantTerm {
 	terms := []struct {
 		name   string
 		weight float64
 		of     func(rollout.Record) float64
 	}{
-		{"rougeL_f1", 1, func(r rollout.Record) float64 { return r.RougeF1 }},
-		{"em", w.Alpha, func(r rollout.Record) float64 { return r.EM }},
-		{"hit", w.Beta, func(r rollout.Record) float64 { return r.Hit }},
+		{"rougeL_f1", c.RougeLWeight(), func(r rollout.Record) float64 { return r.RougeF1 }},
+		{"em", c.Alpha, func(r rollout.Record) float64 { return r.EM }},
+		{"hit", c.Beta, func(r rollout.Record) float64 { return r.Hit }},
+		{"recall_k", c.Recall.Weight, func(r rollout.Record) float64 { return r.RecallK }},
+		{"ndcg_k", c.NDCG.Weight, func(r rollout.Record) float64 { return r.NDCGK }},
+		{"rr", c.RR.Weight, func(r rollout.Record) float64 { return r.RR }},
 	}
 	var valid []rollout.Record
 	for _, r := range recs {

@@ -42,7 +42,7 @@ func TestConstantTerms(t *testing.T) {
 		if c.name == "a failed rollout is not scored" && !c.recs[1].Failed() {
 			t.Fatal("the test's failed record is not Failed()")
 		}
-		if got := constantTerms(c.recs, c.w); !reflect.DeepEqual(got, c.want) {
+		if got := constantTerms(c.recs, hser.Config{Weights: c.w}); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
 		}
 	}

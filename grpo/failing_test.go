@@ -56,7 +56,7 @@ func newFlakyLoop(t *testing.T, cfg Config, pol *fakePolicy, run *rundir.RunDir,
 		t.Fatal(err)
 	}
 	l, err := NewLoop(cfg, Deps{Policy: pol, Runner: runner, Renderer: rend, Train: testTurns(4),
-		Eval: eval, Reward: hser.DefaultConfig().Weights, Run: run, Seed: 3})
+		Eval: eval, Reward: hser.DefaultConfig(), Run: run, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ type Deps struct {
 	Train  []datasets.Turn // GRPO prompt set: turns with a reference answer
 	Eval   []datasets.Turn // held-out turns for periodic evaluation
 	SFT    []datasets.Turn // turns with a human rewrite, for the SFT phase
-	Reward hser.Weights
+	Reward hser.Config     // every term of R and its weight (the advantages weigh the same terms)
 	Run    *rundir.RunDir
 	Seed   int64
 	Logger *slog.Logger
@@ -442,6 +442,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 
 	// 8. Metrics.
 	m := stepMetrics(step, l.state.Epoch, batch, adv, upd, resampled)
+	m.Terms.addRetrieval(batch, l.deps.Reward)
 	m.ConstantTerms = l.noteConstantTerms(fmt.Sprintf("step %d", step), batch.records())
 	m.FracBeatGreedy, m.FracGreedyBest, m.GreedyReward = probe[0], probe[1], probe[2]
 	m.LR = l.learningRate(step)

@@ -165,7 +165,7 @@ func newTestLoop(t *testing.T, cfg Config, pol *fakePolicy, run *rundir.RunDir) 
 		t.Fatal(err)
 	}
 	tr, err := NewLoop(cfg, Deps{Policy: pol, Runner: runner, Renderer: rend, Train: testTurns(4),
-		Eval: testTurns(2), Reward: hser.DefaultConfig().Weights, Run: run, Seed: 3})
+		Eval: testTurns(2), Reward: hser.DefaultConfig(), Run: run, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

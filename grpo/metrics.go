@@ -22,6 +22,14 @@ type Terms struct {
 	SquadEM      float64 `json:"squad_em"`
 	SquadF1      float64 `json:"squad_f1"`
 	GuardPenalty float64 `json:"guard_penalty"`
+	// The retrieval terms that enter R (their reward weight is non-zero),
+	// over the valid rollouts of judged turns: the rank-incentive reward,
+	// Recall@k, NDCG@k and reciprocal rank of each rollout's own ranking.
+	// Absent when the term is not in R or no valid rollout was judged.
+	RankReward *float64 `json:"rank_reward,omitempty"`
+	RecallK    *float64 `json:"recall_k,omitempty"`
+	NDCGK      *float64 `json:"ndcg_k,omitempty"`
+	RR         *float64 `json:"rr,omitempty"`
 }
 
 // Stamp says when a metrics line was written: wall-clock time (RFC 3339, UTC)

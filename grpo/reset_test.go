@@ -53,7 +53,7 @@ func sftLoop(t *testing.T, cfg Config, pol trainer.Policy, run *rundir.RunDir) *
 		sft[i].Rewrite = new("where is paris")
 	}
 	l, err := NewLoop(cfg, Deps{Policy: pol, Runner: runner, Renderer: rend, Train: testTurns(4), SFT: sft,
-		Eval: testTurns(2), Reward: hser.DefaultConfig().Weights, Run: run, Seed: 3})
+		Eval: testTurns(2), Reward: hser.DefaultConfig(), Run: run, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,20 @@ type Weights struct {
 	// against the turn's judgments): R = HSER + Rank·RankReward. 0 (default)
 	// leaves the HSER reward as it is; > 0 needs judged turns (qrels).
 	Rank float64 `yaml:"rank" json:"rank"`
+	// RougeL weighs Rouge-L F1 in R; null (default) is 1, HSER's R. 0 drops
+	// the answer's Rouge-L from R, so that a pure retrieval reward (e.g.
+	// R = NDCG@3 + Recall@10: rouge_l 0, alpha 0, beta 0, ndcg and recall
+	// weight 1) can be written. A pointer so that a Weights literal that
+	// leaves it out keeps HSER's R rather than silently dropping Rouge-L.
+	RougeL *float64 `yaml:"rouge_l" json:"rouge_l,omitempty"`
+}
+
+// RougeLWeight is the weight of Rouge-L F1 in R: RougeL, or 1 when unset.
+func (w Weights) RougeLWeight() float64 {
+	if w.RougeL == nil {
+		return 1
+	}
+	return *w.RougeL
 }
 
 // Config is the reward's configuration (the "reward" section of a run config).
@@ -114,7 +128,7 @@ func (c Config) Validate() error {
 	for _, w := range []struct {
 		name string
 		v    float64
-	}{{"alpha", c.Alpha}, {"beta", c.Beta}, {"rank", c.Rank},
+	}{{"alpha", c.Alpha}, {"beta", c.Beta}, {"rank", c.Rank}, {"rouge_l", c.RougeLWeight()},
 		{"recall.weight", c.Recall.Weight}, {"ndcg.weight", c.NDCG.Weight}, {"rr.weight", c.RR.Weight}} {
 		if math.IsNaN(w.v) || math.IsInf(w.v, 0) || w.v < 0 {
 			return fielderr.New(w.name, "must be a finite number ≥ 0, got %v", w.v)
@@ -127,6 +141,9 @@ func (c Config) Validate() error {
 		if t.k < 0 {
 			return fielderr.New(t.name, "must be ≥ 1 (0: the default), got %d", t.k)
 		}
+	}
+	if c.RougeLWeight() == 0 && c.Alpha == 0 && c.Beta == 0 && !c.Retrieval() {
+		return fielderr.New("rouge_l", "0 with alpha, beta and every retrieval weight 0 leaves R = 0 for every rollout: nothing to learn")
 	}
 	switch c.Tokenizer {
 	case "unicode", "rouge-score":

@@ -51,10 +51,11 @@ type Score struct {
 	RR      float64 `json:"rr,omitempty"`
 }
 
-// Reward is the HSER total R = F1 + α·EM + β·Hit, evaluated left to right
-// ((F1 + α·EM) + β·Hit) so every caller gets the same bits.
+// Reward is the HSER total R = w·F1 + α·EM + β·Hit (w = reward.rouge_l, 1 by
+// default: 1·F1 is F1's bits), evaluated left to right ((w·F1 + α·EM) +
+// β·Hit) so every caller gets the same bits.
 func (w Weights) Reward(rougeF1, em, hit float64) float64 {
-	return rougeF1 + w.Alpha*em + w.Beta*hit
+	return w.RougeLWeight()*rougeF1 + w.Alpha*em + w.Beta*hit
 }
 
 // RewardRanked is Reward plus Rank·rankReward; with Rank 0 it is Reward's

@@ -8,13 +8,27 @@ import (
 )
 
 // Terms are one rollout's reward terms (hser.Score's): Rouge-L F1, EM,
-// Hit and the rank-incentive term.
-type Terms struct{ RougeF1, EM, Hit, Rank float64 }
+// Hit, the rank-incentive term, and the retrieval metrics of the rollout's
+// own ranking against the turn's judgments (Recall@k, NDCG@k, reciprocal
+// rank; 0 on an unjudged turn, where their weights must be 0).
+type Terms struct{ RougeF1, EM, Hit, Rank, Recall, NDCG, RR float64 }
 
-// Weights are the reward's term weights (hser.Weights): α of EM, β of Hit,
-// and the rank term's; the per-term aggregations weigh the normalized terms
-// with them.
-type Weights struct{ Alpha, Beta, Rank float64 }
+// Weights are the reward's term weights (hser.Weights and the retrieval
+// terms' weights): Rouge-L's (nil: 1, HSER's R), α of EM, β of Hit, the
+// rank term's, and Recall@k's, NDCG@k's and RR's. The per-term
+// aggregations weigh the normalized terms with them.
+type Weights struct {
+	RougeL                              *float64
+	Alpha, Beta, Rank, Recall, NDCG, RR float64
+}
+
+// rougeL is Rouge-L's weight: RougeL, or 1 when unset.
+func (w Weights) rougeL() float64 {
+	if w.RougeL == nil {
+		return 1
+	}
+	return *w.RougeL
+}
 
 // SampleReward is one rollout's reward as the advantage code sees it.
 type SampleReward struct {
@@ -62,6 +76,27 @@ func (s SampleReward) hit() float64 {
 	return s.Terms.Hit
 }
 
+func (s SampleReward) recall() float64 {
+	if s.Guarded {
+		return 0
+	}
+	return s.Terms.Recall
+}
+
+func (s SampleReward) ndcg() float64 {
+	if s.Guarded {
+		return 0
+	}
+	return s.Terms.NDCG
+}
+
+func (s SampleReward) rr() float64 {
+	if s.Guarded {
+		return 0
+	}
+	return s.Terms.RR
+}
+
 func (s SampleReward) guard() float64 {
 	if s.Guarded {
 		return s.GuardPenalty
@@ -78,13 +113,17 @@ func (s SampleReward) reward(w Weights) float64 {
 	return w.Reward(s.Terms)
 }
 
-// Reward is R = F1 + α·EM + β·Hit, plus Rank·t.Rank when Rank ≠ 0: the
-// same arithmetic, in the same order, as hser.Weights.RewardRanked (grpo's
-// TestRewardWeightsMatchHSER pins the two bit for bit).
+// Reward is R = w·F1 + α·EM + β·Hit (w Rouge-L's weight, 1 unless set),
+// plus Rank·t.Rank, Recall·t.Recall, NDCG·t.NDCG and RR·t.RR, each only when
+// its weight is non-zero: the same arithmetic, in the same order, as
+// hser's Scorer.WithRetrieval (grpo's TestRewardWeightsMatchHSER pins the
+// two bit for bit).
 func (w Weights) Reward(t Terms) float64 {
-	r := t.RougeF1 + w.Alpha*t.EM + w.Beta*t.Hit
-	if w.Rank != 0 {
-		r += w.Rank * t.Rank
+	r := w.rougeL()*t.RougeF1 + w.Alpha*t.EM + w.Beta*t.Hit
+	for _, x := range [...]struct{ w, v float64 }{{w.Rank, t.Rank}, {w.Recall, t.Recall}, {w.NDCG, t.NDCG}, {w.RR, t.RR}} {
+		if x.w != 0 {
+			r += x.w * x.v
+		}
 	}
 	return r
 }
@@ -229,7 +268,7 @@ func checkAdvantageInputs(r *Registry, cfg AdvantageConfig, w Weights, groups []
 	for _, x := range []struct {
 		name string
 		v    float64
-	}{{"alpha", w.Alpha}, {"beta", w.Beta}, {"rank", w.Rank}} {
+	}{{"rouge_l", w.rougeL()}, {"alpha", w.Alpha}, {"beta", w.Beta}, {"rank", w.Rank}, {"recall", w.Recall}, {"ndcg", w.NDCG}, {"rr", w.RR}} {
 		if math.IsNaN(x.v) || math.IsInf(x.v, 0) || x.v < 0 {
 			return fmt.Errorf("reward weight %s must be a finite number ≥ 0, got %v", x.name, x.v)
 		}
@@ -239,7 +278,7 @@ func checkAdvantageInputs(r *Registry, cfg AdvantageConfig, w Weights, groups []
 			if !s.Valid {
 				continue
 			}
-			for _, v := range []float64{s.Terms.RougeF1, s.Terms.EM, s.Terms.Hit, s.guard()} {
+			for _, v := range []float64{s.Terms.RougeF1, s.Terms.EM, s.Terms.Hit, s.Terms.Rank, s.Terms.Recall, s.Terms.NDCG, s.Terms.RR, s.guard()} {
 				if math.IsNaN(v) || math.IsInf(v, 0) {
 					return fmt.Errorf("group %d rollout %d: reward term is %v", g, i, v)
 				}
@@ -326,16 +365,24 @@ func normalizedTerms(cfg AdvantageConfig, w Weights) []term {
 	if cfg.Aggregation == "sum" {
 		return []term{{1, func(s SampleReward) float64 { return s.reward(w) }}}
 	}
-	terms := []term{
-		{1, SampleReward.rougeF1},
-		{w.Alpha, SampleReward.em},
-		{w.Beta, SampleReward.hit},
-		{1, SampleReward.guard},
+	var terms []term
+	// Rouge-L is left out only when its weight is set to 0 (a pure
+	// retrieval reward): a term of weight 0 that varies would make a group
+	// count as varying while every advantage is 0.
+	if rw := w.rougeL(); rw != 0 {
+		terms = append(terms, term{rw, SampleReward.rougeF1})
 	}
-	// The rank term only when it is on: rollouts of judged turns always
-	// carry a RankReward, which must not make an HSER group vary.
-	if w.Rank != 0 {
-		terms = append(terms, term{w.Rank, SampleReward.rank})
+	terms = append(terms,
+		term{w.Alpha, SampleReward.em},
+		term{w.Beta, SampleReward.hit},
+		term{1, SampleReward.guard},
+	)
+	// The retrieval terms only when they are on: rollouts of judged turns
+	// always carry them, and they must not make an HSER group vary.
+	for _, x := range [...]term{{w.Rank, SampleReward.rank}, {w.Recall, SampleReward.recall}, {w.NDCG, SampleReward.ndcg}, {w.RR, SampleReward.rr}} {
+		if x.weight != 0 {
+			terms = append(terms, x)
+		}
 	}
 	return terms
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/himes-rl/himes/grpo"
-	"github.com/himes-rl/himes/hser"
 	"github.com/himes-rl/himes/internal/rundir"
 )
 
@@ -46,9 +45,6 @@ config unless --allow-config-change. --resume of a finished run says
 			}
 			cfg, err := cf.load()
 			if err != nil {
-				return err
-			}
-			if err := checkTrainableReward(cfg.Reward); err != nil {
 				return err
 			}
 			mode := rundir.New
@@ -115,7 +111,7 @@ config unless --allow-config-change. --resume of a finished run says
 			}
 			return grpo.Train(ctx, cfg.GRPO, grpo.Deps{
 				Policy: comp.Policy, Runner: comp.Runner, Renderer: comp.Renderer, Ranker: comp.rankPassages,
-				Train: comp.Train, Eval: loopEval, SFT: comp.SFT, Reward: cfg.Reward.Weights,
+				Train: comp.Train, Eval: loopEval, SFT: comp.SFT, Reward: cfg.Reward,
 				Seed: cfg.Run.Seed, Logger: slog.Default(),
 				Progress: newProgress(progressOutput(cmd), nil), Fault: fault,
 			}, grpo.RunPlace{Base: base, Name: name, Mode: mode, TensorBoard: cfg.Run.TensorBoard, Repair: repair,
@@ -164,20 +160,3 @@ func resumeHasWork(w io.Writer, dir string, cfg grpo.Config) (done bool, err err
 	return false, nil
 }
 
-// checkTrainableReward refuses reward.recall, reward.ndcg and reward.rr
-// weights in training: rollouts score and record them, but GRPO's
-// advantages (grpo/advantage.go) recompute R from the HSER and rank terms
-// only, so a run would silently train on another reward than configured.
-// `himes eval` and the rollout records use them already.
-func checkTrainableReward(c hser.Config) error {
-	for _, t := range []struct {
-		name string
-		w    float64
-	}{{"reward.recall.weight", c.Recall.Weight}, {"reward.ndcg.weight", c.NDCG.Weight}, {"reward.rr.weight", c.RR.Weight}} {
-		if t.w != 0 {
-			return fmt.Errorf("%s is %v: GRPO's advantages do not include the Recall@k, NDCG@k and RR terms yet "+
-				"(they are scored and recorded per rollout); set it to 0 for training", t.name, t.w)
-		}
-	}
-	return nil
-}
