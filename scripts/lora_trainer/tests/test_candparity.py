@@ -8,6 +8,7 @@ terms, in the same order, with the same features. Unlike the vector file
 
 import json
 import math
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,6 +21,10 @@ from lora_trainer import candidates as cand
 from .conftest import ROOT, need
 
 LIMIT = 96
+# Turns compared per collection: every turn of all but CANARD's 31k-turn
+# training file (4 minutes of Python on a loaded 2-core machine).
+# HIMES_CANDPARITY_ALL=1 compares every turn (all 37,551: no difference, 2026-12-04).
+MAX_TURNS = 0 if os.environ.get("HIMES_CANDPARITY_ALL") == "1" else 4000
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +63,8 @@ def test_go_python_candidates_agree(path: Path, candparity_bin: str):
         records = [json.loads(line) for line in f]
     assert len(go) == len(records), f"{path.name}: Go printed {len(go)} turns, the file has {len(records)}"
     diffs = []
-    for k, (line, rec) in enumerate(zip(go, records)):
+    pairs = list(zip(go, records))
+    for k, (line, rec) in enumerate(pairs[:MAX_TURNS] if MAX_TURNS else pairs):
         want = json.loads(line)
         ctx = cand.context_of({"dialogue": dialogue(rec, memories)})
         cs, cut = cand.candidates(ctx, LIMIT)
