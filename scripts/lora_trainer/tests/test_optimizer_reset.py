@@ -135,7 +135,7 @@ def test_reset_is_protocol_visible_and_not_repeated_by_a_replay(tmp_path):
 
 @pytest.mark.parametrize("value,want", [(None, False), (False, False), (True, True)])
 def test_parse_reset_default(value, want):
-    body = {"loss": {}, "samples": [{"prompt": {"text": "x"}, "token_ids": [1], "old_logprobs": [-1.0], "advantage": 1.0}]}
+    body = {"loss": {"learning_rate": 0.01}, "samples": [{"prompt": {"text": "x"}, "token_ids": [1], "old_logprobs": [-1.0], "advantage": 1.0}]}
     if value is not None:
         body["reset_optimizer"] = value
     from lora_trainer.engine import Limits
