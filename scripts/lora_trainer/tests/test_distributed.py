@@ -136,7 +136,7 @@ def rel_close(a: float, b: float, tol: float = 1e-5) -> bool:
     return abs(a - b) <= tol * max(abs(a), abs(b), 1e-12)
 
 
-def same_update(single: Proc, ddp: Proc, path: str, body: Dict) -> None:
+def same_update(single: Proc, ddp: Proc, path: str, body: Dict, delta_tol: float = 1e-5) -> None:
     before_s, before_d = adapter(single, f"b-{body['step_id']}"), adapter(ddp, f"b-{body['step_id']}")
     out_s, out_d = single.ok(path, body), ddp.ok(path, body)
     for k in ("loss", "grad_norm") + (("kl", "entropy", "clip_frac_low", "clip_frac_high") if "samples" in body else ()):
@@ -149,7 +149,7 @@ def same_update(single: Proc, ddp: Proc, path: str, body: Dict) -> None:
         # its own gradient's magnitude, which amplifies the rounding of a
         # near-zero gradient element (measured: one element of 1024 at 9e-5).
         rel = float((dd - ds).norm()) / max(float(ds.norm()), 1e-12)
-        assert rel <= 1e-5, (n, rel)
+        assert rel <= delta_tol, (n, rel)
 
 
 @pytest.mark.parametrize("micro", [None, "2"])
@@ -161,8 +161,13 @@ def test_two_ranks_update_as_one_process(procs, micro):
     sft = {"step_id": "sft-1", "learning_rate": 0.01, "epochs": 2,
            "examples": [{"prompt": p, "completion": f"answer {k}"} for k, p in enumerate(PROMPTS)]}
     same_update(single, ddp, "/v1/sft_step", sft)
+    # The gradient (loss, grad_norm) agrees within 1e-5. Without micro-batches the
+    # ranks' forward passes pad other row sets than the one process's, and a
+    # fresh Adam step (≈ lr·g/|g| per element) magnifies that rounding where
+    # g is near 0: measured 2.1e-5 relative on one tensor's delta, so 1e-4 there.
+    tol = 1e-5 if micro else 1e-4
     for k, loss_type in enumerate(("grpo", "bnpo", "dr_grpo")):
-        same_update(single, ddp, "/v1/grpo_step", grpo_body(single, f"grpo-{k}", loss_type, reset_optimizer=k == 0))
+        same_update(single, ddp, "/v1/grpo_step", grpo_body(single, f"grpo-{k}", loss_type, reset_optimizer=k == 0), tol)
     # Rank 0 alone samples: the same samples as one process from the same weights.
     a = single.ok("/v1/sample", {"prompts": PROMPTS, "n": 2, "temperature": 1.0, "max_tokens": 5, "seed": 9})["samples"]
     b = ddp.ok("/v1/sample", {"prompts": PROMPTS, "n": 2, "temperature": 1.0, "max_tokens": 5, "seed": 9})["samples"]
