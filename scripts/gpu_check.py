@@ -16,7 +16,13 @@ backend (transformers + peft; bf16 on the GPU, fp32 on the CPU). Then it
      sample / grpo_step call;
   3. saves the trained adapter and checks that PeftModel.from_pretrained(base,
      adapter) gives the server's logprobs (and not the base model's);
-  4. writes an Ollama Modelfile for it with `himes export ollama`.
+  4. writes an Ollama Modelfile for it with `himes export ollama`;
+  5. data parallelism (--ddp-ranks, default 2): the trainer under torchrun
+     with N ranks against one process, on the same model in float32, takes
+     the same sft_step and grpo_step updates (loss, gradient norm and the
+     adapter's parameter deltas within --ddp-tolerance relative), and the
+     median grpo_step time of each. NCCL when there is a GPU per rank, else
+     every rank on the one GPU (or the CPU) and gloo reducing on the CPU.
 
 It writes OUT/gpu_check.json (and the logs) and exits non-zero if a check failed.
 
@@ -207,6 +213,9 @@ def main() -> int:
     ap.add_argument("--max-prompt-tokens", type=int, default=0,
                     help="the server's --max-prompt-tokens (0 = whole prompts); a CPU run keeps the last 256")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ddp-ranks", type=int, default=2, help="check 5: torchrun ranks against one process (0 = skip)")
+    ap.add_argument("--ddp-steps", type=int, default=3, help="check 5: grpo_steps timed on each")
+    ap.add_argument("--ddp-tolerance", type=float, default=1e-4, help="check 5: relative tolerance of the comparison")
     a = ap.parse_args()
     cuda = a.device.startswith("cuda")
     if cuda and not torch.cuda.is_available():
@@ -323,6 +332,12 @@ def main() -> int:
         result["export_ollama"] = {"rc": rc, "modelfile": open(os.path.join(work, "ollama", "Modelfile")).read() if rc == 0 else text}
         if rc != 0:
             fail("himes export ollama: " + (text.strip().splitlines() or ["(no output)"])[-1])
+
+        # 5. data parallelism
+        if a.ddp_ranks > 1:
+            result["ddp"] = ddp_check(base_dir, a, os.path.join(work, "ddp"), out)
+            if not result["ddp"]["ok"]:
+                fail("data-parallel update differs from one process: " + "; ".join(result["ddp"]["problems"]))
     finally:
         srv.shutdown()
         with open(os.path.join(out, "gpu_check.json"), "w", encoding="utf-8") as f:
@@ -330,6 +345,102 @@ def main() -> int:
     print(json.dumps({k: v for k, v in result.items() if k not in ("train",)}, indent=2))
     print(json.dumps({k: v for k, v in result.get("train", {}).items() if k != "series"}, indent=2))
     return 0 if result["ok"] else 1
+
+
+class Trainer:
+    """A lora_trainer server in child processes (1, or N ranks under torchrun), on a free port."""
+
+    def __init__(self, argv, ranks, directory, log_path):
+        os.makedirs(directory, exist_ok=True)
+        self.port_file = os.path.join(directory, "port")
+        self.ck = os.path.join(directory, "ck")
+        cmd = [sys.executable] + (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks)] if ranks > 1 else [])
+        cmd += ["-m", "lora_trainer"] + argv + ["--port", "0", "--port-file", self.port_file, "--checkpoint-dir", self.ck]
+        log("$ " + " ".join(cmd))
+        self.log_file = open(log_path, "w", encoding="utf-8")
+        self.p = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 600
+        while not (os.path.exists(self.port_file) and open(self.port_file).read().strip()):
+            if self.p.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"trainer ({ranks} ranks) did not start: see {log_path}")
+            time.sleep(0.2)
+        self.url = f"http://127.0.0.1:{int(open(self.port_file).read())}"
+
+    def adapter(self, name):
+        from safetensors.torch import load_file
+
+        post(self.url, "/v1/save", {"step_id": f"save-{name}", "name": name})
+        return load_file(os.path.join(self.ck, name, "adapter", "adapter_model.safetensors"))
+
+    def close(self):
+        import signal
+
+        if self.p.poll() is None:
+            os.killpg(self.p.pid, signal.SIGTERM)
+            try:
+                self.p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait()
+        self.log_file.close()
+
+
+def ddp_check(base_dir, a, work, out):
+    """Check 5: N ranks take one process's update; the grpo_step time of each."""
+    argv = ["--backend", "hf", "--base-model", base_dir, "--dtype", "float32", "--device", a.device, "--lora-rank", "16",
+            "--seed", str(a.seed), "--max-prompt-tokens", str(a.max_prompt_tokens or 256), "--dist-timeout", "120"]
+    prompts = [{"messages": [{"role": "user", "content": t}]} for t in demo_texts()[: 2 * a.ddp_ranks]]
+    res = {"ranks": a.ddp_ranks, "ok": True, "problems": []}
+    one = Trainer(argv, 1, os.path.join(work, "one"), os.path.join(out, "ddp-one.log"))
+    many = None
+    try:
+        many = Trainer(argv, a.ddp_ranks, os.path.join(work, "many"), os.path.join(out, "ddp-many.log"))
+        with urllib.request.urlopen(many.url + "/v1/info", timeout=60) as r:
+            res["world_size"] = json.loads(r.read())["world_size"]
+        if res["world_size"] != a.ddp_ranks:
+            res["problems"].append(f"info.world_size {res['world_size']}, want {a.ddp_ranks}")
+        sft = {"step_id": "sft", "learning_rate": 1e-3, "epochs": 1,
+               "examples": [{"prompt": p, "completion": "a short answer"} for p in prompts]}
+        smp = post(one.url, "/v1/sample", {"prompts": prompts, "n": 4, "temperature": 1.0, "max_tokens": 16, "seed": 1})["samples"]
+        grpo = {"loss": {"learning_rate": 1e-3, "kl_coef": 0.04},
+                "samples": [{"prompt": prompts[s["prompt_index"]], "token_ids": s["token_ids"], "old_logprobs": s["logprobs"],
+                             "advantage": 1.0 - 2 * (s["sample_index"] % 2)} for s in smp]}
+        bodies = [("/v1/sft_step", sft)] + [("/v1/grpo_step", dict(grpo, step_id=f"grpo-{k}")) for k in range(a.ddp_steps)]
+        times = {"one": [], "many": []}
+        worst = 0.0
+        for k, (path, body) in enumerate(bodies):
+            outs, deltas = {}, {}
+            for name, t in (("one", one), ("many", many)):
+                before = t.adapter(f"before-{k}")
+                t0 = time.perf_counter()
+                outs[name] = post(t.url, path, body)
+                if path == "/v1/grpo_step":
+                    times[name].append(time.perf_counter() - t0)
+                after = t.adapter(f"after-{k}")
+                deltas[name] = torch.cat([(after[n].float() - before[n].float()).reshape(-1) for n in sorted(after)])
+            for key in ("loss", "grad_norm"):
+                x, y = outs["one"][key], outs["many"][key]
+                rel = abs(x - y) / max(abs(x), abs(y), 1e-12)
+                worst = max(worst, rel)
+                if rel > a.ddp_tolerance:
+                    res["problems"].append(f"{path} {key}: {x} vs {y}")
+            d1, dn = deltas["one"], deltas["many"]
+            rel = float((d1 - dn).norm() / max(float(d1.norm()), 1e-12))
+            worst = max(worst, rel)
+            if rel > a.ddp_tolerance:
+                res["problems"].append(f"{path} parameter delta: relative difference {rel:.2e}")
+        res["max_relative_difference"] = worst
+        res["median_grpo_step_s"] = {n: sorted(v)[len(v) // 2] for n, v in times.items() if v}
+        res["ok"] = not res["problems"]
+    except Exception as e:  # noqa: BLE001 - reported, and the check fails
+        res["ok"] = False
+        res["problems"].append(f"{type(e).__name__}: {e}")
+    finally:
+        one.close()
+        if many is not None:
+            many.close()
+    log(f"ddp: {json.dumps(res)}")
+    return res
 
 
 def peft_reload_check(base_dir, adapter_dir, engine, prompt, token_ids, server_lp, device, dtype):

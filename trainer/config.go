@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/himes-rl/himes/internal/fielderr"
@@ -39,8 +40,8 @@ const LaunchEndpoint = "launch"
 
 // LaunchConfig describes the reference trainer (scripts/lora_trainer) that
 // himes starts as `PYTHON -m lora_trainer ARGS --host 127.0.0.1 --port 0
-// --port-file F --checkpoint-dir <run>/trainer` for one command and stops
-// at its end.
+// --port-file F --checkpoint-dir <run>/trainer` (under torchrun when
+// NProc > 1, see Argv) for one command and stops at its end.
 type LaunchConfig struct {
 	// Python is the interpreter; default: the one scripts/ci/python-env.sh
 	// prints (the clone's .venv), found from the working directory up.
@@ -56,6 +57,26 @@ type LaunchConfig struct {
 	// StopTimeoutSeconds is how long the trainer may take to exit after
 	// SIGTERM before it is killed; default 30.
 	StopTimeoutSeconds float64 `yaml:"stop_timeout_seconds"`
+	// NProc is the number of data-parallel trainer processes; default 1.
+	// Above 1 himes starts `PYTHON -m torch.distributed.run --standalone
+	// --nproc_per_node NPROC -m lora_trainer ...`: rank 0 serves the
+	// protocol, every rank takes a shard of each sft_step and grpo_step
+	// (gloo on CPU, NCCL on GPU; scripts/lora_trainer/README.md).
+	NProc int `yaml:"nproc"`
+}
+
+// Argv is the command line of the launched trainer: python's module
+// lora_trainer with Args and then extra (the flags himes owns), run through
+// torch.distributed.run (torchrun) when NProc > 1. --standalone makes
+// torchrun pick a free rendezvous port on loopback, so runs never collide.
+func (c LaunchConfig) Argv(python string, extra ...string) []string {
+	argv := []string{python}
+	if c.NProc > 1 {
+		argv = append(argv, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", strconv.Itoa(c.NProc))
+	}
+	argv = append(argv, "-m", "lora_trainer")
+	argv = append(argv, c.Args...)
+	return append(argv, extra...)
 }
 
 // LaunchOwnedFlags are the lora_trainer flags himes sets for a launched
@@ -107,7 +128,7 @@ type EmbeddedConfig struct {
 // DefaultConfig uses the embedded policy.
 func DefaultConfig() Config {
 	return Config{Endpoint: "embedded", TimeoutSeconds: 600, Retries: 4, ReconnectSeconds: 120, Embedded: DefaultEmbeddedConfig(),
-		Launch: LaunchConfig{ReadyTimeoutSeconds: 600, StopTimeoutSeconds: 30}}
+		Launch: LaunchConfig{ReadyTimeoutSeconds: 600, StopTimeoutSeconds: 30, NProc: 1}}
 }
 
 // DefaultEmbeddedConfig returns the documented defaults.
@@ -182,6 +203,9 @@ func (c LaunchConfig) Validate() error {
 		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
 			return fielderr.New("env", "item %d: %q is not KEY=VALUE", i, e)
 		}
+	}
+	if c.NProc < 1 {
+		return fielderr.New("nproc", "must be >= 1 (the number of data-parallel trainer processes), got %d", c.NProc)
 	}
 	if err := fielderr.Seconds("ready_timeout_seconds", c.ReadyTimeoutSeconds); err != nil {
 		return err

@@ -65,8 +65,7 @@ func startLaunchedTrainer(ctx context.Context, cfg configs.Config, runDir, logPa
 		os.RemoveAll(portDir)
 		return nil, err
 	}
-	argv := append([]string{py, "-m", "lora_trainer"}, lc.Args...)
-	argv = append(argv, "--host", "127.0.0.1", "--port", "0", "--port-file", portFile, "--checkpoint-dir", ckDir)
+	argv := lc.Argv(py, "--host", "127.0.0.1", "--port", "0", "--port-file", portFile, "--checkpoint-dir", ckDir)
 	p, err := launch.Start(ctx, launch.Spec{
 		Name: "trainer", Argv: argv, Env: lc.Env, Log: logPath, Ready: launch.PortFile(portFile),
 		ReadyTimeout: seconds(lc.ReadyTimeoutSeconds), StopTimeout: seconds(lc.StopTimeoutSeconds),

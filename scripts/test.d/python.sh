@@ -5,7 +5,8 @@
 #     virtual environment (scripts/ci/setup-python.sh; scripts/ci/python-env.sh
 #     prints its interpreter);
 #  2. protocol conformance: the server on the tiny backend on a free loopback
-#     port, checked by `himes trainer check --endpoint URL`; every property must pass.
+#     port, checked by `himes trainer check --endpoint URL`; every property must
+#     pass, also with 2 data-parallel ranks under torchrun and on the tagger.
 # Outside CI the step is skipped when the environment is missing; in CI that is an error.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -66,6 +67,35 @@ url="http://127.0.0.1:$(cat "$tmp/port")"
 if ! "$tmp/himes" trainer check --endpoint "$url"; then
   echo "python.sh: conformance check failed; server log:" >&2
   tail -n 50 "$tmp/server.log" >&2
+  exit 1
+fi
+
+# The same server data-parallel (2 ranks under torchrun, gloo) must pass the same properties.
+echo "-- himes trainer check against the tiny backend under torchrun (2 ranks)"
+kill "$pid" 2>/dev/null || true
+wait "$pid" 2>/dev/null || true
+rm -f "$tmp/port"
+"$PY" -m torch.distributed.run --standalone --nproc_per_node 2 -m lora_trainer --backend tiny --port 0 \
+  --port-file "$tmp/port" --checkpoint-dir "$tmp/ddp-checkpoints" --token '$HIMES_TRAINER_TOKEN' --threads 1 \
+  >"$tmp/ddp.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 1200); do
+  [ -s "$tmp/port" ] && break
+  if ! kill -0 "$pid" 2>/dev/null; then
+    echo "python.sh: the torchrun trainer exited during startup:" >&2
+    cat "$tmp/ddp.log" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+if [ ! -s "$tmp/port" ]; then
+  echo "python.sh: the torchrun trainer did not start within 120 s:" >&2
+  cat "$tmp/ddp.log" >&2
+  exit 1
+fi
+if ! "$tmp/himes" trainer check --endpoint "http://127.0.0.1:$(cat "$tmp/port")"; then
+  echo "python.sh: conformance check under torchrun failed; server log:" >&2
+  tail -n 50 "$tmp/ddp.log" >&2
   exit 1
 fi
 

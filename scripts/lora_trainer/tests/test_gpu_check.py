@@ -39,3 +39,7 @@ def test_gpu_check_on_the_cpu(tmp_path, himes_bin, hf_available):
     assert pr["differs_from_base"] is True
     # 4. the Ollama export wrote a Modelfile naming the adapter
     assert r["export_ollama"]["rc"] == 0 and "ADAPTER" in r["export_ollama"]["modelfile"]
+    # 5. two torchrun ranks (gloo on the CPU) take the one-process update
+    ddp = r["ddp"]
+    assert ddp["ok"] is True and ddp["world_size"] == 2, ddp
+    assert ddp["max_relative_difference"] <= 1e-4 and set(ddp["median_grpo_step_s"]) == {"one", "many"}

@@ -10,8 +10,9 @@ from typing import List, Optional
 
 import torch
 
+from . import distributed
 from .engine import DEFAULT_LIMITS, Engine, Limits, StartupError
-from .server import CheckpointStore, TrainerService, make_http_server
+from .server import CheckpointStore, TrainerService, make_http_server, serve_worker
 from .tiny import LoRAConfig, TinyBackend, TinyModelConfig
 from . import tagger
 
@@ -62,6 +63,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="seconds a client may take to send a request's headers, and its body; a slower client is disconnected")
     p.add_argument("--threads", type=int, default=0,
                    help="CPU threads for PyTorch's operators; 0 = every core this process may run on")
+    p.add_argument("--dist-timeout", type=float, default=300.0,
+                   help="under torchrun: seconds a collective may wait for the other ranks; a rank that died or hangs "
+                        "fails the request with an error and the server exits non-zero")
     tagger.add_flags(p)
     p.add_argument("--tiny-d-model", type=int, default=64)
     p.add_argument("--tiny-layers", type=int, default=2)
@@ -76,6 +80,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
             p.error(f"--{flag.replace('_', '-')}: must be >= 0")
     if not a.read_timeout > 0:
         p.error("--read-timeout: must be > 0")
+    if not a.dist_timeout > 0:
+        p.error("--dist-timeout: must be > 0")
     if a.lora_rank < 1:
         p.error("--lora-rank: must be >= 1")
     if not 0 <= a.lora_dropout < 1:
@@ -105,9 +111,8 @@ def cpu_threads(requested: int) -> int:
 
 def build_engine(a: argparse.Namespace) -> Engine:
     torch.set_num_threads(cpu_threads(a.threads))
-    device = a.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    _, local_rank, world = distributed.world_from_env()
+    device = distributed.rank_device(a.device, local_rank, world)
     limits = Limits(max_prompts=a.limit_prompts, max_n=a.limit_n, max_tokens=a.limit_tokens, max_batch=a.limit_batch)
     if a.backend == "tagger":
         torch.manual_seed(a.seed)
@@ -152,6 +157,10 @@ def build_engine(a: argparse.Namespace) -> Engine:
 
 def serve(engine: Engine, a: argparse.Namespace, token: str) -> int:
     service = TrainerService(engine, CheckpointStore(a.checkpoint_dir), token=token)
+    if engine.dist.rank > 0:
+        # Data-parallel workers serve nothing: they apply what rank 0 announces.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        return serve_worker(service)
     srv = make_http_server(service, a.host, a.port, read_timeout=a.read_timeout)
     host, port = srv.server_address[:2]
     if a.host not in ("127.0.0.1", "localhost", "::1") and not token:
@@ -167,12 +176,26 @@ def serve(engine: Engine, a: argparse.Namespace, token: str) -> int:
         log.info("signal %d: shutting down", signum)
         threading.Thread(target=srv.shutdown, daemon=True).start()
 
+    def fatal(msg: str) -> None:
+        threading.Thread(target=srv.shutdown, daemon=True).start()
+
+    service.on_fatal = fatal
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
         srv.serve_forever()
     finally:
         srv.server_close()
+    if service.fatal:
+        log.error("exiting: %s", service.fatal)
+        return 1
+    if engine.dist.world_size > 1:
+        with service.lock:  # after any call in flight
+            try:
+                engine.dist.announce("stop", None)
+            except distributed.RankFailure as e:
+                log.error("stopping the data-parallel workers: %s", e)
+                return 1
     return 0
 
 
@@ -190,4 +213,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         # One line naming the path, not a traceback; nothing was written.
         print(f"lora_trainer: {e}", file=sys.stderr)
         return 2
-    return serve(engine, a, token)
+    try:
+        engine.dist = distributed.init(str(engine.backend.device), a.dist_timeout)
+        # Every rank starts from rank 0's weights (as DistributedDataParallel does).
+        engine.dist.broadcast_params(engine.params)
+    except distributed.RankFailure as e:
+        print(f"lora_trainer: {e}", file=sys.stderr)
+        return 1
+    try:
+        return serve(engine, a, token)
+    finally:
+        engine.dist.close()

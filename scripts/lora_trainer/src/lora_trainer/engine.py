@@ -17,11 +17,11 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from . import losses
+from . import distributed, losses
 
 log = logging.getLogger("lora_trainer")
 
@@ -84,6 +84,43 @@ class Prompts:
     row: torch.Tensor  # [B] long, index into the U prompts
 
 
+@dataclass
+class SFTPlan:
+    """An sft_step cut into units; nll_sum(unit) is the unit's summed NLL
+    (None: no supervised token), total the request's supervised tokens."""
+
+    units: List[Any]
+    total: int
+    nll_sum: Callable[[Any], Optional[torch.Tensor]]
+
+
+@dataclass
+class GRPORows:
+    """One unit's rows for the clipped surrogate, [R, C] (adv [R])."""
+
+    logp: torch.Tensor  # with the graph
+    old: torch.Tensor
+    adv: torch.Tensor
+    mask: torch.Tensor
+    entropy: torch.Tensor  # per token, no graph
+
+
+@dataclass
+class GRPOPlan:
+    """A grpo_step cut into units. forward(unit) gives its rows (None: no
+    tokens); reference(unit), run without gradient, its reference logprobs;
+    begin, if set, runs first inside the call and returns what undoes it
+    should the call fail."""
+
+    units: List[Any]
+    norm: losses.Normalizer
+    loss_type: str
+    temperature: float
+    reference: Callable[[Any], Optional[torch.Tensor]]
+    forward: Callable[[Any], Optional[GRPORows]]
+    begin: Optional[Callable[[], Optional[Callable[[], None]]]] = None
+
+
 def render_plain(messages: Sequence[Dict[str, str]]) -> str:
     """A chat rendering for tokenizers without a chat template."""
     return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
@@ -122,6 +159,8 @@ class Engine:
         # with weight_decay 0 is Adam.
         self.default_weight_decay = weight_decay
         self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, weight_decay=weight_decay)
+        # One process unless the server runs under torchrun (cli sets it).
+        self.dist: distributed.Single = distributed.Single()
 
     # ------------------------------------------------------------------ prompts
 
@@ -376,6 +415,9 @@ class Engine:
             self.backend.train(False)
 
     def _optimizer_step(self, lr: float, max_grad_norm: float, loss: float, what: str, weight_decay: Optional[float] = None) -> float:
+        """Clip and apply the accumulated gradient (summed over the data-parallel
+        ranks first: every rank then takes the same step)."""
+        self.dist.all_reduce_grads(self.params)
         with_grad = [p for p in self.params if p.grad is not None]
         if with_grad:
             norm = float(torch.nn.utils.clip_grad_norm_(with_grad, max_grad_norm if max_grad_norm > 0 else float("inf")))
@@ -390,51 +432,156 @@ class Engine:
         self.optimizer.step()
         return norm
 
+    # The one implementation of the two updates, for every backend. A
+    # backend's engine says how to cut a request into units (micro-batches
+    # for token models, prompt groups for the tagger) and how to run one
+    # unit's forward pass (_sft_plan, _grpo_plan); the loop, the loss from
+    # losses.py, backward, the data-parallel reduction, clipping, the AdamW
+    # step, the learning rate and the optimizer reset live here once.
+
     def sft_step(
         self,
-        examples: Sequence[Tuple[List[int], List[int]]],
+        examples: Sequence[Tuple[Any, Any]],
         learning_rate: float,
         epochs: int,
         max_grad_norm: float,
         weight_decay: Optional[float] = None,
     ) -> Dict:
-        """Masked cross-entropy on completion tokens (+ EOS); `epochs` full-batch AdamW steps."""
-        prompts = [p for p, _ in examples]
-        comps = [list(c) + [self.tok.eos_id] for _, c in examples]
-        for k, (p, c) in enumerate(zip(prompts, comps)):
-            self._check_context(len(p), len(c), f"examples[{k}]")
-        total = sum(len(c) for c in comps)
+        """`epochs` full-batch AdamW steps on the mean NLL of the supervised tokens (see _sft_plan)."""
+        plan = self._sft_plan(examples)
+        mine = self.dist.shard(plan.units)
 
         def run():
             epoch_losses, norm = [], 0.0
             for e in range(epochs):
+                if plan.total == 0:
+                    epoch_losses.append(0.0)
+                    continue
                 self.optimizer.zero_grad(set_to_none=True)
                 self.backend.train(True)
                 loss_value = 0.0
-                for rows in self._chunks(len(examples)):
-                    b = self._batch([prompts[k] for k in rows], [comps[k] for k in rows])
-                    part = losses.sft_nll_sum(self._completion_logits(b), b.targets, b.mask) / total
+                for unit in mine:
+                    nll = plan.nll_sum(unit)
+                    if nll is None:
+                        continue
+                    part = nll / plan.total  # the whole request's count: the parts add up to the mean
                     part.backward()
                     loss_value += float(part.detach())
+                (loss_value,) = self.dist.sum_floats([loss_value])
                 norm = self._optimizer_step(learning_rate, max_grad_norm, loss_value, f"sft_step epoch {e}", weight_decay)
                 epoch_losses.append(loss_value)
             self.policy_version += 1
-            return {"loss": sum(epoch_losses) / len(epoch_losses), "tokens": total, "grad_norm": norm}
+            return {"loss": sum(epoch_losses) / len(epoch_losses), "tokens": plan.total, "grad_norm": norm}
 
         return self._apply(run)
 
-    def grpo_step(self, samples: Sequence[Dict], loss: Dict) -> Dict:
-        """μ clipped-surrogate Adam steps on one batch; see losses.py for the formulas.
+    def grpo_step(self, samples: Sequence[Dict], loss: Dict, reset_optimizer: bool = False) -> Dict:
+        """μ clipped-surrogate AdamW steps on one batch; see losses.py for the formulas.
 
         samples: dicts with prompt_ids, token_ids, old_logprobs, advantage.
         loss: the request's LossConfig with defaults applied (protocol.parse_loss);
         max_length and weight_decay None mean the longest sample and the endpoint's default.
+        reset_optimizer: discard the AdamW state (moments and step count) first,
+        as if the optimizer were new (the first RL step after SFT).
         """
+        plan = self._grpo_plan(samples, loss)
+        mine = self.dist.shard(plan.units)
+        temperature = plan.temperature
+        kl_coef = loss["kl_coef"]
+        tokens = max(plan.norm.total_tokens, 1)
+        undo: List[Callable[[], None]] = []
+
+        def run():
+            if reset_optimizer:
+                self.reset_optimizer()
+            if plan.begin is not None:
+                undo.extend(u for u in [plan.begin()] if u is not None)
+            # The reference does not change during the call: one forward per unit.
+            refs: List[Optional[torch.Tensor]] = []
+            for unit in mine:
+                ref = None
+                if kl_coef != 0:
+                    with torch.no_grad():
+                        ref = plan.reference(unit)
+                refs.append(ref)
+            sums = {"loss": 0.0, "kl": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "clip_frac_dual": 0.0,
+                    "grad_norm": 0.0, "entropy": 0.0}
+            for it in range(loss["mu"]):
+                self.optimizer.zero_grad(set_to_none=True)
+                self.backend.train(True)
+                loss_value, kl_sum, low, high, dual, ent = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+                for unit, ref in zip(mine, refs):
+                    rows = plan.forward(unit)
+                    if rows is None:
+                        continue  # no tokens: contributes 0, still counts in B
+                    terms = losses.grpo_token_terms(
+                        rows.logp, rows.old, rows.adv, rows.mask, loss["clip_low"], loss["clip_high"], kl_coef, ref,
+                        clip_ratio_c=loss.get("clip_ratio_c", 0.0), kl_estimator=loss.get("kl_estimator", "k3"),
+                    )
+                    part = losses.aggregate(plan.loss_type, terms.loss, rows.mask, plan.norm)
+                    part.backward()
+                    loss_value += float(part.detach())
+                    kl_sum += terms.kl_sum
+                    low += terms.clip_low
+                    high += terms.clip_high
+                    dual += terms.clip_dual
+                    ent += float((rows.entropy * rows.mask).sum())
+                loss_value, kl_sum, low, high, dual, ent = self.dist.sum_floats([loss_value, kl_sum, low, high, dual, ent])
+                g = self._optimizer_step(
+                    loss["learning_rate"], loss["max_grad_norm"], loss_value, f"grpo_step iteration {it}", loss.get("weight_decay")
+                )
+                for k, v in (("loss", loss_value), ("kl", kl_sum / tokens), ("clip_frac_low", low / tokens),
+                             ("clip_frac_high", high / tokens), ("clip_frac_dual", dual / tokens), ("grad_norm", g),
+                             ("entropy", ent / tokens)):
+                    sums[k] += v
+            self.policy_version += 1
+            out = {k: v / loss["mu"] for k, v in sums.items()}
+            out["tokens"] = plan.norm.total_tokens
+            return out
+
+        try:
+            return self._apply(run)
+        except BaseException:
+            for u in undo:
+                u()  # the call was not applied: nor is what its begin did
+            raise
+
+    def reset_optimizer(self) -> None:
+        """Forget the AdamW moments and step count, as a freshly built optimizer has none."""
+        self.optimizer.state.clear()
+
+    # --- the token models' units: micro-batches of rows
+
+    def _update_chunks(self, n: int) -> List[range]:
+        """The micro-batches of an update. Without --micro-batch-size, one per
+        data-parallel rank (one in all for one process)."""
+        if self.micro_batch_size <= 0 and self.dist.world_size > 1:
+            size = max(1, -(-n // self.dist.world_size))
+            return [range(s, min(s + size, n)) for s in range(0, n, size)]
+        return self._chunks(n)
+
+    def _sft_plan(self, examples: Sequence[Tuple[List[int], List[int]]]) -> "SFTPlan":
+        """Masked cross-entropy on completion tokens (+ EOS), over micro-batches."""
+        prompts = [p for p, _ in examples]
+        comps = [list(c) + [self.tok.eos_id] for _, c in examples]
+        for k, (p, c) in enumerate(zip(prompts, comps)):
+            self._check_context(len(p), len(c), f"examples[{k}]")
+
+        def nll_sum(rows: range) -> torch.Tensor:
+            b = self._batch([prompts[k] for k in rows], [comps[k] for k in rows])
+            return losses.sft_nll_sum(self._completion_logits(b), b.targets, b.mask)
+
+        return SFTPlan(units=self._update_chunks(len(examples)), total=sum(len(c) for c in comps), nll_sum=nll_sum)
+
+    def _grpo_plan(self, samples: Sequence[Dict], loss: Dict) -> "GRPOPlan":
         n = len(samples)
         lengths = [len(s["token_ids"]) for s in samples]
         for k, s in enumerate(samples):
             self._check_context(len(s["prompt_ids"]), lengths[k], f"samples[{k}]")
-        chunks = self._chunks(n)
+        chunks = self._update_chunks(n)
+        loss_type = loss["type"]
+        if loss_type == "bnpo" and self.micro_batch_size <= 0:
+            loss_type = "dapo"  # the request is one micro-batch: bnpo is dapo, however many ranks share it
         norm = losses.Normalizer(
             batch_size=n,
             total_tokens=sum(lengths),
@@ -442,7 +589,6 @@ class Engine:
             micro_batches=len(chunks),
         )
         temperature = loss["temperature"]
-        kl_coef = loss["kl_coef"]
         dev = self.backend.device
 
         def tensors(rows):
@@ -454,56 +600,25 @@ class Engine:
             adv = torch.tensor([samples[k]["advantage"] for k in rows], dtype=torch.float32, device=dev)
             return b, old, adv
 
-        def run():
-            # The reference (adapter disabled) does not change during the call: one forward.
-            refs: List[Optional[torch.Tensor]] = []
-            for rows in chunks:
-                ref = None
-                if kl_coef != 0 and max(lengths[k] for k in rows) > 0:
-                    b, _, _ = tensors(rows)
-                    with torch.no_grad(), self.backend.adapter_disabled():
-                        self.backend.train(False)
-                        ref = losses.token_logprobs(self._completion_logits(b), b.targets, temperature)
-                refs.append(ref)
-            sums = {"loss": 0.0, "kl": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "clip_frac_dual": 0.0,
-                    "grad_norm": 0.0, "entropy": 0.0}
-            tokens = max(norm.total_tokens, 1)
-            for it in range(loss["mu"]):
-                self.optimizer.zero_grad(set_to_none=True)
-                self.backend.train(True)
-                loss_value, kl_sum, low, high, dual, ent = 0.0, 0.0, 0, 0, 0, 0.0
-                for rows, ref in zip(chunks, refs):
-                    if max(lengths[k] for k in rows) == 0:
-                        continue  # no tokens: contributes 0, still counts in B
-                    b, old, adv = tensors(rows)
-                    logits = self._completion_logits(b)
-                    logp = losses.token_logprobs(logits, b.targets, temperature)
-                    terms = losses.grpo_token_terms(
-                        logp, old, adv, b.mask, loss["clip_low"], loss["clip_high"], kl_coef, ref,
-                        clip_ratio_c=loss.get("clip_ratio_c", 0.0), kl_estimator=loss.get("kl_estimator", "k3"),
-                    )
-                    part = losses.aggregate(loss["type"], terms.loss, b.mask, norm)
-                    part.backward()
-                    loss_value += float(part.detach())
-                    kl_sum += terms.kl_sum
-                    low += terms.clip_low
-                    high += terms.clip_high
-                    dual += terms.clip_dual
-                    with torch.no_grad():
-                        ent += float((losses.entropy(logits.detach(), temperature) * b.mask).sum())
-                g = self._optimizer_step(
-                    loss["learning_rate"], loss["max_grad_norm"], loss_value, f"grpo_step iteration {it}", loss.get("weight_decay")
-                )
-                for k, v in (("loss", loss_value), ("kl", kl_sum / tokens), ("clip_frac_low", low / tokens),
-                             ("clip_frac_high", high / tokens), ("clip_frac_dual", dual / tokens), ("grad_norm", g),
-                             ("entropy", ent / tokens)):
-                    sums[k] += v
-            self.policy_version += 1
-            out = {k: v / loss["mu"] for k, v in sums.items()}
-            out["tokens"] = norm.total_tokens
-            return out
+        def reference(rows) -> Optional[torch.Tensor]:
+            if max(lengths[k] for k in rows) == 0:
+                return None
+            b, _, _ = tensors(rows)
+            with self.backend.adapter_disabled():
+                self.backend.train(False)
+                return losses.token_logprobs(self._completion_logits(b), b.targets, temperature)
 
-        return self._apply(run)
+        def forward(rows) -> Optional[GRPORows]:
+            if max(lengths[k] for k in rows) == 0:
+                return None
+            b, old, adv = tensors(rows)
+            logits = self._completion_logits(b)
+            with torch.no_grad():
+                ent = losses.entropy(logits.detach(), temperature)
+            return GRPORows(losses.token_logprobs(logits, b.targets, temperature), old, adv, b.mask, ent)
+
+        return GRPOPlan(units=chunks, norm=norm, loss_type=loss_type, temperature=temperature,
+                        reference=reference, forward=forward)
 
     # ------------------------------------------------------------------ state
 

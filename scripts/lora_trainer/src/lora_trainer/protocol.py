@@ -77,6 +77,15 @@ def number(d: Dict, key: str, path: str, default: float = 0.0) -> float:
     return float(v)
 
 
+def boolean(d: Dict, key: str, path: str, default: bool = False) -> bool:
+    v = d.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise invalid(f"{_join(path, key)}: want true or false, got {v!r}")
+    return v
+
+
 def string(d: Dict, key: str, path: str, required: bool = False) -> str:
     v = d.get(key)
     if v is None or (required and v == ""):
@@ -349,6 +358,8 @@ def parse_grpo(body: Dict, limits, vocab_size: int) -> Dict:
     if body.get("loss") is None:
         raise invalid("loss: is required")
     loss = parse_loss(body["loss"])
+    # The harness sets it on the first grpo_step after SFT: RL starts from a fresh optimizer.
+    reset = boolean(body, "reset_optimizer", "")
     samples = lst(body, "samples", "", required=True)
     if not samples:
         raise invalid("samples: at least one sample is required")
@@ -376,4 +387,4 @@ def parse_grpo(body: Dict, limits, vocab_size: int) -> Dict:
                 "advantage": number(s, "advantage", p),
             }
         )
-    return {"samples": out, "loss": loss}
+    return {"samples": out, "loss": loss, "reset_optimizer": reset}

@@ -24,6 +24,7 @@ from typing import Callable, Dict, Mapping, Optional, Tuple
 import torch
 
 from . import protocol
+from .distributed import RankFailure
 from .engine import IMPLEMENTATION, ArgumentError, CheckpointError, Engine, NumericError, read_meta
 from .protocol import ProtocolError, invalid
 
@@ -201,6 +202,11 @@ class TrainerService:
         self.engine = engine
         self.checkpoints = checkpoints
         self.token = token
+        # Called once when a data-parallel rank failed: the server must stop (cli exits non-zero).
+        self.on_fatal: Callable[[str], None] = lambda msg: None
+        self.fatal = ""
+        self._fatal_once = threading.Lock()
+        self._fatal_stopped = False
         self.steps = StepLog(step_log_size)
         self.lock = threading.Lock()
         self.routes: Dict[str, Tuple[str, Callable[[Dict], Dict]]] = {
@@ -218,6 +224,14 @@ class TrainerService:
         # Calls that take expected_policy_version (PROTOCOL.md, "Policy version").
         self.preconditioned = {"/v1/sample", "/v1/sft_step", "/v1/grpo_step", "/v1/save"}
 
+    def stop_fatal(self) -> None:
+        """After a data-parallel failure: stop serving (once)."""
+        with self._fatal_once:
+            if self._fatal_stopped:
+                return
+            self._fatal_stopped = True
+        self.on_fatal(self.fatal)
+
     # --- entry point
 
     def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Tuple[int, Dict]:
@@ -231,6 +245,12 @@ class TrainerService:
             return 500, ProtocolError("internal", 500, str(e)).body()
         except CheckpointError as e:
             return 500, ProtocolError("checkpoint_corrupt", 500, f"{e}; the policy is unchanged").body()
+        except RankFailure as e:
+            msg = f"{path}: {e}; the server stops"
+            log.error("%s", msg)
+            if not self.fatal:
+                self.fatal = msg  # the HTTP handler stops the server once this answer is sent
+            return 500, ProtocolError("internal", 500, msg).body()
         except Exception as e:  # noqa: BLE001 - every failure must become a JSON error
             if is_oom(e):
                 if torch.cuda.is_available():
@@ -247,6 +267,8 @@ class TrainerService:
         return hmac.compare_digest(auth.encode("utf-8"), f"Bearer {self.token}".encode("utf-8"))
 
     def _dispatch(self, method, path, headers, body) -> Dict:
+        if self.fatal:
+            raise ProtocolError("internal", 500, f"the server is stopping: {self.fatal}")
         if not self.authorized(headers):
             raise ProtocolError("unauthorized", 401, "missing or wrong bearer token")
         route = self.routes.get(path)
@@ -298,9 +320,10 @@ class TrainerService:
             "loss_types": list(protocol.LOSS_TYPES),
             "kl_estimators": list(protocol.KL_ESTIMATORS),
             "capabilities": {"top_p": True, "stop": True, "entropy": True, "logprobs": True, "auth": bool(self.token),
-                             "delete": True, "dual_clip": True, "weight_decay": True},
+                             "delete": True, "dual_clip": True, "weight_decay": True, "optimizer_reset": True},
             "limits": e.limits.as_dict(),
             "token_kind": "tokenizer",
+            "world_size": e.dist.world_size,
         }
         # A decisions policy (tagger.py) says what differs; objects are merged.
         for k, v in getattr(e, "info_overrides", dict)().items():
@@ -326,6 +349,7 @@ class TrainerService:
             (self.engine.encode_prompt(ex["prompt"], f"examples[{k}].prompt"), self.engine.tok.encode(ex["completion"]))
             for k, ex in enumerate(r["examples"])
         ]
+        self.engine.dist.announce("/v1/sft_step", req)  # after validation: the other ranks apply it too
         out = self.engine.sft_step(examples, r["learning_rate"], r["epochs"], r["max_grad_norm"], r["weight_decay"])
         out["policy_version"] = self.engine.policy_version
         return out
@@ -336,7 +360,8 @@ class TrainerService:
             dict(s, prompt_ids=self.engine.encode_prompt(s["prompt"], f"samples[{k}].prompt"))
             for k, s in enumerate(r["samples"])
         ]
-        out = self.engine.grpo_step(samples, r["loss"])
+        self.engine.dist.announce("/v1/grpo_step", req)
+        out = self.engine.grpo_step(samples, r["loss"], reset_optimizer=r["reset_optimizer"])
         out["policy_version"] = self.engine.policy_version
         return out
 
@@ -356,7 +381,12 @@ class TrainerService:
         if expected_run and saved_run and saved_run != expected_run:
             raise ProtocolError("run_mismatch", 412, f"checkpoint {name!r} was saved by run {saved_run!r}, not {expected_run!r} "
                                                      "(expected_run_id); the policy is unchanged")
-        version = self.engine.load_from(self.checkpoints.path(name))
+        path = self.checkpoints.path(name)
+        version = self.engine.load_from(path)
+        if self.engine.dist.world_size > 1:
+            # Loaded here first: a refused checkpoint changes no rank.
+            self.engine.dist.announce("/v1/load", path)
+            self.engine.dist.agree(True, f"load {name!r}")
         log.info("loaded checkpoint %s (policy_version %d, run %s)", name, version, saved_run or "-")
         return {"name": name, "policy_version": version, "run_id": saved_run}
 
@@ -369,6 +399,42 @@ class TrainerService:
 
     def _list(self, _req) -> Dict:
         return {"checkpoints": self.checkpoints.list(), "policy_version": self.engine.policy_version}
+
+
+def serve_worker(service: TrainerService) -> int:
+    """A data-parallel rank > 0: apply what rank 0 announces until it says stop.
+    Returns the exit status: 0 after stop, 1 after a failed collective."""
+    e = service.engine
+    d = e.dist
+    while True:
+        try:
+            path, payload = d.receive()
+        except RankFailure as err:
+            log.error("rank %d: %s", d.rank, err)
+            return 1
+        if path == "stop":
+            return 0
+        try:
+            if path == "/v1/sft_step":
+                service._sft(payload)
+            elif path == "/v1/grpo_step":
+                service._grpo(payload)
+            elif path == "/v1/load":
+                ok = True
+                try:
+                    e.load_from(payload)
+                except Exception as err:  # noqa: BLE001 - rank 0 is told, and stops
+                    log.error("rank %d: load %s: %s", d.rank, payload, err)
+                    ok = False
+                d.agree(ok, f"load {payload!r}")
+            else:
+                log.error("rank %d: unknown command %r", d.rank, path)
+                return 1
+        except RankFailure as err:
+            log.error("rank %d: %s", d.rank, err)
+            return 1
+        except Exception as err:  # noqa: BLE001 - rank 0 fails the same way on the same request
+            log.warning("rank %d: %s failed as on rank 0: %s", d.rank, path, err)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -458,6 +524,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
         log.info("%s %s %d %.3fs", method, path, status, time.monotonic() - start)
+        if self.service.fatal:
+            self.wfile.flush()
+            self.service.stop_fatal()
 
     def do_GET(self):  # noqa: N802 - http.server's naming
         self._serve("GET")

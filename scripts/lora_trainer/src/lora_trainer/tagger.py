@@ -40,7 +40,7 @@ import torch
 
 from . import candidates as cand
 from . import losses
-from .engine import ArgumentError, CheckpointError, Engine, Limits, sample_seed
+from .engine import ArgumentError, CheckpointError, Engine, GRPOPlan, GRPORows, Limits, SFTPlan, sample_seed
 
 log = logging.getLogger("lora_trainer")
 
@@ -565,45 +565,30 @@ class TaggerEngine(Engine):
             out.append([min(float(x), 0.0) for x in lp.tolist()])
         return out
 
-    # --- updates
+    # --- updates: Engine.sft_step and Engine.grpo_step, on these units
 
-    def sft_step(self, examples, learning_rate, epochs, max_grad_norm, weight_decay: Optional[float] = None) -> Dict:
+    def _sft_plan(self, examples) -> SFTPlan:
         """Mean binary cross-entropy over every candidate of every example,
         target 1 iff the term is among the completion's words (keep class
-        weighted by --tagger-pos-weight); `epochs` full-batch AdamW steps."""
+        weighted by --tagger-pos-weight); one unit per example."""
         prepared = []
         for v, words_ in examples:
             inside = set(words_)
             y = torch.tensor([1.0 if c.term in inside else 0.0 for c in v.cands], device=self.backend.device)
             prepared.append((v, y))
-        total = sum(v.n for v, _ in prepared)
         w = self.backend.cfg.pos_weight
 
-        def run():
-            epoch_losses, norm = [], 0.0
-            for e in range(epochs):
-                if total == 0:
-                    epoch_losses.append(0.0)
-                    continue
-                self.optimizer.zero_grad(set_to_none=True)
-                loss_value = 0.0
-                for v, y in prepared:
-                    if v.n == 0:
-                        continue
-                    z = self.backend.logits(v)
-                    nll = -(w * y * torch.nn.functional.logsigmoid(z) + (1 - y) * torch.nn.functional.logsigmoid(-z))
-                    part = nll.sum() / total
-                    part.backward()
-                    loss_value += float(part.detach())
-                norm = self._optimizer_step(learning_rate, max_grad_norm, loss_value, f"sft_step epoch {e}", weight_decay)
-                epoch_losses.append(loss_value)
-            self.policy_version += 1
-            return {"loss": sum(epoch_losses) / len(epoch_losses), "tokens": total, "grad_norm": norm}
+        def nll_sum(unit) -> Optional[torch.Tensor]:
+            v, y = unit
+            if v.n == 0:
+                return None
+            z = self.backend.logits(v)
+            return (-(w * y * torch.nn.functional.logsigmoid(z) + (1 - y) * torch.nn.functional.logsigmoid(-z))).sum()
 
-        return self._apply(run)
+        return SFTPlan(units=prepared, total=sum(v.n for v, _ in prepared), nll_sum=nll_sum)
 
-    def grpo_step(self, samples: Sequence[Dict], loss: Dict) -> Dict:
-        """μ clipped-surrogate AdamW steps; the samples of one prompt share its forward pass."""
+    def _grpo_plan(self, samples: Sequence[Dict], loss: Dict) -> GRPOPlan:
+        """One unit per prompt: the samples of a prompt share its forward pass."""
         n = len(samples)
         for k, s in enumerate(samples):
             self._check_decisions(s["prompt_ids"], s["token_ids"], f"samples[{k}]")
@@ -614,12 +599,9 @@ class TaggerEngine(Engine):
         norm = losses.Normalizer(batch_size=n, total_tokens=sum(lengths),
                                  max_length=max(lengths) if loss.get("max_length") is None else loss["max_length"])
         # One request is one batch here: bnpo (per micro-batch) equals dapo.
-        agg_type = "dapo" if loss["type"] == "bnpo" else loss["type"]
+        loss_type = "dapo" if loss["type"] == "bnpo" else loss["type"]
         temperature = loss["temperature"] or 1.0
-        kl_coef = loss["kl_coef"]
         dev = self.backend.device
-        tokens = max(norm.total_tokens, 1)
-        took_reference = False
 
         def group_tensors(rows):
             c = max(lengths[k] for k in rows)
@@ -629,63 +611,36 @@ class TaggerEngine(Engine):
             adv = torch.tensor([samples[k]["advantage"] for k in rows], dtype=torch.float32, device=dev)
             return a, mask, old, adv, c
 
-        def run():
-            nonlocal took_reference
-            if self.backend.reference is None:
-                self.backend.take_reference()  # the first grpo_step: after any SFT
-                took_reference = True
-            refs = {}
-            if kl_coef != 0:
-                with torch.no_grad(), self.backend.reference_weights():
-                    for key, rows in groups.items():
-                        c = max(lengths[k] for k in rows)
-                        if c == 0:
-                            continue
-                        a, _, _, _, _ = group_tensors(rows)
-                        z = self.backend.logits(samples[rows[0]]["prompt_ids"])[:c]
-                        refs[key] = decision_logp(z.unsqueeze(0).expand(len(rows), c), a, temperature)
-            sums = {"loss": 0.0, "kl": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "clip_frac_dual": 0.0,
-                    "grad_norm": 0.0, "entropy": 0.0}
-            for it in range(loss["mu"]):
-                self.optimizer.zero_grad(set_to_none=True)
-                loss_value, kl_sum, low, high, dual, ent = 0.0, 0.0, 0, 0, 0, 0.0
-                for key, rows in groups.items():
-                    a, mask, old, adv, c = group_tensors(rows)
-                    if c == 0:
-                        continue  # no tokens: contributes 0, still counts in B
-                    z = self.backend.logits(samples[rows[0]]["prompt_ids"])[:c]
-                    zz = z.unsqueeze(0).expand(len(rows), c)
-                    logp = decision_logp(zz, a, temperature)
-                    terms = losses.grpo_token_terms(
-                        logp, old, adv, mask, loss["clip_low"], loss["clip_high"], kl_coef, refs.get(key),
-                        clip_ratio_c=loss.get("clip_ratio_c", 0.0), kl_estimator=loss.get("kl_estimator", "k3"),
-                    )
-                    part = losses.aggregate(agg_type, terms.loss, mask, norm)
-                    part.backward()
-                    loss_value += float(part.detach())
-                    kl_sum += terms.kl_sum
-                    low += terms.clip_low
-                    high += terms.clip_high
-                    dual += terms.clip_dual
-                    with torch.no_grad():
-                        ent += float((bernoulli_entropy(zz.detach(), temperature) * mask).sum())
-                g = self._optimizer_step(loss["learning_rate"], loss["max_grad_norm"], loss_value, f"grpo_step iteration {it}",
-                                         loss.get("weight_decay"))
-                for name, val in (("loss", loss_value), ("kl", kl_sum / tokens), ("clip_frac_low", low / tokens),
-                                  ("clip_frac_high", high / tokens), ("clip_frac_dual", dual / tokens), ("grad_norm", g),
-                                  ("entropy", ent / tokens)):
-                    sums[name] += val
-            self.policy_version += 1
-            out = {name: val / loss["mu"] for name, val in sums.items()}
-            out["tokens"] = norm.total_tokens
-            return out
+        def begin():
+            if self.backend.reference is not None:
+                return None
+            self.backend.take_reference()  # the first grpo_step: after any SFT
 
-        try:
-            return self._apply(run)
-        except BaseException:
-            if took_reference:
-                self.backend.reference = None  # the call was not applied: nor is its snapshot
-            raise
+            def undo():
+                self.backend.reference = None
+
+            return undo
+
+        def reference(rows) -> Optional[torch.Tensor]:
+            a, _, _, _, c = group_tensors(rows)
+            if c == 0:
+                return None
+            with self.backend.reference_weights():
+                z = self.backend.logits(samples[rows[0]]["prompt_ids"])[:c]
+            return decision_logp(z.unsqueeze(0).expand(len(rows), c), a, temperature)
+
+        def forward(rows) -> Optional[GRPORows]:
+            a, mask, old, adv, c = group_tensors(rows)
+            if c == 0:
+                return None
+            z = self.backend.logits(samples[rows[0]]["prompt_ids"])[:c]
+            zz = z.unsqueeze(0).expand(len(rows), c)
+            with torch.no_grad():
+                ent = bernoulli_entropy(zz.detach(), temperature)
+            return GRPORows(decision_logp(zz, a, temperature), old, adv, mask, ent)
+
+        return GRPOPlan(units=list(groups.values()), norm=norm, loss_type=loss_type, temperature=temperature,
+                        reference=reference, forward=forward, begin=begin)
 
     def load_from(self, directory: str) -> int:
         ref = self.backend.reference
