@@ -32,6 +32,12 @@ type Scorer interface {
 	ScoreMulti(prediction string, references []string, context []string) hser.Score
 }
 
+// retrievalScorer adds a judged turn's retrieval terms (rank, Recall@k,
+// NDCG@k, RR) to its score; *hser.Scorer implements it.
+type retrievalScorer interface {
+	WithRetrieval(s hser.Score, ranking []string, qrels map[string]int) hser.Score
+}
+
 // System is one evaluated configuration: a rewriter with long-term memory on
 // or off. Each system needs its own Retriever when memory is on, since the
 // memory of a user grows with the queries it sees.
@@ -370,6 +376,19 @@ func runTurn(ctx context.Context, s System, t datasets.Turn, resp Responder, sco
 			texts[i] = c.Text
 		}
 		r.Score = scorer.ScoreMulti(ans, t.References(), texts)
+		// A judged turn's reward carries the retrieval terms of its own
+		// ranking, as a rollout's does: with a retrieval reward (e.g.
+		// reward.ndcg, reward.recall) the reward without them would be
+		// another quantity under the same name.
+		if q := t.Qrels(); len(q) > 0 {
+			if rs, ok := scorer.(retrievalScorer); ok {
+				ranking := make([]string, len(r.Run))
+				for i, p := range r.Run {
+					ranking[i] = p.ID
+				}
+				r.Score = rs.WithRetrieval(r.Score, ranking, q)
+			}
+		}
 		r.HasAnswer = true
 	}
 	r.Seconds = time.Since(start).Seconds()
