@@ -159,4 +159,3 @@ func resumeHasWork(w io.Writer, dir string, cfg grpo.Config) (done bool, err err
 	}
 	return false, nil
 }
-
