@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/himes-rl/himes/internal/reqbody"
 )
 
 // ServerOptions bound how long one client may hold a connection of a served
@@ -38,10 +40,11 @@ func NewServer(h http.Handler, opts ServerOptions) *http.Server {
 		}
 		return def
 	}
+	read := or(opts.ReadTimeout, DefaultReadTimeout)
 	return &http.Server{
-		Handler:           h,
+		Handler:           reqbody.WithServerTimeout(h, read),
 		ReadHeaderTimeout: or(opts.ReadHeaderTimeout, DefaultReadHeaderTimeout),
-		ReadTimeout:       or(opts.ReadTimeout, DefaultReadTimeout),
+		ReadTimeout:       read,
 		IdleTimeout:       or(opts.IdleTimeout, DefaultIdleTimeout),
 	}
 }

@@ -7,6 +7,7 @@
 package reqbody
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +73,12 @@ func Read(w http.ResponseWriter, r *http.Request, b *Budget, lim Limits) (body [
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	// The deadline set here replaces the server's: never extend past the
+	// serving http.Server's ReadTimeout (WithServerTimeout), which bounds
+	// the whole request.
+	if d, ok := r.Context().Value(serverTimeoutKey{}).(time.Duration); ok && d > 0 && d < timeout {
+		timeout = d
+	}
 	end := time.Now().Add(timeout)
 	rc := http.NewResponseController(w)
 	var held int64
@@ -122,6 +129,17 @@ func Read(w http.ResponseWriter, r *http.Request, b *Budget, lim Limits) (body [
 			return nil, nil, classify(err, lim.MaxBytes, chunkTimeout, timeout, time.Now().After(end))
 		}
 	}
+}
+
+type serverTimeoutKey struct{}
+
+// WithServerTimeout hands h's requests the serving http.Server's
+// ReadTimeout d, so that Read, which sets the connection's read deadline
+// itself, never gives a body longer than the server allows.
+func WithServerTimeout(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverTimeoutKey{}, d)))
+	})
 }
 
 // fill reads until p is full or the reader fails; io.EOF is returned as is
