@@ -43,7 +43,7 @@ def test_info(tmp_path):
     assert info["loss_types"] == ["grpo", "bnpo", "dapo", "dr_grpo"]
     assert info["adapter"]["type"] == "lora" and info["adapter"]["rank"] == 4
     assert info["capabilities"] == {"top_p": True, "stop": True, "entropy": True, "logprobs": True, "auth": False, "delete": True,
-                                    "dual_clip": True, "weight_decay": True}
+                                    "dual_clip": True, "weight_decay": True, "optimizer_reset": True}
     assert info["kl_estimators"] == ["k3", "low_var_kl"]
     assert info["limits"] == {"max_prompts": 4, "max_n": 128, "max_tokens": 1024, "max_batch": 8192}
     assert info["policy_version"] == 0
