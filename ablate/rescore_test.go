@@ -342,7 +342,7 @@ func TestRescoreRankReward(t *testing.T) {
 	// be rescored with reward.rank > 0.
 	recs[5].Judged = false
 	_, err = Rescore(context.Background(), recs, NewMapLookup(turns, chunks), own, settings)
-	if err == nil || !strings.Contains(err.Error(), "no rank for this rollout") || !strings.Contains(err.Error(), "step 1 group 1 sample 1") {
+	if err == nil || !strings.Contains(err.Error(), "reward.rank weigh retrieval terms but the ledger has none for this rollout") || !strings.Contains(err.Error(), "step 1 group 1 sample 1") {
 		t.Errorf("missing rank: err %v", err)
 	}
 }
