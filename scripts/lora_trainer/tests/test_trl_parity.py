@@ -68,7 +68,8 @@ def engine_loss_and_grads(s, loss_type, beta, micro):
     samples = [{"prompt_ids": s["prompt"], "token_ids": c, "old_logprobs": o, "advantage": a}
                for c, o, a in zip(s["completions"], s["old"], s["advantages"])]
     loss = protocol.parse_loss({"type": loss_type, "learning_rate": 1e-3, "kl_coef": beta, "clip_low": 0.2, "clip_high": 0.28,
-                                "temperature": TEMPERATURE, "max_length": MAX_COMPLETION})
+                                "temperature": TEMPERATURE, "max_length": MAX_COMPLETION,
+                                "max_grad_norm": 0.0})  # no clipping: p.grad is the raw gradient
     try:
         out = e.grpo_step(samples, loss)
     finally:
