@@ -789,9 +789,17 @@ func (c *checker) checkOptimizerReset(ctx context.Context, s *trainer.GRPOSample
 		if err != nil {
 			return err
 		}
-		if !within(fresh, afterSFT, logprobTol) {
-			return fmt.Errorf("a reset grpo_step gave summed logprob %.6g from the starting policy and %.6g after an sft_step at lr 1e-9: "+
-				"the optimizer state of the sft_step carried into the reset step", sum(fresh), sum(afterSFT))
+		// The sft_step at lr 1e-9 still moves a LoRA model's weights a
+		// little and may draw dropout masks, so the reset step after it
+		// need not be the fresh one to the bit; a carried-over state
+		// changes the step far more. Pass: equal within logprobTol, or
+		// at most resetShare of the way from the fresh step to the
+		// carried one.
+		gap, carriedGap := maxAbsDiff(fresh, afterSFT), maxAbsDiff(fresh, carried)
+		if !within(fresh, afterSFT, logprobTol) && gap > resetShare*carriedGap {
+			return fmt.Errorf("a reset grpo_step gave summed logprob %.6g from the starting policy and %.6g after an sft_step at lr 1e-9 "+
+				"(max per-token gap %.3g, over %.0f%% of the %.3g gap without the reset): the optimizer state of the sft_step carried into the reset step",
+				sum(fresh), sum(afterSFT), gap, 100*resetShare, carriedGap)
 		}
 		c.report(name, nil, fmt.Sprintf("summed logprob %.6g after a reset step, fresh or after SFT; %.6g after SFT without the reset",
 			sum(fresh), sum(carried)))
@@ -1174,6 +1182,24 @@ func (c *checker) grpoAt(ctx context.Context, stepID string, s *trainer.GRPOSamp
 
 // second returns a call's error, for checks that expect one.
 func second[T any](_ T, err error) error { return err }
+
+// resetShare bounds optimizer_reset's gap: a reset step after SFT may
+// differ from the fresh step by at most this share of what carrying SFT's
+// optimizer state changes.
+const resetShare = 0.05
+
+// maxAbsDiff is the largest per-token difference of two logprob vectors
+// (+Inf when their lengths differ).
+func maxAbsDiff(a, b []float64) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	d := 0.0
+	for i := range a {
+		d = max(d, math.Abs(a[i]-b[i]))
+	}
+	return d
+}
 
 func within(a, b []float64, tol float64) bool {
 	if len(a) != len(b) {
