@@ -17,6 +17,7 @@ import (
 
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/datasets"
+	"github.com/himes-rl/himes/grpo"
 	"github.com/himes-rl/himes/hser"
 	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/retrieval"
@@ -289,12 +290,10 @@ func rescoreOne(ctx context.Context, steps [][]ledgerGroup, refs [][][][]string,
 				}
 				r.scores[s][g][i] = sc
 				in[g][i] = rlcore.SampleReward{Valid: true, Guarded: guarded, GuardPenalty: rec.GuardPenalty,
-					Terms: rlcore.Terms{RougeF1: sc.RougeF1, EM: sc.EM, Hit: sc.Hit, Rank: sc.RankReward, Recall: sc.RecallK, NDCG: sc.NDCGK, RR: sc.RR}}
+					Terms: grpo.RewardTerms(sc)}
 			}
 		}
-		w := rlcore.Weights{RougeL: st.Reward.RougeL, Alpha: st.Reward.Alpha, Beta: st.Reward.Beta, Rank: st.Reward.Rank,
-			Recall: st.Reward.Recall.Weight, NDCG: st.Reward.NDCG.Weight, RR: st.Reward.RR.Weight}
-		adv, err := reg.ComputeAdvantages(st.Advantage, w, in)
+		adv, err := reg.ComputeAdvantages(st.Advantage, grpo.RewardWeights(st.Reward), in)
 		if err != nil {
 			return rescored{}, fmt.Errorf("step %d: advantages: %w", groups[0].step, err)
 		}

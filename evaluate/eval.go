@@ -30,11 +30,8 @@ type Scorer interface {
 	// ScoreMulti scores against every reference answer of a turn (the best
 	// match counts; hser.Scorer.ScoreMulti).
 	ScoreMulti(prediction string, references []string, context []string) hser.Score
-}
-
-// retrievalScorer adds a judged turn's retrieval terms (rank, Recall@k,
-// NDCG@k, RR) to its score; *hser.Scorer implements it.
-type retrievalScorer interface {
+	// WithRetrieval adds a judged turn's retrieval terms (rank, Recall@k,
+	// NDCG@k, RR of its ranking) to its score, as a rollout's.
 	WithRetrieval(s hser.Score, ranking []string, qrels map[string]int) hser.Score
 }
 
@@ -381,13 +378,11 @@ func runTurn(ctx context.Context, s System, t datasets.Turn, resp Responder, sco
 		// reward.ndcg, reward.recall) the reward without them would be
 		// another quantity under the same name.
 		if q := t.Qrels(); len(q) > 0 {
-			if rs, ok := scorer.(retrievalScorer); ok {
-				ranking := make([]string, len(r.Run))
-				for i, p := range r.Run {
-					ranking[i] = p.ID
-				}
-				r.Score = rs.WithRetrieval(r.Score, ranking, q)
+			ranking := make([]string, len(r.Run))
+			for i, p := range r.Run {
+				ranking[i] = p.ID
 			}
+			r.Score = scorer.WithRetrieval(r.Score, ranking, q)
 		}
 		r.HasAnswer = true
 	}

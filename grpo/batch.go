@@ -49,18 +49,18 @@ func (b *stepBatch) sampleGroup(i int) []rlcore.SampleReward {
 
 // sampleReward is a rollout's reward terms as rlcore's advantages read them.
 func sampleReward(valid bool, sc hser.Score, guarded bool, penalty float64) rlcore.SampleReward {
-	return rlcore.SampleReward{Valid: valid, Guarded: guarded, GuardPenalty: penalty,
-		Terms: rlcore.Terms{RougeF1: sc.RougeF1, EM: sc.EM, Hit: sc.Hit, Rank: sc.RankReward, Recall: sc.RecallK, NDCG: sc.NDCGK, RR: sc.RR}}
+	return rlcore.SampleReward{Valid: valid, Guarded: guarded, GuardPenalty: penalty, Terms: RewardTerms(sc)}
 }
 
-// rlWeights is the reward's weights as rlcore's advantages read them.
-func rlWeights(c hser.Config) rlcore.Weights {
-	return RewardWeights(c)
+// RewardTerms is a score's reward terms as rlcore reads them, the
+// retrieval terms included (one mapping for the training loop and the
+// ablations' re-scoring).
+func RewardTerms(sc hser.Score) rlcore.Terms {
+	return rlcore.Terms{RougeF1: sc.RougeF1, EM: sc.EM, Hit: sc.Hit, Rank: sc.RankReward, Recall: sc.RecallK, NDCG: sc.NDCGK, RR: sc.RR}
 }
 
 // RewardWeights is a reward config's weights as rlcore reads them: every
-// term of R, the retrieval terms included (one mapping for the training
-// loop and the ablations' re-scoring).
+// term of R, the retrieval terms included.
 func RewardWeights(c hser.Config) rlcore.Weights {
 	return rlcore.Weights{RougeL: c.RougeL, Alpha: c.Alpha, Beta: c.Beta, Rank: c.Rank,
 		Recall: c.Recall.Weight, NDCG: c.NDCG.Weight, RR: c.RR.Weight}

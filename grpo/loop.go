@@ -394,7 +394,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 	}
 	resampled := 0
 	for round := 1; round <= l.cfg.DynamicSampling.MaxRounds; round++ {
-		flat := batch.zeroVarianceGroups(l.cfg.Advantage, rlWeights(l.deps.Reward))
+		flat := batch.zeroVarianceGroups(l.cfg.Advantage, RewardWeights(l.deps.Reward))
 		if len(flat) == 0 || float64(len(flat)) < l.cfg.DynamicSampling.MinZeroVarFrac*float64(len(turns)) {
 			break
 		}
@@ -402,7 +402,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 		if err != nil {
 			return StepMetrics{}, err
 		}
-		resampled += batch.replaceWithVaried(l.cfg.Advantage, rlWeights(l.deps.Reward), again)
+		resampled += batch.replaceWithVaried(l.cfg.Advantage, RewardWeights(l.deps.Reward), again)
 	}
 
 	var probe [3]*float64 // grpo.greedy_probe: how the samples fare against greedy
@@ -414,7 +414,7 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 
 	// 5. Advantages: group-normalized, failed rollouts excluded.
 	scoreStart := time.Now()
-	adv, err := l.registry().ComputeAdvantages(l.cfg.Advantage, rlWeights(l.deps.Reward), batch.sampleRewards())
+	adv, err := l.registry().ComputeAdvantages(l.cfg.Advantage, RewardWeights(l.deps.Reward), batch.sampleRewards())
 	if err != nil {
 		return StepMetrics{}, fmt.Errorf("advantages: %w", err)
 	}

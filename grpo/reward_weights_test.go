@@ -26,7 +26,7 @@ func TestRewardWeightsMatchHSER(t *testing.T) {
 		}
 		sc := hser.Score{RougeF1: r.Float64(), EM: float64(r.IntN(2)), Hit: float64(r.IntN(2)), RankReward: r.Float64() * 2,
 			RecallK: r.Float64(), NDCGK: r.Float64(), RR: r.Float64()}
-		got := rlWeights(c).Reward(sampleReward(true, sc, false, 0).Terms)
+		got := RewardWeights(c).Reward(sampleReward(true, sc, false, 0).Terms)
 		want := c.RetrievalReward(c.RewardRanked(sc.RougeF1, sc.EM, sc.Hit, sc.RankReward), sc.RecallK, sc.NDCGK, sc.RR)
 		if got != want {
 			t.Fatalf("%+v %+v: rlcore %v, hser %v", c, sc, got, want)

@@ -45,57 +45,22 @@ type SampleReward struct {
 	GuardPenalty float64
 }
 
-// Terms of a rollout as the reward sees them: the scores, or zeros and the
-// guard penalty for a guarded rollout.
-func (s SampleReward) rougeF1() float64 {
+// Terms of a rollout as the reward sees them: the scores, or zeros (and
+// the guard penalty, guard) for a guarded rollout.
+func (s SampleReward) scored(v float64) float64 {
 	if s.Guarded {
 		return 0
 	}
-	return s.Terms.RougeF1
+	return v
 }
 
-// rank is the rank-incentive term (hser.RankReward), 0 for a guarded rollout.
-func (s SampleReward) rank() float64 {
-	if s.Guarded {
-		return 0
-	}
-	return s.Terms.Rank
-}
-
-func (s SampleReward) em() float64 {
-	if s.Guarded {
-		return 0
-	}
-	return s.Terms.EM
-}
-
-func (s SampleReward) hit() float64 {
-	if s.Guarded {
-		return 0
-	}
-	return s.Terms.Hit
-}
-
-func (s SampleReward) recall() float64 {
-	if s.Guarded {
-		return 0
-	}
-	return s.Terms.Recall
-}
-
-func (s SampleReward) ndcg() float64 {
-	if s.Guarded {
-		return 0
-	}
-	return s.Terms.NDCG
-}
-
-func (s SampleReward) rr() float64 {
-	if s.Guarded {
-		return 0
-	}
-	return s.Terms.RR
-}
+func (s SampleReward) rougeF1() float64 { return s.scored(s.Terms.RougeF1) }
+func (s SampleReward) em() float64      { return s.scored(s.Terms.EM) }
+func (s SampleReward) hit() float64     { return s.scored(s.Terms.Hit) }
+func (s SampleReward) rank() float64    { return s.scored(s.Terms.Rank) } // hser.RankReward
+func (s SampleReward) recall() float64  { return s.scored(s.Terms.Recall) }
+func (s SampleReward) ndcg() float64    { return s.scored(s.Terms.NDCG) }
+func (s SampleReward) rr() float64      { return s.scored(s.Terms.RR) }
 
 func (s SampleReward) guard() float64 {
 	if s.Guarded {
@@ -104,7 +69,7 @@ func (s SampleReward) guard() float64 {
 	return 0
 }
 
-// reward is R = F1 + α·EM + β·Hit (+ rank·RankReward), or the guard
+// reward is R (Weights.Reward), or the guard
 // penalty for a guarded rollout (the value the training loop logs).
 func (s SampleReward) reward(w Weights) float64 {
 	if s.Guarded {
