@@ -70,6 +70,17 @@ func TestPipelineOnDiskIndex(t *testing.T) {
 	if !disk.knownID()("pc") || !disk.knownID()("pc#0") || disk.knownID()("zz") {
 		t.Fatal("knownID on disk")
 	}
+	for _, p := range []*Pipeline{disk, mem} {
+		if has, ok := p.HasPassage("pc"); !has || !ok {
+			t.Fatalf("HasPassage(pc) = %v, %v", has, ok)
+		}
+		if has, ok := p.HasPassage("pc#0"); has || !ok { // a chunk id is not a passage id
+			t.Fatalf("HasPassage(pc#0) = %v, %v", has, ok)
+		}
+		if has, ok := p.HasPassage("zz"); has || !ok {
+			t.Fatalf("HasPassage(zz) = %v, %v", has, ok)
+		}
+	}
 
 	other := dcfg
 	other.K1 = 1.5

@@ -228,6 +228,21 @@ func (p *Pipeline) knownID() func(string) bool {
 	}
 }
 
+// HasPassage reports whether id is a passage of the configured knowledge
+// base (every passage has a window "#0"); checked is false when there is no
+// knowledge base to ask (a service without data.kb).
+func (p *Pipeline) HasPassage(id string) (has, checked bool) {
+	if p.kb == nil {
+		return false, false
+	}
+	if p.chunks == nil { // on disk
+		_, ok := p.bm25.DocNum(id + "#0")
+		return ok, true
+	}
+	_, ok := p.chunkPos[id+"#0"]
+	return ok, true
+}
+
 // Service returns the retrieval service of method remote or elasticsearch (nil otherwise).
 func (p *Pipeline) Service() service.Backend { return p.service }
 

@@ -152,6 +152,17 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 		return nil, fmt.Errorf("retrieval: %w", err)
 	}
 	c.Retrieve = c.Retriever
+	if cfg.Data.KB != "" {
+		splits := []judgedSplit{{"data.train", cfg.Data.Train, c.Train}, {"the dev split (data.dev_fraction)", cfg.Data.Train, c.Dev}}
+		if cfg.Data.Eval != "" {
+			splits = append(splits, judgedSplit{"data.eval", cfg.Data.Eval, c.Eval})
+		} else {
+			splits = append(splits, judgedSplit{"the held-out split (data.eval_fraction)", cfg.Data.Train, c.Eval})
+		}
+		if err := checkJudgedCoverage(cfg.Data.KB, splits, c.Retriever.HasPassage, slog.Default()); err != nil {
+			return nil, err
+		}
+	}
 	c.known = dedupTurns(train, dev, eval)
 	if err := c.attachMemory(ctx, cfg, c.known); err != nil {
 		return nil, err
