@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -307,7 +306,8 @@ func (c *Config) overrideOf(field string) (string, bool) {
 }
 
 // checkFinite walks every float of the config (by its YAML key) and reports
-// the first NaN or ±Inf as a field error.
+// the first NaN or ±Inf, or value outside its key's range (floatRanges), as a
+// field error.
 func checkFinite(v reflect.Value, path string) error {
 	join := func(name string) string {
 		if path == "" {
@@ -320,9 +320,7 @@ func checkFinite(v reflect.Value, path string) error {
 	}
 	switch v.Kind() {
 	case reflect.Float32, reflect.Float64:
-		if f := v.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
-			return fielderr.New(path, "must be a finite number, got %v", f)
-		}
+		return checkFloat(path, v.Float())
 	case reflect.Pointer, reflect.Interface:
 		if !v.IsNil() {
 			return checkFinite(v.Elem(), path)

@@ -79,7 +79,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad override value", valid, []string{"grpo.group_size=x"},
 			[]string{"--set grpo.group_size=x"}},
 		{"override out of range", valid, []string{"grpo.advantage.epsilon=-1"},
-			[]string{"grpo.advantage.epsilon", "≥ 0"}},
+			[]string{"grpo.advantage.epsilon", "must be in [0, 1]"}},
 		{"override without =", valid, []string{"grpo.group_size"},
 			[]string{"want key=value"}},
 		{"dual clip c ≤ 1", valid, []string{"grpo.loss.clip_ratio_c=1"},

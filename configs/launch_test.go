@@ -42,7 +42,7 @@ func TestTrainerLaunchKeys(t *testing.T) {
 		{"ready timeout", launch + "    ready_timeout_seconds: 0\n", nil,
 			[]string{"run.yaml:13", "trainer.launch.ready_timeout_seconds", "> 0"}},
 		{"stop timeout", launch, []string{"trainer.launch.stop_timeout_seconds=-1"},
-			[]string{"trainer.launch.stop_timeout_seconds", "> 0"}},
+			[]string{"trainer.launch.stop_timeout_seconds", "must be in [0, 3600]"}},
 		{"misspelled key", launch + "    arg: [x]\n", nil,
 			[]string{"run.yaml:13", "trainer.launch.arg: unknown key; did you mean trainer.launch.args?"}},
 	}
@@ -104,7 +104,7 @@ func TestOllamaLaunchKeys(t *testing.T) {
 		{"ready timeout", launch + "  ollama_launch:\n    ready_timeout_seconds: 0\n", nil,
 			[]string{"run.yaml:14", "retrieval.ollama_launch.ready_timeout_seconds", "> 0"}},
 		{"stop timeout", launch, []string{"retrieval.ollama_launch.stop_timeout_seconds=-1"},
-			[]string{"retrieval.ollama_launch.stop_timeout_seconds", "> 0"}},
+			[]string{"retrieval.ollama_launch.stop_timeout_seconds", "must be in [0, 3600]"}},
 		{"missing model_dir", launch + "  ollama_launch:\n    model_dir: nowhere\n", nil,
 			[]string{"run.yaml:14", "retrieval.ollama_launch.model_dir", "nowhere"}},
 		{"misspelled key", launch + "  ollama_launch:\n    model: x\n", nil,

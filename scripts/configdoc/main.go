@@ -157,6 +157,9 @@ prints the resolved config.
 		sort.SliceStable(rs, func(i, j int) bool { return false })
 		for _, r := range rs {
 			doc := strings.ReplaceAll(r.doc, "|", "\\|")
+			if rng, ok := configs.FloatRange(r.key); ok {
+				doc = strings.TrimSpace(doc) + " Range: " + rng + "."
+			}
 			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r.key, r.def, doc)
 		}
 	}
