@@ -91,6 +91,9 @@ func (m *metricsLog) coverage() *MetricsCoverage {
 func (m *metricsLog) Write(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
+		if key, f := nonFinite(v); key != "" {
+			return fmt.Errorf("encode metrics: %s is %v, the run has diverged (a learning rate or loss setting too large for the data, or a trainer returning a non-finite value); the run stops and its last checkpoint is intact: %w", key, f, err)
+		}
 		return fmt.Errorf("encode metrics: %w", err)
 	}
 	b = append(b, '\n')
