@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import torch
 
-from . import distributed
+from . import distributed, vllm_sampler
 from .engine import DEFAULT_LIMITS, Engine, Limits, StartupError
 from .server import CheckpointStore, TrainerService, make_http_server, serve_worker
 from .tiny import LoRAConfig, TinyBackend, TinyModelConfig
@@ -66,6 +66,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--dist-timeout", type=float, default=300.0,
                    help="under torchrun: seconds a collective may wait for the other ranks; a rank that died or hangs "
                         "fails the request with an error and the server exits non-zero")
+    p.add_argument("--sampler", choices=vllm_sampler.SAMPLERS, default="auto",
+                   help="who draws sample's tokens: auto (vLLM when installed, on a GPU, with the hf backend; else "
+                        "transformers), transformers, or vllm (refuse to start without it). Logprobs are always the trainer's")
+    p.add_argument("--vllm-gpu-memory-utilization", type=float, default=0.3,
+                   help="the share of the GPU's memory vLLM may take (the trainer's model and optimizer need the rest)")
     tagger.add_flags(p)
     p.add_argument("--tiny-d-model", type=int, default=64)
     p.add_argument("--tiny-layers", type=int, default=2)
@@ -220,6 +225,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     except distributed.RankFailure as e:
         print(f"lora_trainer: {e}", file=sys.stderr)
         return 1
+    try:
+        engine.generator = vllm_sampler.build_generator(
+            a.sampler, engine.backend, engine.dist.rank, a.vllm_gpu_memory_utilization, a.seed
+        )
+    except vllm_sampler.SamplerUnavailable as e:
+        print(f"lora_trainer: {e}", file=sys.stderr)
+        engine.dist.close()
+        return 2
     try:
         return serve(engine, a, token)
     finally:

@@ -150,6 +150,11 @@ class Engine:
         # A request that leaves max_tokens 0 must not get more than the advertised limit.
         self.default_max_tokens = min(default_max_tokens, self.limits.max_tokens or default_max_tokens)
         self.policy_version = 0
+        # Bumped by every change of the weights (an update, a rolled-back
+        # update, a loaded checkpoint): a vLLM generator syncs when it differs.
+        self.weights_generation = 0
+        # vllm_sampler.VLLMGenerator when --sampler picks vLLM; None samples here.
+        self.generator = None
         # A backend that can copy a cache between rows computes each distinct
         # prompt of a batch once (see _prefill); the others run every row.
         self.share_prompts = hasattr(backend, "expand_cache")
@@ -301,7 +306,13 @@ class Engine:
         rows = [(i, j) for i in range(len(prompts)) for j in range(n)]
         results: List[Dict] = []
         for chunk in self._chunks(len(rows)):
-            part, prefill = self._generate([rows[k] for k in chunk], prompts, temperature, top_p, max_tokens, stop, seed)
+            if self.generator is not None:
+                self.generator.sync(self.weights_generation, self.backend.merged_weights)
+                part_rows = [rows[k] for k in chunk]
+                seeds = [sample_seed(seed, i, j) for i, j in part_rows]
+                part, prefill = self.generator.generate(part_rows, prompts, temperature, top_p, max_tokens, stop, seeds), None
+            else:
+                part, prefill = self._generate([rows[k] for k in chunk], prompts, temperature, top_p, max_tokens, stop, seed)
             # Logprobs come from a fresh forward pass over the completions (on
             # the prompts' cache of the prefill when the backend shares
             # prompts): the computation grpo_step uses for its ratio, so r = 1 on-policy.
@@ -400,6 +411,7 @@ class Engine:
         with torch.no_grad():
             for p, v in zip(self.params, params):
                 p.copy_(v)
+        self.weights_generation += 1
         self.optimizer.load_state_dict(opt)
         self._set_rng_state(rng)
         self.optimizer.zero_grad(set_to_none=True)
@@ -430,6 +442,7 @@ class Engine:
             # None: the request left it unset (the endpoint's default); 0 is Adam.
             g["weight_decay"] = self.default_weight_decay if weight_decay is None else weight_decay
         self.optimizer.step()
+        self.weights_generation += 1
         return norm
 
     # The one implementation of the two updates, for every backend. A
@@ -682,6 +695,7 @@ class Engine:
         except BaseException:
             self._restore(snap)
             raise
+        self.weights_generation += 1
         self.policy_version = int(meta["policy_version"])
         return self.policy_version
 

@@ -11,7 +11,7 @@ import inspect
 import json
 import logging
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -253,6 +253,13 @@ class HFBackend:
         kw[self._cache_arg] = past
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=use_cache, **kw)
         return out.logits, (getattr(out, self._cache_arg) if use_cache else None)
+
+    def merged_weights(self) -> List[Tuple[str, torch.Tensor]]:
+        """The adapted layers' weights with the LoRA adapter merged, under the
+        base model's names (what a vLLM generator loads; vllm_sampler.py)."""
+        from .vllm_sampler import merged_lora_weights
+
+        return merged_lora_weights(self.model)
 
     def adapter_disabled(self):
         """The reference policy: the same weights with the adapter off (no second copy)."""

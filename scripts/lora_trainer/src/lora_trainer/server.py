@@ -324,6 +324,8 @@ class TrainerService:
             "limits": e.limits.as_dict(),
             "token_kind": "tokenizer",
             "world_size": e.dist.world_size,
+            # Who draws sample's tokens; their logprobs are the trainer's either way.
+            "sampler": getattr(e.generator, "name", "transformers"),
         }
         # A decisions policy (tagger.py) says what differs; objects are merged.
         for k, v in getattr(e, "info_overrides", dict)().items():
