@@ -22,7 +22,12 @@ backend (transformers + peft; bf16 on the GPU, fp32 on the CPU). Then it
      the same sft_step and grpo_step updates (loss, gradient norm and the
      adapter's parameter deltas within --ddp-tolerance relative), and the
      median grpo_step time of each. NCCL when there is a GPU per rank, else
-     every rank on the one GPU (or the CPU) and gloo reducing on the CPU.
+     every rank on the one GPU (or the CPU) and gloo reducing on the CPU;
+  6. vLLM sampling (--sampler vllm), when vLLM is installed and there is a
+     GPU (else reported as skipped, with the reason): a vLLM-sampling server
+     and a transformers-sampling one take the same updates; after each, their
+     greedy rewrites of the same prompts must agree (vLLM's weights were
+     synced), and the sample call's median time of each is reported.
 
 It writes OUT/gpu_check.json (and the logs) and exits non-zero if a check failed.
 
@@ -216,6 +221,8 @@ def main() -> int:
     ap.add_argument("--ddp-ranks", type=int, default=2, help="check 5: torchrun ranks against one process (0 = skip)")
     ap.add_argument("--ddp-steps", type=int, default=3, help="check 5: grpo_steps timed on each")
     ap.add_argument("--ddp-tolerance", type=float, default=1e-4, help="check 5: relative tolerance of the comparison")
+    ap.add_argument("--vllm-agreement", type=float, default=0.9,
+                    help="check 6: least share of prompts whose greedy first token agrees between vLLM and transformers")
     a = ap.parse_args()
     cuda = a.device.startswith("cuda")
     if cuda and not torch.cuda.is_available():
@@ -338,6 +345,11 @@ def main() -> int:
             result["ddp"] = ddp_check(base_dir, a, os.path.join(work, "ddp"), out)
             if not result["ddp"]["ok"]:
                 fail("data-parallel update differs from one process: " + "; ".join(result["ddp"]["problems"]))
+
+        # 6. vLLM sampling with synced weights
+        result["vllm"] = vllm_check(base_dir, a, os.path.join(work, "vllm"), out)
+        if not result["vllm"].get("skipped") and not result["vllm"]["ok"]:
+            fail("vLLM sampling: " + "; ".join(result["vllm"]["problems"]))
     finally:
         srv.shutdown()
         with open(os.path.join(out, "gpu_check.json"), "w", encoding="utf-8") as f:
@@ -440,6 +452,58 @@ def ddp_check(base_dir, a, work, out):
         if many is not None:
             many.close()
     log(f"ddp: {json.dumps(res)}")
+    return res
+
+
+def vllm_check(base_dir, a, work, out):
+    """Check 6: vLLM samples with the policy's weights after every update."""
+    from lora_trainer.vllm_sampler import vllm_available
+
+    ok, why = vllm_available()
+    if not ok:
+        log(f"vllm: skipped ({why})")
+        return {"skipped": why}
+    argv = ["--backend", "hf", "--base-model", base_dir, "--device", a.device, "--lora-rank", "16", "--seed", str(a.seed),
+            "--max-prompt-tokens", str(a.max_prompt_tokens or 256)]
+    prompts = [{"messages": [{"role": "user", "content": t}]} for t in demo_texts()[:16]]
+    res = {"ok": True, "problems": [], "agreement": []}
+    plain = Trainer(argv + ["--sampler", "transformers"], 1, os.path.join(work, "plain"), os.path.join(out, "vllm-plain.log"))
+    fast = None
+    try:
+        fast = Trainer(argv + ["--sampler", "vllm"], 1, os.path.join(work, "vllm"), os.path.join(out, "vllm-server.log"))
+        with urllib.request.urlopen(fast.url + "/v1/info", timeout=60) as r:
+            res["sampler"] = json.loads(r.read()).get("sampler")
+        if res["sampler"] != "vllm":
+            res["problems"].append(f"info.sampler {res['sampler']!r}, want 'vllm'")
+        times = {"plain": [], "vllm": []}
+        for k in range(3):
+            greedy = {}
+            for name, t in (("plain", plain), ("vllm", fast)):
+                t0 = time.perf_counter()
+                body = {"prompts": prompts, "n": 1, "temperature": 0.0, "max_tokens": 16, "seed": 1}
+                greedy[name] = post(t.url, "/v1/sample", body)["samples"]
+                times[name].append(time.perf_counter() - t0)
+            same = sum(1 for x, y in zip(greedy["plain"], greedy["vllm"]) if x["token_ids"][:1] == y["token_ids"][:1])
+            res["agreement"].append(same / len(prompts))
+            if same < a.vllm_agreement * len(prompts):
+                res["problems"].append(f"after {k} updates: greedy first tokens agree on {same}/{len(prompts)} prompts")
+            # The same update on both: samples drawn by the transformers server.
+            smp = post(plain.url, "/v1/sample", {"prompts": prompts, "n": 2, "temperature": 1.0, "max_tokens": 16, "seed": k})["samples"]
+            body = {"step_id": f"grpo-{k}", "loss": {"learning_rate": 5e-3},
+                    "samples": [{"prompt": prompts[x["prompt_index"]], "token_ids": x["token_ids"], "old_logprobs": x["logprobs"],
+                                 "advantage": 1.0 - 2 * (x["sample_index"] % 2)} for x in smp]}
+            for t in (plain, fast):
+                post(t.url, "/v1/grpo_step", body)
+        res["median_sample_s"] = {n: sorted(v)[len(v) // 2] for n, v in times.items()}
+        res["ok"] = not res["problems"]
+    except Exception as e:  # noqa: BLE001 - reported, and the check fails
+        res["ok"] = False
+        res["problems"].append(f"{type(e).__name__}: {e}")
+    finally:
+        plain.close()
+        if fast is not None:
+            fast.close()
+    log(f"vllm: {json.dumps(res)}")
     return res
 
 

@@ -43,3 +43,5 @@ def test_gpu_check_on_the_cpu(tmp_path, himes_bin, hf_available):
     ddp = r["ddp"]
     assert ddp["ok"] is True and ddp["world_size"] == 2, ddp
     assert ddp["max_relative_difference"] <= 1e-4 and set(ddp["median_grpo_step_s"]) == {"one", "many"}
+    # 6. vLLM: not on a CPU; reported as skipped with the reason, not passed
+    assert r["vllm"] == {"skipped": "vllm is not installed"} or r["vllm"] == {"skipped": "no CUDA GPU"}, r["vllm"]
