@@ -171,7 +171,7 @@ func NewStore(ctx context.Context, cfg Config, emb embedding.Embedder, tax *Taxo
 		for j, i := range idx {
 			texts[j] = m.entries[i].Text
 		}
-		vecs, err := emb.Embed(ctx, texts)
+		vecs, err := embedding.EmbedAs(ctx, emb, embedding.RoleMemory, texts)
 		if err != nil {
 			return nil, fmt.Errorf("embed memories: %w", err)
 		}
