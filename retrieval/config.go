@@ -113,7 +113,7 @@ const maxCandidates = 100_000
 func DefaultConfig() Config {
 	return Config{Method: "bm25", KBMaxFieldBytes: 1 << 20, KBMaxRecordBytes: 16 << 20, TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Analyzer: analysis.Plain, Scoring: ScoringExact, Embedder: "hash",
 		HashDim: 1024, LSADim: 64, LSAMinDF: 2, OllamaURL: "http://localhost:11434", EmbedModel: "nomic-embed-text", EmbedBatch: 32, RRFK: 60,
-		OllamaLaunch:  DefaultOllamaLaunchConfig(), E5: DefaultE5Config(),
+		OllamaLaunch: DefaultOllamaLaunchConfig(), E5: DefaultE5Config(),
 		Remote:        service.RemoteConfig{Call: service.DefaultConfig()},
 		Elasticsearch: service.ElasticConfig{Call: service.DefaultConfig(), TextField: "contents", SearchType: "query_then_fetch"},
 		Memory:        memory.DefaultConfig()}
