@@ -1,9 +1,12 @@
 package memory
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/himes-rl/himes/embedding"
 )
 
 // BM25 over three memories, computed by hand: N 3, avgdl 2; idf(dog) =
@@ -86,5 +89,66 @@ func TestFusionConfigValidate(t *testing.T) {
 	}
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
+	}
+}
+
+// Activation with fusion over a store: three memories whose cosines with
+// the query are 0.9, 0.5 and 0.7 and whose BM25 for "dog fish" is
+// TestLexIndexBM25's (0.470004, 0.519190, 1.210114). By hand:
+//
+//	none:          cat dog (0.9), bird fish fish (0.7), dog (0.5)
+//	linear λ 0.5:  minmax cos (1, 0, 0.5), minmax BM25 (0, 0.066458, 1)
+//	               → 0.5, 0.033229, 0.75: bird fish fish, cat dog, dog
+//	rrf k 1:       0.75, 7/12, 5/6: bird fish fish, cat dog, dog
+//
+// top_n 2 keeps the first two; sim stays the cosine.
+func TestActivateWithFusion(t *testing.T) {
+	ctx := context.Background()
+	emb, _ := embedding.NewHash(16)
+	tax, _ := DefaultTaxonomy()
+	cls, err := NewEmbeddingClassifier(ctx, tax, emb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := tax.Labels()[0]
+	vec := func(c float64) []float32 {
+		v := make([]float32, 16)
+		v[0], v[1] = float32(c), float32(math.Sqrt(1-c*c))
+		return v
+	}
+	q := vec(1)
+	for _, tc := range []struct {
+		fusion string
+		want   []string
+		score0 float64
+	}{
+		{FusionNone, []string{"m1", "m3"}, 0.9},
+		{FusionLinear, []string{"m3", "m1"}, 0.75},
+		{FusionRRF, []string{"m3", "m1"}, 5.0 / 6},
+	} {
+		cfg := DefaultConfig()
+		cfg.TopN, cfg.MinPartition, cfg.Fusion, cfg.LexicalWeight, cfg.FusionK = 2, 1000, tc.fusion, 0.5, 1
+		m, err := NewStore(ctx, cfg, emb, tax, cls, []Entry{
+			{User: "u", ID: "m1", Text: "cat dog", Topic: l.Topic, Subtopic: l.Subtopic, Embedding: vec(0.9)},
+			{User: "u", ID: "m2", Text: "dog", Topic: l.Topic, Subtopic: l.Subtopic, Embedding: vec(0.5)},
+			{User: "u", ID: "m3", Text: "bird fish fish", Topic: l.Topic, Subtopic: l.Subtopic, Embedding: vec(0.7)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mems, _, err := m.Activate(ctx, "u", "dog fish", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(mems) != 2 || mems[0].ID != tc.want[0] || mems[1].ID != tc.want[1] {
+			t.Fatalf("fusion %s: activated %+v, want %v", tc.fusion, mems, tc.want)
+		}
+		if math.Abs(mems[0].Score-tc.score0) > 1e-5 {
+			t.Errorf("fusion %s: top score %v, want %v", tc.fusion, mems[0].Score, tc.score0)
+		}
+		wantSim := map[string]float64{"m1": 0.9, "m3": 0.7}[mems[0].ID]
+		if math.Abs(mems[0].Sim-wantSim) > 1e-6 {
+			t.Errorf("fusion %s: sim %v, want the cosine %v", tc.fusion, mems[0].Sim, wantSim)
+		}
 	}
 }
