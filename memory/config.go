@@ -60,6 +60,18 @@ type Config struct {
 	// iKAT the relevance labels are on statements, and earlier questions,
 	// never labelled, crowd them out of the top n (docs/EMBEDDINGS.md).
 	Sources string `yaml:"sources"`
+	// Fusion fuses a lexical score with the activation score (cosine and
+	// the other signals) over a turn's visible memories: "none" (default),
+	// "rrf" (reciprocal-rank fusion with BM25, fusion_k) or "linear"
+	// ((1−lexical_weight)·minmax(score) + lexical_weight·minmax(BM25)).
+	// BM25 (k1 0.9, b 0.4, english analyzer) has its document frequencies
+	// over all memories of the store. The activated memory's sim stays
+	// the cosine, so rerank_floor means what it did.
+	Fusion string `yaml:"fusion"`
+	// FusionK is the k of fusion rrf (default 60).
+	FusionK float64 `yaml:"fusion_k"`
+	// LexicalWeight is BM25's weight λ in fusion linear (default 0.3).
+	LexicalWeight float64 `yaml:"lexical_weight"`
 }
 
 // The memory kinds activation may pick (Config.Sources).
@@ -136,7 +148,8 @@ func DefaultConfig() Config {
 	return Config{Enabled: false, TopN: 5, Classifier: "embedding", MinPartition: 5,
 		ClassifierURL: "http://localhost:11434", ClassifierModel: "llama3.2",
 		RetrievalWeight: DefaultRetrievalWeight, RerankFloor: DefaultRerankFloor, RecencyHalfLife: 3,
-		Signals: Signals{Semantic: 1}, ActivateWith: ActivateWithQuestion, Sources: SourcesAll}
+		Signals: Signals{Semantic: 1}, ActivateWith: ActivateWithQuestion, Sources: SourcesAll,
+		Fusion: FusionNone, FusionK: 60, LexicalWeight: 0.3}
 }
 
 // Validate checks the memory section.
@@ -158,6 +171,17 @@ func (m Config) Validate() error {
 	}
 	if m.MinPartition < 0 {
 		return fielderr.New("min_partition", "must be ≥ 0, got %d", m.MinPartition)
+	}
+	switch m.Fusion {
+	case FusionNone, FusionRRF, FusionLinear:
+	default:
+		return fielderr.New("fusion", "must be none, rrf or linear, got %q", m.Fusion)
+	}
+	if !(m.FusionK > 0) || math.IsInf(m.FusionK, 1) {
+		return fielderr.New("fusion_k", "must be > 0, got %v", m.FusionK)
+	}
+	if !(m.LexicalWeight >= 0 && m.LexicalWeight <= 1) {
+		return fielderr.New("lexical_weight", "must be in [0, 1], got %v", m.LexicalWeight)
 	}
 	if m.RetrievalWeight < 0 || m.RetrievalWeight > 1 {
 		return fielderr.New("retrieval_weight", "must be in [0, 1], got %v", m.RetrievalWeight)

@@ -78,6 +78,8 @@ type Store struct {
 	// quant, when set, holds the embeddings quantized, in scan order:
 	// activation scores from the codes (see Quantized)
 	quant *QuantSet
+	// lex is BM25 over the memories, for Config.Fusion (nil with none)
+	lex *lexIndex
 }
 
 // Build builds a store from entries with the taxonomy and classifier
@@ -171,7 +173,7 @@ func NewStore(ctx context.Context, cfg Config, emb embedding.Embedder, tax *Taxo
 		for j, i := range idx {
 			texts[j] = m.entries[i].Text
 		}
-		vecs, err := emb.Embed(ctx, texts)
+		vecs, err := embedding.EmbedAs(ctx, emb, embedding.RoleMemory, texts)
 		if err != nil {
 			return nil, fmt.Errorf("embed memories: %w", err)
 		}
@@ -218,6 +220,9 @@ func NewStore(ctx context.Context, cfg Config, emb embedding.Embedder, tax *Taxo
 		m.parts[e.User][l] = append(m.parts[e.User][l], i)
 	}
 	m.layout(dim)
+	if cfg.Fusion != "" && cfg.Fusion != FusionNone {
+		m.lex = newLexIndex(m.entries)
+	}
 	return m, nil
 }
 
@@ -462,6 +467,10 @@ func (m *Store) activate(ctx context.Context, user, query string, qvec []float32
 			if !semanticOnly { // else Score is 1·cos: the entry need not be read
 				c.score = Score(sig, m.cfg.RecencyHalfLife, sim, l, seq, qwords, m.entries[i])
 			}
+			if m.lex != nil { // fused below, over every visible memory
+				cs = append(cs, c)
+				continue
+			}
 			if len(cs) == topN && !before(c, cs[len(cs)-1]) {
 				continue
 			}
@@ -480,6 +489,26 @@ func (m *Store) activate(ctx context.Context, user, query string, qvec []float32
 			break
 		}
 		take(nb)
+	}
+	if m.lex != nil {
+		terms := m.lex.queryTerms(query)
+		scores, lex := make([]float64, len(cs)), make([]float64, len(cs))
+		for j, c := range cs {
+			scores[j], lex[j] = c.score, m.lex.score(terms, c.i)
+		}
+		for j, f := range fuse(m.cfg, scores, lex) {
+			cs[j].score = f
+		}
+		slices.SortFunc(cs, func(a, b cand) int {
+			switch {
+			case before(a, b):
+				return -1
+			case before(b, a):
+				return 1
+			}
+			return 0
+		})
+		cs = cs[:min(len(cs), topN)]
 	}
 	mems := make([]Activated, len(cs))
 	vecs := make([][]float32, len(cs))

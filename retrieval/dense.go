@@ -49,7 +49,7 @@ func embedDocs(ctx context.Context, e embedding.Embedder, texts []string, batch 
 	vecs := make([][]float32, 0, len(texts))
 	last := time.Now()
 	for start := 0; start < len(texts); start += batch {
-		vs, err := e.Embed(ctx, texts[start:min(start+batch, len(texts))])
+		vs, err := embedding.EmbedAs(ctx, e, embedding.RolePassage, texts[start:min(start+batch, len(texts))])
 		if err != nil {
 			return nil, fmt.Errorf("embed documents %d..: %w", start, err)
 		}

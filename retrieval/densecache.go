@@ -76,7 +76,7 @@ func EmbedDocsCached(ctx context.Context, e embedding.Embedder, texts []string, 
 	case err == nil:
 		// The model answers with vectors of the cached dimension and the
 		// first text's vector: a changed model or a damaged file is an error.
-		probe, err := e.Embed(ctx, texts[:1])
+		probe, err := embedding.EmbedAs(ctx, e, embedding.RolePassage, texts[:1])
 		if err != nil {
 			return nil, fmt.Errorf("check dense cache %s: %w", path, err)
 		}

@@ -434,10 +434,16 @@ func NewEmbedder(cfg Config) (embedding.Embedder, error) {
 			return nil, err
 		}
 		return o, o.SetThreads(cfg.EmbedThreads)
+	case "e5":
+		cache, err := embedCacheDir(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return embedding.NewE5(cfg.E5.URL, cfg.E5.Prefixes(), cfg.EmbedBatch, cache)
 	case "lsa":
 		return nil, fmt.Errorf("embedder lsa is fitted on the knowledge base: get it from the retrieval pipeline (retrieval.Open, then Embedder)")
 	default:
-		return nil, fmt.Errorf("embedder %q: want hash, lsa or ollama", cfg.Embedder)
+		return nil, fmt.Errorf("embedder %q: want hash, lsa, ollama or e5", cfg.Embedder)
 	}
 }
 

@@ -155,7 +155,7 @@ func (p *Pipeline) candidateVectors(ctx context.Context, emb embedding.Embedder,
 	for j, i := range missing {
 		texts[j] = cands[i].Chunk.IndexText()
 	}
-	vs, err := emb.Embed(ctx, texts)
+	vs, err := embedding.EmbedAs(ctx, emb, embedding.RolePassage, texts)
 	if err != nil {
 		return nil, fmt.Errorf("embed candidates: %w", err)
 	}
@@ -185,7 +185,7 @@ func (p *Pipeline) serviceVectors(ctx context.Context, emb embedding.Embedder, c
 	if len(missing) == 0 {
 		return out, nil
 	}
-	vs, err := emb.Embed(ctx, texts)
+	vs, err := embedding.EmbedAs(ctx, emb, embedding.RolePassage, texts)
 	if err != nil {
 		return nil, fmt.Errorf("embed candidates: %w", err)
 	}
