@@ -36,6 +36,7 @@ var floatRanges = map[string]floatRange{
 	"retrieval.k1":                                  {lo: 0, hi: 100},
 	"retrieval.rrf_k":                               {lo: 0, hi: 1e6, loOpen: true},
 	"retrieval.memory.recency_half_life":            {lo: 0, hi: 1e6, loOpen: true},
+	"retrieval.memory.fusion_k":                     {lo: 0, hi: 1e6, loOpen: true},
 	"retrieval.memory.signals.semantic":             {lo: 0, hi: 1000},
 	"retrieval.memory.signals.topic":                {lo: 0, hi: 1000},
 	"retrieval.memory.signals.recency":              {lo: 0, hi: 1000},
