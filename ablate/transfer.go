@@ -194,6 +194,9 @@ func (r TransferRun) overrides(f TransferFold) []string {
 		"data.eval=" + f.HeldOut,
 		"run.name=" + r.RunName,
 		"run.output_dir=" + filepath.Dir(r.RunDir),
+		// The dev split (data.dev_fraction) takes its share of every training
+		// collection (WriteFoldTrain marks each turn's), not of their union.
+		"data.dev_group=meta." + CollectionKey,
 	}
 	return append(o, r.Variant.Overrides...)
 }
@@ -210,9 +213,15 @@ func collectionName(path string) string {
 	return base
 }
 
+// CollectionKey is the meta key WriteFoldTrain marks each turn's collection
+// with (its file name without extensions).
+const CollectionKey = "collection"
+
 // WriteFoldTrain concatenates the fold's training collections into one
-// normalized JSONL. Conversation ids must not repeat across collections:
-// they key long-term memory, splits and the bootstrap's clusters.
+// normalized JSONL, each turn's meta.collection naming its collection (the
+// dev split is stratified by it). Conversation ids must not repeat across
+// collections: they key long-term memory, splits and the bootstrap's
+// clusters.
 func WriteFoldTrain(ctx context.Context, f TransferFold, opts datasets.LoadOptions) (int, error) {
 	var all []datasets.Turn
 	owner := map[string]string{}
@@ -226,6 +235,17 @@ func WriteFoldTrain(ctx context.Context, f TransferFold, opts datasets.LoadOptio
 				return 0, fmt.Errorf("transfer: conversation %q is in both %s and %s; give each collection its own conv_id space", t.ConvID, o, path)
 			}
 			owner[t.ConvID] = path
+		}
+		name := collectionName(path)
+		for i := range turns {
+			t := &turns[i]
+			if v, ok := t.Meta[CollectionKey]; ok && v != name {
+				return 0, fmt.Errorf("transfer: %s: turn %s already has meta.%s %v (the fold's training file marks each turn's collection there)", path, t.ID(), CollectionKey, v)
+			}
+			if t.Meta == nil {
+				t.Meta = map[string]any{}
+			}
+			t.Meta[CollectionKey] = name
 		}
 		all = append(all, turns...)
 	}

@@ -94,12 +94,20 @@ func TestWriteFoldTrainConcatenatesAndRefusesSharedConversations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ids []string
+	var ids, colls []string
 	for _, t := range turns {
 		ids = append(ids, t.ConvID)
+		colls = append(colls, fmt.Sprint(t.Meta[CollectionKey]))
 	}
 	if !slices.Equal(ids, []string{"a1", "a2", "b1"}) {
 		t.Errorf("written conversations %v", ids)
+	}
+	// Each turn names its collection, which the runs' dev split is stratified by.
+	if !slices.Equal(colls, []string{"a", "a", "b"}) {
+		t.Errorf("meta.collection %v", colls)
+	}
+	if o := f.Overrides(TransferRun{RunName: "r", RunDir: filepath.Join(dir, "r")}); !slices.Contains(o, "data.dev_group=meta.collection") {
+		t.Errorf("the runs' overrides lack the dev group: %v", o)
 	}
 	clash := writeCollection(t, dir, "clash.jsonl", "a2")
 	f.Train = []string{a, clash}

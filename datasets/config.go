@@ -22,6 +22,13 @@ type Config struct {
 	// never data.eval, which stays the test set of `himes eval`. 0 = off: the
 	// loop evaluates on data.eval (or the data.eval_fraction split).
 	DevFraction float64 `yaml:"dev_fraction"`
+	// DevGroup stratifies the dev split: "" takes dev_fraction of all the
+	// training conversations at once (a file of several collections may then
+	// give dev none of one of them); "meta.<key>" takes dev_fraction of each
+	// group's conversations, e.g. meta.collection, which `himes ablate
+	// transfer` writes on every turn of a fold's training file, so each
+	// training collection is in dev. A turn without the key is an error.
+	DevGroup string `yaml:"dev_group"`
 	// SFT is the supervised (prompt, rewrite) data; empty means derive it from Train.
 	SFT string `yaml:"sft"`
 	// KB is the knowledge base of passages (JSONL or Parquet).
@@ -135,6 +142,9 @@ func (c Config) Validate() error {
 	}
 	if c.DevFraction < 0 || c.DevFraction >= 1 {
 		return fielderr.New("dev_fraction", "must be in [0, 1), got %v", c.DevFraction)
+	}
+	if c.DevGroup != "" && (!strings.HasPrefix(c.DevGroup, "meta.") || c.DevGroup == "meta.") {
+		return fielderr.New("dev_group", `want "" or meta.<key>, got %q`, c.DevGroup)
 	}
 	if err := validKeyName(c.UserField, false); err != nil {
 		return fielderr.New("user_field", "%v", err)

@@ -2,9 +2,11 @@ package datasets
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 	"math"
 	"sort"
+	"strings"
 )
 
 // SplitByConversation holds out about evalFraction of the conversations (not
@@ -87,7 +89,7 @@ func seededHash(seed int64, s string) uint64 {
 // never shares a conversation with train or with an eval carved from the
 // same file. Both splits are by conversation and depend only on the
 // conversation ids and seed, not on input order.
-func RunSplits(all, heldOut []Turn, c Config, seed int64) (train, eval, dev []Turn) {
+func RunSplits(all, heldOut []Turn, c Config, seed int64) (train, eval, dev []Turn, err error) {
 	train = all
 	if c.Eval != "" {
 		eval = heldOut
@@ -97,9 +99,53 @@ func RunSplits(all, heldOut []Turn, c Config, seed int64) (train, eval, dev []Tu
 	if c.DevFraction > 0 {
 		// Another seed than the eval split's, so dev is not merely the
 		// conversations ranked next after eval's.
-		train, dev = SplitByConversation(train, c.DevFraction, seed^devSalt)
+		if c.DevGroup == "" {
+			train, dev = SplitByConversation(train, c.DevFraction, seed^devSalt)
+		} else if train, dev, err = splitWithinGroups(train, c.DevFraction, seed^devSalt, strings.TrimPrefix(c.DevGroup, "meta.")); err != nil {
+			return nil, nil, nil, fmt.Errorf("data.dev_group %s: %w", c.DevGroup, err)
+		}
 	}
-	return train, eval, dev
+	return train, eval, dev, nil
+}
+
+// splitWithinGroups is SplitByConversation applied to each value of the turns'
+// meta[key] on its own (the same fraction and seed), so every group gives its
+// share; both outputs keep the input order. A conversation must not span two
+// groups.
+func splitWithinGroups(turns []Turn, fraction float64, seed int64, key string) (train, held []Turn, err error) {
+	convGroup := map[string]string{}
+	byGroup := map[string][]Turn{}
+	var order []string
+	for _, t := range turns {
+		v, ok := t.Meta[key]
+		if !ok || v == nil {
+			return nil, nil, fmt.Errorf("turn %s has no meta.%s", t.ID(), key)
+		}
+		g := metaString(v)
+		if prev, ok := convGroup[t.ConvID]; ok && prev != g {
+			return nil, nil, fmt.Errorf("conversation %s is in groups %q and %q", t.ConvID, prev, g)
+		}
+		convGroup[t.ConvID] = g
+		if _, ok := byGroup[g]; !ok {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], t)
+	}
+	inHeld := map[string]bool{}
+	for _, g := range order {
+		_, h := SplitByConversation(byGroup[g], fraction, seed)
+		for _, t := range h {
+			inHeld[t.ConvID] = true
+		}
+	}
+	for _, t := range turns {
+		if inHeld[t.ConvID] {
+			held = append(held, t)
+		} else {
+			train = append(train, t)
+		}
+	}
+	return train, held, nil
 }
 
 // devSalt separates the dev split's ranking from the eval split's.

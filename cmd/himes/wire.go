@@ -97,7 +97,10 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 			return nil, fmt.Errorf("load eval data: %w", err)
 		}
 	}
-	train, eval, dev := datasets.RunSplits(all, heldOut, cfg.Data, cfg.Run.Seed)
+	train, eval, dev, err := datasets.RunSplits(all, heldOut, cfg.Data, cfg.Run.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("splits of %s: %w", cfg.Data.Train, err)
+	}
 	c.SFT = train
 	if cfg.Data.SFT != "" {
 		sftLoad := cfg.Data.LoadOptions() // SFT pairs may come from a rewrite alone
