@@ -540,6 +540,11 @@ func TestEmbeddedConfigValidate(t *testing.T) {
 	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "adam_beta2") {
 		t.Errorf("beta2 = 1: %v", err)
 	}
+	cfg = trainer.DefaultEmbeddedConfig()
+	cfg.SampleCalibration = "temperature"
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "sample_calibration") {
+		t.Errorf("sample_calibration temperature: %v", err)
+	}
 	c := trainer.DefaultConfig()
 	c.Endpoint = "ftp://x"
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "endpoint") {
