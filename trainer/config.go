@@ -123,7 +123,22 @@ type EmbeddedConfig struct {
 	// p(keep) of a right term is often below ½ and greedy decoding drops it;
 	// a weight w moves the decision to p > 1/(1+w).
 	SFTPosWeight float64 `yaml:"sft_pos_weight"`
+	// SampleCalibration says what GRPO samples after an SFT with
+	// sft_pos_weight w ≠ 1. "prior" (default): the calibrated keep
+	// probability σ(z − ln w) (the prior correction of a class-weighted
+	// logistic regression), so the weight moves only the greedy decision
+	// (keep iff z > 0, i.e. calibrated p > 1/(1+w)) and not the samples: at
+	// w = 5 uncorrected T = 1 samples kept about 2.5 times the greedy
+	// rewrite's terms. "none": σ(z), the weighted logits as they are. Without
+	// SFT, or with w = 1, the two are the same policy.
+	SampleCalibration string `yaml:"sample_calibration"`
 }
+
+// The values of EmbeddedConfig.SampleCalibration.
+const (
+	SampleCalibrationPrior = "prior"
+	SampleCalibrationNone  = "none"
+)
 
 // DefaultConfig uses the embedded policy.
 func DefaultConfig() Config {
@@ -136,7 +151,7 @@ func DefaultEmbeddedConfig() EmbeddedConfig {
 	return EmbeddedConfig{
 		MaxCandidates: 64, InitSeed: 1,
 		AdamBeta1: 0.9, AdamBeta2: 0.999, AdamEps: 1e-8,
-		CheckpointDir: "checkpoints/trainer", StepCache: 1024, SFTPosWeight: 1,
+		CheckpointDir: "checkpoints/trainer", StepCache: 1024, SFTPosWeight: 1, SampleCalibration: SampleCalibrationPrior,
 		MaxPrompts: 1024, MaxN: 128, MaxBatch: 8192,
 	}
 }
@@ -249,6 +264,9 @@ func (c EmbeddedConfig) Validate() error {
 	}
 	if !(c.SFTPosWeight > 0) || !finite(c.SFTPosWeight) {
 		return fielderr.New("sft_pos_weight", "must be > 0, got %v", c.SFTPosWeight)
+	}
+	if c.SampleCalibration != SampleCalibrationPrior && c.SampleCalibration != SampleCalibrationNone {
+		return fielderr.New("sample_calibration", "must be %q or %q, got %q", SampleCalibrationPrior, SampleCalibrationNone, c.SampleCalibration)
 	}
 	return nil
 }

@@ -40,6 +40,9 @@ type checkpointFile struct {
 	AdamV         []float64 `json:"adam_v"`
 	AdamT         int64     `json:"adam_t"`
 	Reference     []float64 `json:"reference"` // null before the first grpo_step
+	// SampleOffset is the sampling offset δ (absent when 0, so files saved
+	// before it existed keep their checksum and load with δ = 0).
+	SampleOffset float64 `json:"sample_offset,omitempty"`
 	// Checksum is "sha256:HEX" of the compact JSON encoding of every other
 	// field (re-encoding the decoded values reproduces it exactly), so an
 	// edited weight or version is caught even in a well-formed file.
@@ -108,6 +111,7 @@ func (e *Policy) Save(ctx context.Context, req trainer.SaveRequest) (trainer.Sav
 	cf := checkpointFile{
 		Format: checkpointFormat, RunID: req.RunID, Features: featureNames[:], CreatedAt: time.Now().UTC(),
 		PolicyVersion: st.version, Weights: st.w, AdamM: st.m, AdamV: st.v, AdamT: st.t, Reference: st.ref,
+		SampleOffset: st.offset,
 	}
 	if cf.Checksum, err = cf.checksum(); err != nil {
 		return trainer.SaveResponse{}, fmt.Errorf("checksum checkpoint %s: %w", req.Name, err)
@@ -159,7 +163,7 @@ func (e *Policy) Load(ctx context.Context, req trainer.LoadRequest) (trainer.Loa
 		return trainer.LoadResponse{}, trainer.NewError(trainer.CodeRunMismatch, "checkpoint %q was saved by run %q, not %q (expected_run_id); the policy is unchanged",
 			req.Name, cf.RunID, req.ExpectedRunID)
 	}
-	e.st = policyState{w: cf.Weights, m: cf.AdamM, v: cf.AdamV, t: cf.AdamT, version: cf.PolicyVersion, ref: cf.Reference}
+	e.st = policyState{w: cf.Weights, m: cf.AdamM, v: cf.AdamV, t: cf.AdamT, version: cf.PolicyVersion, ref: cf.Reference, offset: cf.SampleOffset}
 	res := trainer.LoadResponse{Name: req.Name, PolicyVersion: cf.PolicyVersion, RunID: cf.RunID}
 	e.steps.store(req.StepID, "load", hash, res)
 	return res, nil

@@ -23,8 +23,10 @@ import (
 
 // Policy is the embedded term-selection policy: a logistic model over
 // features of the dialogue history's content words. Each candidate term is
-// kept independently with p = σ(w·φ/T); the "tokens" of a sample are its keep
-// (1) / drop (0) decisions. It implements trainer.Policy, trainer.Scorer and
+// kept independently with p = σ((w·φ − δ)/T), and greedily iff w·φ > 0; the
+// "tokens" of a sample are its keep (1) / drop (0) decisions. δ, the sampling
+// offset, is 0 until an SFT with a class weight w sets it to ln w
+// (EmbeddedConfig.SampleCalibration). It implements trainer.Policy, trainer.Scorer and
 // trainer.Deleter and is safe for concurrent use; mutating calls are
 // serialized.
 type Policy struct {
@@ -43,6 +45,10 @@ type policyState struct {
 	t       int64     // Adam steps taken
 	version int64
 	ref     []float64 // KL reference snapshot; nil until the first grpo_step
+	// offset is δ: sampling, logprobs and GRPO's loss see the logits w·φ − δ,
+	// greedy decoding keeps w·φ > 0. SFTStep sets it (the prior correction
+	// of its class weight); 0 otherwise.
+	offset float64
 }
 
 func (s policyState) clone() policyState {
@@ -138,6 +144,15 @@ func logits(phi *mat.Dense, w []float64) []float64 {
 	return z.RawVector().Data
 }
 
+// shifted returns z − δ, the logits that are sampled and scored, in a new slice.
+func shifted(z []float64, offset float64) []float64 {
+	out := make([]float64, len(z))
+	for k, x := range z {
+		out[k] = x - offset
+	}
+	return out
+}
+
 // decisionLogp is log p(a) for a keep/drop decision with logit z at temperature T.
 func decisionLogp(a int, z, temp float64) float64 {
 	if a == 1 {
@@ -195,7 +210,7 @@ func (e *Policy) Sample(ctx context.Context, req trainer.SampleRequest) (trainer
 		limit = min(limit, req.MaxTokens)
 	}
 	e.mu.RLock()
-	w, version := clone(e.st.w), e.st.version
+	w, version, offset := clone(e.st.w), e.st.version, e.st.offset
 	e.mu.RUnlock()
 	if err := checkExpected(req.ExpectedPolicyVersion, version); err != nil {
 		return trainer.SampleResponse{}, err
@@ -210,6 +225,7 @@ func (e *Policy) Sample(ctx context.Context, req trainer.SampleRequest) (trainer
 		pc := e.cands.get(rc, e.stats, limit)
 		cands, truncated := pc.cands, pc.truncated
 		z := logits(pc.phi, w)
+		zs := shifted(z, offset)
 		finish := "stop"
 		if truncated && req.MaxTokens > 0 && req.MaxTokens < e.cfg.MaxCandidates {
 			finish = "length"
@@ -223,15 +239,15 @@ func (e *Policy) Sample(ctx context.Context, req trainer.SampleRequest) (trainer
 				var keep bool
 				temp := req.Temperature
 				if temp == 0 {
-					keep, temp = z[k] > 0, 1 // greedy; logprobs under T = 1
+					keep, temp = z[k] > 0, 1 // greedy, on the unshifted logit; logprobs under T = 1
 				} else {
-					keep = rng.Float64() < sigmoid(z[k]/temp)
+					keep = rng.Float64() < sigmoid(zs[k]/temp)
 				}
 				if keep {
 					ids[k] = 1
 					kept = append(kept, c)
 				}
-				lps[k] = decisionLogp(ids[k], z[k], temp)
+				lps[k] = decisionLogp(ids[k], zs[k], temp)
 			}
 			out.Samples = append(out.Samples, trainer.Sample{
 				PromptIndex: i, SampleIndex: j,
@@ -303,17 +319,18 @@ func (e *Policy) Logprobs(ctx context.Context, req trainer.LogprobsRequest) (tra
 		items[k] = s
 	}
 	e.mu.RLock()
-	w, version := clone(e.st.w), e.st.version
+	w, version, offset := clone(e.st.w), e.st.version, e.st.offset
 	e.mu.RUnlock()
 	out := trainer.LogprobsResponse{Logprobs: make([][]float64, len(items)), PolicyVersion: version}
 	for k, s := range items {
-		out.Logprobs[k] = seqLogp(s, w, temp)
+		out.Logprobs[k] = seqLogp(s, w, offset, temp)
 	}
 	return out, nil
 }
 
-func seqLogp(s scored, w []float64, temp float64) []float64 {
-	z := logits(s.phi, w)
+// seqLogp is the log-probability of each of s's decisions at logits Φw − δ.
+func seqLogp(s scored, w []float64, offset, temp float64) []float64 {
+	z := shifted(logits(s.phi, w), offset)
 	lp := make([]float64, len(s.a))
 	for t, a := range s.a {
 		lp[t] = decisionLogp(a, z[t], temp)
@@ -449,6 +466,12 @@ func (e *Policy) SFTStep(ctx context.Context, req trainer.SFTRequest) (trainer.S
 	if err := checkFinite(st.w); err != nil {
 		return trainer.SFTResponse{}, err
 	}
+	if e.cfg.SampleCalibration == trainer.SampleCalibrationPrior {
+		// A keep weight w adds about ln w to every logit of the fitted
+		// model; GRPO samples the calibrated σ(z − ln w) while greedy
+		// decoding still keeps z > 0 (calibrated p > 1/(1+w)).
+		st.offset = math.Log(e.cfg.SFTPosWeight)
+	}
 	st.version++
 	e.st = st
 	res := trainer.SFTResponse{Loss: lossSum / float64(epochs), Tokens: tokens, GradNorm: norm, PolicyVersion: st.version}
@@ -528,7 +551,7 @@ func (e *Policy) GRPOStep(ctx context.Context, req trainer.GRPORequest) (trainer
 	}
 	var res trainer.GRPOResponse
 	for range lc.Mu {
-		stats, entropy, g := grpoForward(items, req.Samples, st.w, st.ref, lc)
+		stats, entropy, g := grpoForward(items, req.Samples, st.w, st.ref, st.offset, lc)
 		norm := 0.0
 		if stats.tokens > 0 {
 			norm = e.adamStep(&st, g, lc.LearningRate, lc.WeightDecay, lc.MaxGradNorm)
@@ -562,15 +585,16 @@ func (e *Policy) GRPOStep(ctx context.Context, req trainer.GRPORequest) (trainer
 	return res, nil
 }
 
-// grpoForward evaluates the objective at weights w (reference weights ref)
-// and returns it, the token-mean entropy, and the gradient with respect to w.
-func grpoForward(items []scored, samples []trainer.GRPOSample, w, ref []float64, lc trainer.ResolvedLoss) (lossStats, float64, []float64) {
+// grpoForward evaluates the objective at weights w (reference weights ref),
+// both at logits Φw − offset, and returns it, the token-mean entropy, and the
+// gradient with respect to w (the offset is a constant: d(z − δ)/dw = Φ).
+func grpoForward(items []scored, samples []trainer.GRPOSample, w, ref []float64, offset float64, lc trainer.ResolvedLoss) (lossStats, float64, []float64) {
 	temp := lc.Temperature
 	seqs := make([]seqInput, len(items))
 	zs := make([][]float64, len(items))
 	var entSum float64
 	for i, it := range items {
-		z := logits(it.phi, w)
+		z := shifted(logits(it.phi, w), offset)
 		zs[i] = z
 		s := seqInput{logp: make([]float64, len(it.a)), old: samples[i].OldLogprobs, adv: samples[i].Advantage}
 		for t, a := range it.a {
@@ -580,7 +604,7 @@ func grpoForward(items []scored, samples []trainer.GRPOSample, w, ref []float64,
 		}
 		// The reference logprobs always: the KL is reported even when
 		// kl_coef is 0 (capabilities.kl_measured), where it stays out of the loss.
-		s.ref = seqLogp(it, ref, temp)
+		s.ref = seqLogp(it, ref, offset, temp)
 		seqs[i] = s
 	}
 	stats, dlogp := grpoObjective(seqs, lc)

@@ -397,14 +397,14 @@ func TestGRPOGradientMatchesFiniteDifferences(t *testing.T) {
 	// objective is not differentiable.
 	for _, typ := range trainer.LossTypes() {
 		lc := resolve(t, trainer.LossConfig{Type: new(typ), ClipLow: new(0.9), ClipHigh: new(5.0), KLCoef: new(0.3), LearningRate: new(1.0), Temperature: new(0.8)})
-		_, _, g := grpoForward(items, samples, w, ref, lc)
+		_, _, g := grpoForward(items, samples, w, ref, 0.7, lc)
 		for k := range w {
 			const h = 1e-6
 			wp, wm := clone(w), clone(w)
 			wp[k] += h
 			wm[k] -= h
-			lp, _, _ := grpoForward(items, samples, wp, ref, lc)
-			lm, _, _ := grpoForward(items, samples, wm, ref, lc)
+			lp, _, _ := grpoForward(items, samples, wp, ref, 0.7, lc)
+			lm, _, _ := grpoForward(items, samples, wm, ref, 0.7, lc)
 			fd := (lp.loss - lm.loss) / (2 * h)
 			if math.Abs(fd-g[k]) > 1e-6*max(1, math.Abs(fd)) {
 				t.Errorf("%s: dL/dw[%d] = %v, finite difference %v", typ, k, g[k], fd)
@@ -539,6 +539,11 @@ func TestEmbeddedConfigValidate(t *testing.T) {
 	cfg.AdamBeta2 = 1
 	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "adam_beta2") {
 		t.Errorf("beta2 = 1: %v", err)
+	}
+	cfg = trainer.DefaultEmbeddedConfig()
+	cfg.SampleCalibration = "temperature"
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "sample_calibration") {
+		t.Errorf("sample_calibration temperature: %v", err)
 	}
 	c := trainer.DefaultConfig()
 	c.Endpoint = "ftp://x"
