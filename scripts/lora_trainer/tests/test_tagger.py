@@ -187,6 +187,44 @@ def test_save_load_restores_logprobs_exactly(tmp_path):
     assert other.backend.reference is not None
 
 
+@pytest.mark.parametrize("calibration", ["prior", "none"])
+def test_weighted_sft_moves_greedy_not_the_samples(tmp_path, calibration):
+    """After SFT with keep weight w = 5, "prior" samples the calibrated keep
+    probability σ(z − ln 5), "none" the weighted σ(z); greedy keeps z > 0 in
+    both. Checked against those probabilities computed from the head's
+    logits: the mean kept count of 400 samples per prompt within 4 standard
+    errors of Σ p, the sample logprobs equal the scoring call's, and the
+    offset survives a checkpoint."""
+    eng = make_engine(pos_weight=5.0, sample_calibration=calibration)
+    data = demo_prompts(4)
+    views = [eng.encode_prompt(p, "p") for p, _ in data]
+    assert eng.backend.sample_offset == 0.0  # no SFT yet: nothing to correct
+    examples = [(v, eng.tok.encode(rw)) for v, (_, rw) in zip(views, data)]
+    for _ in range(3):
+        eng.sft_step(examples, 1e-2, 1, 1.0)
+    want_offset = math.log(5) if calibration == "prior" else 0.0
+    assert eng.backend.sample_offset == pytest.approx(want_offset, abs=1e-12)
+    n = 400
+    out = eng.sample(views, n, 1.0, 1.0, 0, [], 13)
+    greedy = eng.sample(views, 1, 0.0, 1.0, 0, [], 0)
+    with torch.no_grad():
+        for i, v in enumerate(views):
+            z = eng.backend.logits(v).double()
+            p = torch.sigmoid(z - want_offset)
+            mean = sum(sum(s["token_ids"]) for s in out if s["prompt_index"] == i) / n
+            se = math.sqrt(float((p * (1 - p)).sum()) / n)
+            assert abs(mean - float(p.sum())) <= 4 * se + 1e-9, (i, mean, float(p.sum()), se)
+            assert greedy[i]["token_ids"] == (z > 0).long().tolist()
+    lps = eng.logprobs([views[s["prompt_index"]] for s in out[:40]], [s["token_ids"] for s in out[:40]], 1.0)
+    assert lps == [s["logprobs"] for s in out[:40]]
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    eng.save_to(str(ck), run_id="r")
+    other = make_engine(seed=2, pos_weight=5.0, sample_calibration=calibration)
+    other.load_from(str(ck))
+    assert other.backend.sample_offset == pytest.approx(want_offset, abs=1e-12)
+
+
 def test_frozen_layer_cache_is_transparent():
     eng = make_engine()
     views = encode(eng, [p for p, _ in demo_prompts(2)])

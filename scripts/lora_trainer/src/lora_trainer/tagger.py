@@ -31,6 +31,7 @@ import collections
 import hashlib
 import json
 import logging
+import math
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -118,6 +119,9 @@ class TaggerConfig:
     target_modules: Tuple[str, ...] = ("query", "value")
     head_hidden: int = 128
     pos_weight: float = 1.0  # SFT: the keep class's weight in the cross-entropy
+    # What GRPO samples after a weighted SFT: "prior" the calibrated σ(z − ln w),
+    # "none" the weighted σ(z) (as trainer.embedded.sample_calibration).
+    sample_calibration: str = "prior"
     cache_prompts: int = 8192  # frozen-layer outputs kept (LRU)
     cache_dir: str = ""  # frozen-layer outputs also kept on disk, shared by processes (e.g. the runs of a transfer)
     seed: int = 0
@@ -242,6 +246,8 @@ class TaggerBackend:
             self.names.append("head." + name)
             self.params.append(p)
         self.reference: Optional[List[torch.Tensor]] = None
+        # Subtracted from the keep logits when sampling and scoring (TaggerEngine.sft_step sets it).
+        self.sample_offset = 0.0
         self._cache: "collections.OrderedDict[str, torch.Tensor]" = collections.OrderedDict()
         self.cache_hits = 0
         self.cache_misses = 0
@@ -284,6 +290,7 @@ class TaggerBackend:
         from safetensors.torch import save_file  # noqa: PLC0415
 
         tensors = {n: p.detach().cpu().contiguous() for n, p in zip(self.names, self.params)}
+        tensors[OFFSET_KEY] = torch.tensor([self.sample_offset], dtype=torch.float64)
         if self.reference is not None:
             tensors.update({"reference." + n: t.cpu().contiguous() for n, t in zip(self.names, self.reference)})
         save_file(tensors, os.path.join(directory, "tagger.safetensors"))
@@ -297,7 +304,7 @@ class TaggerBackend:
         except Exception as e:  # noqa: BLE001
             raise CheckpointError(f"{path}: {e}") from e
         ref_names = ["reference." + n for n in self.names]
-        extra = set(tensors) - set(self.names) - set(ref_names)
+        extra = set(tensors) - set(self.names) - set(ref_names) - {OFFSET_KEY}
         missing = [n for n in self.names if n not in tensors]
         if missing or extra:
             raise CheckpointError(f"{path}: tensors missing {missing[:3]} or unexpected {sorted(extra)[:3]}")
@@ -311,6 +318,8 @@ class TaggerBackend:
             for n, p in zip(self.names, self.params):
                 p.copy_(tensors[n])
         self.reference = [tensors[r].clone() for r in ref_names] if all(has_ref) else None
+        # Saved before the calibration: no offset (what such a policy sampled).
+        self.sample_offset = float(tensors[OFFSET_KEY].item()) if OFFSET_KEY in tensors else 0.0
 
     # --- encoding
 
@@ -469,6 +478,10 @@ class TaggerBackend:
         self.reference = [p.detach().clone() for p in self.params]
 
 
+# The sampling offset's entry in tagger.safetensors.
+OFFSET_KEY = "calibration.sample_offset"
+
+
 def _layer_out(out):
     """A BertLayer returns a tensor or a tuple whose first item is the hidden states, by transformers version."""
     return out[0] if isinstance(out, (tuple, list)) else out
@@ -527,7 +540,8 @@ class TaggerEngine(Engine):
         out = []
         for i, v in enumerate(prompts):
             k = min(v.n, limit)
-            z = self.backend.logits(v)[:k]
+            raw = self.backend.logits(v)[:k]
+            z = raw - self.backend.sample_offset  # the sampling policy's logits (calibrated after a weighted SFT)
             finish = "length" if (max_tokens and max_tokens < self.max_candidates and v.n > limit) else "stop"
             t = temperature if temperature > 0 else 1.0
             p_keep = torch.sigmoid(z.double() / t)
@@ -537,7 +551,7 @@ class TaggerEngine(Engine):
                     u = torch.rand(k, generator=g, dtype=torch.float64).to(p_keep.device)
                     a = (u < p_keep).long()
                 else:
-                    a = (z > 0).long()
+                    a = (raw > 0).long()  # greedy keeps the weighted decision: calibrated p > 1/(1+w)
                 lp = decision_logp(z, a, t)
                 ids = a.tolist()
                 kept = [c for c, x in zip(v.cands, ids) if x]
@@ -560,7 +574,7 @@ class TaggerEngine(Engine):
             if not ids:
                 out.append([])
                 continue
-            z = self.backend.logits(v)[: len(ids)]
+            z = self.backend.logits(v)[: len(ids)] - self.backend.sample_offset
             lp = decision_logp(z, torch.tensor(ids, device=z.device), temperature or 1.0)
             out.append([min(float(x), 0.0) for x in lp.tolist()])
         return out
@@ -626,14 +640,14 @@ class TaggerEngine(Engine):
             if c == 0:
                 return None
             with self.backend.reference_weights():
-                z = self.backend.logits(samples[rows[0]]["prompt_ids"])[:c]
+                z = self.backend.logits(samples[rows[0]]["prompt_ids"])[:c] - self.backend.sample_offset
             return decision_logp(z.unsqueeze(0).expand(len(rows), c), a, temperature)
 
         def forward(rows) -> Optional[GRPORows]:
             a, mask, old, adv, c = group_tensors(rows)
             if c == 0:
                 return None
-            z = self.backend.logits(samples[rows[0]]["prompt_ids"])[:c]
+            z = self.backend.logits(samples[rows[0]]["prompt_ids"])[:c] - self.backend.sample_offset
             zz = z.unsqueeze(0).expand(len(rows), c)
             with torch.no_grad():
                 ent = bernoulli_entropy(zz.detach(), temperature)
@@ -642,12 +656,22 @@ class TaggerEngine(Engine):
         return GRPOPlan(units=list(groups.values()), norm=norm, loss_type=loss_type, temperature=temperature,
                         reference=reference, forward=forward, begin=begin)
 
+    def sft_step(self, *args, **kwargs) -> Dict:
+        """Engine.sft_step; then, with a keep-class weight w != 1 and calibration
+        "prior", GRPO samples, scores and updates at z − ln w while greedy still
+        keeps z > 0: the weight moves the greedy decision, not the samples."""
+        out = super().sft_step(*args, **kwargs)
+        w = self.backend.cfg.pos_weight
+        if self.backend.cfg.sample_calibration == "prior" and w != 1:
+            self.backend.sample_offset = math.log(w)
+        return out
+
     def load_from(self, directory: str) -> int:
-        ref = self.backend.reference
+        ref, offset = self.backend.reference, self.backend.sample_offset
         try:
             return super().load_from(directory)
         except BaseException:
-            self.backend.reference = ref
+            self.backend.reference, self.backend.sample_offset = ref, offset
             raise
 
 
@@ -668,6 +692,9 @@ def add_flags(p) -> None:
     p.add_argument("--tagger-head-hidden", type=int, default=d.head_hidden, help="tagger: the keep/drop head's hidden units")
     p.add_argument("--tagger-pos-weight", type=float, default=d.pos_weight,
                    help="tagger: SFT weight of the keep class (as trainer.embedded.sft_pos_weight)")
+    p.add_argument("--tagger-sample-calibration", choices=("prior", "none"), default=d.sample_calibration,
+                   help="tagger: after SFT with --tagger-pos-weight w, sample (and score) the calibrated sigma(z - ln w) "
+                        "(prior) or the weighted sigma(z) (none); greedy keeps z > 0 either way")
     p.add_argument("--tagger-cache-prompts", type=int, default=d.cache_prompts,
                    help="tagger: prompts whose frozen-layer output is kept in memory (0 = none)")
     p.add_argument("--tagger-cache-dir", default="",
@@ -694,6 +721,7 @@ def build_engine(a, device: str, limits: Limits) -> TaggerEngine:
         target_modules=targets,
         head_hidden=a.tagger_head_hidden,
         pos_weight=a.tagger_pos_weight,
+        sample_calibration=a.tagger_sample_calibration,
         cache_prompts=a.tagger_cache_prompts,
         cache_dir=a.tagger_cache_dir,
         seed=a.seed,
