@@ -215,10 +215,10 @@ func collectionName(path string) string {
 
 // CollectionKey is the meta key WriteFoldTrain marks each turn's collection
 // with (its file name without extensions).
-const CollectionKey = "collection"
+const CollectionKey = "transfer_collection"
 
 // WriteFoldTrain concatenates the fold's training collections into one
-// normalized JSONL, each turn's meta.collection naming its collection (the
+// normalized JSONL, each turn's meta.transfer_collection naming its collection (the
 // dev split is stratified by it). Conversation ids must not repeat across
 // collections: they key long-term memory, splits and the bootstrap's
 // clusters.

@@ -106,7 +106,7 @@ func TestWriteFoldTrainConcatenatesAndRefusesSharedConversations(t *testing.T) {
 	if !slices.Equal(colls, []string{"a", "a", "b"}) {
 		t.Errorf("meta.collection %v", colls)
 	}
-	if o := f.Overrides(TransferRun{RunName: "r", RunDir: filepath.Join(dir, "r")}); !slices.Contains(o, "data.dev_group=meta.collection") {
+	if o := f.Overrides(TransferRun{RunName: "r", RunDir: filepath.Join(dir, "r")}); !slices.Contains(o, "data.dev_group=meta.transfer_collection") {
 		t.Errorf("the runs' overrides lack the dev group: %v", o)
 	}
 	clash := writeCollection(t, dir, "clash.jsonl", "a2")

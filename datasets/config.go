@@ -25,7 +25,7 @@ type Config struct {
 	// DevGroup stratifies the dev split: "" takes dev_fraction of all the
 	// training conversations at once (a file of several collections may then
 	// give dev none of one of them); "meta.<key>" takes dev_fraction of each
-	// group's conversations, e.g. meta.collection, which `himes ablate
+	// group's conversations, e.g. meta.transfer_collection, which `himes ablate
 	// transfer` writes on every turn of a fold's training file, so each
 	// training collection is in dev. A turn without the key is an error.
 	DevGroup string `yaml:"dev_group"`
