@@ -14,7 +14,8 @@ decoded, so both sides embed the same words and neither truncates further.
 Prints one JSON line per repetition and a summary line: texts/s per side
 (median and range) and the ratio Ollama / PyTorch. The sentence-transformers
 package is not needed (not in the project's lock); its encode() is this
-computation with batches of --batch.
+computation with batches of --batch (texts sorted by length first, as
+encode() sorts them).
 """
 
 import argparse
@@ -60,9 +61,12 @@ def main() -> int:
                 break
 
     def torch_side():
+        # as SentenceTransformer.encode does: longest texts first, so a
+        # batch pads little
+        ordered = sorted(texts, key=len, reverse=True)
         with torch.no_grad():
-            for s in range(0, len(texts), a.batch):
-                b = tok(texts[s:s + a.batch], padding=True, truncation=True, max_length=max_len, return_tensors="pt")
+            for s in range(0, len(ordered), a.batch):
+                b = tok(ordered[s:s + a.batch], padding=True, truncation=True, max_length=max_len, return_tensors="pt")
                 h = model(**b).last_hidden_state
                 m = b["attention_mask"].unsqueeze(-1).to(h.dtype)
                 torch.nn.functional.normalize((h * m).sum(1) / m.sum(1).clamp(min=1e-9), p=2, dim=1)
