@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"sync"
@@ -415,10 +416,14 @@ func retrieveAhead(ctx context.Context, turns []datasets.Turn, systems []System,
 			continue
 		}
 		start := time.Now()
+		// A served embedder may take minutes here (embedding the
+		// candidates memory re-ranks); progress counts the turns after it.
+		slog.Info("evaluate: retrieving for every turn in one batch", "systems", len(groups[br]), "requests", len(reqs))
 		res, errs := br.RetrieveBatch(ctx, reqs)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		slog.Info("evaluate: batch retrieved", "requests", len(reqs), "elapsed_s", math.Round(time.Since(start).Seconds()*10)/10)
 		share := time.Since(start).Seconds() / float64(len(reqs))
 		for j, w := range where {
 			a := &out[w.si][w.i]
