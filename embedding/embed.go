@@ -30,6 +30,8 @@ import (
 )
 
 // Embedder maps texts to vectors. Implementations are safe for concurrent use.
+// The vectors returned may be shared with other calls (an embedder may keep
+// them): callers must not modify them.
 type Embedder interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
 	// Dim is the vector size (0 while unknown, e.g. before the first call to a
@@ -170,6 +172,38 @@ type Ollama struct {
 	// BERT model (wordpiece.go); nil for other models.
 	wp        *wordPiece
 	maxPieces int
+
+	// memo keeps the vectors of this process's texts (queries, memories,
+	// re-ranked chunks), so a text embedded ahead in a batch (Prefetch) or
+	// earlier in the run costs nothing the next time.
+	memo memo
+}
+
+// memoMax bounds the in-memory vectors (at 384 dimensions, 1.5 KiB each:
+// about 48 MiB when full); when full the memo starts over (re-embedding is
+// only a cost, never a different vector: the disk cache keeps them).
+const memoMax = 1 << 15
+
+// memo is a bounded map from text to vector, safe for concurrent use.
+type memo struct {
+	mu sync.Mutex
+	m  map[string][]float32
+}
+
+func (c *memo) get(k string) ([]float32, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *memo) put(k string, v []float32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= memoMax {
+		c.m = make(map[string][]float32)
+	}
+	c.m[k] = v
 }
 
 // NewOllama embeds with model on the Ollama server at host
@@ -295,16 +329,22 @@ func (o *Ollama) cachePath(digest, text string) string {
 	return filepath.Join(o.cacheDir, k[:2], k+".f32")
 }
 
-// Embed implements Embedder: cached texts are read from disk, the rest sent
-// in batches of o.batch.
+// Embed implements Embedder: texts this embedder has seen are served from
+// memory, cached texts are read from disk, and the rest, each distinct text
+// once, are sent in batches of o.batch.
 func (o *Ollama) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	digest, err := o.ready(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([][]float32, len(texts))
-	var missing []int
+	var missing []int         // first index of each distinct text to embed
+	dup := map[string][]int{} // text → its later indexes, filled once it is embedded
 	for i, t := range texts {
+		if v, ok := o.memo.get(t); ok {
+			out[i] = v
+			continue
+		}
 		if o.cacheDir != "" {
 			v, err := readVec(o.cachePath(digest, t))
 			if err == nil {
@@ -312,12 +352,18 @@ func (o *Ollama) Embed(ctx context.Context, texts []string) ([][]float32, error)
 					return nil, fmt.Errorf("ollama embed cache %s: %w", o.cachePath(digest, t), err)
 				}
 				out[i] = v
+				o.memo.put(t, v)
 				continue
 			}
 			if !errors.Is(err, fs.ErrNotExist) {
 				slog.Warn("ollama embed cache entry unreadable; re-embedding", "path", o.cachePath(digest, t), "err", err)
 			}
 		}
+		if later, ok := dup[t]; ok {
+			dup[t] = append(later, i)
+			continue
+		}
+		dup[t] = nil
 		missing = append(missing, i)
 	}
 	for start := 0; start < len(missing); start += o.batch {
@@ -337,12 +383,19 @@ func (o *Ollama) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		if err != nil {
 			return nil, fmt.Errorf("ollama embed (model %s, %d texts): %w", o.model, len(in), err)
 		}
+		if len(vecs) != len(in) {
+			return nil, fmt.Errorf("ollama embed (model %s): %d vectors for %d texts", o.model, len(vecs), len(in))
+		}
 		for j, i := range idx {
 			v := Normalize(vecs[j])
 			if err := o.checkDim(len(v)); err != nil {
 				return nil, fmt.Errorf("ollama embed (model %s): %w", o.model, err)
 			}
 			out[i] = v
+			for _, k := range dup[texts[i]] {
+				out[k] = v
+			}
+			o.memo.put(texts[i], v)
 			if o.cacheDir != "" {
 				if err := writeVec(o.cachePath(digest, texts[i]), v); err != nil {
 					return nil, fmt.Errorf("ollama embed cache: %w", err)
@@ -352,6 +405,23 @@ func (o *Ollama) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	}
 	return out, nil
 }
+
+// Prefetch embeds texts ahead (each distinct text once, in batches of
+// o.batch), so that later calls for any of them, one text at a time, are
+// answered from memory: what an evaluation or a training step does with
+// the queries of all its turns before retrieving for each.
+func (o *Ollama) Prefetch(ctx context.Context, texts []string) error {
+	_, err := o.Embed(ctx, texts)
+	return err
+}
+
+// Prefetcher is an embedder that keeps what it embedded in memory, so that
+// embedding many texts ahead in batches makes later calls for them free.
+type Prefetcher interface {
+	Prefetch(ctx context.Context, texts []string) error
+}
+
+var _ Prefetcher = (*Ollama)(nil)
 
 func (o *Ollama) checkDim(n int) error {
 	o.mu.Lock()

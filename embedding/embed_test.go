@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -279,5 +280,46 @@ func TestOllamaEmbedderThreads(t *testing.T) {
 	e, _ := NewOllama(proxy.URL, "nomic", 8, "")
 	if err := e.SetThreads(-1); err == nil {
 		t.Error("threads -1 accepted")
+	}
+}
+
+// Prefetch embeds each distinct text once, in batches; later calls one
+// text at a time are answered from memory (no disk cache here) with the
+// same vectors.
+func TestOllamaEmbedderPrefetchThenSingles(t *testing.T) {
+	var calls atomic.Int32
+	srv := fakeOllama(t, &calls, nil)
+	defer srv.Close()
+	e, err := NewOllama(srv.URL, "nomic", 2, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{"a", "bb", "a", "ccc", "bb", "dddd"} // 4 distinct
+	want, err := e.Embed(t.Context(), texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("4 distinct texts in batches of 2: %d requests, want 2", calls.Load())
+	}
+	if !slices.Equal(want[0], want[2]) || !slices.Equal(want[1], want[4]) {
+		t.Fatal("a repeated text got another vector")
+	}
+	f, _ := NewOllama(srv.URL, "nomic", 2, "")
+	if err := f.Prefetch(t.Context(), texts); err != nil {
+		t.Fatal(err)
+	}
+	before := calls.Load()
+	for i, s := range texts {
+		v, err := f.Embed(t.Context(), []string{s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(v[0], want[i]) {
+			t.Errorf("%q: prefetched vector %v, want %v", s, v[0], want[i])
+		}
+	}
+	if calls.Load() != before {
+		t.Errorf("%d requests after prefetching, want none", calls.Load()-before)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"sync"
@@ -55,7 +56,9 @@ type System struct {
 // Options tunes an evaluation.
 type Options struct {
 	// Concurrency bounds the conversations in flight (turns of one
-	// conversation run in order, so long-term memory sees them in order).
+	// conversation run in order) and the rewrites in flight before a batch
+	// retrieval (retrieval.BatchRetriever: every turn of its systems in one
+	// call; long-term memory is causal by position, not by call order).
 	Concurrency int
 	Stats       stats.Config
 	// Baseline names the rewriter every system is compared with ("raw").
@@ -251,6 +254,15 @@ func Evaluate(ctx context.Context, turns []datasets.Turn, systems []System, resp
 		progressMu sync.Mutex // Progress is called from one goroutine at a time
 		done       int
 	)
+	// Retrievers that take a batch (retrieval.BatchRetriever: the
+	// pipeline) get every turn of every system that uses them in one call,
+	// after all the rewrites, so that a served embedder embeds the queries
+	// in batches, each distinct text once, rather than one request per
+	// turn; the others retrieve turn by turn.
+	batched, err := retrieveAhead(ctx, turns, systems, opts.Concurrency)
+	if err != nil {
+		return Report{}, nil, fmt.Errorf("evaluate: %w", err)
+	}
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.SetLimit(opts.Concurrency)
 	for si := range systems {
@@ -260,7 +272,11 @@ func Evaluate(ctx context.Context, turns []datasets.Turn, systems []System, resp
 					if err := ectx.Err(); err != nil {
 						return err
 					}
-					results[si][i] = runTurn(ectx, systems[si], turns[i], resp, scorer)
+					if batched[si] != nil {
+						results[si][i] = finishTurn(ectx, systems[si], turns[i], batched[si][i], resp, scorer)
+					} else {
+						results[si][i] = runTurn(ectx, systems[si], turns[i], resp, scorer)
+					}
 					if opts.Progress != nil {
 						progressMu.Lock()
 						done++
@@ -328,24 +344,136 @@ func findSystem(systems []System, rewriter string, memory bool, variant string) 
 // retrieval.PassageRanking).
 func PipelineRun(res retrieval.Result) []retrieval.Scored { return retrieval.PassageRanking(res) }
 
+// ahead is a turn's rewrite and retrieval done ahead of it, in a batch.
+type ahead struct {
+	rewrite    string
+	res        retrieval.Result
+	stage, err string  // the failed stage (rewrite, retrieve) and its error
+	seconds    float64 // the rewrite's time and an equal share of the batch's retrieval
+}
+
+// retrieveAhead rewrites every turn of every system whose retriever takes
+// a batch, and retrieves for them with one RetrieveBatch per retriever
+// (systems sharing a retriever share the call). out[si] is nil for a system
+// retrieved turn by turn. Per-turn failures are kept in the turn's ahead;
+// only a cancelled context is an error.
+func retrieveAhead(ctx context.Context, turns []datasets.Turn, systems []System, conc int) ([][]ahead, error) {
+	out := make([][]ahead, len(systems))
+	groups := map[retrieval.BatchRetriever][]int{}
+	var order []retrieval.BatchRetriever
+	for si, s := range systems {
+		br, ok := s.Retriever.(retrieval.BatchRetriever)
+		if !ok {
+			continue
+		}
+		if _, seen := groups[br]; !seen {
+			order = append(order, br)
+		}
+		groups[br] = append(groups[br], si)
+		out[si] = make([]ahead, len(turns))
+	}
+	if len(order) == 0 {
+		return out, nil
+	}
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(conc)
+	for si := range systems {
+		if out[si] == nil {
+			continue
+		}
+		for i := range turns {
+			eg.Go(func() error {
+				if err := ectx.Err(); err != nil {
+					return err
+				}
+				start := time.Now()
+				a := &out[si][i]
+				rw, err := systems[si].Rewriter.Rewrite(ectx, turns[i])
+				if err != nil {
+					a.stage, a.err = "rewrite", err.Error()
+				}
+				a.rewrite, a.seconds = rw, time.Since(start).Seconds()
+				return nil
+			})
+		}
+	}
+	if err := eg.Wait(); err != nil {
+		return nil, err
+	}
+	for _, br := range order {
+		type at struct{ si, i int }
+		var reqs []retrieval.Request
+		var where []at
+		for _, si := range groups[br] {
+			for i, t := range turns {
+				if out[si][i].stage == "" {
+					reqs = append(reqs, retrieval.Request{User: t.User, Rewrite: out[si][i].rewrite, Query: t.Question})
+					where = append(where, at{si, i})
+				}
+			}
+		}
+		if len(reqs) == 0 {
+			continue
+		}
+		start := time.Now()
+		// A served embedder may take minutes here (embedding the
+		// candidates memory re-ranks); progress counts the turns after it.
+		slog.Info("evaluate: retrieving for every turn in one batch", "systems", len(groups[br]), "requests", len(reqs))
+		res, errs := br.RetrieveBatch(ctx, reqs)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		slog.Info("evaluate: batch retrieved", "requests", len(reqs), "elapsed_s", math.Round(time.Since(start).Seconds()*10)/10)
+		share := time.Since(start).Seconds() / float64(len(reqs))
+		for j, w := range where {
+			a := &out[w.si][w.i]
+			a.seconds += share
+			if errs[j] != nil {
+				a.stage, a.err = "retrieve", errs[j].Error()
+				continue
+			}
+			a.res = res[j]
+		}
+	}
+	return out, nil
+}
+
 func runTurn(ctx context.Context, s System, t datasets.Turn, resp Responder, scorer Scorer) TurnResult {
+	start := time.Now()
+	var a ahead
+	rw, err := s.Rewriter.Rewrite(ctx, t)
+	if err != nil {
+		a.stage, a.err = "rewrite", err.Error()
+	} else {
+		a.rewrite = rw
+		if a.res, err = s.Retriever.Retrieve(ctx, t.User, rw, t.Question); err != nil {
+			a.stage, a.err = "retrieve", err.Error()
+		}
+	}
+	a.seconds = time.Since(start).Seconds()
+	return finishTurn(ctx, s, t, a, resp, scorer)
+}
+
+// finishTurn is the rest of a turn once rewritten and retrieved: the
+// metrics of its ranking and memories, the answer and its score. Seconds is
+// a's and the answer's.
+func finishTurn(ctx context.Context, s System, t datasets.Turn, a ahead, resp Responder, scorer Scorer) TurnResult {
 	start := time.Now()
 	r := TurnResult{System: s.Name, Rewriter: s.Rewriter.Name(), Memory: s.Memory, ConvID: t.ConvID, Turn: t.Turn,
 		Question: t.Question, Reference: t.Answer}
-	fail := func(stage string, err error) TurnResult {
-		r.ErrorStage, r.Error = stage, err.Error()
-		r.Seconds = time.Since(start).Seconds()
+	fail := func(stage string, err string) TurnResult {
+		r.ErrorStage, r.Error = stage, err
+		r.Seconds = a.seconds + time.Since(start).Seconds()
 		return r
 	}
-	rw, err := s.Rewriter.Rewrite(ctx, t)
-	if err != nil {
-		return fail("rewrite", err)
+	if a.stage == "rewrite" {
+		return fail(a.stage, a.err)
 	}
-	r.Rewrite = rw
-	res, err := s.Retriever.Retrieve(ctx, t.User, rw, t.Question)
-	if err != nil {
-		return fail("retrieve", err)
+	r.Rewrite = a.rewrite
+	if a.stage != "" {
+		return fail(a.stage, a.err)
 	}
+	res := a.res
 	for _, m := range res.Trace.Memories {
 		r.Memories = append(r.Memories, m.Text)
 		r.MemoryIDs = append(r.MemoryIDs, m.ID)
@@ -364,7 +492,7 @@ func runTurn(ctx context.Context, s System, t datasets.Turn, resp Responder, sco
 	}
 	ans, err := resp.Respond(ctx, t.Question, res.Chunks)
 	if err != nil {
-		return fail("respond", err)
+		return fail("respond", err.Error())
 	}
 	r.Answer = ans
 	if t.Answer != "" {
@@ -386,7 +514,7 @@ func runTurn(ctx context.Context, s System, t datasets.Turn, resp Responder, sco
 		}
 		r.HasAnswer = true
 	}
-	r.Seconds = time.Since(start).Seconds()
+	r.Seconds = a.seconds + time.Since(start).Seconds()
 	return r
 }
 

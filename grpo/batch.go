@@ -134,6 +134,9 @@ func addStats(a, b rollout.Stats) rollout.Stats {
 	a.RetrieveSeconds += b.RetrieveSeconds
 	a.RespondSeconds += b.RespondSeconds
 	a.ScoreSeconds += b.ScoreSeconds
+	a.RetrieveWall += b.RetrieveWall
+	a.RespondWall += b.RespondWall
+	a.ScoreWall += b.ScoreWall
 	return a
 }
 

@@ -51,9 +51,7 @@ func (l *Loop) greedyProbe(ctx context.Context, step int, b *stepBatch, timing *
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("greedy probe: rollouts: %w", err)
 	}
-	timing.retrieve += time.Duration(stats.RetrieveSeconds * float64(time.Second))
-	timing.respond += time.Duration(stats.RespondSeconds * float64(time.Second))
-	timing.score += time.Duration(stats.ScoreSeconds * float64(time.Second))
+	timing.addRollouts(stats)
 
 	var beats, valid, bestGroups, groupsSeen int
 	var greedySum float64

@@ -552,9 +552,7 @@ func (l *Loop) sampleAndRollOut(ctx context.Context, step, round int, turns []da
 		b.groups[i].guards = applyGuards(l.registry(), l.cfg.Guards, l.guardTurn(b.groups[i].turn), b.groups[i].records)
 	}
 	b.stats = addStats(b.stats, stats)
-	timing.retrieve += time.Duration(stats.RetrieveSeconds * float64(time.Second))
-	timing.respond += time.Duration(stats.RespondSeconds * float64(time.Second))
-	timing.score += time.Duration(stats.ScoreSeconds * float64(time.Second))
+	timing.addRollouts(stats)
 	return b, nil
 }
 

@@ -115,17 +115,29 @@ type StepMetrics struct {
 	// CacheHits counts answers reused from the answer cache: deterministic
 	// while the cache holds the run's distinct prompts; once it evicts, which
 	// entries survive depends on goroutine timing.
-	CacheHits          int     `json:"cache_hits"`
-	GuardLeak          int     `json:"guard_answer_leak"`
-	GuardEmpty         int     `json:"guard_empty"`
-	GuardTooLong       int     `json:"guard_too_long"`
-	GuardCopiesHistory int     `json:"guard_copies_history"`
-	SampleSeconds      float64 `json:"t_sample_s"`
-	RetrieveSeconds    float64 `json:"t_retrieve_s"`
-	RespondSeconds     float64 `json:"t_respond_s"`
-	ScoreSeconds       float64 `json:"t_score_s"`
-	UpdateSeconds      float64 `json:"t_update_s"`
-	StepSeconds        float64 `json:"t_step_s"`
+	CacheHits          int `json:"cache_hits"`
+	GuardLeak          int `json:"guard_answer_leak"`
+	GuardEmpty         int `json:"guard_empty"`
+	GuardTooLong       int `json:"guard_too_long"`
+	GuardCopiesHistory int `json:"guard_copies_history"`
+	// Wall-clock shares of the step, one stage after the other: t_sample_s
+	// + t_retrieve_s + t_respond_s + t_score_s + t_update_s + t_other_s =
+	// t_step_s. t_retrieve_s, t_respond_s and t_score_s are the rollout
+	// runner's phases (retrieval of the step's rewrites in one batch,
+	// responder calls, scoring; t_score_s also the advantages); before
+	// issue 37 they were the sums below under these names.
+	SampleSeconds   float64 `json:"t_sample_s"`
+	RetrieveSeconds float64 `json:"t_retrieve_s"`
+	RespondSeconds  float64 `json:"t_respond_s"`
+	ScoreSeconds    float64 `json:"t_score_s"`
+	UpdateSeconds   float64 `json:"t_update_s"`
+	OtherSeconds    float64 `json:"t_other_s"`
+	StepSeconds     float64 `json:"t_step_s"`
+	// The rollout stages summed over the step's rollouts (concurrent ones
+	// add up, so these can exceed t_step_s): the work done, not the wait.
+	RetrieveSumSeconds float64 `json:"t_retrieve_sum_s"`
+	RespondSumSeconds  float64 `json:"t_respond_sum_s"`
+	ScoreSumSeconds    float64 `json:"t_score_sum_s"`
 }
 
 // Interval is a confidence interval.

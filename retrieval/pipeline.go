@@ -697,7 +697,13 @@ func (p *Pipeline) RetrieveAt(ctx context.Context, user, rewrite, query string, 
 }
 
 // RetrieveBatch is Retrieve for many requests: the first stage for all of
-// them at once (one service call per batch), then memory re-ranking of each.
+// them at once (one service call per batch), then memory activation of
+// each, then re-ranking of each. With an embedder that keeps its vectors
+// (embedding.Prefetcher: a served model), every text a stage embeds — the
+// dense queries, the activation queries, the candidates to re-rank — is
+// embedded ahead for the whole batch, each distinct text once and in the
+// embedder's batches, instead of one request per text; the vectors, and so
+// the results, are the same (TestRetrieveBatchPrefetchSameResults).
 // errs[i] is request i's failure (callers name the stage: "retrieve").
 func (p *Pipeline) RetrieveBatch(ctx context.Context, reqs []Request) ([]Result, []error) {
 	texts := make([]string, len(reqs))
@@ -707,24 +713,79 @@ func (p *Pipeline) RetrieveBatch(ctx context.Context, reqs []Request) ([]Result,
 			texts[i] = r.Query
 		}
 	}
+	if p.service == nil && (p.cfg.Method == "dense" || p.cfg.Method == "hybrid") {
+		prefetch(ctx, p.emb, "dense queries", texts)
+	}
 	// Callers name the stage ("retrieve: ..." in the ledger): these errors
 	// name the part of it that failed.
 	cands, errs := p.SearchBatch(ctx, texts, p.cfg.Candidates)
-	out := make([]Result, len(reqs))
-	var eg errgroup.Group
-	eg.SetLimit(runtime.GOMAXPROCS(0))
-	for i, r := range reqs {
+	for i := range reqs {
 		if errs[i] != nil {
 			errs[i] = fmt.Errorf("first-stage search: %w", errs[i])
+		}
+	}
+	m := p.mem.Load()
+	if m != nil {
+		var q []string
+		for i, r := range reqs {
+			if t, ok := p.activationText(m, r, cands[i]); ok && errs[i] == nil {
+				q = append(q, t)
+			}
+		}
+		prefetch(ctx, m.Embedder(), "memory queries", q)
+	}
+	acts := make([]activation, len(reqs))
+	p.each(reqs, errs, func(i int) error {
+		var err error
+		acts[i], err = p.activate(ctx, m, reqs[i], cands[i])
+		return err
+	})
+	if m != nil {
+		var c []string
+		for i := range reqs {
+			if errs[i] == nil && acts[i].rerank {
+				c = append(c, p.missingCandidateTexts(m.Embedder(), cands[i])...)
+			}
+		}
+		prefetch(ctx, m.Embedder(), "re-ranked candidates", c)
+	}
+	out := make([]Result, len(reqs))
+	p.each(reqs, errs, func(i int) error {
+		var err error
+		out[i], _, err = p.finish(ctx, m, reqs[i], cands[i], acts[i])
+		return err
+	})
+	return out, errs
+}
+
+// each runs f(i) for every request without an error yet, on every core,
+// recording its error in errs[i].
+func (p *Pipeline) each(reqs []Request, errs []error, f func(i int) error) {
+	var eg errgroup.Group
+	eg.SetLimit(runtime.GOMAXPROCS(0))
+	for i := range reqs {
+		if errs[i] != nil {
 			continue
 		}
 		eg.Go(func() error {
-			out[i], errs[i] = p.rerank(ctx, r, cands[i])
+			errs[i] = f(i)
 			return nil
 		})
 	}
 	_ = eg.Wait()
-	return out, errs
+}
+
+// prefetch embeds texts ahead with e when it keeps its vectors
+// (embedding.Prefetcher). A failure is only logged: each text is embedded
+// again where it is needed, and fails there, for its own request only.
+func prefetch(ctx context.Context, e embedding.Embedder, what string, texts []string) {
+	pf, ok := e.(embedding.Prefetcher)
+	if !ok || len(texts) < 2 {
+		return
+	}
+	if err := pf.Prefetch(ctx, texts); err != nil && ctx.Err() == nil {
+		slog.Warn("embedding ahead failed; embedding one request at a time", "what", what, "texts", len(texts), "err", err)
+	}
 }
 
 var (

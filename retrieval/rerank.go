@@ -74,48 +74,78 @@ func (p *Pipeline) RerankCandidates(ctx context.Context, r Request, cands []Rank
 	return p.rerankAll(ctx, r, cands)
 }
 
-// rerank activates the user's memories and re-ranks the candidates.
-func (p *Pipeline) rerank(ctx context.Context, r Request, cands []Ranked) (Result, error) {
-	res, _, err := p.rerankAll(ctx, r, cands)
-	return res, err
+// rerankAll activates the user's memories and re-ranks the candidates; it
+// also returns all candidates in final order.
+func (p *Pipeline) rerankAll(ctx context.Context, r Request, cands []Ranked) (Result, []Ranked, error) {
+	m := p.mem.Load()
+	act, err := p.activate(ctx, m, r, cands)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	return p.finish(ctx, m, r, cands, act)
 }
 
-// rerankAll is rerank that also returns all candidates in final order.
-func (p *Pipeline) rerankAll(ctx context.Context, r Request, cands []Ranked) (Result, []Ranked, error) {
+// activation is the memory half of a request's second stage: the
+// activated memories and whether they re-rank the candidates.
+type activation struct {
+	mems    []memory.Activated
+	memVecs [][]float32
+	rerank  bool // the most similar memory reaches cfg.Memory.RerankFloor
+}
+
+// activationText is the text request r activates memory m with, and
+// whether memory takes part in its retrieval at all.
+func (p *Pipeline) activationText(m *memory.Store, r Request, cands []Ranked) (string, bool) {
+	if m == nil || !p.cfg.Memory.Enabled || len(cands) == 0 || strings.TrimSpace(r.Query) == "" || !m.HasUser(r.User) {
+		return "", false
+	}
+	if p.cfg.Memory.ActivateWith == memory.ActivateWithRewrite && strings.TrimSpace(r.Rewrite) != "" {
+		return r.Rewrite, true
+	}
+	return r.Query, true
+}
+
+// activate activates the user's memories (m, the pipeline's memory when
+// the request began) for the request.
+func (p *Pipeline) activate(ctx context.Context, m *memory.Store, r Request, cands []Ranked) (activation, error) {
+	text, ok := p.activationText(m, r, cands)
+	if !ok {
+		return activation{}, nil
+	}
+	qv, err := m.Embedder().Embed(ctx, []string{text})
+	if err != nil {
+		return activation{}, fmt.Errorf("embed query for memory: %w", err)
+	}
+	mems, memVecs, err := m.ActivateAt(ctx, r.User, text, qv[0], r.Seq)
+	if err != nil {
+		return activation{}, fmt.Errorf("activate memories: %w", err)
+	}
+	best := math.Inf(-1)
+	for _, mm := range mems {
+		best = max(best, mm.Sim)
+	}
+	return activation{mems: mems, memVecs: memVecs, rerank: len(mems) > 0 && best >= p.cfg.Memory.RerankFloor}, nil
+}
+
+// finish re-ranks the candidates with the activation's memories (when they
+// reach the floor) and cuts the result to cfg.TopK, with its trace.
+func (p *Pipeline) finish(ctx context.Context, m *memory.Store, r Request, cands []Ranked, act activation) (Result, []Ranked, error) {
 	var res Result
 	res.Trace.Candidates = make([]Scored, len(cands))
 	for i, c := range cands {
 		res.Trace.Candidates[i] = Scored{ID: c.ID, Score: c.Score}
 	}
+	res.Trace.Memories = act.mems
 	final := cands
-	if m := p.mem.Load(); m != nil && p.cfg.Memory.Enabled && len(cands) > 0 && strings.TrimSpace(r.Query) != "" && m.HasUser(r.User) {
-		text := r.Query
-		if p.cfg.Memory.ActivateWith == memory.ActivateWithRewrite && strings.TrimSpace(r.Rewrite) != "" {
-			text = r.Rewrite
-		}
-		qv, err := m.Embedder().Embed(ctx, []string{text})
+	if act.rerank {
+		candVecs, err := p.candidateVectors(ctx, m.Embedder(), cands)
 		if err != nil {
-			return Result{}, nil, fmt.Errorf("embed query for memory: %w", err)
+			return Result{}, nil, fmt.Errorf("embed candidates for memory: %w", err)
 		}
-		mems, memVecs, err := m.ActivateAt(ctx, r.User, text, qv[0], r.Seq)
-		if err != nil {
-			return Result{}, nil, fmt.Errorf("activate memories: %w", err)
+		if final, err = Rerank(cands, candVecs, act.memVecs, p.cfg.Memory.RetrievalWeight); err != nil {
+			return Result{}, nil, fmt.Errorf("memory re-rank: %w", err)
 		}
-		res.Trace.Memories = mems
-		best := math.Inf(-1)
-		for _, mm := range mems {
-			best = max(best, mm.Sim)
-		}
-		if len(mems) > 0 && best >= p.cfg.Memory.RerankFloor {
-			candVecs, err := p.candidateVectors(ctx, m.Embedder(), cands)
-			if err != nil {
-				return Result{}, nil, fmt.Errorf("embed candidates for memory: %w", err)
-			}
-			if final, err = Rerank(cands, candVecs, memVecs, p.cfg.Memory.RetrievalWeight); err != nil {
-				return Result{}, nil, fmt.Errorf("memory re-rank: %w", err)
-			}
-			res.Trace.Reranked = true
-		}
+		res.Trace.Reranked = true
 	}
 	res.Chunks = final[:min(p.cfg.TopK, len(final)):min(p.cfg.TopK, len(final))]
 	res.Trace.Final = make([]Scored, len(res.Chunks))
@@ -123,6 +153,27 @@ func (p *Pipeline) rerankAll(ctx context.Context, r Request, cands []Ranked) (Re
 		res.Trace.Final[i] = Scored{ID: c.ID, Score: c.Score}
 	}
 	return res, final, nil
+}
+
+// missingCandidateTexts are the texts of the candidates candidateVectors
+// would embed now (no dense index in emb's space, not yet cached).
+func (p *Pipeline) missingCandidateTexts(emb embedding.Embedder, cands []Ranked) []string {
+	var out []string
+	for _, c := range cands {
+		switch {
+		case p.service != nil:
+			if _, ok := p.textVecs.get(c.Chunk.IndexText()); !ok {
+				out = append(out, c.Chunk.IndexText())
+			}
+		case p.dense != nil && p.dense.name == emb.Name():
+			return nil
+		default:
+			if d, _ := p.chunkIndex(c.ID); p.chunkVecs[d].Load() == nil {
+				out = append(out, c.Chunk.IndexText())
+			}
+		}
+	}
+	return out
 }
 
 // candidateVectors returns E(c) for candidates: from the dense index when

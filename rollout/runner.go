@@ -139,10 +139,16 @@ func (r Record) Failed() bool { return r.Error != "" }
 // Stats summarizes a Run. After de-duplication every unique rewrite is one
 // job: its answer came from a ResponderCall, a CacheHit (the cache or a
 // concurrent identical prompt), or it failed. DedupHits counts the samples
-// that reused another sample's job. Seconds are summed over the work done.
+// that reused another sample's job. The Seconds are summed over the work
+// done (concurrent rollouts add up: their total can exceed the Run's wall
+// time); the Wall fields are the wall-clock time of each of Run's phases in
+// turn (retrieval, responder calls, scoring), which add up to the Run. With
+// a retriever that takes no batch, retrieval happens inside the responder
+// phase and RetrieveWall is 0.
 type Stats struct {
 	Rollouts, Failed, ResponderCalls, DedupHits, CacheHits int
 	RetrieveSeconds, RespondSeconds, ScoreSeconds          float64
+	RetrieveWall, RespondWall, ScoreWall                   float64
 }
 
 // Runner executes rollouts. It keeps the answer cache across steps, so one
@@ -272,10 +278,13 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 	// A retriever that batches gets the step's distinct rewrites at once
 	// (one call per batch to a retrieval service), before any responder call.
 	if br, ok := r.ret.(retrieval.BatchRetriever); ok && len(jobs) > 0 {
+		t0 := time.Now()
 		if err := r.retrieveBatch(ctx, br, jobs); err != nil {
 			return nil, stats, fmt.Errorf("rollout step %d: %w", step, err)
 		}
+		stats.RetrieveWall = time.Since(t0).Seconds()
 	}
+	respondStart := time.Now()
 
 	// A fixed set of workers takes the jobs in order: a goroutine per job
 	// would grow a fresh stack for every rollout.
@@ -314,6 +323,8 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 			cache.commit(j.cacheKey, j.answer)
 		}
 	}
+	stats.RespondWall = time.Since(respondStart).Seconds()
+	scoreStart := time.Now()
 
 	records := make([]Record, len(refs))
 	for i, rf := range refs {
@@ -375,6 +386,7 @@ func (r *Runner) Run(ctx context.Context, step int, groups []Group) ([]Record, S
 		records[i] = rec
 	}
 	stats.Rollouts = len(records)
+	stats.ScoreWall = time.Since(scoreStart).Seconds()
 	for _, j := range jobs {
 		stats.RetrieveSeconds += j.retrieveSec
 		stats.RespondSeconds += j.respondSec

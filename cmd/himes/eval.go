@@ -40,6 +40,7 @@ type evalFlags struct {
 }
 
 func newEvalCmd() *cobra.Command {
+	var prof profileFlags
 	f := &evalFlags{}
 	cmd := &cobra.Command{
 		Use:   "eval --config X --rewriter raw,concat,gold,policy,ollama:<model> [--memory off,on]",
@@ -76,9 +77,16 @@ Failed turns are counted per stage and left out of means and pairs; when a
 system fails more than rollout.max_failed_fraction of its turns the command
 writes its outputs and exits with an error.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runEval(cmd.Context(), cmd, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			stop, err := prof.start()
+			if err != nil {
+				return err
+			}
+			return stop(runEval(cmd.Context(), cmd, f))
+		},
 	}
 	f.cf.register(cmd, false)
+	prof.register(cmd)
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.rewriters, "rewriter", []string{"raw", "concat", "gold"}, "rewriters to compare: raw, concat, gold, policy, ollama:<model>")
 	fl.StringSliceVar(&f.memory, "memory", []string{"config"}, "long-term memory: off, on, on:<variant> (paper, semantic, +topic, no-recency, …: an ablation row each), several comma-separated; config = as retrieval.memory.enabled says")

@@ -17,6 +17,7 @@ func newTrainCmd() *cobra.Command {
 		cf                             configFlags
 		resume, overwrite, allowChange bool
 		repair                         bool
+		prof                           profileFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "train",
@@ -43,6 +44,11 @@ config unless --allow-config-change. --resume of a finished run says
 			if repair && !resume {
 				return fmt.Errorf("--repair goes with --resume")
 			}
+			stop, err := prof.start()
+			if err != nil {
+				return err
+			}
+			defer func() { err = stop(err) }()
 			cfg, err := cf.load()
 			if err != nil {
 				return err
@@ -119,6 +125,7 @@ config unless --allow-config-change. --resume of a finished run says
 		},
 	}
 	cf.register(cmd, true)
+	prof.register(cmd)
 	cmd.Flags().BoolVar(&resume, "resume", false, "continue the run in its existing directory from its newest checkpoint")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "delete an existing run directory of the same name first")
 	cmd.Flags().BoolVar(&repair, "repair", false, "with --resume: continue past damaged run files (ledger files, metrics.jsonl, state/best.json) from the newest usable checkpoint, setting them aside and reporting what is lost in repair-N.json")

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -27,11 +28,19 @@ import (
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search/query"
 
+	"github.com/himes-rl/himes/analysis"
 	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/retrieval/corpus"
 )
 
 type params struct {
+	// KB and QueryFile replace the Zipf corpus and queries with a real
+	// knowledge base (JSONL: "text", optional "title") and query file (one
+	// query a line, or JSONL with "question"); both are reduced to the
+	// plain analyzer's lowercase [a-z0-9]+ tokens, which every engine and
+	// the reference then split alike.
+	KB, QueryFile                       string
+	Reps                                int
 	Docs, Vocab, MeanLen, Queries, Skip int
 	S                                   float64
 	Seed                                uint64
@@ -61,6 +70,9 @@ func main() {
 	flag.Uint64Var(&p.Seed, "seed", 1, "corpus and query seed")
 	flag.Float64Var(&p.K1, "k1", 0.9, "BM25 k1")
 	flag.Float64Var(&p.B, "b", 0.4, "BM25 b")
+	flag.StringVar(&p.KB, "kb", "", "a real knowledge base (JSONL with text and optional title) instead of the Zipf corpus")
+	flag.StringVar(&p.QueryFile, "queryfile", "", "real queries (one a line, or JSONL with question) instead of Zipf queries; needs -kb")
+	flag.IntVar(&p.Reps, "reps", 3, "repetitions of himes and bleve, interleaved (himes bleve, bleve himes, ...); medians reported")
 	flag.Parse()
 	if *engine != "" {
 		r, err := runEngine(*engine, p)
@@ -78,25 +90,57 @@ func main() {
 }
 
 func compare(p params) error {
-	fmt.Printf("corpus: %d docs, Zipf(s=%.2f) over %d words, mean length %d; %d queries of 2–8 terms; GOMAXPROCS=%d\n",
-		p.Docs, p.S, p.Vocab, p.MeanLen, p.Queries, runtime.GOMAXPROCS(0))
-	res := map[string]result{}
-	for _, e := range []string{"corpus", "reference", "himes", "bleve"} {
+	if p.KB != "" {
+		fmt.Printf("corpus: %s; queries: %s; GOMAXPROCS=%d\n", p.KB, p.QueryFile, runtime.GOMAXPROCS(0))
+	} else {
+		fmt.Printf("corpus: %d docs, Zipf(s=%.2f) over %d words, mean length %d; %d queries of 2–8 terms; GOMAXPROCS=%d\n",
+			p.Docs, p.S, p.Vocab, p.MeanLen, p.Queries, runtime.GOMAXPROCS(0))
+	}
+	run := func(e string) (result, error) {
 		cmd := exec.Command(os.Args[0], append([]string{"-engine", e}, os.Args[1:]...)...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the benchmark
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
 		if err != nil {
-			return fmt.Errorf("%s: %w", e, err)
+			return result{}, fmt.Errorf("%s: %w", e, err)
 		}
 		var r result
 		if err := json.Unmarshal(out, &r); err != nil {
-			return fmt.Errorf("%s: %w", e, err)
+			return result{}, fmt.Errorf("%s: %w", e, err)
 		}
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			r.MaxRSS = ru.Maxrss * 1024 // Linux reports KiB
 		}
+		return r, nil
+	}
+	res := map[string]result{}
+	for _, e := range []string{"corpus", "reference"} {
+		r, err := run(e)
+		if err != nil {
+			return err
+		}
 		res[e] = r
+	}
+	// A and B interleaved, the order alternating, so a change of load
+	// during the run falls on both: the figures are medians over the reps.
+	reps := map[string][]result{}
+	for i := range max(1, p.Reps) {
+		order := []string{"himes", "bleve"}
+		if i%2 == 1 {
+			order = []string{"bleve", "himes"}
+		}
+		for _, e := range order {
+			r, err := run(e)
+			if err != nil {
+				return err
+			}
+			reps[e] = append(reps[e], r)
+			fmt.Printf("rep %d %-5s: %.0f docs/s, %.0f queries/s, heap %.2f MiB, peak RSS %.1f MiB, load %s\n",
+				i+1, e, r.DocsPerSec, r.QPS, float64(r.HeapBytes)/(1<<20), float64(r.MaxRSS)/(1<<20), loadavg())
+		}
+	}
+	for e, rs := range reps {
+		res[e] = medianResult(rs)
 	}
 	ref, h, b, base := res["reference"], res["himes"], res["bleve"], res["corpus"]
 	agree := func(r result) (exact, overlap float64) {
@@ -122,7 +166,7 @@ func compare(p params) error {
 	he, ho := agree(h)
 	be, bo := agree(b)
 	mib := func(x float64) string { return fmt.Sprintf("%.1f MiB", x/(1<<20)) }
-	fmt.Printf("\n%-22s %14s %14s %10s\n", "", "himes", "bleve", "ratio")
+	fmt.Printf("\nmedians of %d interleaved repetitions\n%-22s %14s %14s %10s\n", max(1, p.Reps), "", "himes", "bleve", "ratio")
 	fmt.Printf("%-22s %14.0f %14.0f %9.1f×\n", "indexing docs/s", h.DocsPerSec, b.DocsPerSec, h.DocsPerSec/b.DocsPerSec)
 	fmt.Printf("%-22s %14.0f %14.0f %9.1f×\n", "queries/s (top-10)", h.QPS, b.QPS, h.QPS/b.QPS)
 	fmt.Printf("%-22s %14s %14s %9.2f×\n", "index heap", mib(float64(h.HeapBytes)), mib(float64(b.HeapBytes)), float64(h.HeapBytes)/float64(b.HeapBytes))
@@ -136,8 +180,10 @@ func compare(p params) error {
 }
 
 func runEngine(engine string, p params) (result, error) {
-	ids, texts := corpus.Zipf(p.Seed, p.Docs, p.Vocab, p.MeanLen, p.S)
-	queries := corpus.ZipfQueries(p.Seed+1, p.Queries, p.Vocab, p.Skip, p.S)
+	ids, texts, queries, err := load(p)
+	if err != nil {
+		return result{}, err
+	}
 	r := result{Engine: engine}
 	runtime.GC()
 	var before runtime.MemStats
@@ -199,7 +245,7 @@ func runEngine(engine string, p params) (result, error) {
 	default:
 		return r, fmt.Errorf("unknown engine %q", engine)
 	}
-	r.DocsPerSec = float64(p.Docs) / r.IndexSecs
+	r.DocsPerSec = float64(len(ids)) / r.IndexSecs
 	runtime.KeepAlive(texts)
 	return r, nil
 }
@@ -334,4 +380,108 @@ func referenceTop10(texts []string, queries [][]string, k1, b float64) [][]strin
 		}
 	}
 	return out
+}
+
+// load is the corpus and the queries: the Zipf ones, or -kb and -queryfile
+// reduced to plain tokens (ids "doc%08d" by position, as the Zipf corpus's).
+func load(p params) (ids, texts []string, queries [][]string, err error) {
+	if p.KB == "" {
+		if p.QueryFile != "" {
+			return nil, nil, nil, fmt.Errorf("-queryfile needs -kb")
+		}
+		ids, texts = corpus.Zipf(p.Seed, p.Docs, p.Vocab, p.MeanLen, p.S)
+		return ids, texts, corpus.ZipfQueries(p.Seed+1, p.Queries, p.Vocab, p.Skip, p.S), nil
+	}
+	if p.QueryFile == "" {
+		return nil, nil, nil, fmt.Errorf("-kb needs -queryfile")
+	}
+	plain := func(s string) []string {
+		var out []string
+		analysis.ForEachPlainToken(s, func(t []byte) { out = append(out, string(t)) })
+		return out
+	}
+	err = eachLine(p.KB, func(n int, line []byte) error {
+		var d struct{ Title, Text string }
+		if err := json.Unmarshal(line, &d); err != nil {
+			return fmt.Errorf("%s:%d: %w", p.KB, n, err)
+		}
+		ids = append(ids, fmt.Sprintf("doc%08d", len(ids)))
+		texts = append(texts, strings.Join(plain(d.Title+" "+d.Text), " "))
+		return nil
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	err = eachLine(p.QueryFile, func(n int, line []byte) error {
+		q := string(line)
+		if strings.HasPrefix(strings.TrimSpace(q), "{") {
+			var d struct{ Question string }
+			if err := json.Unmarshal(line, &d); err != nil {
+				return fmt.Errorf("%s:%d: %w", p.QueryFile, n, err)
+			}
+			q = d.Question
+		}
+		if t := plain(q); len(t) > 0 {
+			queries = append(queries, t)
+		}
+		return nil
+	})
+	if len(queries) == 0 && err == nil {
+		err = fmt.Errorf("%s: no queries", p.QueryFile)
+	}
+	return ids, texts, queries, err
+}
+
+func eachLine(path string, fn func(n int, line []byte) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for n := 1; sc.Scan(); n++ {
+		if len(strings.TrimSpace(sc.Text())) == 0 {
+			continue
+		}
+		if err := fn(n, sc.Bytes()); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// medianResult is the median of each figure over repetitions (the first
+// repetition's rankings: they do not depend on the run).
+func medianResult(rs []result) result {
+	med := func(f func(r result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	out := rs[0]
+	out.IndexSecs = med(func(r result) float64 { return r.IndexSecs })
+	out.DocsPerSec = med(func(r result) float64 { return r.DocsPerSec })
+	out.QPS = med(func(r result) float64 { return r.QPS })
+	out.HeapBytes = uint64(med(func(r result) float64 { return float64(r.HeapBytes) }))
+	out.MaxRSS = int64(med(func(r result) float64 { return float64(r.MaxRSS) }))
+	return out
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
