@@ -18,7 +18,8 @@ Subcommands (python -m lora_trainer.export_gguf ...):
   write   --base DIR [--adapter DIR] --out FILE [--dtype f32|f16]
   greedy  --base DIR [--adapter DIR] --prompts FILE [--max-tokens N]
           FILE: JSONL of {"messages": [...]}; prints one JSON line per prompt:
-          {"text", "tokens", "prompt_tokens", "first_logits_top": [[id, logit], ...]}
+          {"text", "tokens", "prompt_ids", "max_tokens", "first_logits_top": [[id, logit], ...]}
+          (and "first_logits", all of them, with --full-logits)
 """
 
 from __future__ import annotations
@@ -218,7 +219,8 @@ def write_gguf(model, tok, base: str, out: str, dtype: str = "f32", name: str = 
             "pre_tokenizer": pre, "bytes": os.path.getsize(out)}
 
 
-def greedy(model, tok, prompts: List[List[Dict[str, str]]], max_tokens: int, top: int = 5) -> List[Dict[str, Any]]:
+def greedy(model, tok, prompts: List[List[Dict[str, str]]], max_tokens: int, top: int = 5,
+           full_logits: bool = False) -> List[Dict[str, Any]]:
     """Greedy rewrites of chat prompts, as the hf backend's greedy sampling decodes them
     (the chat template with the generation prompt, stop at the end-of-sequence token),
     with the first token's top logits."""
@@ -248,8 +250,11 @@ def greedy(model, tok, prompts: List[List[Dict[str, str]]], max_tokens: int, top
                 gen.append(nxt)
                 step_in = torch.tensor([[nxt]])
         vals, idx = torch.topk(first, min(top, first.numel()))
-        out.append({"text": enc.decode(gen), "tokens": gen, "prompt_tokens": len(ids),
-                    "first_logits_top": [[int(i), float(v)] for v, i in zip(vals, idx)]})
+        r: Dict[str, Any] = {"text": enc.decode(gen), "tokens": gen, "prompt_ids": ids, "max_tokens": max_tokens,
+                             "first_logits_top": [[int(i), float(v)] for v, i in zip(vals, idx)]}
+        if full_logits:
+            r["first_logits"] = [float(v) for v in first]
+        out.append(r)
     return out
 
 
@@ -268,6 +273,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             p.add_argument("--prompts", required=True, help='JSONL of {"messages": [...]}')
             p.add_argument("--max-tokens", type=int, default=32)
+            p.add_argument("--full-logits", action="store_true", help="every first-token logit, not only the top 5")
     a = ap.parse_args(argv)
     try:
         model, tok = load_merged(a.base, a.adapter or None, a.threads)
@@ -287,7 +293,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                         prompts.append(json.loads(line)["messages"])
                     except (ValueError, KeyError) as e:
                         raise ExportError(f"{a.prompts}:{n}: messages: {e}") from e
-            for r in greedy(model, tok, prompts, a.max_tokens):
+            for r in greedy(model, tok, prompts, a.max_tokens, full_logits=a.full_logits):
                 print(json.dumps(r), flush=True)
     except ExportError as e:
         print(f"export_gguf: {e}", file=sys.stderr)
