@@ -133,7 +133,7 @@ It exits non-zero when k/N < --min-agreement (default 0.9: 11 of 12 pass).`,
 			verify.cfg, verify.name, verify.modelfile, verify.python, verify.gguf = cfg, name, modelfile, python, gguf
 			verify.base, verify.adapter = opts.Base, opts.Adapter
 			verify.work = filepath.Join(opts.Out, "verify")
-			r, err := verify.run(cmd.Context(), w)
+			r, err := verify.run(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -58,7 +57,7 @@ type verifyResult struct {
 	Differ       []string // "TURN: trainer %q, ollama %q"
 }
 
-func (v *verifyExport) run(ctx context.Context, w io.Writer) (verifyResult, error) {
+func (v *verifyExport) run(ctx context.Context) (verifyResult, error) {
 	res := verifyResult{MaxLogitDiff: math.NaN()}
 	load := v.cfg.Data.LoadOptions()
 	load.RequireQuestion = true
