@@ -169,6 +169,7 @@ It exits non-zero when k/N < --min-agreement (default 0.9: 11 of 12 pass).`,
 	fl.StringVar(&verify.data, "verify-data", "", "turns (JSONL/Parquet as himes eval --data) to compare the trainer's and Ollama's greedy rewrites on")
 	fl.StringVar(&verify.host, "ollama-host", "", "with --verify-data: the Ollama server, e.g. http://127.0.0.1:11434")
 	fl.StringVar(&verify.llamaLogits, "llamalogits", "", "with --verify-data: the scripts/llamalogits binary, to measure the served first-token logits")
+	fl.IntVar(&verify.maxTokens, "max-tokens", 0, "with --verify-data: tokens per rewrite (default: the config's grpo.max_tokens); Ollama v0.6.5 aborts a reply after one piece repeats 30 times, so keep it under 31 for degenerate models")
 	fl.Float64Var(&verify.minAgreement, "min-agreement", DefaultMinAgreement, "with --verify-data: the share of identical greedy rewrites below which the command fails")
 	cf.register(cmd, false)
 	for _, f := range []string{"base", "out"} {

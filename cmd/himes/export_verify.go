@@ -37,6 +37,7 @@ type verifyExport struct {
 	base, adapter, gguf                              string
 	cfg                                              configs.Config
 	minAgreement                                     float64
+	maxTokens                                        int    // 0: the config's grpo.max_tokens
 	work                                             string // a directory for the prompts and the trainer's output
 }
 
@@ -97,6 +98,9 @@ func (v *verifyExport) run(ctx context.Context) (verifyResult, error) {
 		return res, fmt.Errorf("write %s: %w", promptsPath, err)
 	}
 	maxTokens := v.cfg.GRPO.MaxTokens
+	if v.maxTokens > 0 {
+		maxTokens = v.maxTokens
+	}
 
 	// The trainer's greedy rewrites and first-token logits.
 	slog.Info("trainer greedy rewrites", "turns", len(turns), "max_tokens", maxTokens)
@@ -128,12 +132,21 @@ func (v *verifyExport) run(ctx context.Context) (verifyResult, error) {
 	}
 	defer client.Close()
 	res.N = len(turns)
+	var servedText bytes.Buffer
+	defer func() {
+		path := filepath.Join(v.work, "ollama.jsonl")
+		if err := os.WriteFile(path, servedText.Bytes(), 0o644); err != nil {
+			slog.Warn("could not write Ollama's rewrites", "path", path, "err", err)
+		}
+	}()
 	for i, t := range turns {
 		opts := map[string]any{"temperature": 0, "top_k": 1, "repeat_penalty": 1, "seed": 1, "num_predict": maxTokens}
 		got, err := client.Chat(ctx, ollama.ChatRequest{ChatRequest: api.ChatRequest{Model: v.name, Messages: msgs[i], Options: opts}})
 		if err != nil {
 			return res, fmt.Errorf("ollama %s, turn %s: %w", v.name, t.ID(), err)
 		}
+		line, _ := json.Marshal(map[string]string{"turn": t.ID(), "text": got})
+		servedText.Write(append(line, '\n'))
 		if strings.TrimSpace(got) == strings.TrimSpace(trainer[i].Text) {
 			res.Agree++
 		} else {

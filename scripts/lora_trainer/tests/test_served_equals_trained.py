@@ -37,6 +37,10 @@ TURNS = 6
 # unquantized cache type Ollama 0.6.5 accepts) and the order of float32 sums.
 # Measured on these models: at most 0.005 (docs/LLM_ON_CPU.md).
 LOGIT_BOUND = 0.05
+# Tokens per rewrite: under 31, because Ollama v0.6.5 aborts a reply once one
+# piece of text repeats 30 times in a row (llm/server.go, tokenRepeat), which a
+# random model's greedy text may do ("ssss..."); the trainer would go on.
+MAX_TOKENS = 24
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +74,11 @@ def random_adapter(model_dir: str, out: str, seed: int) -> str:
     with torch.no_grad():
         for name, p in pm.named_parameters():
             if "lora_B" in name:
-                p.normal_(0.0, 0.5)
+                # Large enough to move every projection (the base's weights are ~0.16), small
+                # enough that the peaked base keeps greedy choices away from near-ties
+                # (at 0.5, two of 6 qwen2 rewrites met a tie closer than the F16 KV cache's
+                # error after 21 tokens; at 0.1 all 6 agree for 64 tokens).
+                p.normal_(0.0, 0.1)
     pm.save_pretrained(out)
     return out
 
@@ -98,11 +106,14 @@ def test_merged_gguf_served_by_ollama_rewrites_as_the_trainer(arch, tmp_path, hi
         p = run([himes_bin, "export", "ollama", "--base", model_dir, "--adapter", adapter, "--out", out,
                  "--name", f"tiny-{arch}", "--dtype", "f32", "--python", sys.executable, "--param", "num_thread=1",
                  "--verify-data", data, "--ollama-host", server.url, "--llamalogits", llamalogits,
-                 "--min-agreement", "1"], "himes export ollama --verify-data")
+                 "--min-agreement", "0", "--max-tokens", str(MAX_TOKENS)], "himes export ollama --verify-data")
     finally:
         server.stop()
-    assert f"agreement: {TURNS}/{TURNS}" in p.stdout, p.stdout
+    m = re.search(r"agreement: (\d+)/(\d+)", p.stdout)
+    assert m and int(m.group(2)) == TURNS, p.stdout
     assert re.search(r"first-token max \|logit difference\|: ", p.stdout), p.stdout
+    with open(os.path.join(out, "verify", "ollama.jsonl"), encoding="utf-8") as f:
+        ollama_text = [json.loads(line)["text"] for line in f]
 
     with open(os.path.join(out, "verify", "trainer.jsonl"), encoding="utf-8") as f:
         trainer = [json.loads(line) for line in f]
@@ -111,10 +122,22 @@ def test_merged_gguf_served_by_ollama_rewrites_as_the_trainer(arch, tmp_path, hi
     assert len(trainer) == len(served) == TURNS
     # The adapter matters: the rewrites are long enough to compare and not all the same.
     assert all(len(t["tokens"]) >= 3 for t in trainer), [t["tokens"] for t in trainer]
-    worst = 0.0
+    worst, ties = 0.0, []
     for k, (t, s) in enumerate(zip(trainer, served)):
-        assert t["tokens"] == s["tokens"], f"turn {k}: trainer {t['tokens']} served {s['tokens']}"
         diff = max(abs(a - b) for a, b in zip(t["first_logits"], s["first_logits"]))
         worst = max(worst, diff)
+        if t["tokens"] != s["tokens"]:
+            # Allowed only where the trainer's own top two logits were closer than
+            # twice the bound (a tie the served arithmetic may break either way).
+            at = next(i for i, (a, b) in enumerate(zip(t["tokens"] + [-1], s["tokens"] + [-2])) if a != b)
+            assert t["margins"][at] <= 2 * LOGIT_BOUND, (
+                f"turn {k}: tokens part at {at} where the trainer's margin is {t['margins'][at]:.3g}: "
+                f"trainer {t['tokens']} served {s['tokens']}")
+            ties.append((k, at, t["margins"][at]))
+            continue
+        # Same tokens: Ollama's text (its API) is the trainer's text.
+        assert ollama_text[k].strip() == t["text"].strip(), f"turn {k}: trainer {t['text']!r} ollama {ollama_text[k]!r}"
     assert worst <= LOGIT_BOUND, f"first-token logits differ by {worst} > {LOGIT_BOUND}"
-    print(f"{arch}: {TURNS}/{TURNS} rewrites token for token, max first-token |logit diff| {worst:.3g}")
+    assert int(m.group(1)) >= TURNS - len(ties), p.stdout
+    print(f"{arch}: {TURNS - len(ties)}/{TURNS} rewrites token for token, near-ties (turn, position, margin) {ties}, "
+          f"max first-token |logit diff| {worst:.3g}")

@@ -18,7 +18,8 @@ Subcommands (python -m lora_trainer.export_gguf ...):
   write   --base DIR [--adapter DIR] --out FILE [--dtype f32|f16]
   greedy  --base DIR [--adapter DIR] --prompts FILE [--max-tokens N]
           FILE: JSONL of {"messages": [...]}; prints one JSON line per prompt:
-          {"text", "tokens", "prompt_ids", "max_tokens", "first_logits_top": [[id, logit], ...]}
+          {"text", "tokens", "prompt_ids", "max_tokens", "margins" (top-1 minus top-2 logit
+          at each step), "first_logits_top": [[id, logit], ...]}
           (and "first_logits", all of them, with --full-logits)
 """
 
@@ -234,6 +235,7 @@ def greedy(model, tok, prompts: List[List[Dict[str, str]]], max_tokens: int, top
         ids = enc.encode_prompt("", messages)  # the trainer's own prompt encoding
         x = torch.tensor([ids])
         gen: List[int] = []
+        margins: List[float] = []
         first = None
         with torch.no_grad():
             past = None
@@ -244,6 +246,8 @@ def greedy(model, tok, prompts: List[List[Dict[str, str]]], max_tokens: int, top
                 logits = o.logits[0, -1].float()
                 if first is None:
                     first = logits
+                top2 = torch.topk(logits, 2).values
+                margins.append(float(top2[0] - top2[1]))
                 nxt = int(torch.argmax(logits))
                 if nxt in enc.eos_ids:
                     break
@@ -251,7 +255,7 @@ def greedy(model, tok, prompts: List[List[Dict[str, str]]], max_tokens: int, top
                 step_in = torch.tensor([[nxt]])
         vals, idx = torch.topk(first, min(top, first.numel()))
         r: Dict[str, Any] = {"text": enc.decode(gen), "tokens": gen, "prompt_ids": ids, "max_tokens": max_tokens,
-                             "first_logits_top": [[int(i), float(v)] for v, i in zip(vals, idx)]}
+                             "margins": margins, "first_logits_top": [[int(i), float(v)] for v, i in zip(vals, idx)]}
         if full_logits:
             r["first_logits"] = [float(v) for v in first]
         out.append(r)
