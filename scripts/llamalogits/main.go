@@ -41,9 +41,14 @@ import (
 type request struct {
 	PromptIDs []int `json:"prompt_ids"`
 	MaxTokens int   `json:"max_tokens"`
+	// PromptText, when set, is tokenized by llama.cpp (special tokens parsed,
+	// no BOS added: the rendered chat template carries its own), as Ollama's
+	// runner tokenizes the prompt it rendered; the ids are printed and used.
+	PromptText string `json:"prompt_text"`
 }
 
 type result struct {
+	PromptIDs   []int     `json:"prompt_ids,omitempty"` // llama.cpp's tokens of prompt_text
 	Tokens      []int     `json:"tokens"`
 	FirstLogits []float32 `json:"first_logits"`
 }
@@ -81,12 +86,22 @@ func run(path string, threads, numCtx int) error {
 		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
 			return fmt.Errorf("stdin line %d: %w", n, err)
 		}
+		if req.PromptText != "" {
+			ids, err := m.Tokenize(req.PromptText, false, true)
+			if err != nil {
+				return fmt.Errorf("stdin line %d: prompt_text: %w", n, err)
+			}
+			req.PromptIDs = ids
+		}
 		if len(req.PromptIDs) == 0 {
 			return fmt.Errorf("stdin line %d: prompt_ids: empty", n)
 		}
 		res, err := decode(ctx, m, req)
 		if err != nil {
 			return fmt.Errorf("stdin line %d: %w", n, err)
+		}
+		if req.PromptText != "" {
+			res.PromptIDs = req.PromptIDs
 		}
 		if err := enc.Encode(res); err != nil {
 			return err
