@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/export"
 	"github.com/himes-rl/himes/grpo"
 )
@@ -25,13 +27,28 @@ func newExportOllamaCmd() *cobra.Command {
 	var (
 		opts                       export.Ollama
 		name, run, which, ckptRoot string
+		format, dtype, python      string
+		verify                     verifyExport
+		cf                         configFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "ollama --base MODEL --adapter DIR --out DIR",
-		Short: "Write an Ollama Modelfile (FROM base, ADAPTER trained LoRA) for a trained rewriter",
-		Long: `Writes OUT/Modelfile with "FROM <base>" and "ADAPTER <adapter>", so that a
-rewriter trained by the reference LoRA server (scripts/lora_trainer) can be
-served by Ollama and evaluated with  himes eval --rewriter ollama:<name>.
+		Short: "Write a trained rewriter for Ollama: one merged GGUF (default) or FROM base + ADAPTER",
+		Long: `Writes OUT/Modelfile for a rewriter trained by the reference LoRA server
+(scripts/lora_trainer), to be served by Ollama and evaluated with
+  himes eval --rewriter ollama:<name>.
+
+--format merged (the default): the adapter is merged into the base (the
+trainer's model directory) in float32 and written as OUT/model.gguf at
+--dtype f32 or f16, with the tokenizer and chat template, by the trainer
+environment's Python (python -m lora_trainer.export_gguf; --python, default
+the interpreter scripts/ci/python-env.sh prints). The Modelfile is FROM that
+file with temperature 0, top_k 1 and repeat_penalty 1: Ollama's default
+repeat_penalty 1.1 alone changes greedy rewrites. Measured faithful:
+docs/LLM_ON_CPU.md, "Served = trained".
+
+--format adapter (the older path; measured less faithful, same page):
+"FROM <base>" and "ADAPTER <adapter>", converted by Ollama itself.
 A PEFT adapter is copied to OUT/adapter in the form Ollama reads (an integer
 lora_alpha, or the exact scale in lora_parameters.alpha), and ADAPTER names
 the copy. --base is an Ollama model name, the trainer's model directory
@@ -46,24 +63,93 @@ grpo.best_metric) or latest checkpoint in the LoRA server's --checkpoint-dir;
 without --checkpoint, the run's final policy (the best under
 grpo.load_best_at_end). The output names the checkpoint, its step and value.
 
-` + export.OllamaNote,
+` + export.OllamaNote + `
+
+--verify-data FILE (turns as himes eval --data reads them; --config for
+data.prompt and grpo.max_tokens, else the defaults) then runs "ollama
+create <name>" against --ollama-host, rewrites every turn greedily with the
+trainer (transformers + PEFT, float32) and with Ollama, and prints
+"agreement: k/N" (identical rewrites) and the largest difference of the
+first next-token logits (only with --llamalogits BIN, which computes the
+served logits from the GGUF in Ollama's llama.cpp; Ollama's API has none).
+It exits non-zero when k/N < --min-agreement (default 0.9: 11 of 12 pass).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := resolveExportAdapter(&opts, run, which, ckptRoot); err != nil {
 				return err
 			}
-			res, err := export.WriteOllama(opts)
-			if err != nil {
-				return err
+			if verify.data != "" && verify.host == "" {
+				return errors.New("--ollama-host: is required with --verify-data (the server to create the model on)")
 			}
-			slog.Info("wrote Ollama Modelfile", "path", res.Modelfile, "adapter", res.Adapter,
-				"format", res.Format, "architecture", res.Architecture, "checkpoint", opts.Checkpoint)
+			if verify.minAgreement < 0 || verify.minAgreement > 1 {
+				return fmt.Errorf("--min-agreement %v: want a share in [0, 1]", verify.minAgreement)
+			}
+			needPython := format == export.FormatMerged || verify.data != ""
+			if needPython && python == "" {
+				p, err := pythonEnv()
+				if err != nil {
+					return fmt.Errorf("--python: the trainer environment's interpreter: %w", err)
+				}
+				python = p
+			}
 			w := cmd.OutOrStdout()
 			if opts.Checkpoint != "" {
 				fmt.Fprintf(w, "checkpoint %s\n", opts.Checkpoint)
 			}
-			fmt.Fprintf(w, "wrote %s\n\nnext:\n  ollama create %s -f %s\n  himes eval --config CONFIG --rewriter ollama:%s\n",
-				res.Modelfile, name, res.Modelfile, name)
+			var modelfile, gguf string
+			switch format {
+			case export.FormatMerged:
+				res, err := export.WriteOllamaMerged(cmd.Context(), opts, python, dtype)
+				if err != nil {
+					return err
+				}
+				slog.Info("wrote merged GGUF and Modelfile", "gguf", res.GGUF, "modelfile", res.Modelfile,
+					"summary", res.Summary, "checkpoint", opts.Checkpoint)
+				modelfile, gguf = res.Modelfile, res.GGUF
+			case export.FormatAdapter:
+				opts.Params = append(append([]string{}, export.GreedyParams...), opts.Params...)
+				res, err := export.WriteOllama(opts)
+				if err != nil {
+					return err
+				}
+				slog.Info("wrote Ollama Modelfile", "path", res.Modelfile, "adapter", res.Adapter,
+					"format", res.Format, "architecture", res.Architecture, "checkpoint", opts.Checkpoint)
+				modelfile = res.Modelfile
+			default:
+				return fmt.Errorf("--format %q: want merged or adapter", format)
+			}
+			if verify.data == "" {
+				fmt.Fprintf(w, "wrote %s\n\nnext:\n  ollama create %s -f %s\n  himes eval --config CONFIG --rewriter ollama:%s\n",
+					modelfile, name, modelfile, name)
+				return nil
+			}
+			cfg := configs.Default()
+			if cf.path != "" {
+				var err error
+				if cfg, err = cf.load(); err != nil {
+					return err
+				}
+			}
+			verify.cfg, verify.name, verify.modelfile, verify.python, verify.gguf = cfg, name, modelfile, python, gguf
+			verify.base, verify.adapter = opts.Base, opts.Adapter
+			verify.work = filepath.Join(opts.Out, "verify")
+			r, err := verify.run(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "wrote %s; created %s\n", modelfile, name)
+			for _, d := range r.Differ {
+				fmt.Fprintf(w, "differs %s\n", d)
+			}
+			fmt.Fprintf(w, "agreement: %d/%d\n", r.Agree, r.N)
+			if math.IsNaN(r.MaxLogitDiff) {
+				fmt.Fprintf(w, "first-token logit difference: %s\n", r.LogitsHow)
+			} else {
+				fmt.Fprintf(w, "first-token max |logit difference|: %.4g (%s)\n", r.MaxLogitDiff, r.LogitsHow)
+			}
+			if float64(r.Agree) < verify.minAgreement*float64(r.N) {
+				return fmt.Errorf("--verify-data %s: agreement %d/%d is below --min-agreement %v", verify.data, r.Agree, r.N, verify.minAgreement)
+			}
 			return nil
 		},
 	}
@@ -77,6 +163,15 @@ grpo.load_best_at_end). The output names the checkpoint, its step and value.
 	fl.StringVar(&run, "run", "", "a training run directory whose checkpoint (--checkpoint) to export instead of --adapter")
 	fl.StringVar(&which, "checkpoint", "", "with --run: best (grpo.best_metric's) or latest (default: the run's final policy, best under grpo.load_best_at_end)")
 	fl.StringVar(&ckptRoot, "checkpoint-dir", "", "with --run: the LoRA server's --checkpoint-dir, holding the run's trainer checkpoints")
+	fl.StringVar(&format, "format", export.FormatMerged, "merged (the adapter merged into the base, one GGUF) or adapter (FROM base + ADAPTER, converted by Ollama)")
+	fl.StringVar(&dtype, "dtype", "f32", "with --format merged: the GGUF's weight type, f32 or f16")
+	fl.StringVar(&python, "python", "", "the trainer environment's Python (default: what scripts/ci/python-env.sh prints)")
+	fl.StringVar(&verify.data, "verify-data", "", "turns (JSONL/Parquet as himes eval --data) to compare the trainer's and Ollama's greedy rewrites on")
+	fl.StringVar(&verify.host, "ollama-host", "", "with --verify-data: the Ollama server, e.g. http://127.0.0.1:11434")
+	fl.StringVar(&verify.llamaLogits, "llamalogits", "", "with --verify-data: the scripts/llamalogits binary, to measure the served first-token logits")
+	fl.IntVar(&verify.maxTokens, "max-tokens", 0, "with --verify-data: tokens per rewrite (default: the config's grpo.max_tokens); Ollama v0.6.5 aborts a reply after one piece repeats 30 times, so keep it under 31 for degenerate models")
+	fl.Float64Var(&verify.minAgreement, "min-agreement", DefaultMinAgreement, "with --verify-data: the share of identical greedy rewrites below which the command fails")
+	cf.register(cmd, false)
 	for _, f := range []string{"base", "out"} {
 		_ = cmd.MarkFlagRequired(f)
 	}

@@ -60,7 +60,7 @@ func TestExportOllamaCommand(t *testing.T) {
 	root.SetOut(&stdout)
 	root.SetErr(&stderr)
 	root.SetArgs([]string{"export", "ollama", "--base", "llama3.2:1b", "--adapter", adapter, "--out", filepath.Join(tmp, "o"),
-		"--name", "rw1", "--param", "temperature=0"})
+		"--name", "rw1", "--param", "temperature=0", "--format", "adapter"})
 	if err := root.Execute(); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
@@ -68,7 +68,9 @@ func TestExportOllamaCommand(t *testing.T) {
 		!strings.Contains(stdout.String(), "--rewriter ollama:rw1") {
 		t.Errorf("stdout:\n%s", stdout.String())
 	}
-	if got := parseModelfile(t, filepath.Join(tmp, "o", "Modelfile")); got["temperature"] != "0" || got["model"] != "llama3.2:1b" {
+	// The trainer's greedy decoding: Ollama's default repeat_penalty (1.1) and sampling are switched off.
+	if got := parseModelfile(t, filepath.Join(tmp, "o", "Modelfile")); got["temperature"] != "0" || got["model"] != "llama3.2:1b" ||
+		got["repeat_penalty"] != "1" || got["top_k"] != "1" {
 		t.Errorf("Modelfile commands %v", got)
 	}
 	root = newRootCmd()
@@ -116,7 +118,7 @@ func TestExportOllamaRunCheckpoint(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		root.SetOut(&stdout)
 		root.SetErr(&stderr)
-		args := []string{"export", "ollama", "--base", "llama3.2:1b", "--run", run.Path, "--checkpoint-dir", ckdir, "--out", out}
+		args := []string{"export", "ollama", "--format", "adapter", "--base", "llama3.2:1b", "--run", run.Path, "--checkpoint-dir", ckdir, "--out", out}
 		if c.which != "" {
 			args = append(args, "--checkpoint", c.which)
 		}
@@ -147,6 +149,68 @@ func TestExportOllamaRunCheckpoint(t *testing.T) {
 		root.SetOut(&bytes.Buffer{})
 		root.SetErr(&bytes.Buffer{})
 		root.SetArgs(append([]string{"export", "ollama", "--base", "x", "--out", tmp}, c.args...))
+		if err := root.Execute(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err = %v, want one mentioning %s", c.args, err, c.want)
+		}
+	}
+}
+
+// --format merged (the default) hands the merge to the trainer environment's
+// Python (here a stand-in script that records its arguments and writes the
+// file) and writes a Modelfile FROM the GGUF with greedy parameters.
+func TestExportOllamaMergedRunsTheExporter(t *testing.T) {
+	tmp := t.TempDir()
+	adapter := filepath.Join(tmp, "a")
+	writePEFTAdapter(t, adapter, "base")
+	base := filepath.Join(tmp, "base")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	py := filepath.Join(tmp, "python")
+	args := filepath.Join(tmp, "args")
+	script := "#!/bin/sh\necho \"$@\" > " + args + "\nwhile [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=$2; shift; done\n" +
+		"echo gguf > \"$out\"\necho '{\"architecture\": \"llama\", \"dtype\": \"f16\"}'\n"
+	if err := os.WriteFile(py, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(tmp, "o")
+	root := newRootCmd()
+	var stdout, stderr bytes.Buffer
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	root.SetArgs([]string{"export", "ollama", "--base", base, "--adapter", adapter, "--out", out, "--dtype", "f16",
+		"--python", py, "--param", "num_thread=1"})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	gguf := filepath.Join(out, "model.gguf")
+	got, _ := os.ReadFile(args)
+	want := "-m lora_trainer.export_gguf write --base " + base + " --adapter " + adapter + " --out " + gguf + " --dtype f16\n"
+	if string(got) != want {
+		t.Errorf("exporter arguments\n got %q\nwant %q", got, want)
+	}
+	mf := parseModelfile(t, filepath.Join(out, "Modelfile"))
+	for k, v := range map[string]string{"model": gguf, "temperature": "0", "top_k": "1", "repeat_penalty": "1", "num_thread": "1"} {
+		if mf[k] != v {
+			t.Errorf("Modelfile %s = %q, want %q (all: %v)", k, mf[k], v, mf)
+		}
+	}
+	if _, ok := mf["adapter"]; ok {
+		t.Errorf("a merged export has no ADAPTER: %v", mf)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--base", "llama3.2:1b"}, "--format merged needs the trainer's model directory"},
+		{[]string{"--base", base, "--dtype", "q4"}, `--dtype "q4"`},
+		{[]string{"--base", base, "--format", "lora"}, `--format "lora"`},
+		{[]string{"--base", base, "--verify-data", "x.jsonl"}, "--ollama-host: is required"},
+	} {
+		root := newRootCmd()
+		root.SetOut(&bytes.Buffer{})
+		root.SetErr(&bytes.Buffer{})
+		root.SetArgs(append([]string{"export", "ollama", "--adapter", adapter, "--out", filepath.Join(tmp, "bad"), "--python", py}, c.args...))
 		if err := root.Execute(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err = %v, want one mentioning %s", c.args, err, c.want)
 		}

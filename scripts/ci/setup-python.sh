@@ -93,6 +93,18 @@ if ! "$venv/bin/python" -c 'import lora_trainer, os, sys; sys.exit(not os.path.s
   "$deps/bin/python" -m pip --python "$venv/bin/python" install --quiet --disable-pip-version-check \
     --no-deps --no-build-isolation -e scripts/lora_trainer
 fi
+# gguf (llama.cpp's GGUF writer, for `himes export ollama`'s merged GGUF:
+# lora_trainer/export_gguf.py), pinned by hash, into this layer: adding it to
+# the lock would rebuild layer 1 (4.9 GB) for a 100 kB pure-Python wheel. Its
+# dependencies (numpy, pyyaml, tqdm) are in the lock.
+gguf_pin='gguf==0.19.0 --hash=sha256:70bcd10edfe697fb2dad6e40af2234b9d8ece9a41a99761405121ebda1c3c1cd'
+if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("gguf") != "0.19.0")' 2>/dev/null; then
+  req=$(mktemp)
+  echo "$gguf_pin" >"$req"
+  "$deps/bin/python" -m pip --python "$venv/bin/python" install --quiet --disable-pip-version-check \
+    --no-deps --require-hashes -r "$req"
+  rm -f "$req"
+fi
 "$venv/bin/python" -c 'import lora_trainer, torch; print("lora_trainer from", lora_trainer.__path__[0], "torch", torch.__version__)'
 echo "setup-python.sh: dependencies $deps"
 echo "setup-python.sh: interpreter $venv/bin/python (scripts/ci/python-env.sh prints it)"

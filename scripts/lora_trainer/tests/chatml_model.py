@@ -16,7 +16,8 @@ what this builder does differently from hf_models.build_model:
 - the output rows of the tokens that are not whole UTF-8 text on their own
   (single bytes of a multi-byte character) and of the special tokens other
   than the end of turn are zero: their logit is always 0 while the greedy
-  choice's is far above it, so greedy text is valid UTF-8 and ends only at
+  choice's is far above it, so greedy text is valid UTF-8 without NUL (which
+  Ollama drops too) and ends only at
   <|im_end|>. Ollama drops invalid UTF-8 from what it returns, and stops at
   <|im_start|> as well; a random model that emitted such tokens would make
   the two sides' texts differ though their tokens agree.
@@ -96,18 +97,24 @@ def silent_ids(tok) -> list:
             out.append(i)
             continue
         try:
-            byte_level_bytes(tok.convert_ids_to_tokens(i)).decode("utf-8")
+            text = byte_level_bytes(tok.convert_ids_to_tokens(i)).decode("utf-8")
         except UnicodeDecodeError:
+            out.append(i)
+            continue
+        if "\x00" in text:  # Ollama drops NUL from what it returns
             out.append(i)
     return out
 
 
-def build_model(directory: str, seed: int = 0, hidden: int = 64, layers: int = 2) -> str:
-    """Save the model and tokenizer to directory (returned)."""
+def build_model(directory: str, seed: int = 0, hidden: int = 64, layers: int = 2, arch: str = "llama") -> str:
+    """Save the model ("llama" or "qwen2") and tokenizer to directory (returned)."""
     import transformers
 
     tok = build_tokenizer()
-    cfg = transformers.LlamaConfig(
+    classes = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+               "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM)}
+    config_cls, model_cls = classes[arch]
+    cfg = config_cls(
         vocab_size=len(tok),
         hidden_size=hidden,
         intermediate_size=2 * hidden,
@@ -122,9 +129,11 @@ def build_model(directory: str, seed: int = 0, hidden: int = 64, layers: int = 2
         tie_word_embeddings=False,
     )
     torch.manual_seed(seed)
-    model = transformers.LlamaForCausalLM(cfg)
+    model = model_cls(cfg)
     with torch.no_grad():
-        for p in model.parameters():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.normal_(0.0, 0.5)  # qwen2's q/k/v biases start at zero; random ones make the export carry them
             if p.dim() == 2:
                 p.mul_(8.0)  # peaked next-token distributions, so greedy choices are not near-ties
             p.copy_(p.to(torch.float16).to(torch.float32))

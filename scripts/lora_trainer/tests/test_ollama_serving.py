@@ -1,5 +1,8 @@
 """The trained adapter, served by a real Ollama (issue 24, item 4).
 
+This is the `--format adapter` path (Ollama converts the PEFT adapter); the
+default merged GGUF is test_served_equals_trained.py's.
+
 A LoRA is trained on a tiny random-weight Llama (chatml_model.py) by `himes
 train` against the hf backend's server (SFT on a few human rewrites, then
 GRPO steps), exported with `himes export ollama`, loaded with `ollama create`
@@ -190,7 +193,8 @@ def test_trained_adapter_served_by_ollama_rewrites_as_the_trainer(tmp_path, hime
 
     export = str(tmp_path / "export")
     run([himes_bin, "export", "ollama", "--run", run_dir, "--checkpoint", "latest", "--checkpoint-dir", ckpt,
-         "--base", model_dir, "--out", export, "--name", "tiny-rw", "--param", "num_thread=1"], "himes export ollama")
+         "--base", model_dir, "--out", export, "--name", "tiny-rw", "--param", "num_thread=1", "--format", "adapter"],
+        "himes export ollama")
     modelfile = os.path.join(export, "Modelfile")
     out = ollama.create("tiny-rw", modelfile)
     # Ollama must have recognized the chat template (else it would send the raw prompt text).
