@@ -87,6 +87,9 @@ func EmbedDocsCached(ctx context.Context, e embedding.Embedder, texts []string, 
 		if c := embedding.Cosine(probe[0], d.Vector(0)); c < 0.999 {
 			return nil, fmt.Errorf("dense cache %s: the model's vector of the first text has cosine %.4f with the cached one: remove the file to embed the knowledge base again", path, c)
 		}
+		// Named by the embedder, as a freshly embedded index is: memory's
+		// re-rank reuses the matrix only when the names match.
+		d.name = e.Name()
 		slog.Info("retrieval: dense vectors from cache", "file", path, "rows", d.rows, "dim", d.dim)
 		if progress != nil {
 			progress(len(texts), len(texts))

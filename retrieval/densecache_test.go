@@ -66,6 +66,11 @@ func TestEmbedDocsCached(t *testing.T) {
 	if d2.Dim() != 16 || !slices.Equal(d1.data, d2.data) {
 		t.Fatal("cached vectors differ from the built ones")
 	}
+	// Named like the built index (the embedder's name, not the file's
+	// fingerprint), so memory's re-rank recognizes its space and reuses it.
+	if d1.name != e.Name() || d2.name != d1.name {
+		t.Fatalf("index names: built %q, cached %q; want the embedder's %q", d1.name, d2.name, e.Name())
+	}
 	// Other texts or another model digest: another file, embedded afresh.
 	if DenseCachePath(dir, "ollama:m@d1", texts[:3]) == path || DenseCachePath(dir, "ollama:m@d2", texts) == path {
 		t.Fatal("the cache key ignores the texts or the model")
