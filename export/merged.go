@@ -6,15 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/ollama/ollama/parser"
-
-	"github.com/himes-rl/himes/internal/atomicfile"
 )
 
 // Export formats of `himes export ollama --format`.
@@ -103,20 +100,9 @@ func WriteOllamaMerged(ctx context.Context, o Ollama, python, dtype string) (Mer
 	res.GGUF = out
 
 	mf := parser.Modelfile{Commands: append([]parser.Command{{Name: "model", Args: out}}, params...)}
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Written by `himes export ollama --format merged`: adapter %s merged into %s, %s.\n", adapter, base, strings.ToUpper(dtype))
-	for _, line := range strings.Split(MergedNote, "\n") {
-		fmt.Fprintf(&b, "# %s\n", line)
-	}
-	b.WriteString(mf.String())
 	res.Modelfile = filepath.Join(o.Out, "Modelfile")
-	if err := atomicfile.Write(res.Modelfile, 0o644, func(w io.Writer) error {
-		_, err := io.WriteString(w, b.String())
-		return err
-	}); err != nil {
-		return res, fmt.Errorf("write %s: %w", res.Modelfile, err)
-	}
-	return res, nil
+	header := []string{fmt.Sprintf("Written by `himes export ollama --format merged`: adapter %s merged into %s, %s.", adapter, base, strings.ToUpper(dtype))}
+	return res, writeModelfile(res.Modelfile, append(header, strings.Split(MergedNote, "\n")...), mf)
 }
 
 func lastLine(b []byte) []byte {

@@ -152,23 +152,28 @@ func WriteOllama(o Ollama) (OllamaResult, error) {
 		{Name: "model", Args: base},
 		{Name: "adapter", Args: res.Adapter},
 	}, params...)}
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Written by `himes export ollama`: the rewriter trained with LoRA on top of its base model.\n")
+	header := []string{"Written by `himes export ollama`: the rewriter trained with LoRA on top of its base model."}
 	if res.AdapterBase != "" {
-		fmt.Fprintf(&b, "# The adapter (%s) was trained on %s; FROM must hold the same weights.\n", adapter, res.AdapterBase)
+		header = append(header, fmt.Sprintf("The adapter (%s) was trained on %s; FROM must hold the same weights.", adapter, res.AdapterBase))
 	}
-	for _, line := range strings.Split(OllamaNote, "\n") {
+	res.Modelfile = filepath.Join(o.Out, "Modelfile")
+	return res, writeModelfile(res.Modelfile, append(header, strings.Split(OllamaNote, "\n")...), mf)
+}
+
+// writeModelfile writes mf to path atomically, after the comment lines.
+func writeModelfile(path string, comments []string, mf parser.Modelfile) error {
+	var b strings.Builder
+	for _, line := range comments {
 		fmt.Fprintf(&b, "# %s\n", line)
 	}
 	b.WriteString(mf.String())
-	res.Modelfile = filepath.Join(o.Out, "Modelfile")
-	if err := atomicfile.Write(res.Modelfile, 0o644, func(w io.Writer) error {
+	if err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
 		_, err := io.WriteString(w, b.String())
 		return err
 	}); err != nil {
-		return res, fmt.Errorf("write %s: %w", res.Modelfile, err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return res, nil
+	return nil
 }
 
 // checkOllamaAdapter refuses what Ollama v0.6.5 cannot convert, or converts
