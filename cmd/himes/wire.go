@@ -156,7 +156,12 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 	}
 	c.Retrieve = c.Retriever
 	if cfg.Data.KB != "" {
-		splits := []judgedSplit{{"data.train", cfg.Data.Train, c.Train}, {"the dev split (data.dev_fraction)", cfg.Data.Train, c.Dev}}
+		// The held-out splits' judgments make the retrieval metrics; the
+		// training prompts' make a reward only with a retrieval term.
+		splits := []judgedSplit{{"the dev split (data.dev_fraction)", cfg.Data.Train, c.Dev}}
+		if cfg.Reward.Retrieval() {
+			splits = append(splits, judgedSplit{"data.train", cfg.Data.Train, c.Train})
+		}
 		if cfg.Data.Eval != "" {
 			splits = append(splits, judgedSplit{"data.eval", cfg.Data.Eval, c.Eval})
 		} else {
