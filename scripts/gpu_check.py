@@ -16,7 +16,7 @@ backend (transformers + peft; bf16 on the GPU, fp32 on the CPU). Then it
      sample / grpo_step call;
   3. saves the trained adapter and checks that PeftModel.from_pretrained(base,
      adapter) gives the server's logprobs (and not the base model's);
-  4. writes an Ollama Modelfile for it with `himes export ollama`;
+  4. merges the trained adapter into one GGUF and writes its Ollama Modelfile (`himes export ollama`);
   5. data parallelism (--ddp-ranks, default 2): the trainer under torchrun
      with N ranks against one process, on the same model in float32, takes
      the same sft_step and grpo_step updates (loss, gradient norm and the
@@ -334,8 +334,8 @@ def main() -> int:
             fail("PeftModel.from_pretrained does not reproduce the server's logprobs")
 
         # 4. Ollama export of the trained adapter
-        rc, text = run([himes, "export", "ollama", "--base", "gpu-check-llama", "--adapter", ck, "--out", os.path.join(work, "ollama")],
-                       os.path.join(out, "export.log"), 120)
+        rc, text = run([himes, "export", "ollama", "--base", base_dir, "--adapter", ck, "--out", os.path.join(work, "ollama")],
+                       os.path.join(out, "export.log"), 600)
         result["export_ollama"] = {"rc": rc, "modelfile": open(os.path.join(work, "ollama", "Modelfile")).read() if rc == 0 else text}
         if rc != 0:
             fail("himes export ollama: " + (text.strip().splitlines() or ["(no output)"])[-1])

@@ -37,8 +37,8 @@ def test_gpu_check_on_the_cpu(tmp_path, himes_bin, hf_available):
     pr = r["peft_reload"]
     assert pr["matches_server"] is True and pr["max_abs_diff"] <= pr["tolerance"] == 1e-4
     assert pr["differs_from_base"] is True
-    # 4. the Ollama export wrote a Modelfile naming the adapter
-    assert r["export_ollama"]["rc"] == 0 and "ADAPTER" in r["export_ollama"]["modelfile"]
+    # 4. the Ollama export merged the adapter into one GGUF and wrote a Modelfile FROM it
+    assert r["export_ollama"]["rc"] == 0 and "model.gguf" in r["export_ollama"]["modelfile"], r["export_ollama"]
     # 5. two torchrun ranks (gloo on the CPU) take the one-process update
     ddp = r["ddp"]
     assert ddp["ok"] is True and ddp["world_size"] == 2, ddp
