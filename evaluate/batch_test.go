@@ -90,4 +90,34 @@ func TestEvaluateBatchesRetrievalSameResults(t *testing.T) {
 	if b.Failures["rewrite"] != 1 || b.Failures["retrieve"] != 1 {
 		t.Errorf("better's failures %v, want 1 rewrite and 1 retrieve", b.Failures)
 	}
+
+	// A batch that fails transiently (a search node stalled while it ran:
+	// every other request times out) costs no turn: each failed one is
+	// retried on its own, and the evaluation is turn by turn's again. The
+	// turn whose own call fails too stays failed.
+	flaky := &flakyBatch{batchRank: batchRank{rankRetriever: &rankRetriever{runs: runs, k: 2}}}
+	gotRep, got = evaluate(flaky)
+	if flaky.failedInBatch == 0 {
+		t.Fatal("the flaky batch failed nothing: the test cannot tell a retry")
+	}
+	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotRep, wantRep) {
+		t.Error("a batch with transient failures gives another evaluation than turn by turn")
+	}
+}
+
+// flakyBatch fails every other request of a batch; single calls go through.
+type flakyBatch struct {
+	batchRank
+	failedInBatch int
+}
+
+func (f *flakyBatch) RetrieveBatch(ctx context.Context, reqs []retrieval.Request) ([]retrieval.Result, []error) {
+	res, errs := f.batchRank.RetrieveBatch(ctx, reqs)
+	for i := range errs {
+		if i%2 == 0 && errs[i] == nil {
+			res[i], errs[i] = retrieval.Result{}, fmt.Errorf("timeout after 8 attempt(s): context deadline exceeded")
+			f.failedInBatch++
+		}
+	}
+	return res, errs
 }
