@@ -229,16 +229,7 @@ func (e *E5) cachePath(fp, typ, text string) string {
 func (e *E5) checkDim(n int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if n == 0 {
-		return errors.New("empty vector")
-	}
-	if e.dim == 0 {
-		e.dim = n
-	}
-	if n != e.dim {
-		return fmt.Errorf("vector of dimension %d, earlier ones had %d", n, e.dim)
-	}
-	return nil
+	return fixDim(&e.dim, n)
 }
 
 type e5Request struct {

@@ -176,31 +176,35 @@ type Ollama struct {
 	// memo keeps the vectors of this process's texts (queries, memories,
 	// re-ranked chunks), so a text embedded ahead in a batch (Prefetch) or
 	// earlier in the run costs nothing the next time.
-	memo memo
+	memo VecMemo
 }
 
-// memoMax bounds the in-memory vectors (at 384 dimensions, 1.5 KiB each:
-// about 48 MiB when full); when full the memo starts over (re-embedding is
-// only a cost, never a different vector: the disk cache keeps them).
+// memoMax bounds the Ollama embedder's in-memory vectors (at 384
+// dimensions, 1.5 KiB each: about 48 MiB when full).
 const memoMax = 1 << 15
 
-// memo is a bounded map from text to vector, safe for concurrent use.
-type memo struct {
-	mu sync.Mutex
-	m  map[string][]float32
+// VecMemo is a bounded map from text to vector, safe for concurrent use;
+// when Max entries are held it starts over (re-embedding is only a cost,
+// never a different vector: the disk caches keep them).
+type VecMemo struct {
+	Max int
+	mu  sync.Mutex
+	m   map[string][]float32
 }
 
-func (c *memo) get(k string) ([]float32, bool) {
+// Get returns the vector kept for k.
+func (c *VecMemo) Get(k string) ([]float32, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v, ok := c.m[k]
 	return v, ok
 }
 
-func (c *memo) put(k string, v []float32) {
+// Put keeps v for k.
+func (c *VecMemo) Put(k string, v []float32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= memoMax {
+	if c.m == nil || len(c.m) >= c.Max {
 		c.m = make(map[string][]float32)
 	}
 	c.m[k] = v
@@ -230,7 +234,7 @@ func NewOllama(host, model string, batch int, cacheDir string) (*Ollama, error) 
 	if err != nil {
 		return nil, fmt.Errorf("ollama embedder: %w", err)
 	}
-	return &Ollama{client: client, model: model, batch: batch, cacheDir: cacheDir}, nil
+	return &Ollama{client: client, model: model, batch: batch, cacheDir: cacheDir, memo: VecMemo{Max: memoMax}}, nil
 }
 
 // SetThreads sets the server's num_thread for this embedder's requests (0 =
@@ -341,7 +345,7 @@ func (o *Ollama) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	var missing []int         // first index of each distinct text to embed
 	dup := map[string][]int{} // text → its later indexes, filled once it is embedded
 	for i, t := range texts {
-		if v, ok := o.memo.get(t); ok {
+		if v, ok := o.memo.Get(t); ok {
 			out[i] = v
 			continue
 		}
@@ -352,7 +356,7 @@ func (o *Ollama) Embed(ctx context.Context, texts []string) ([][]float32, error)
 					return nil, fmt.Errorf("ollama embed cache %s: %w", o.cachePath(digest, t), err)
 				}
 				out[i] = v
-				o.memo.put(t, v)
+				o.memo.Put(t, v)
 				continue
 			}
 			if !errors.Is(err, fs.ErrNotExist) {
@@ -395,7 +399,7 @@ func (o *Ollama) Embed(ctx context.Context, texts []string) ([][]float32, error)
 			for _, k := range dup[texts[i]] {
 				out[k] = v
 			}
-			o.memo.put(texts[i], v)
+			o.memo.Put(texts[i], v)
 			if o.cacheDir != "" {
 				if err := writeVec(o.cachePath(digest, texts[i]), v); err != nil {
 					return nil, fmt.Errorf("ollama embed cache: %w", err)
@@ -426,14 +430,21 @@ var _ Prefetcher = (*Ollama)(nil)
 func (o *Ollama) checkDim(n int) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	return fixDim(&o.dim, n)
+}
+
+// fixDim checks a vector's length n against *dim, the length of the
+// embedder's earlier vectors, which the first one sets (the caller holds
+// the lock that guards *dim).
+func fixDim(dim *int, n int) error {
 	if n == 0 {
 		return errors.New("empty vector")
 	}
-	if o.dim == 0 {
-		o.dim = n
+	if *dim == 0 {
+		*dim = n
 	}
-	if n != o.dim {
-		return fmt.Errorf("vector of dimension %d, earlier ones had %d", n, o.dim)
+	if n != *dim {
+		return fmt.Errorf("vector of dimension %d, earlier ones had %d", n, *dim)
 	}
 	return nil
 }

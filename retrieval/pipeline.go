@@ -50,7 +50,7 @@ type Pipeline struct {
 	// dense index: rollouts retrieve the same chunks over and over.
 	chunkVecs []atomic.Pointer[[]float32]
 	// textVecs does the same for chunks a service returns, keyed by text.
-	textVecs vecCache
+	textVecs embedding.VecMemo
 }
 
 // Open builds the retrieval pipeline from config: loads the KB (JSONL or
@@ -70,7 +70,7 @@ func Open(ctx context.Context, cfg Config, kbPath string, opts ...OpenOption) (*
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("retrieval config: %w", err)
 	}
-	p := &Pipeline{cfg: cfg, textVecs: vecCache{max: 1 << 16}}
+	p := &Pipeline{cfg: cfg, textVecs: embedding.VecMemo{Max: 1 << 16}}
 	var err error
 	switch {
 	case kbPath != "":

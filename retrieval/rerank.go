@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/himes-rl/himes/memory"
 
@@ -162,7 +161,7 @@ func (p *Pipeline) missingCandidateTexts(emb embedding.Embedder, cands []Ranked)
 	for _, c := range cands {
 		switch {
 		case p.service != nil:
-			if _, ok := p.textVecs.get(c.Chunk.IndexText()); !ok {
+			if _, ok := p.textVecs.Get(c.Chunk.IndexText()); !ok {
 				out = append(out, c.Chunk.IndexText())
 			}
 		case p.dense != nil && p.dense.name == emb.Name():
@@ -226,7 +225,7 @@ func (p *Pipeline) serviceVectors(ctx context.Context, emb embedding.Embedder, c
 	var texts []string
 	for i, c := range cands {
 		t := c.Chunk.IndexText()
-		if v, ok := p.textVecs.get(t); ok {
+		if v, ok := p.textVecs.Get(t); ok {
 			out[i] = v
 		} else {
 			missing = append(missing, i)
@@ -242,31 +241,7 @@ func (p *Pipeline) serviceVectors(ctx context.Context, emb embedding.Embedder, c
 	}
 	for j, i := range missing {
 		out[i] = vs[j]
-		p.textVecs.put(texts[j], vs[j])
+		p.textVecs.Put(texts[j], vs[j])
 	}
 	return out, nil
-}
-
-// vecCache is a bounded map from text to embedding; when full it starts
-// over (re-embedding is only a cost, never a different result).
-type vecCache struct {
-	mu  sync.Mutex
-	m   map[string][]float32
-	max int
-}
-
-func (c *vecCache) get(k string) ([]float32, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.m[k]
-	return v, ok
-}
-
-func (c *vecCache) put(k string, v []float32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= c.max {
-		c.m = make(map[string][]float32)
-	}
-	c.m[k] = v
 }
