@@ -128,18 +128,22 @@ func TestRunThroughRetrievalService(t *testing.T) {
 			st.Failed, sc.calls, resp.calls.Load())
 	}
 
-	// A call that fails (after its retry) fails every rollout of its batch.
+	// A call that fails (after its retry) fails its batch; each of its
+	// rollouts is then retried on a call of its own, so only the rewrite the
+	// service cannot answer fails: 2 attempts for the batch, 2 for "boom"
+	// alone, 1 for "fine rewrite" alone.
 	svc.reset()
 	recs, st, err = r.Run(t.Context(), 2, []Group{group("c", "q", "boom", "fine rewrite")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, rec := range recs {
-		if rec.ErrorKind != KindRetrievalUnavailable || !strings.Contains(rec.Error, "out of memory") {
-			t.Errorf("record %d: kind %q (%s), want %s with the server's message", i, rec.ErrorKind, rec.Error, KindRetrievalUnavailable)
-		}
+	if recs[0].ErrorKind != KindRetrievalUnavailable || !strings.Contains(recs[0].Error, "out of memory") {
+		t.Errorf("record 0: kind %q (%s), want %s with the server's message", recs[0].ErrorKind, recs[0].Error, KindRetrievalUnavailable)
 	}
-	if st.Failed != 2 || len(svc.calls) != 2 {
-		t.Errorf("failed %d after %d calls: want both failed after 2 attempts", st.Failed, len(svc.calls))
+	if recs[1].Failed() || len(recs[1].ChunkIDs) != 3 {
+		t.Errorf("record 1: %q, %d chunks: want it retrieved on its own call", recs[1].Error, len(recs[1].ChunkIDs))
+	}
+	if st.Failed != 1 || len(svc.calls) != 5 {
+		t.Errorf("failed %d after %d calls: want 1 failed after 5 (2 for the batch, 2 for boom, 1 for the other)", st.Failed, len(svc.calls))
 	}
 }
