@@ -221,6 +221,11 @@ def main() -> int:
     ap.add_argument("--ddp-ranks", type=int, default=2, help="check 5: torchrun ranks against one process (0 = skip)")
     ap.add_argument("--ddp-steps", type=int, default=3, help="check 5: grpo_steps timed on each")
     ap.add_argument("--ddp-tolerance", type=float, default=1e-4, help="check 5: relative tolerance of the comparison")
+    ap.add_argument("--ddp-micro-batch-size", type=int, default=0,
+                    help="check 5: rows per forward pass on both sides (0 = whole request: the ranks pad their shards "
+                         "to other lengths than one process does, so float sums differ at ~1e-4; 1 = every row alone)")
+    ap.add_argument("--ddp-threads", type=int, default=0,
+                    help="check 5, on a CPU: threads per rank (one process gets ranks × this); 0 = each process's default")
     ap.add_argument("--vllm-agreement", type=float, default=0.9,
                     help="check 6: least share of prompts whose greedy first token agrees between vLLM and transformers")
     a = ap.parse_args()
@@ -399,14 +404,20 @@ class Trainer:
 
 def ddp_check(base_dir, a, work, out):
     """Check 5: N ranks take one process's update; the grpo_step time of each."""
+    micro = getattr(a, "ddp_micro_batch_size", 0)
     argv = ["--backend", "hf", "--base-model", base_dir, "--dtype", "float32", "--device", a.device, "--lora-rank", "16",
-            "--seed", str(a.seed), "--max-prompt-tokens", str(a.max_prompt_tokens or 256), "--dist-timeout", "120"]
+            "--seed", str(a.seed), "--max-prompt-tokens", str(a.max_prompt_tokens or 256), "--dist-timeout", "120",
+            "--micro-batch-size", str(micro)]
+    # On a CPU the two sides get the same cores: one process T × N threads, each of N ranks T.
+    threads = getattr(a, "ddp_threads", 0)
+    one_argv = argv + (["--threads", str(threads * a.ddp_ranks)] if threads else [])
+    many_argv = argv + (["--threads", str(threads)] if threads else [])
     prompts = [{"messages": [{"role": "user", "content": t}]} for t in demo_texts()[: 2 * a.ddp_ranks]]
-    res = {"ranks": a.ddp_ranks, "ok": True, "problems": []}
-    one = Trainer(argv, 1, os.path.join(work, "one"), os.path.join(out, "ddp-one.log"))
+    res = {"ranks": a.ddp_ranks, "micro_batch_size": micro, "threads_per_rank": threads, "ok": True, "problems": []}
+    one = Trainer(one_argv, 1, os.path.join(work, "one"), os.path.join(out, "ddp-one.log"))
     many = None
     try:
-        many = Trainer(argv, a.ddp_ranks, os.path.join(work, "many"), os.path.join(out, "ddp-many.log"))
+        many = Trainer(many_argv, a.ddp_ranks, os.path.join(work, "many"), os.path.join(out, "ddp-many.log"))
         with urllib.request.urlopen(many.url + "/v1/info", timeout=60) as r:
             res["world_size"] = json.loads(r.read())["world_size"]
         if res["world_size"] != a.ddp_ranks:
@@ -443,6 +454,7 @@ def ddp_check(base_dir, a, work, out):
                 res["problems"].append(f"{path} parameter delta: relative difference {rel:.2e}")
         res["max_relative_difference"] = worst
         res["median_grpo_step_s"] = {n: sorted(v)[len(v) // 2] for n, v in times.items() if v}
+        res["grpo_step_s"] = times
         res["ok"] = not res["problems"]
     except Exception as e:  # noqa: BLE001 - reported, and the check fails
         res["ok"] = False
