@@ -44,6 +44,8 @@ Usage (the project venv, scripts/ci/python-env.sh prints it):
   python scripts/memory_finetune.py [--data FILE] [--model-dir DIR] [--out results.json]
       [--seeds 1 2 3] [--methods lora lastlayer] [--threads 1]
   python scripts/memory_finetune.py --baseline-only     # plain MiniLM per half, no training
+  python scripts/memory_finetune.py --fit-curve --methods lora   # diagnostic: MRR@3 on the training
+      # half and on the other half after 1..16 steps (seed 1, the a-priori setting; nothing chosen)
 
 Runs offline, float32, on the CPU.
 """
@@ -507,6 +509,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     ap.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     ap.add_argument("--baseline-only", action="store_true", help="plain MiniLM per half only, no training")
+    ap.add_argument("--fit-curve", action="store_true",
+                    help="diagnostic instead of the measurement: per method, train on each half (first seed) and "
+                         "print MRR@3 on the training half and on the other after 1, 2, 4, 8, 16 steps")
     args = ap.parse_args(argv)
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -550,6 +555,31 @@ def main(argv: list[str] | None = None) -> int:
     for h in HALVES:
         log(f"plain MiniLM on {h}: MRR@3 {mean([v for t, v in zip(lab, rep.baseline) if half_of(t.topic) == h]):.3f}")
     log(f"plain MiniLM, all labelled turns: MRR@3 {mean(rep.baseline):.3f}")
+
+    if args.fit_curve:
+        curve: dict[str, Any] = {}
+        for method in args.methods:
+            st = Setting(method, GRID[method]["lr"][0], GRID[method]["temperature"][0])
+            for train_half, test_half in (("A", "B"), ("B", "A")):
+                tr = [t for t in turns if half_of(t.topic) == train_half]
+                seen = labelled(tr)
+                unseen = [t for t in lab if half_of(t.topic) == test_half]
+                rows: dict[str, Any] = {"0": {"train": mean(mrr_of(seen, score_turns(enc, enc.model, seen))),
+                                              "held_out": mean(mrr_of(unseen, score_turns(enc, enc.model, unseen)))}}
+
+                def point(step: int, model: Any, seen: list[Turn] = seen, unseen: list[Turn] = unseen,
+                          rows: dict[str, Any] = rows) -> None:
+                    rows[str(step)] = {"train": mean(mrr_of(seen, score_turns(enc, model, seen))),
+                                       "held_out": mean(mrr_of(unseen, score_turns(enc, model, unseen)))}
+
+                train(enc, st, tr, args.seeds[0], [*STEPS, 16], point)
+                curve[f"{method} trained on {train_half}"] = rows
+                print(f"{method} trained on {train_half} (seed {args.seeds[0]}), MRR@3 train / {test_half}: " +
+                      "  ".join(f"step {k} {v['train']:.3f}/{v['held_out']:.3f}" for k, v in rows.items()), flush=True)
+        result["fit_curve"] = curve
+        result["load_avg_end"] = load_avg()
+        write_json_atomic(args.out, result)
+        return 0
 
     if not args.baseline_only:
         for method in args.methods:
