@@ -59,10 +59,15 @@ type Index struct {
 	maxSat  []float64 // max over t's postings of tf/(tf+norm[d]) (lucene: of tfNorm): the MaxScore bound without weights
 
 	// Decoded postings with their saturated tf, for the dense search of
-	// small indexes (nil otherwise): term t's are [impOff[t], impOff[t+1]).
+	// small indexes (nil otherwise): term t's are [impOff[t], impOff[t+1]),
+	// posting j's document impDoc[j] (a small index has ≤ 65,536 documents)
+	// and its tf/(tf + norm) satVal[impSat[j]]: the saturations are shared,
+	// since they take only as many values as there are distinct pairs of
+	// (tf, document length), so a posting costs 4 bytes instead of 12.
 	impOff []uint32
-	impDoc []uint32
-	impSat []float64
+	impDoc []uint16
+	impSat []uint16
+	satVal []float64
 
 	luc *luceneStats // non-nil under ScoringLucene (the fields above then serve only IDF)
 	// disk holds the ids, terms and texts of an on-disk index (nil in
@@ -422,13 +427,15 @@ func (ix *Index) finish(totalLen uint64) {
 	for d, l := range ix.docLen {
 		ix.norm[d] = ix.params.K1 * (1 - ix.params.B + ix.params.B*float64(l)/ix.avgdl)
 	}
-	nt := len(ix.termStr)
+	nt := len(ix.post.df)
 	ix.idf = make([]float64, nt)
 	ix.maxSat = make([]float64, nt)
-	impacts := n <= denseMaxDocs && ix.post.numPostings() <= maxImpacts
+	np := ix.post.numPostings()
+	impacts := n <= denseMaxDocs && np <= maxImpacts
+	var satIdx map[uint64]uint16 // (tf, document length) → its saturation's index in satVal
 	if impacts {
-		np := ix.post.numPostings()
-		ix.impOff, ix.impDoc, ix.impSat = make([]uint32, 0, nt+1), make([]uint32, 0, np), make([]float64, 0, np)
+		ix.impOff, ix.impDoc, ix.impSat = make([]uint32, 0, nt+1), make([]uint16, 0, np), make([]uint16, 0, np)
+		satIdx = map[uint64]uint16{}
 	}
 	var c cursor
 	for t := 0; t < nt; t++ {
@@ -442,18 +449,32 @@ func (ix *Index) finish(totalLen uint64) {
 			s := ix.sat(c.tf(), c.doc())
 			m = max(m, s)
 			if impacts {
-				ix.impDoc, ix.impSat = append(ix.impDoc, c.doc()), append(ix.impSat, s)
+				// the same (tf, length) has the same norm, hence the same saturation
+				key := uint64(c.tf())<<32 | uint64(ix.docLen[c.doc()])
+				v, ok := satIdx[key]
+				if !ok {
+					if len(ix.satVal) > math.MaxUint16 {
+						impacts = false // too many distinct values: search the blocks
+						ix.impOff, ix.impDoc, ix.impSat, ix.satVal, satIdx = nil, nil, nil, nil, nil
+						continue
+					}
+					v = uint16(len(ix.satVal))
+					satIdx[key] = v
+					ix.satVal = append(ix.satVal, s)
+				}
+				ix.impDoc, ix.impSat = append(ix.impDoc, uint16(c.doc())), append(ix.impSat, v)
 			}
 		}
 		ix.maxSat[t] = m
 	}
 	if impacts {
 		ix.impOff = append(ix.impOff, uint32(len(ix.impDoc)))
+		ix.satVal = slices.Clip(ix.satVal)
 	}
 }
 
-// maxImpacts bounds the decoded postings kept for the dense search (12
-// bytes each, at most 24 MiB): decoding and dividing at query time cost
+// maxImpacts bounds the decoded postings kept for the dense search (4
+// bytes each, at most 8 MiB): decoding and dividing at query time cost
 // about half of a search on the demo KB.
 const maxImpacts = 1 << 21
 
@@ -831,12 +852,12 @@ func (ix *Index) searchDense(sc *searchScratch, k int, impacts bool) []Hit {
 	for _, q := range sc.qs {
 		if impacts {
 			lo, hi := ix.impOff[q.t], ix.impOff[q.t+1]
-			sats := ix.impSat[lo:hi]
+			sats, vals := ix.impSat[lo:hi], ix.satVal
 			for j, d := range ix.impDoc[lo:hi] {
 				if acc[d] == 0 {
-					touched = append(touched, d)
+					touched = append(touched, uint32(d))
 				}
-				acc[d] += contrib(q.w, sats[j])
+				acc[d] += contrib(q.w, vals[sats[j]])
 			}
 			continue
 		}

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -41,6 +42,7 @@ type params struct {
 	// the reference then split alike.
 	KB, QueryFile                       string
 	Reps                                int
+	MemProfile                          string
 	Docs, Vocab, MeanLen, Queries, Skip int
 	S                                   float64
 	Seed                                uint64
@@ -72,8 +74,12 @@ func main() {
 	flag.Float64Var(&p.B, "b", 0.4, "BM25 b")
 	flag.StringVar(&p.KB, "kb", "", "a real knowledge base (JSONL with text and optional title) instead of the Zipf corpus")
 	flag.StringVar(&p.QueryFile, "queryfile", "", "real queries (one a line, or JSONL with question) instead of Zipf queries; needs -kb")
+	flag.StringVar(&p.MemProfile, "memprofile", "", "with -engine himes or bleve: write a heap profile of the live index (after GC) to this file")
 	flag.IntVar(&p.Reps, "reps", 3, "repetitions of himes and bleve, interleaved (himes bleve, bleve himes, ...); medians reported")
 	flag.Parse()
+	if p.MemProfile != "" {
+		runtime.MemProfileRate = 1 // every allocation, not a sample
+	}
 	if *engine != "" {
 		r, err := runEngine(*engine, p)
 		if err != nil {
@@ -205,6 +211,9 @@ func runEngine(engine string, p params) (result, error) {
 		}
 		r.IndexSecs = time.Since(start).Seconds()
 		r.HeapBytes = heapSince(before)
+		if err := writeHeapProfile(p.MemProfile); err != nil {
+			return r, err
+		}
 		start = time.Now()
 		r.Top10 = make([][]string, len(queries))
 		for i, q := range queries {
@@ -222,6 +231,9 @@ func runEngine(engine string, p params) (result, error) {
 		defer idx.Close()
 		r.IndexSecs = secs
 		r.HeapBytes = heapSince(before)
+		if err := writeHeapProfile(p.MemProfile); err != nil {
+			return r, err
+		}
 		start := time.Now()
 		r.Top10 = make([][]string, len(queries))
 		for i, q := range queries {
@@ -248,6 +260,23 @@ func runEngine(engine string, p params) (result, error) {
 	r.DocsPerSec = float64(len(ids)) / r.IndexSecs
 	runtime.KeepAlive(texts)
 	return r, nil
+}
+
+// writeHeapProfile writes the live heap (after a GC) to path, if set.
+func writeHeapProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func heapSince(before runtime.MemStats) uint64 {
