@@ -52,11 +52,10 @@ type Index struct {
 	avgdl    float64
 	norm     []float64 // k1·(1 − b + b·|d|/avgdl), per document
 
-	terms   map[string]uint32
-	termStr []string
-	post    *postingLists // by ascending document number
-	idf     []float64
-	maxSat  []float64 // max over t's postings of tf/(tf+norm[d]) (lucene: of tfNorm): the MaxScore bound without weights
+	dict   *termDict     // the vocabulary (nil on disk)
+	post   *postingLists // by ascending document number
+	idf    []float64
+	maxSat []float64 // max over t's postings of tf/(tf+norm[d]) (lucene: of tfNorm): the MaxScore bound without weights
 
 	// Decoded postings with their saturated tf, for the dense search of
 	// small indexes (nil otherwise): term t's are [impOff[t], impOff[t+1]),
@@ -71,7 +70,7 @@ type Index struct {
 
 	luc *luceneStats // non-nil under ScoringLucene (the fields above then serve only IDF)
 	// disk holds the ids, terms and texts of an on-disk index (nil in
-	// memory); then ids, terms and termStr are unused.
+	// memory); then ids and dict are unused.
 	disk *diskData
 
 	// scratch recycles per-query buffers (cursors hold two decoded blocks
@@ -137,7 +136,10 @@ func buildIndex(ids, texts []string, p BM25Params, an analysis.Analyzer, progres
 			return nil, fmt.Errorf("build index: document ids must be strictly ascending: %q then %q", ids[i-1], ids[i])
 		}
 	}
-	ix := &Index{params: p, analyzer: an, ids: slices.Clone(ids), docLen: make([]uint32, len(ids)), terms: map[string]uint32{}}
+	ix := &Index{params: p, analyzer: an, ids: slices.Clone(ids), docLen: make([]uint32, len(ids))}
+	// the vocabulary while building: a map, then one compact dictionary
+	terms := map[string]uint32{}
+	var termStr []string
 	// Analysis (the expensive part: tokenizing and vocabulary lookups) runs
 	// in parallel over sub-ranges of a chunk of documents, each worker with
 	// its own vocabulary; a sequential pass then maps worker terms to global
@@ -187,7 +189,7 @@ func buildIndex(ids, texts []string, p BM25Params, an analysis.Analyzer, progres
 			for k, d := range part.docs {
 				pairs := part.pairs[part.docOff[k]:part.docOff[k+1]]
 				for x := 0; x < len(pairs); x += 2 {
-					g, added := internTerm(m, pairs[x], part.strs, ix.terms, &ix.termStr)
+					g, added := internTerm(m, pairs[x], part.strs, terms, &termStr)
 					if added {
 						tb = append(tb, termBuilder{})
 					}
@@ -202,6 +204,11 @@ func buildIndex(ids, texts []string, p BM25Params, an analysis.Analyzer, progres
 		}
 	}
 	ix.post = flattenPostings(tb)
+	dict, err := newTermDict(termStr)
+	if err != nil {
+		return nil, fmt.Errorf("build index: %w", err)
+	}
+	ix.dict = dict
 	ix.finish(total)
 	return ix, nil
 }
@@ -507,8 +514,7 @@ func (ix *Index) termID(s string) (uint32, bool) {
 	if ix.disk != nil {
 		return ix.disk.lookup(s)
 	}
-	t, ok := ix.terms[s]
-	return t, ok
+	return ix.dict.lookup(s)
 }
 
 // NumTerms is the vocabulary size.
