@@ -52,10 +52,15 @@ type Index struct {
 	avgdl    float64
 	norm     []float64 // k1·(1 − b + b·|d|/avgdl), per document
 
-	dict   *termDict     // the vocabulary (nil on disk)
-	post   *postingLists // by ascending document number
-	idf    []float64
-	maxSat []float64 // max over t's postings of tf/(tf+norm[d]) (lucene: of tfNorm): the MaxScore bound without weights
+	dict *termDict     // the vocabulary (nil on disk)
+	post *postingLists // by ascending document number
+	idf  []float64     // nil in memory under exact scoring: see termIDF
+	// maxSat: max over t's postings of tf/(tf+norm[d]) (lucene: of
+	// tfNorm), the MaxScore bound without weights; an index built in
+	// memory that MaxScore does not search computes it only if asked
+	// (maxSatBounds, tests), once.
+	maxSat     []float64
+	maxSatOnce sync.Once
 
 	// Decoded postings with their saturated tf, for the dense search of
 	// small indexes (nil otherwise): term t's are [impOff[t], impOff[t+1]),
@@ -434,50 +439,71 @@ func (ix *Index) finish(totalLen uint64) {
 	for d, l := range ix.docLen {
 		ix.norm[d] = ix.params.K1 * (1 - ix.params.B + ix.params.B*float64(l)/ix.avgdl)
 	}
-	nt := len(ix.post.df)
-	ix.idf = make([]float64, nt)
-	ix.maxSat = make([]float64, nt)
-	np := ix.post.numPostings()
-	impacts := n <= denseMaxDocs && np <= maxImpacts
-	var satIdx map[uint64]uint16 // (tf, document length) → its saturation's index in satVal
-	if impacts {
-		ix.impOff, ix.impDoc, ix.impSat = make([]uint32, 0, nt+1), make([]uint16, 0, np), make([]uint16, 0, np)
-		satIdx = map[uint64]uint16{}
+	// idf is computed from df when a query needs it (termIDF); the MaxScore
+	// bounds only for an index that MaxScore searches (maxSatBounds).
+	if n > denseMaxDocs {
+		ix.maxSatBounds()
+	} else if np := ix.post.numPostings(); np <= maxImpacts {
+		ix.buildImpacts(np)
 	}
+}
+
+// buildImpacts decodes the np postings into impOff, impDoc, impSat and
+// satVal, unless there are more than 65,536 distinct saturations.
+func (ix *Index) buildImpacts(np int) {
+	nt := len(ix.post.df)
+	ix.impOff, ix.impDoc, ix.impSat = make([]uint32, 0, nt+1), make([]uint16, 0, np), make([]uint16, 0, np)
+	satIdx := map[uint64]uint16{} // (tf, document length) → its saturation's index in satVal
 	var c cursor
-	for t := 0; t < nt; t++ {
-		df := float64(ix.post.df[t])
-		ix.idf[t] = math.Log(1 + (float64(n)-df+0.5)/(df+0.5))
-		if impacts {
-			ix.impOff = append(ix.impOff, uint32(len(ix.impDoc)))
-		}
-		m := 0.0
+	for t := range nt {
+		ix.impOff = append(ix.impOff, uint32(len(ix.impDoc)))
 		for c.init(ix.post, uint32(t)); c.doc() != math.MaxUint32; c.next() {
-			s := ix.sat(c.tf(), c.doc())
-			m = max(m, s)
-			if impacts {
-				// the same (tf, length) has the same norm, hence the same saturation
-				key := uint64(c.tf())<<32 | uint64(ix.docLen[c.doc()])
-				v, ok := satIdx[key]
-				if !ok {
-					if len(ix.satVal) > math.MaxUint16 {
-						impacts = false // too many distinct values: search the blocks
-						ix.impOff, ix.impDoc, ix.impSat, ix.satVal, satIdx = nil, nil, nil, nil, nil
-						continue
-					}
-					v = uint16(len(ix.satVal))
-					satIdx[key] = v
-					ix.satVal = append(ix.satVal, s)
+			// the same (tf, length) has the same norm, hence the same saturation
+			key := uint64(c.tf())<<32 | uint64(ix.docLen[c.doc()])
+			v, ok := satIdx[key]
+			if !ok {
+				if len(ix.satVal) > math.MaxUint16 {
+					ix.impOff, ix.impDoc, ix.impSat, ix.satVal = nil, nil, nil, nil // search the blocks
+					return
 				}
-				ix.impDoc, ix.impSat = append(ix.impDoc, uint16(c.doc())), append(ix.impSat, v)
+				v = uint16(len(ix.satVal))
+				satIdx[key] = v
+				ix.satVal = append(ix.satVal, ix.sat(c.tf(), c.doc()))
+			}
+			ix.impDoc, ix.impSat = append(ix.impDoc, uint16(c.doc())), append(ix.impSat, v)
+		}
+	}
+	ix.impOff = append(ix.impOff, uint32(len(ix.impDoc)))
+	ix.satVal = slices.Clip(ix.satVal)
+}
+
+// maxSatBounds returns maxSat, computing it the first time on an index
+// built in memory (under ScoringLucene, and on disk, it is always there).
+func (ix *Index) maxSatBounds() []float64 {
+	ix.maxSatOnce.Do(func() {
+		if ix.maxSat != nil {
+			return
+		}
+		m := make([]float64, len(ix.post.df))
+		var c cursor
+		for t := range m {
+			for c.init(ix.post, uint32(t)); c.doc() != math.MaxUint32; c.next() {
+				m[t] = max(m[t], ix.sat(c.tf(), c.doc()))
 			}
 		}
-		ix.maxSat[t] = m
+		ix.maxSat = m
+	})
+	return ix.maxSat
+}
+
+// termIDF is term t's idf: the stored one (on disk, and Lucene's float
+// one under ScoringLucene), else computed from its df.
+func (ix *Index) termIDF(t uint32) float64 {
+	if ix.idf != nil {
+		return ix.idf[t]
 	}
-	if impacts {
-		ix.impOff = append(ix.impOff, uint32(len(ix.impDoc)))
-		ix.satVal = slices.Clip(ix.satVal)
-	}
+	df := float64(ix.post.df[t])
+	return math.Log(1 + (float64(ix.Len())-df+0.5)/(df+0.5))
 }
 
 // maxImpacts bounds the decoded postings kept for the dense search (4
@@ -542,7 +568,7 @@ func (ix *Index) IDF(term string) float64 {
 	if !ok {
 		return 0
 	}
-	return ix.idf[t]
+	return ix.termIDF(t)
 }
 
 // DF is the number of documents containing an analyzed term.
@@ -601,7 +627,7 @@ func (ix *Index) addTerm(qs []queryTerm, pos *map[uint32]int, t uint32) []queryT
 		}
 		(*pos)[t] = len(qs)
 	}
-	return append(qs, queryTerm{t: t, w: ix.idf[t]})
+	return append(qs, queryTerm{t: t, w: ix.termIDF(t)})
 }
 
 // contrib is one term's score contribution.
@@ -743,8 +769,9 @@ func (ix *Index) search(sc *searchScratch, k int) []Hit {
 	qs := sc.qs
 	var top topK
 	top.reset(scoreDocDesc, k, sc.heap)
+	maxSat := ix.maxSatBounds()
 	ix.maxScore(sc, &top, len(qs), func(i int) (uint32, float64, float64) {
-		return qs[i].t, qs[i].w, contrib(qs[i].w, ix.maxSat[qs[i].t])
+		return qs[i].t, qs[i].w, contrib(qs[i].w, maxSat[qs[i].t])
 	})
 	var out []Hit
 	out, sc.heap = top.sorted()
