@@ -399,12 +399,19 @@ func (b *termBuilder) add(doc, tf uint32) {
 // flattenPostings concatenates the terms' buffers into one postingLists,
 // releasing each builder as it goes.
 func flattenPostings(tb []termBuilder) *postingLists {
-	size := 0
+	size, blocks := 0, 0
 	for i := range tb {
 		size += len(tb[i].buf)
+		blocks += len(tb[i].blockOff)
 	}
-	p := newPostingLists()
-	p.data = make([]byte, 0, size)
+	// exact sizes: appending would leave up to a quarter spare
+	p := &postingLists{
+		data:      make([]byte, 0, size),
+		blockOff:  make([]uint64, 0, blocks),
+		blockLast: make([]uint32, 0, blocks),
+		termBlk:   make([]uint32, 1, len(tb)+1),
+		df:        make([]uint32, 0, len(tb)),
+	}
 	for i := range tb {
 		b := &tb[i]
 		if b.n%blockSize != 0 {
