@@ -41,7 +41,7 @@ type params struct {
 	// plain analyzer's lowercase [a-z0-9]+ tokens, which every engine and
 	// the reference then split alike.
 	KB, QueryFile                       string
-	Reps                                int
+	Reps, QueryRounds                   int
 	MemProfile                          string
 	Docs, Vocab, MeanLen, Queries, Skip int
 	S                                   float64
@@ -75,6 +75,7 @@ func main() {
 	flag.StringVar(&p.KB, "kb", "", "a real knowledge base (JSONL with text and optional title) instead of the Zipf corpus")
 	flag.StringVar(&p.QueryFile, "queryfile", "", "real queries (one a line, or JSONL with question) instead of Zipf queries; needs -kb")
 	flag.StringVar(&p.MemProfile, "memprofile", "", "with -engine himes or bleve: write a heap profile of the live index (after GC) to this file")
+	flag.IntVar(&p.QueryRounds, "qrounds", 1, "run the queries this many times for queries/s (a small query file takes milliseconds)")
 	flag.IntVar(&p.Reps, "reps", 3, "repetitions of himes and bleve, interleaved (himes bleve, bleve himes, ...); medians reported")
 	flag.Parse()
 	if p.MemProfile != "" {
@@ -215,13 +216,15 @@ func runEngine(engine string, p params) (result, error) {
 			return r, err
 		}
 		start = time.Now()
-		r.Top10 = make([][]string, len(queries))
-		for i, q := range queries {
-			for _, h := range ix.Search(q, 10) {
-				r.Top10[i] = append(r.Top10[i], ix.ID(h.Doc))
+		for range max(1, p.QueryRounds) {
+			r.Top10 = make([][]string, len(queries))
+			for i, q := range queries {
+				for _, h := range ix.Search(q, 10) {
+					r.Top10[i] = append(r.Top10[i], ix.ID(h.Doc))
+				}
 			}
 		}
-		r.QPS = float64(len(queries)) / time.Since(start).Seconds()
+		r.QPS = float64(max(1, p.QueryRounds)*len(queries)) / time.Since(start).Seconds()
 		runtime.KeepAlive(ix)
 	case "bleve":
 		idx, secs, err := bleveIndex(ids, texts)
@@ -235,25 +238,27 @@ func runEngine(engine string, p params) (result, error) {
 			return r, err
 		}
 		start := time.Now()
-		r.Top10 = make([][]string, len(queries))
-		for i, q := range queries {
-			// a disjunction of term queries: every document with any term
-			var qs []query.Query
-			for _, t := range q {
-				tq := bleve.NewTermQuery(t)
-				tq.SetField("text")
-				qs = append(qs, tq)
-			}
-			req := bleve.NewSearchRequestOptions(bleve.NewDisjunctionQuery(qs...), 10, 0, false)
-			res, err := idx.Search(req)
-			if err != nil {
-				return r, err
-			}
-			for _, h := range res.Hits {
-				r.Top10[i] = append(r.Top10[i], h.ID)
+		for range max(1, p.QueryRounds) {
+			r.Top10 = make([][]string, len(queries))
+			for i, q := range queries {
+				// a disjunction of term queries: every document with any term
+				var qs []query.Query
+				for _, t := range q {
+					tq := bleve.NewTermQuery(t)
+					tq.SetField("text")
+					qs = append(qs, tq)
+				}
+				req := bleve.NewSearchRequestOptions(bleve.NewDisjunctionQuery(qs...), 10, 0, false)
+				res, err := idx.Search(req)
+				if err != nil {
+					return r, err
+				}
+				for _, h := range res.Hits {
+					r.Top10[i] = append(r.Top10[i], h.ID)
+				}
 			}
 		}
-		r.QPS = float64(len(queries)) / time.Since(start).Seconds()
+		r.QPS = float64(max(1, p.QueryRounds)*len(queries)) / time.Since(start).Seconds()
 	default:
 		return r, fmt.Errorf("unknown engine %q", engine)
 	}
