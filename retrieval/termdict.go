@@ -54,9 +54,6 @@ func (d *termDict) len() int { return len(d.off) - 1 }
 // term is term t's text.
 func (d *termDict) term(t uint32) string { return string(d.data[d.off[t]:d.off[t+1]]) }
 
-// bytes is the memory the dictionary holds.
-func (d *termDict) bytes() int { return cap(d.data) + 4*cap(d.off) + 4*cap(d.slots) }
-
 // home is the first slot probed for s: FNV-1a, spread over the table's
 // bits by a Fibonacci multiplication.
 func (d *termDict) home(s string) uint64 {
