@@ -460,24 +460,49 @@ func (ix *Index) finish(totalLen uint64) {
 func (ix *Index) buildImpacts(np int) {
 	nt := len(ix.post.df)
 	ix.impOff, ix.impDoc, ix.impSat = make([]uint32, 0, nt+1), make([]uint16, 0, np), make([]uint16, 0, np)
-	satIdx := map[uint64]uint16{} // (tf, document length) → its saturation's index in satVal
+	// The same (tf, document length) has the same norm, hence the same
+	// saturation. Lengths are numbered (class), and the saturation index
+	// + 1 of a small tf is looked up in a dense table, of a larger one in
+	// a map.
+	const denseTF = 16
+	classOf := map[uint32]uint32{}
+	class := make([]uint32, len(ix.docLen))
+	for d, l := range ix.docLen {
+		c, ok := classOf[l]
+		if !ok {
+			c = uint32(len(classOf))
+			classOf[l] = c
+		}
+		class[d] = c
+	}
+	nc := uint32(len(classOf))
+	small := make([]uint32, denseTF*nc)
+	large := map[uint64]uint32{}
 	var c cursor
 	for t := range nt {
 		ix.impOff = append(ix.impOff, uint32(len(ix.impDoc)))
 		for c.init(ix.post, uint32(t)); c.doc() != math.MaxUint32; c.next() {
-			// the same (tf, length) has the same norm, hence the same saturation
-			key := uint64(c.tf())<<32 | uint64(ix.docLen[c.doc()])
-			v, ok := satIdx[key]
-			if !ok {
+			tf, d := c.tf(), c.doc()
+			var v uint32
+			if tf <= denseTF {
+				v = small[(tf-1)*nc+class[d]]
+			} else {
+				v = large[uint64(tf)<<32|uint64(class[d])]
+			}
+			if v == 0 {
 				if len(ix.satVal) > math.MaxUint16 {
 					ix.impOff, ix.impDoc, ix.impSat, ix.satVal = nil, nil, nil, nil // search the blocks
 					return
 				}
-				v = uint16(len(ix.satVal))
-				satIdx[key] = v
-				ix.satVal = append(ix.satVal, ix.sat(c.tf(), c.doc()))
+				ix.satVal = append(ix.satVal, ix.sat(tf, d))
+				v = uint32(len(ix.satVal))
+				if tf <= denseTF {
+					small[(tf-1)*nc+class[d]] = v
+				} else {
+					large[uint64(tf)<<32|uint64(class[d])] = v
+				}
 			}
-			ix.impDoc, ix.impSat = append(ix.impDoc, uint16(c.doc())), append(ix.impSat, v)
+			ix.impDoc, ix.impSat = append(ix.impDoc, uint16(d)), append(ix.impSat, uint16(v-1))
 		}
 	}
 	ix.impOff = append(ix.impOff, uint32(len(ix.impDoc)))
