@@ -764,7 +764,7 @@ func (ix *Index) searchWith(sc *searchScratch, k int, dense bool) []Hit {
 // and score bound from term) in sc, ordered by bound ascending, with the
 // prefix sums of the bounds (prefix[i] = Σ_{j≤i} ub_j): maxScore's set-up.
 func (ix *Index) maxScoreCursors(sc *searchScratch, n int, term func(i int) (t uint32, w, ub float64)) ([]*cursor, []float64) {
-	if cap(sc.cs) < n {
+	if cap(sc.cs) < n || cap(sc.order) < n { // the dense search may have made cs alone
 		sc.cs = make([]cursor, n)
 		sc.order = make([]*cursor, n)
 		sc.prefix = make([]float64, n)
