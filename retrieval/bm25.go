@@ -52,21 +52,30 @@ type Index struct {
 	avgdl    float64
 	norm     []float64 // k1·(1 − b + b·|d|/avgdl), per document
 
-	terms   map[string]uint32
-	termStr []string
-	post    *postingLists // by ascending document number
-	idf     []float64
-	maxSat  []float64 // max over t's postings of tf/(tf+norm[d]) (lucene: of tfNorm): the MaxScore bound without weights
+	dict *termDict     // the vocabulary (nil on disk)
+	post *postingLists // by ascending document number
+	idf  []float64     // nil in memory under exact scoring: see termIDF
+	// maxSat: max over t's postings of tf/(tf+norm[d]) (lucene: of
+	// tfNorm), the MaxScore bound without weights; an index built in
+	// memory that MaxScore does not search computes it only if asked
+	// (maxSatBounds, tests), once.
+	maxSat     []float64
+	maxSatOnce sync.Once
 
 	// Decoded postings with their saturated tf, for the dense search of
-	// small indexes (nil otherwise): term t's are [impOff[t], impOff[t+1]).
+	// small indexes (nil otherwise): term t's are [impOff[t], impOff[t+1]),
+	// posting j's document impDoc[j] (a small index has ≤ 65,536 documents)
+	// and its tf/(tf + norm) satVal[impSat[j]]: the saturations are shared,
+	// since they take only as many values as there are distinct pairs of
+	// (tf, document length), so a posting costs 4 bytes instead of 12.
 	impOff []uint32
-	impDoc []uint32
-	impSat []float64
+	impDoc []uint16
+	impSat []uint16
+	satVal []float64
 
 	luc *luceneStats // non-nil under ScoringLucene (the fields above then serve only IDF)
 	// disk holds the ids, terms and texts of an on-disk index (nil in
-	// memory); then ids, terms and termStr are unused.
+	// memory); then ids and dict are unused.
 	disk *diskData
 
 	// scratch recycles per-query buffers (cursors hold two decoded blocks
@@ -132,7 +141,10 @@ func buildIndex(ids, texts []string, p BM25Params, an analysis.Analyzer, progres
 			return nil, fmt.Errorf("build index: document ids must be strictly ascending: %q then %q", ids[i-1], ids[i])
 		}
 	}
-	ix := &Index{params: p, analyzer: an, ids: slices.Clone(ids), docLen: make([]uint32, len(ids)), terms: map[string]uint32{}}
+	ix := &Index{params: p, analyzer: an, ids: slices.Clone(ids), docLen: make([]uint32, len(ids))}
+	// the vocabulary while building: a map, then one compact dictionary
+	terms := map[string]uint32{}
+	var termStr []string
 	// Analysis (the expensive part: tokenizing and vocabulary lookups) runs
 	// in parallel over sub-ranges of a chunk of documents, each worker with
 	// its own vocabulary; a sequential pass then maps worker terms to global
@@ -182,7 +194,7 @@ func buildIndex(ids, texts []string, p BM25Params, an analysis.Analyzer, progres
 			for k, d := range part.docs {
 				pairs := part.pairs[part.docOff[k]:part.docOff[k+1]]
 				for x := 0; x < len(pairs); x += 2 {
-					g, added := internTerm(m, pairs[x], part.strs, ix.terms, &ix.termStr)
+					g, added := internTerm(m, pairs[x], part.strs, terms, &termStr)
 					if added {
 						tb = append(tb, termBuilder{})
 					}
@@ -197,6 +209,11 @@ func buildIndex(ids, texts []string, p BM25Params, an analysis.Analyzer, progres
 		}
 	}
 	ix.post = flattenPostings(tb)
+	dict, err := newTermDict(termStr)
+	if err != nil {
+		return nil, fmt.Errorf("build index: %w", err)
+	}
+	ix.dict = dict
 	ix.finish(total)
 	return ix, nil
 }
@@ -382,12 +399,19 @@ func (b *termBuilder) add(doc, tf uint32) {
 // flattenPostings concatenates the terms' buffers into one postingLists,
 // releasing each builder as it goes.
 func flattenPostings(tb []termBuilder) *postingLists {
-	size := 0
+	size, blocks := 0, 0
 	for i := range tb {
 		size += len(tb[i].buf)
+		blocks += len(tb[i].blockOff)
 	}
-	p := newPostingLists()
-	p.data = make([]byte, 0, size)
+	// exact sizes: appending would leave up to a quarter spare
+	p := &postingLists{
+		data:      make([]byte, 0, size),
+		blockOff:  make([]uint64, 0, blocks),
+		blockLast: make([]uint32, 0, blocks),
+		termBlk:   make([]uint32, 1, len(tb)+1),
+		df:        make([]uint32, 0, len(tb)),
+	}
 	for i := range tb {
 		b := &tb[i]
 		if b.n%blockSize != 0 {
@@ -422,38 +446,100 @@ func (ix *Index) finish(totalLen uint64) {
 	for d, l := range ix.docLen {
 		ix.norm[d] = ix.params.K1 * (1 - ix.params.B + ix.params.B*float64(l)/ix.avgdl)
 	}
-	nt := len(ix.termStr)
-	ix.idf = make([]float64, nt)
-	ix.maxSat = make([]float64, nt)
-	impacts := n <= denseMaxDocs && ix.post.numPostings() <= maxImpacts
-	if impacts {
-		np := ix.post.numPostings()
-		ix.impOff, ix.impDoc, ix.impSat = make([]uint32, 0, nt+1), make([]uint32, 0, np), make([]float64, 0, np)
-	}
-	var c cursor
-	for t := 0; t < nt; t++ {
-		df := float64(ix.post.df[t])
-		ix.idf[t] = math.Log(1 + (float64(n)-df+0.5)/(df+0.5))
-		if impacts {
-			ix.impOff = append(ix.impOff, uint32(len(ix.impDoc)))
-		}
-		m := 0.0
-		for c.init(ix.post, uint32(t)); c.doc() != math.MaxUint32; c.next() {
-			s := ix.sat(c.tf(), c.doc())
-			m = max(m, s)
-			if impacts {
-				ix.impDoc, ix.impSat = append(ix.impDoc, c.doc()), append(ix.impSat, s)
-			}
-		}
-		ix.maxSat[t] = m
-	}
-	if impacts {
-		ix.impOff = append(ix.impOff, uint32(len(ix.impDoc)))
+	// idf is computed from df when a query needs it (termIDF); the MaxScore
+	// bounds only for an index that MaxScore searches (maxSatBounds).
+	if n > denseMaxDocs {
+		ix.maxSatBounds()
+	} else if np := ix.post.numPostings(); np <= maxImpacts {
+		ix.buildImpacts(np)
 	}
 }
 
-// maxImpacts bounds the decoded postings kept for the dense search (12
-// bytes each, at most 24 MiB): decoding and dividing at query time cost
+// buildImpacts decodes the np postings into impOff, impDoc, impSat and
+// satVal, unless there are more than 65,536 distinct saturations.
+func (ix *Index) buildImpacts(np int) {
+	nt := len(ix.post.df)
+	ix.impOff, ix.impDoc, ix.impSat = make([]uint32, 0, nt+1), make([]uint16, 0, np), make([]uint16, 0, np)
+	// The same (tf, document length) has the same norm, hence the same
+	// saturation. Lengths are numbered (class), and the saturation index
+	// + 1 of a small tf is looked up in a dense table, of a larger one in
+	// a map.
+	const denseTF = 16
+	classOf := map[uint32]uint32{}
+	class := make([]uint32, len(ix.docLen))
+	for d, l := range ix.docLen {
+		c, ok := classOf[l]
+		if !ok {
+			c = uint32(len(classOf))
+			classOf[l] = c
+		}
+		class[d] = c
+	}
+	nc := uint32(len(classOf))
+	small := make([]uint32, denseTF*nc)
+	large := map[uint64]uint32{}
+	var c cursor
+	for t := range nt {
+		ix.impOff = append(ix.impOff, uint32(len(ix.impDoc)))
+		for c.init(ix.post, uint32(t)); c.doc() != math.MaxUint32; c.next() {
+			tf, d := c.tf(), c.doc()
+			var v uint32
+			if tf <= denseTF {
+				v = small[(tf-1)*nc+class[d]]
+			} else {
+				v = large[uint64(tf)<<32|uint64(class[d])]
+			}
+			if v == 0 {
+				if len(ix.satVal) > math.MaxUint16 {
+					ix.impOff, ix.impDoc, ix.impSat, ix.satVal = nil, nil, nil, nil // search the blocks
+					return
+				}
+				ix.satVal = append(ix.satVal, ix.sat(tf, d))
+				v = uint32(len(ix.satVal))
+				if tf <= denseTF {
+					small[(tf-1)*nc+class[d]] = v
+				} else {
+					large[uint64(tf)<<32|uint64(class[d])] = v
+				}
+			}
+			ix.impDoc, ix.impSat = append(ix.impDoc, uint16(d)), append(ix.impSat, uint16(v-1))
+		}
+	}
+	ix.impOff = append(ix.impOff, uint32(len(ix.impDoc)))
+	ix.satVal = slices.Clip(ix.satVal)
+}
+
+// maxSatBounds returns maxSat, computing it the first time on an index
+// built in memory (under ScoringLucene, and on disk, it is always there).
+func (ix *Index) maxSatBounds() []float64 {
+	ix.maxSatOnce.Do(func() {
+		if ix.maxSat != nil {
+			return
+		}
+		m := make([]float64, len(ix.post.df))
+		var c cursor
+		for t := range m {
+			for c.init(ix.post, uint32(t)); c.doc() != math.MaxUint32; c.next() {
+				m[t] = max(m[t], ix.sat(c.tf(), c.doc()))
+			}
+		}
+		ix.maxSat = m
+	})
+	return ix.maxSat
+}
+
+// termIDF is term t's idf: the stored one (on disk, and Lucene's float
+// one under ScoringLucene), else computed from its df.
+func (ix *Index) termIDF(t uint32) float64 {
+	if ix.idf != nil {
+		return ix.idf[t]
+	}
+	df := float64(ix.post.df[t])
+	return math.Log(1 + (float64(ix.Len())-df+0.5)/(df+0.5))
+}
+
+// maxImpacts bounds the decoded postings kept for the dense search (4
+// bytes each, at most 8 MiB): decoding and dividing at query time cost
 // about half of a search on the demo KB.
 const maxImpacts = 1 << 21
 
@@ -486,8 +572,7 @@ func (ix *Index) termID(s string) (uint32, bool) {
 	if ix.disk != nil {
 		return ix.disk.lookup(s)
 	}
-	t, ok := ix.terms[s]
-	return t, ok
+	return ix.dict.lookup(s)
 }
 
 // NumTerms is the vocabulary size.
@@ -515,7 +600,7 @@ func (ix *Index) IDF(term string) float64 {
 	if !ok {
 		return 0
 	}
-	return ix.idf[t]
+	return ix.termIDF(t)
 }
 
 // DF is the number of documents containing an analyzed term.
@@ -574,7 +659,7 @@ func (ix *Index) addTerm(qs []queryTerm, pos *map[uint32]int, t uint32) []queryT
 		}
 		(*pos)[t] = len(qs)
 	}
-	return append(qs, queryTerm{t: t, w: ix.idf[t]})
+	return append(qs, queryTerm{t: t, w: ix.termIDF(t)})
 }
 
 // contrib is one term's score contribution.
@@ -679,7 +764,7 @@ func (ix *Index) searchWith(sc *searchScratch, k int, dense bool) []Hit {
 // and score bound from term) in sc, ordered by bound ascending, with the
 // prefix sums of the bounds (prefix[i] = Σ_{j≤i} ub_j): maxScore's set-up.
 func (ix *Index) maxScoreCursors(sc *searchScratch, n int, term func(i int) (t uint32, w, ub float64)) ([]*cursor, []float64) {
-	if cap(sc.cs) < n {
+	if cap(sc.cs) < n || cap(sc.order) < n { // the dense search may have made cs alone
 		sc.cs = make([]cursor, n)
 		sc.order = make([]*cursor, n)
 		sc.prefix = make([]float64, n)
@@ -716,8 +801,9 @@ func (ix *Index) search(sc *searchScratch, k int) []Hit {
 	qs := sc.qs
 	var top topK
 	top.reset(scoreDocDesc, k, sc.heap)
+	maxSat := ix.maxSatBounds()
 	ix.maxScore(sc, &top, len(qs), func(i int) (uint32, float64, float64) {
-		return qs[i].t, qs[i].w, contrib(qs[i].w, ix.maxSat[qs[i].t])
+		return qs[i].t, qs[i].w, contrib(qs[i].w, maxSat[qs[i].t])
 	})
 	var out []Hit
 	out, sc.heap = top.sorted()
@@ -831,12 +917,12 @@ func (ix *Index) searchDense(sc *searchScratch, k int, impacts bool) []Hit {
 	for _, q := range sc.qs {
 		if impacts {
 			lo, hi := ix.impOff[q.t], ix.impOff[q.t+1]
-			sats := ix.impSat[lo:hi]
+			sats, vals := ix.impSat[lo:hi], ix.satVal
 			for j, d := range ix.impDoc[lo:hi] {
 				if acc[d] == 0 {
-					touched = append(touched, d)
+					touched = append(touched, uint32(d))
 				}
-				acc[d] += contrib(q.w, sats[j])
+				acc[d] += contrib(q.w, vals[sats[j]])
 			}
 			continue
 		}

@@ -1,6 +1,7 @@
 package retrieval
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
@@ -146,6 +147,42 @@ func TestSearchBatchKeepsQueryOrder(t *testing.T) {
 		}
 		if !reflect.DeepEqual(lists[i], want) {
 			t.Fatalf("query %d (%q): batch %v, alone %v", i, text, lists[i], want)
+		}
+	}
+}
+
+// TestImpactsFallBackToBlocks builds an index with more distinct
+// saturations (pairs of tf and document length) than impacts can number,
+// 50 tfs in each of 1,400 documents of distinct lengths: it keeps no
+// impacts, and searches the blocks with the reference's results.
+func TestImpactsFallBackToBlocks(t *testing.T) {
+	var ids, texts []string
+	for d := range 1400 {
+		var b strings.Builder
+		for j := 1; j <= 50; j++ {
+			for range j {
+				fmt.Fprintf(&b, "t%d ", j)
+			}
+		}
+		for range d {
+			b.WriteString("pad ")
+		}
+		ids, texts = append(ids, fmt.Sprintf("doc%05d", d)), append(texts, b.String())
+	}
+	ix, err := BuildIndex(ids, texts, BM25Params{K1: 0.9, B: 0.4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ix.impOff != nil || ix.satVal != nil {
+		t.Fatalf("%d distinct saturations kept as impacts", len(ix.satVal))
+	}
+	for _, q := range [][]string{{"t1"}, {"t7", "t50"}, {"pad", "t3", "t49"}} {
+		want := ix.SearchExhaustive(q, 10)
+		if got := ix.Search(q, 10); len(want) != 10 || !slices.Equal(got, want) {
+			t.Fatalf("query %v: %v, reference %v", q, got, want)
+		}
+		if got := ix.searchStrategy(q, 10, maxScore); !slices.Equal(got, want) {
+			t.Fatalf("query %v, MaxScore: %v, reference %v", q, got, want)
 		}
 	}
 }

@@ -8,11 +8,11 @@ import "math"
 // list's length in seeks. The embedded rewriter uses it for the association
 // of a history term with the question's terms.
 func (ix *Index) CoDF(a, b string) int {
-	ta, ok := ix.terms[a]
+	ta, ok := ix.termID(a)
 	if !ok {
 		return 0
 	}
-	tb, ok := ix.terms[b]
+	tb, ok := ix.termID(b)
 	if !ok {
 		return 0
 	}

@@ -94,7 +94,8 @@ func compareIndexes(t *testing.T, disk, mem *Index, chunks []Chunk, queries [][]
 	if _, ok := disk.DocNum(chunks[0].ID + "x"); ok {
 		t.Fatal("DocNum found an id that is not there")
 	}
-	for _, term := range mem.termStr {
+	for tn := range uint32(mem.dict.len()) {
+		term := mem.dict.term(tn)
 		if disk.DF(term) != mem.DF(term) || disk.IDF(term) != mem.IDF(term) {
 			t.Fatalf("term %q: df %d idf %v on disk, %d %v in memory", term, disk.DF(term), disk.IDF(term), mem.DF(term), mem.IDF(term))
 		}

@@ -107,7 +107,12 @@ func SaveIndex(ctx context.Context, dir string, ix *Index, meta IndexMeta) error
 		tmp.Close()
 		return err
 	}
-	w.strings(ix.termStr)
+	w.u32(uint32(ix.dict.len()))
+	for t := range uint32(ix.dict.len()) {
+		s := ix.dict.term(t)
+		w.u32(uint32(len(s)))
+		w.str(s)
+	}
 	p := ix.post
 	w.u32s(p.termBlk)
 	w.u32s(p.df)
@@ -171,10 +176,13 @@ func LoadIndex(ctx context.Context, dir string) (*Index, IndexMeta, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, meta, err
 	}
-	ix.termStr = r.strings()
+	termStr := r.strings()
+	if r.err == nil {
+		ix.dict, r.err = newTermDict(termStr)
+	}
 	p := &postingLists{}
-	p.termBlk = r.u32s(len(ix.termStr) + 1)
-	p.df = r.u32s(len(ix.termStr))
+	p.termBlk = r.u32s(len(termStr) + 1)
+	p.df = r.u32s(len(termStr))
 	nb := int(r.u32())
 	if r.err == nil && nb > len(r.b)/12 {
 		r.err = fmt.Errorf("%d blocks do not fit in %d bytes", nb, len(r.b))
@@ -196,10 +204,6 @@ func LoadIndex(ctx context.Context, dir string) (*Index, IndexMeta, error) {
 	}
 	if err := ix.validate(); err != nil {
 		return nil, meta, fmt.Errorf("%s: %w: %w", path, ErrIndexCorrupt, err)
-	}
-	ix.terms = make(map[string]uint32, len(ix.termStr))
-	for t, s := range ix.termStr {
-		ix.terms[s] = uint32(t)
 	}
 	var total uint64
 	for _, l := range ix.docLen {
@@ -264,7 +268,7 @@ func (ix *Index) validate() error {
 			return fmt.Errorf("document ids not strictly ascending at %d", i)
 		}
 	}
-	if len(ix.post.df) != len(ix.termStr) {
+	if len(ix.post.df) != ix.dict.len() {
 		return errors.New("posting lists do not match the vocabulary")
 	}
 	if err := ix.post.validate(int(n)); err != nil {

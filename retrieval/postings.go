@@ -24,8 +24,6 @@ type postingLists struct {
 	df        []uint32 // postings of term t
 }
 
-func newPostingLists() *postingLists { return &postingLists{termBlk: []uint32{0}} }
-
 func (p *postingLists) numPostings() int {
 	n := 0
 	for _, d := range p.df {

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -40,7 +41,8 @@ type params struct {
 	// plain analyzer's lowercase [a-z0-9]+ tokens, which every engine and
 	// the reference then split alike.
 	KB, QueryFile                       string
-	Reps                                int
+	Reps, QueryRounds                   int
+	MemProfile                          string
 	Docs, Vocab, MeanLen, Queries, Skip int
 	S                                   float64
 	Seed                                uint64
@@ -72,8 +74,13 @@ func main() {
 	flag.Float64Var(&p.B, "b", 0.4, "BM25 b")
 	flag.StringVar(&p.KB, "kb", "", "a real knowledge base (JSONL with text and optional title) instead of the Zipf corpus")
 	flag.StringVar(&p.QueryFile, "queryfile", "", "real queries (one a line, or JSONL with question) instead of Zipf queries; needs -kb")
+	flag.StringVar(&p.MemProfile, "memprofile", "", "with -engine himes or bleve: write a heap profile of the live index (after GC) to this file")
+	flag.IntVar(&p.QueryRounds, "qrounds", 1, "run the queries this many times for queries/s (a small query file takes milliseconds)")
 	flag.IntVar(&p.Reps, "reps", 3, "repetitions of himes and bleve, interleaved (himes bleve, bleve himes, ...); medians reported")
 	flag.Parse()
+	if p.MemProfile != "" {
+		runtime.MemProfileRate = 1 // every allocation, not a sample
+	}
 	if *engine != "" {
 		r, err := runEngine(*engine, p)
 		if err != nil {
@@ -205,14 +212,19 @@ func runEngine(engine string, p params) (result, error) {
 		}
 		r.IndexSecs = time.Since(start).Seconds()
 		r.HeapBytes = heapSince(before)
+		if err := writeHeapProfile(p.MemProfile); err != nil {
+			return r, err
+		}
 		start = time.Now()
-		r.Top10 = make([][]string, len(queries))
-		for i, q := range queries {
-			for _, h := range ix.Search(q, 10) {
-				r.Top10[i] = append(r.Top10[i], ix.ID(h.Doc))
+		for range max(1, p.QueryRounds) {
+			r.Top10 = make([][]string, len(queries))
+			for i, q := range queries {
+				for _, h := range ix.Search(q, 10) {
+					r.Top10[i] = append(r.Top10[i], ix.ID(h.Doc))
+				}
 			}
 		}
-		r.QPS = float64(len(queries)) / time.Since(start).Seconds()
+		r.QPS = float64(max(1, p.QueryRounds)*len(queries)) / time.Since(start).Seconds()
 		runtime.KeepAlive(ix)
 	case "bleve":
 		idx, secs, err := bleveIndex(ids, texts)
@@ -222,32 +234,54 @@ func runEngine(engine string, p params) (result, error) {
 		defer idx.Close()
 		r.IndexSecs = secs
 		r.HeapBytes = heapSince(before)
+		if err := writeHeapProfile(p.MemProfile); err != nil {
+			return r, err
+		}
 		start := time.Now()
-		r.Top10 = make([][]string, len(queries))
-		for i, q := range queries {
-			// a disjunction of term queries: every document with any term
-			var qs []query.Query
-			for _, t := range q {
-				tq := bleve.NewTermQuery(t)
-				tq.SetField("text")
-				qs = append(qs, tq)
-			}
-			req := bleve.NewSearchRequestOptions(bleve.NewDisjunctionQuery(qs...), 10, 0, false)
-			res, err := idx.Search(req)
-			if err != nil {
-				return r, err
-			}
-			for _, h := range res.Hits {
-				r.Top10[i] = append(r.Top10[i], h.ID)
+		for range max(1, p.QueryRounds) {
+			r.Top10 = make([][]string, len(queries))
+			for i, q := range queries {
+				// a disjunction of term queries: every document with any term
+				var qs []query.Query
+				for _, t := range q {
+					tq := bleve.NewTermQuery(t)
+					tq.SetField("text")
+					qs = append(qs, tq)
+				}
+				req := bleve.NewSearchRequestOptions(bleve.NewDisjunctionQuery(qs...), 10, 0, false)
+				res, err := idx.Search(req)
+				if err != nil {
+					return r, err
+				}
+				for _, h := range res.Hits {
+					r.Top10[i] = append(r.Top10[i], h.ID)
+				}
 			}
 		}
-		r.QPS = float64(len(queries)) / time.Since(start).Seconds()
+		r.QPS = float64(max(1, p.QueryRounds)*len(queries)) / time.Since(start).Seconds()
 	default:
 		return r, fmt.Errorf("unknown engine %q", engine)
 	}
 	r.DocsPerSec = float64(len(ids)) / r.IndexSecs
 	runtime.KeepAlive(texts)
 	return r, nil
+}
+
+// writeHeapProfile writes the live heap (after a GC) to path, if set.
+func writeHeapProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func heapSince(before runtime.MemStats) uint64 {
