@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"micro {r['micro_batch_size']}: failed: {r['problems']}", file=sys.stderr)
             return 1
         med = r["median_grpo_step_s"]
-        print(f"micro {r['micro_batch_size']}: max relative difference {r['max_relative_difference']:.2e}; "
+        by = ", ".join(f"{k} {v:.2e}" if isinstance(v, float) else f"{k} {v}" for k, v in r["max_relative_difference_by"].items())
+        print(f"micro {r['micro_batch_size']}: max relative difference {r['max_relative_difference']:.2e} ({by} of {r['parameters']}); "
               f"grpo_step median 1 process {med['one']:.3f} s, {a.ranks} ranks {med['many']:.3f} s "
               f"(ratio {med['many'] / med['one']:.2f})")
     return 0

@@ -221,9 +221,10 @@ def main() -> int:
     ap.add_argument("--ddp-ranks", type=int, default=2, help="check 5: torchrun ranks against one process (0 = skip)")
     ap.add_argument("--ddp-steps", type=int, default=3, help="check 5: grpo_steps timed on each")
     ap.add_argument("--ddp-tolerance", type=float, default=1e-4, help="check 5: relative tolerance of the comparison")
-    ap.add_argument("--ddp-micro-batch-size", type=int, default=0,
-                    help="check 5: rows per forward pass on both sides (0 = whole request: the ranks pad their shards "
-                         "to other lengths than one process does, so float sums differ at ~1e-4; 1 = every row alone)")
+    ap.add_argument("--ddp-micro-batch-size", type=int, default=1,
+                    help="check 5: rows per forward pass on both sides (1 = every row alone, padded alike on both sides; "
+                         "0 = whole request: the ranks pad their shards to other lengths than one process, the float sums "
+                         "differ, and Adam turns a gradient coordinate near 0 whose sign flips into a 2·lr step)")
     ap.add_argument("--ddp-threads", type=int, default=0,
                     help="check 5, on a CPU: threads per rank (one process gets ranks × this); 0 = each process's default")
     ap.add_argument("--vllm-agreement", type=float, default=0.9,
@@ -404,7 +405,7 @@ class Trainer:
 
 def ddp_check(base_dir, a, work, out):
     """Check 5: N ranks take one process's update; the grpo_step time of each."""
-    micro = getattr(a, "ddp_micro_batch_size", 0)
+    micro = getattr(a, "ddp_micro_batch_size", 1)
     argv = ["--backend", "hf", "--base-model", base_dir, "--dtype", "float32", "--device", a.device, "--lora-rank", "16",
             "--seed", str(a.seed), "--max-prompt-tokens", str(a.max_prompt_tokens or 256), "--dist-timeout", "120",
             "--micro-batch-size", str(micro)]
@@ -431,6 +432,7 @@ def ddp_check(base_dir, a, work, out):
         bodies = [("/v1/sft_step", sft)] + [("/v1/grpo_step", dict(grpo, step_id=f"grpo-{k}")) for k in range(a.ddp_steps)]
         times = {"one": [], "many": []}
         worst = 0.0
+        by = {}
         for k, (path, body) in enumerate(bodies):
             outs, deltas = {}, {}
             for name, t in (("one", one), ("many", many)):
@@ -445,14 +447,24 @@ def ddp_check(base_dir, a, work, out):
                 x, y = outs["one"][key], outs["many"][key]
                 rel = abs(x - y) / max(abs(x), abs(y), 1e-12)
                 worst = max(worst, rel)
+                by[key] = max(by.get(key, 0.0), rel)
                 if rel > a.ddp_tolerance:
                     res["problems"].append(f"{path} {key}: {x} vs {y}")
             d1, dn = deltas["one"], deltas["many"]
             rel = float((d1 - dn).norm() / max(float(d1.norm()), 1e-12))
             worst = max(worst, rel)
+            by["parameter_delta"] = max(by.get("parameter_delta", 0.0), rel)
+            # Adam's first steps move each weight by about lr·sign(g): a
+            # gradient coordinate near 0 whose sign a different float sum
+            # flips moves its weight by 2·lr. Counted to tell that apart from
+            # a real difference of the gradients.
+            flips = int(((d1 * dn) < 0).sum())
+            by["sign_flipped_deltas"] = max(by.get("sign_flipped_deltas", 0), flips)
             if rel > a.ddp_tolerance:
                 res["problems"].append(f"{path} parameter delta: relative difference {rel:.2e}")
         res["max_relative_difference"] = worst
+        res["max_relative_difference_by"] = by
+        res["parameters"] = int(d1.numel())
         res["median_grpo_step_s"] = {n: sorted(v)[len(v) // 2] for n, v in times.items() if v}
         res["grpo_step_s"] = times
         res["ok"] = not res["problems"]
