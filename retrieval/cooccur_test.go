@@ -3,8 +3,11 @@ package retrieval
 import (
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/himes-rl/himes/analysis"
 )
 
 func TestCoDFSmall(t *testing.T) {
@@ -63,5 +66,40 @@ func TestCoDFMatchesBruteForce(t *testing.T) {
 				t.Errorf("CoDF(%s, %s) = %d, want %d", a, b, got, want)
 			}
 		}
+	}
+}
+
+// An on-disk index counts co-occurrences as its in-memory twin does. (Before
+// the vocabulary moved behind termID, CoDF read the in-memory term map, which
+// an on-disk index leaves empty, so it returned 0 for every pair there and the
+// embedded rewriter's association features silently vanished.)
+func TestCoDFOnDiskEqualsInMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): builds the demo KB's on-disk index")
+	}
+	kb := filepath.Join("..", "datasets", "demo", "passages.jsonl")
+	cfg := DefaultConfig()
+	mem, chunks := memoryTwin(t, cfg, kb)
+	disk, _, _ := buildDisk(t, cfg, kb, DiskBuildOptions{BlockDocs: 300, Workers: 2})
+	an, err := analysis.New(cfg.Analyzer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonzero := 0
+	for _, q := range queriesFrom(chunks, an, 60, 3) {
+		for i := range q {
+			for j := range q {
+				want := mem.CoDF(q[i], q[j])
+				if got := disk.CoDF(q[i], q[j]); got != want {
+					t.Fatalf("CoDF(%q, %q): on disk %d, in memory %d", q[i], q[j], got, want)
+				}
+				if want > 0 {
+					nonzero++
+				}
+			}
+		}
+	}
+	if nonzero == 0 {
+		t.Fatal("no pair co-occurs: the comparison tested nothing")
 	}
 }
