@@ -425,44 +425,21 @@ func retrieveAhead(ctx context.Context, turns []datasets.Turn, systems []System,
 		}
 		slog.Info("evaluate: batch retrieved", "requests", len(reqs), "elapsed_s", math.Round(time.Since(start).Seconds()*10)/10)
 		share := time.Since(start).Seconds() / float64(len(reqs))
-		var failed []int
+		extra := retrieval.RetryFailed(ctx, br, reqs, res, errs, conc, nil)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		for j, w := range where {
 			a := &out[w.si][w.i]
 			a.seconds += share
+			if extra != nil {
+				a.seconds += extra[j]
+			}
 			if errs[j] != nil {
-				failed = append(failed, j)
+				a.stage, a.err = "retrieve", errs[j].Error()
 				continue
 			}
 			a.res = res[j]
-		}
-		if len(failed) > 0 {
-			// One batch shares one retry window: a search node stalled while it
-			// runs fails many turns at once, which turn-by-turn retrieval would
-			// have ridden out (each call retrying on its own, later calls after
-			// the cluster recovered). Each failed turn gets its own call before
-			// it counts as failed.
-			slog.Warn("evaluate: retrying on their own the turns whose batched retrieval failed", "turns", len(failed), "e.g.", errs[failed[0]])
-			g, gctx := errgroup.WithContext(ctx)
-			g.SetLimit(conc)
-			for _, j := range failed {
-				g.Go(func() error {
-					w, r := where[j], reqs[j]
-					a := &out[w.si][w.i]
-					t0 := time.Now()
-					res, err := systems[w.si].Retriever.Retrieve(gctx, r.User, r.Rewrite, r.Query)
-					a.seconds += time.Since(t0).Seconds()
-					if err != nil {
-						a.stage, a.err = "retrieve", err.Error()
-						return nil
-					}
-					a.res = res
-					return nil
-				})
-			}
-			_ = g.Wait()
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
 		}
 	}
 	return out, nil

@@ -87,7 +87,8 @@ type Index struct {
 type searchScratch struct {
 	qs       []queryTerm
 	pos      map[uint32]int // duplicate check for long queries only
-	cs       []cursor
+	cs       []cursor       // MaxScore's cursors, one per query term
+	dc       cursor         // the dense search's one cursor, term after term
 	order    []*cursor
 	prefix   []float64
 	contribs []float64
@@ -764,7 +765,7 @@ func (ix *Index) searchWith(sc *searchScratch, k int, dense bool) []Hit {
 // and score bound from term) in sc, ordered by bound ascending, with the
 // prefix sums of the bounds (prefix[i] = Σ_{j≤i} ub_j): maxScore's set-up.
 func (ix *Index) maxScoreCursors(sc *searchScratch, n int, term func(i int) (t uint32, w, ub float64)) ([]*cursor, []float64) {
-	if cap(sc.cs) < n || cap(sc.order) < n { // the dense search may have made cs alone
+	if cap(sc.cs) < n {
 		sc.cs = make([]cursor, n)
 		sc.order = make([]*cursor, n)
 		sc.prefix = make([]float64, n)
@@ -909,11 +910,8 @@ func (ix *Index) searchDense(sc *searchScratch, k int, impacts bool) []Hit {
 	if len(sc.acc) != ix.Len() {
 		sc.acc = make([]float64, ix.Len())
 	}
-	if len(sc.cs) == 0 {
-		sc.cs = make([]cursor, 1)
-	}
 	acc, touched := sc.acc, sc.touched[:0]
-	c := &sc.cs[0]
+	c := &sc.dc
 	for _, q := range sc.qs {
 		if impacts {
 			lo, hi := ix.impOff[q.t], ix.impOff[q.t+1]

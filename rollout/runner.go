@@ -462,53 +462,30 @@ func (r *Runner) retrieveBatch(ctx context.Context, br retrieval.BatchRetriever,
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var failed []*job
+	// A fatal error stops the run, and a protocol break is the service's own
+	// answer: neither is retried.
+	extra := retrieval.RetryFailed(ctx, br, reqs, res, errs, r.cfg.Concurrency, func(err error) bool {
+		var re *service.ResultError
+		return !isFatal(err) && !errors.As(err, &re)
+	})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	for i, j := range jobs {
 		j.retrieved, j.retrieveSec = true, share
+		if extra != nil {
+			j.retrieveSec += extra[i]
+		}
 		if errs[i] != nil {
 			if isFatal(errs[i]) {
 				return errs[i]
 			}
 			j.err = &retrieveError{errs[i]}
-			var re *service.ResultError
-			if !errors.As(errs[i], &re) { // a protocol break is the service's answer: no retry
-				failed = append(failed, j)
-			}
 			continue
 		}
 		j.chunks, j.trace = res[i].Chunks, res[i].Trace
 	}
-	if len(failed) == 0 {
-		return nil
-	}
-	// One batch shares one retry window: a search node stalled while it runs
-	// fails many rollouts at once, which call-by-call retrieval would have
-	// ridden out. Each job whose call failed gets its own call (with its own
-	// retries) before it counts as failed, as himes eval does.
-	slog.Warn("rollout: retrying on their own the rewrites whose batched retrieval failed",
-		"rewrites", len(failed), "of", len(jobs), "e.g.", failed[0].err)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(1, r.cfg.Concurrency))
-	for _, j := range failed {
-		g.Go(func() error {
-			t0 := time.Now()
-			res, err := r.ret.Retrieve(gctx, j.user, j.rewrite, j.question)
-			j.retrieveSec += time.Since(t0).Seconds()
-			if err != nil {
-				if isFatal(err) {
-					return err
-				}
-				j.err = &retrieveError{err}
-				return nil
-			}
-			j.err, j.chunks, j.trace = nil, res.Chunks, res.Trace
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	return ctx.Err()
+	return nil
 }
 
 // runJob retrieves (unless a batch did) and answers one deduplicated rewrite.
