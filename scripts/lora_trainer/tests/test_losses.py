@@ -178,3 +178,19 @@ def test_low_var_kl_clamps_like_verl():
     assert logp.grad[0].tolist() == pytest.approx([1 - math.exp(2), 0.0, 0.0], rel=1e-12)
     k3 = losses.grpo_token_terms(logp.detach(), old, adv, mask, 0.2, 0.2, kl_coef=1.0, ref_logp=ref)
     assert k3.kl_sum == pytest.approx(math.exp(2) - 3 + math.exp(3) - 4 + math.exp(-12) + 11, rel=1e-12)
+
+
+def test_logprobs_and_entropy_keep_float64_and_widen_half_precision():
+    """At least float32: a float64 model's logprobs are not narrowed (that made
+    data-parallel float64 runs differ by float32 rounding), half precision is
+    widened as before."""
+    logits = torch.randn(2, 3, 5, dtype=torch.float64)
+    targets = torch.zeros(2, 3, dtype=torch.long)
+    assert losses.token_logprobs(logits, targets).dtype == torch.float64
+    assert losses.entropy(logits).dtype == torch.float64
+    assert losses.token_logprobs(logits.to(torch.bfloat16), targets).dtype == torch.float32
+    assert losses.entropy(logits.to(torch.float16)).dtype == torch.float32
+    # The float64 result is a hand computation's in float64.
+    lp = losses.token_logprobs(logits, targets)
+    want = logits[..., 0] - torch.logsumexp(logits, -1)
+    assert torch.equal(lp, want) or float((lp - want).abs().max()) < 1e-12

@@ -37,7 +37,14 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--token", default="", help="require 'Authorization: Bearer TOKEN'; '$NAME' reads the environment variable NAME")
     p.add_argument("--checkpoint-dir", default="lora_checkpoints", help="where save/load keep named checkpoints")
     p.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda, cuda:1, ...")
-    p.add_argument("--dtype", default="auto", help="hf: auto (bfloat16 on GPU, float32 on CPU), float32, bfloat16, float16")
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "float64", "bfloat16", "float16"],
+        help="the model's weights and compute: auto (hf: bfloat16 on GPU, float32 on CPU; tiny: float32); "
+        "float64 is for verification, e.g. that N data-parallel ranks update as one process does, "
+        "free of float32's reduction-order rounding",
+    )
     p.add_argument("--seed", type=int, default=0, help="LoRA init (and tiny model weights) and dropout RNG")
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--lora-alpha", type=float, default=32.0)
@@ -130,7 +137,12 @@ def build_engine(a: argparse.Namespace) -> Engine:
         lora = LoRAConfig(rank=a.lora_rank, alpha=a.lora_alpha, dropout=a.lora_dropout)
         if targets:
             lora.target_modules = targets
-        backend = TinyBackend(lora, TinyModelConfig(d_model=a.tiny_d_model, n_layers=a.tiny_layers, seed=a.seed), device=device)
+        backend = TinyBackend(
+            lora,
+            TinyModelConfig(d_model=a.tiny_d_model, n_layers=a.tiny_layers, seed=a.seed),
+            device=device,
+            dtype="float32" if a.dtype == "auto" else a.dtype,
+        )
     else:
         from .hf import HFBackend  # lazy: transformers/peft only when asked for
 

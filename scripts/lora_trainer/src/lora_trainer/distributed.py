@@ -38,6 +38,14 @@ T = TypeVar("T")
 IDLE_TIMEOUT = datetime.timedelta(days=30)
 
 
+
+def comm_dtype(params: Sequence[torch.nn.Parameter]) -> torch.dtype:
+    """The dtype weights and gradients travel in: float64 when a parameter is
+    float64 (narrowing it would make N ranks differ from one process by float32
+    rounding, which a float64 run is there to rule out), else float32 (gloo
+    reduces no bfloat16, and half precision would round the sum)."""
+    return torch.float64 if any(p.dtype == torch.float64 for p in params) else torch.float32
+
 class RankFailure(RuntimeError):
     """A collective across the data-parallel ranks failed or timed out: the ranks
     may disagree, so the server must stop."""
@@ -121,10 +129,11 @@ class Collective(Single):
         that has a gradient on some rank gets the sum (zeros elsewhere)."""
         if not params:
             return
+        wire = comm_dtype(params)
         parts = []
         for p in params:
             g = p.grad if p.grad is not None else torch.zeros_like(p)
-            parts.append(g.detach().reshape(-1).to(torch.float32))
+            parts.append(g.detach().reshape(-1).to(wire))
         present = torch.tensor([1.0 if p.grad is not None else 0.0 for p in params], device=parts[0].device)
         flat = self._all_reduce(torch.cat(parts + [present]), "gradient all_reduce")
         flat = flat.to(parts[0].device)
@@ -141,9 +150,10 @@ class Collective(Single):
         """Rank 0's trainable weights on every rank (the start of DDP)."""
         import torch.distributed as dist  # noqa: PLC0415
 
+        wire = comm_dtype(params)
         with torch.no_grad():
             for p in params:
-                buf = self._comm(p.detach().to(torch.float32).clone())  # float32: gloo reduces no bfloat16
+                buf = self._comm(p.detach().to(wire).clone())
                 try:
                     dist.broadcast(buf, src=0)
                 except Exception as e:  # noqa: BLE001

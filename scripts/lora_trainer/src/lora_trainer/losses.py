@@ -132,12 +132,12 @@ def aggregate(loss_type: str, token_loss: torch.Tensor, mask: torch.Tensor, norm
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """log softmax(logits / T)[target] per position, computed in float32.
+    """log softmax(logits / T)[target] per position, computed in float32 (float64 for a float64 model).
 
     logits [B, T, V] are the predictions for targets [B, T] (already shifted).
     Targets on padding may be any valid id; the caller masks them.
     """
-    logits = logits.float()
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # at least float32
     if temperature != 1.0:
         logits = logits / temperature
     logz = torch.logsumexp(logits, dim=-1)
@@ -147,7 +147,7 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: flo
 
 def entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """Entropy (nats) of softmax(logits / T) at every position, [B, T]."""
-    logits = logits.float()
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # at least float32
     if temperature != 1.0:
         logits = logits / temperature
     logp = torch.log_softmax(logits, dim=-1)

@@ -221,7 +221,7 @@ class TinyBackend:
 
     implementation_detail = "tiny"
 
-    def __init__(self, lora: LoRAConfig, model_cfg: Optional[TinyModelConfig] = None, device: str = "cpu"):
+    def __init__(self, lora: LoRAConfig, model_cfg: Optional[TinyModelConfig] = None, device: str = "cpu", dtype: str = "float32"):
         self.model_cfg = model_cfg or TinyModelConfig()
         self.lora = lora
         unknown = set(lora.target_modules) - set(DEFAULT_TARGETS)
@@ -246,7 +246,9 @@ class TinyBackend:
                     self._lora_layers.append(layer)
         finally:
             torch.random.set_rng_state(gen_state)
-        self.model.to(self.device)
+        # The weights are drawn in float32 whatever the dtype, so a float64
+        # model is the float32 one widened (the same function of the seed).
+        self.model.to(self.device, dtype=getattr(torch, dtype))
         self.model.eval()
         self.base_model = (
             f"tiny-byte-transformer(d={self.model_cfg.d_model},layers={self.model_cfg.n_layers},"
