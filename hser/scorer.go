@@ -154,6 +154,25 @@ type scratch struct {
 	// the SQuAD token ids of both sides.
 	sqFused      bool
 	sqPID, sqRID []int32
+	// tokenF1's own memory.
+	f1 struct {
+		text, buf []byte
+		tab       internTable
+		pred, ref []int32
+	}
+	// The prepared reference (rougeCached): while refOK, sc.tab holds
+	// refStr's tokens interned first (the articles seeded before them
+	// without stemming), refKeys keys whose bytes are sc.buf[:refW], then
+	// the last prediction's; sc.refID and sc.sqRID (refID0 with stemming,
+	// which remaps refID) are refStr's ids. refRoom is the table room its
+	// ids take and refCtl whether it holds an ASCII control character.
+	refOK   bool
+	refStr  string
+	refKeys int
+	refW    int
+	refRoom int
+	refCtl  bool
+	refID0  []int32
 }
 
 // Score scores prediction against reference; context is the retrieved
@@ -177,8 +196,8 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 
 	if s.unicode && !s.cfg.Stem {
 		// The unicode normalization is the Rouge tokens minus articles:
-		// reuse the ids rouge just interned (before tokenF1 reuses them),
-		// for the EM and, joined, for Hit.
+		// reuse the ids rouge just interned, for the EM and, joined, for
+		// Hit.
 		out.EM = s.unicodeEM(sc)
 		if len(context) > 0 {
 			sc.normA = sc.appendJoined(sc.normA[:0], sc.predID)
@@ -726,23 +745,27 @@ func (s *Scorer) normalize(sc *scratch, dst []byte, text string) []byte {
 
 // tokenF1 is SQuAD's f1_score over space-separated normalized answers:
 // multiset overlap, 0 when nothing overlaps (so two empty answers give 0).
+//
+// It has its own table, buffers and ids, so that the Rouge tokens' (sc.tab,
+// sc.buf, sc.refID), which hold the prepared reference, survive it.
 func tokenF1(sc *scratch, pred, ref []byte) float64 {
-	sc.text = append(append(sc.text[:0], pred...), ref...)
-	sc.text = withTextSlack(sc.text)
+	f := &sc.f1
+	f.text = append(append(f.text[:0], pred...), ref...)
+	f.text = withTextSlack(f.text)
 	// Fields are separated by one space: at most one per two bytes.
-	sc.tab.reset(len(sc.text)/2 + 2)
-	sc.predID, sc.buf = sc.tab.internFields(sc.predID[:0], sc.buf[:0], sc.text, 0, len(pred))
-	sc.refID, sc.buf = sc.tab.internFields(sc.refID[:0], sc.buf, sc.text, len(pred), len(sc.text))
-	if len(sc.predID) == 0 || len(sc.refID) == 0 {
+	f.tab.reset(len(f.text)/2 + 2)
+	f.pred, f.buf = f.tab.internFields(f.pred[:0], f.buf[:0], f.text, 0, len(pred))
+	f.ref, f.buf = f.tab.internFields(f.ref[:0], f.buf, f.text, len(pred), len(f.text))
+	if len(f.pred) == 0 || len(f.ref) == 0 {
 		return 0
 	}
-	sc.counts = resize(sc.counts, sc.tab.n)
+	sc.counts = resize(sc.counts, f.tab.n)
 	clear(sc.counts)
-	for _, id := range sc.refID {
+	for _, id := range f.ref {
 		sc.counts[id]++
 	}
 	same := 0
-	for _, id := range sc.predID {
+	for _, id := range f.pred {
 		if sc.counts[id] > 0 {
 			sc.counts[id]--
 			same++
@@ -751,8 +774,8 @@ func tokenF1(sc *scratch, pred, ref []byte) float64 {
 	if same == 0 {
 		return 0
 	}
-	p := 1.0 * float64(same) / float64(len(sc.predID))
-	r := 1.0 * float64(same) / float64(len(sc.refID))
+	p := 1.0 * float64(same) / float64(len(f.pred))
+	r := 1.0 * float64(same) / float64(len(f.ref))
 	return (2 * p * r) / (p + r)
 }
 
