@@ -112,6 +112,9 @@ type Scorer struct {
 	gold    bool
 	pool    sync.Pool
 	chunks  chunkCache // normalized context chunks (Hit)
+	// noRefCache turns the prepared reference off (tests compare with it):
+	// every pair is then scanned and interned whole, prediction first.
+	noRefCache bool
 }
 
 // NewScorer validates cfg and returns a scorer for it.
@@ -421,6 +424,15 @@ func (s *Scorer) tokenize(buf *[]byte, spans []span, text string, stem bool, st 
 }
 
 func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float64) {
+	// A GRPO step scores G answers against one reference: when this
+	// scratch prepared it last, only the prediction is scanned and
+	// interned (rougeCached). Go's string == compares lengths, then
+	// pointers, then bytes, so the check costs little on a miss and on a
+	// hit with the caller's own string.
+	if sc.refOK && reference == sc.refStr && s.rougeCached(sc, prediction) {
+		return s.rougeFromIDs(sc, sc.k)
+	}
+	sc.refOK, sc.refStr = false, "" // every other path rebuilds sc.tab
 	// On ASCII text both tokenizers make the same tokens: runs of [a-z0-9]
 	// after lowercasing, stemmed when longer than 3 bytes if stemming is
 	// on. They are found, packed and interned from a copy of the text
@@ -428,7 +440,10 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 	var split int
 	sc.text, split = fillText(sc.text, prediction, reference)
 	sc.scan.xf = sc.scan.xf[:0]
-	if s.fastRouge(sc, split, true) {
+	if s.fastRouge(sc, split, !s.noRefCache) {
+		if !s.noRefCache {
+			sc.refOK, sc.refStr = true, reference
+		}
 		return s.rougeFromIDs(sc, sc.k)
 	}
 	// Text whose non-ASCII characters are separators (’ “ ” — … and the
@@ -436,7 +451,7 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 	// with them blanked; the fields holding them are tokenized and
 	// normalized on their own (blankText).
 	ok := blankText(sc, prediction, reference, s.unicode, s.unicode && !s.cfg.Stem)
-	ok = ok && s.fastRouge(sc, int(sc.scan.split), true)
+	ok = ok && s.fastRouge(sc, int(sc.scan.split), false)
 	sc.scan.pred, sc.scan.ref = "", "" // the pooled scratch keeps no texts
 	if ok {
 		return s.rougeFromIDs(sc, sc.k)
@@ -497,11 +512,15 @@ func (sc *scratch) stemIDs() int {
 // fastRouge tokenizes and interns sc.text (padded by padText), the
 // prediction's bytes before split and the reference's from there, on the
 // ASCII fast path, setting predID, refID and k (the number of distinct ids).
-// With squad, and without stemming, it also sets sqPID and sqRID to the ids
-// of the SQuAD normalize_answer tokens and sqFused, unless the text holds an
-// ASCII control character (kept by normalize_answer as part of a token:
-// the general path handles it). It reports false, having done nothing
-// useful, if the text is not ASCII.
+// Without stemming it also sets sqPID and sqRID to the ids of the SQuAD
+// normalize_answer tokens and sqFused, unless the text holds an ASCII
+// control character (kept by normalize_answer as part of a token: the
+// general path handles it). It reports false, having done nothing useful,
+// if the text is not ASCII.
+//
+// With prepare (text from fillText, no xfields) it interns the reference
+// first and records its state for rougeCached; ids are only compared for
+// equality (the articles keep ids 0-2), so the order changes no score.
 //
 // On ASCII text without control characters, normalize_answer's tokens are
 // the whitespace-separated fields with punctuation deleted, that is the
@@ -512,7 +531,7 @@ func (sc *scratch) stemIDs() int {
 // field is interned from there. Equal ids are equal bytes, so EM and F1 come
 // from the ids. On text from blankText, the fields it lists in sc.scan.xf
 // are interned from their normalize_answer instead (internXFields).
-func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
+func (s *Scorer) fastRouge(sc *scratch, split int, prepare bool) bool {
 	sc.sqFused = false
 	tokens, ascii, control := sc.scan.scan(sc.text)
 	if !ascii {
@@ -522,7 +541,7 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 	// SQuAD, whose articles need their reserved ids (with stemming the ids
 	// are remapped to stems, and seeded keys have no bytes to stem).
 	seed := !s.cfg.Stem
-	squad = squad && seed
+	squad := seed
 	sc.buf = growBuf(sc.buf, sc.text)
 	room := tokens + articleIDs
 	if squad {
@@ -541,6 +560,12 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 		sc.scan.xf = sc.scan.xf[:0] // no SQuAD ids: the xfields' tokens are ordinary ones
 	}
 	np, _ := slices.BinarySearchFunc(sc.scan.tok[:tokens], int32(split), func(t scanToken, at int32) int { return int(t.start - at) })
+	if prepare {
+		// Room for this prediction again on top of the reference, as
+		// rougeCached counts it.
+		sc.refRoom = tableRoom(tokens-np, squad) + articleIDs
+		room = max(room, sc.refRoom+tableRoom(np, squad))
+	}
 	sc.tab.reset(4 * room)
 	if seed {
 		sc.tab.seedArticles()
@@ -552,15 +577,74 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 			sc.scan.tok[i].field = 1
 		}
 	}
-	sc.scan.xi, sc.scan.xlim = 0, int32(split)
-	sc.predID, sc.sqPID, sc.buf = sc.tab.internTokens(sc.predID[:0], sc.sqPID[:0], &sc.scan, sc.text, sc.buf, 0, np)
-	sc.scan.xlim = math.MaxInt32
-	sc.refID, sc.sqRID, sc.buf = sc.tab.internTokens(sc.refID[:0], sc.sqRID[:0], &sc.scan, sc.text, sc.buf, np, tokens)
+	if prepare {
+		sc.scan.xi, sc.scan.xlim = 0, math.MaxInt32
+		sc.refID, sc.sqRID, sc.buf = sc.tab.internTokens(sc.refID[:0], sc.sqRID[:0], &sc.scan, sc.text, sc.buf, np, tokens)
+		sc.refKeys, sc.refW = sc.tab.n, len(sc.buf)
+		sc.refCtl = control && hasControl(sc.text[split:])
+		sc.predID, sc.sqPID, sc.buf = sc.tab.internTokens(sc.predID[:0], sc.sqPID[:0], &sc.scan, sc.text, sc.buf, 0, np)
+	} else {
+		sc.scan.xi, sc.scan.xlim = 0, int32(split)
+		sc.predID, sc.sqPID, sc.buf = sc.tab.internTokens(sc.predID[:0], sc.sqPID[:0], &sc.scan, sc.text, sc.buf, 0, np)
+		sc.scan.xlim = math.MaxInt32
+		sc.refID, sc.sqRID, sc.buf = sc.tab.internTokens(sc.refID[:0], sc.sqRID[:0], &sc.scan, sc.text, sc.buf, np, tokens)
+	}
 	if s.cfg.Stem {
+		if prepare {
+			sc.refID0 = append(sc.refID0[:0], sc.refID...) // stemIDs remaps refID
+		}
 		sc.k = sc.stemIDs()
 		return true
 	}
-	sc.sqFused = squad && !(control && hasControl(sc.text))
+	sc.sqFused = !(control && hasControl(sc.text))
+	sc.k = sc.tab.n
+	return true
+}
+
+// tableRoom is the number of ids tokens of one side may take in sc.tab:
+// one each, and with SQuAD fields one per field of several tokens.
+func tableRoom(tokens int, squad bool) int {
+	if squad {
+		return tokens + tokens/2 + 1
+	}
+	return tokens
+}
+
+// rougeCached is fastRouge for prediction against the reference prepared
+// in sc (refOK), which it neither scans nor interns again: the last
+// prediction's keys are taken out of sc.tab (forget), leaving the
+// reference's, and prediction is interned after them. It reports false,
+// having changed sc.tab only as forget does, when prediction is not ASCII
+// or the table has no room for it at the usual load; the caller then scores
+// the pair from scratch.
+func (s *Scorer) rougeCached(sc *scratch, prediction string) bool {
+	sc.sqFused = false
+	sc.text = padText(append(sc.text[:0], prediction...))
+	tokens, ascii, control := sc.scan.scan(sc.text)
+	if !ascii {
+		return false
+	}
+	squad := !s.cfg.Stem
+	// fastRouge's reset(4*room) makes at least 8 slots per id.
+	if 8*(sc.refRoom+tableRoom(tokens, squad)) > int(sc.tab.mask)+1 {
+		return false
+	}
+	sc.tab.forget(sc.refKeys, sc.buf) // before buf moves: it reads the keys
+	sc.buf = slices.Grow(sc.buf[:sc.refW], len(sc.text)+2*maxPacked)
+	if !squad {
+		for i := range sc.scan.tok[:tokens] {
+			sc.scan.tok[i].field = 1
+		}
+	}
+	sc.scan.xf = sc.scan.xf[:0]
+	sc.scan.xi, sc.scan.xlim = 0, math.MaxInt32
+	sc.predID, sc.sqPID, sc.buf = sc.tab.internTokens(sc.predID[:0], sc.sqPID[:0], &sc.scan, sc.text, sc.buf, 0, tokens)
+	if s.cfg.Stem {
+		sc.refID = append(sc.refID[:0], sc.refID0...)
+		sc.k = sc.stemIDs()
+		return true
+	}
+	sc.sqFused = !(sc.refCtl || control && hasControl(sc.text))
 	sc.k = sc.tab.n
 	return true
 }
