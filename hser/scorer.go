@@ -176,6 +176,9 @@ type scratch struct {
 	refRoom int
 	refCtl  bool
 	refID0  []int32
+	// sqRef, and normRef with stemming, hold the prepared reference's
+	// normalizations (Score computes them once per reference).
+	sqRefOK, normRefOK bool
 }
 
 // Score scores prediction against reference; context is the retrieved
@@ -216,7 +219,10 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 		out.SquadEM, out.SquadF1 = squadFromIDs(sc, sc.sqPID, sc.sqRID)
 	} else {
 		sc.sqA = appendSQuADNormalized(sc.sqA[:0], prediction, &sc.tmp)
-		sc.sqRef = appendSQuADNormalized(sc.sqRef[:0], reference, &sc.tmp)
+		if !sc.sqRefOK { // else sqRef is the prepared reference's already
+			sc.sqRef = appendSQuADNormalized(sc.sqRef[:0], reference, &sc.tmp)
+			sc.sqRefOK = sc.refOK
+		}
 		if bytes.Equal(sc.sqA, sc.sqRef) {
 			out.SquadEM = 1
 		}
@@ -237,7 +243,10 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 		}
 	case s.cfg.Stem:
 		sc.normA = s.normalize(sc, sc.normA[:0], prediction)
-		sc.normRef = s.normalize(sc, sc.normRef[:0], reference)
+		if !sc.normRefOK { // only this branch writes normRef with stemming
+			sc.normRef = s.normalize(sc, sc.normRef[:0], reference)
+			sc.normRefOK = sc.refOK
+		}
 		if bytes.Equal(sc.normA, sc.normRef) {
 			out.EM = 1
 		}
@@ -432,7 +441,10 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 	if sc.refOK && reference == sc.refStr && s.rougeCached(sc, prediction) {
 		return s.rougeFromIDs(sc, sc.k)
 	}
-	sc.refOK, sc.refStr = false, "" // every other path rebuilds sc.tab
+	// Every other path rebuilds sc.tab, and a prepared reference is a new
+	// one: its normalizations are not known yet.
+	sc.refOK, sc.refStr = false, ""
+	sc.sqRefOK, sc.normRefOK = false, false
 	// On ASCII text both tokenizers make the same tokens: runs of [a-z0-9]
 	// after lowercasing, stemmed when longer than 3 bytes if stemming is
 	// on. They are found, packed and interned from a copy of the text
