@@ -192,6 +192,26 @@ func (t *internTable) forget(n int, buf []byte) {
 	t.n = n
 }
 
+// forgetHashed is forget for keys whose bytes are not at hand (stemTab's
+// packed keys point nowhere): hs holds the hashes of the keys from id n on,
+// in order.
+func (t *internTable) forgetHashed(n int, hs []uint64) {
+	if len(hs) != len(t.keys)-n {
+		panic("hser: forgetHashed: one hash per key to forget")
+	}
+	for j := len(hs) - 1; j >= 0; j-- {
+		id := int32(n + j)
+		for i := hs[j] >> t.shift; ; i = (i + 1) & t.mask {
+			if sl := &t.slots[i]; sl.id == id && sl.tag>>8 == t.gen {
+				sl.tag = 0 // generation 0 is never current
+				break
+			}
+		}
+	}
+	t.keys = t.keys[:n]
+	t.n = n
+}
+
 // hashToken is a fast non-cryptographic hash for long tokens: 8 bytes at a
 // time, multiply-xorshift mixing. Collisions only cost a probe (keys are
 // compared byte for byte).

@@ -3,6 +3,7 @@ package hser
 import (
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -55,10 +56,33 @@ func refCacheTexts(t *testing.T, r *rand.Rand) []string {
 		"\x7f", "x\ty\x1cz", "The quick brown fox", "İstanbul ΟΔΟΣ", "北京タワー서울", "x\xff\xfe\xc0y",
 		"\u0301\u0301the", "yyyyyyyy", "Don’t “the” — the’s x’the’y…\u00a0an", "café’s straße — İstanbul’s “Σ”",
 		"Ⓐ’ ’ “” —\u2028the", "generously running runners ran", "internationalization-INTERNATIONALIZATION",
+		// Long words whose stems are short, next to the short words with
+		// the same stems.
+		"Compartmentalization rationalizations, characterization conditionally responsibilities",
+		"compartmental rational characterize conditional responsible",
 		strings.Repeat("ab ", 100), strings.Repeat("the ", 700), strings.Repeat("Word", 300),
 		strings.Repeat("alpha beta gamma delta ", 120), strings.Repeat("y", 5000))
 	for range 300 {
 		texts = append(texts, randomASCII(r), scanText(r, r.IntN(5) == 0), mixedText(r))
+	}
+	// Porter's test words: long words whose stems are short, stems equal
+	// to other words.
+	var words []string
+	for line := range strings.Lines(string(must(os.ReadFile("testdata/porter_nltk.tsv")))) {
+		if w, _, ok := strings.Cut(line, "\t"); ok && !strings.HasPrefix(w, "#") {
+			words = append(words, w)
+		}
+	}
+	for range 200 {
+		var b strings.Builder
+		for range r.IntN(40) {
+			w := words[r.IntN(len(words))]
+			if r.IntN(4) == 0 {
+				w = strings.ToUpper(w[:1]) + w[1:]
+			}
+			b.WriteString(w + [...]string{" ", ", ", "-", " the "}[r.IntN(4)])
+		}
+		texts = append(texts, b.String())
 	}
 	for range 100 {
 		b := make([]byte, r.IntN(40))
@@ -68,6 +92,13 @@ func refCacheTexts(t *testing.T, r *rand.Rand) []string {
 		texts = append(texts, sepText(b))
 	}
 	return texts
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // variant derives a prediction from ref that shares some of its tokens:

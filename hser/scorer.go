@@ -176,6 +176,10 @@ type scratch struct {
 	refRoom int
 	refCtl  bool
 	refID0  []int32
+	// The prepared reference's stems (stemIDs): stemTab's keys and
+	// stemBuf's bytes after them, and the hashes of the stems added since.
+	stemRefN, stemRefW int
+	stemNewH           []uint64
 	// sqRef, and normRef with stemming, hold the prepared reference's
 	// normalizations (Score computes them once per reference).
 	sqRefOK, normRefOK bool
@@ -485,15 +489,37 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 // and returns the number of distinct stems. Each distinct token is stemmed
 // once (tokens longer than 3 bytes, as both tokenizers do), so stemming stays
 // out of the tokenizer's inner loop.
-func (sc *scratch) stemIDs() int {
+//
+// The keys below refKeys are the prepared reference's (fastRouge interns
+// it first). Without hit every key is stemmed and the state after the
+// reference's is recorded (stemRefN, stemRefW; the stems added after it
+// are listed by hash in stemNewH). With hit, the reference's stems and
+// stem ids are those recorded: the last prediction's stems are taken out
+// of stemTab (forgetHashed) and only the prediction's keys are stemmed.
+// Stem ids are only compared for equality, like token ids.
+func (sc *scratch) stemIDs(refKeys int, hit bool) int {
 	t := &sc.tab
-	sc.stemTab.reset(t.n)
-	sc.stemBuf = sc.stemBuf[:0]
-	sc.stemID = resize(sc.stemID, t.n)
+	from := 0
+	if hit {
+		sc.stemTab.forgetHashed(sc.stemRefN, sc.stemNewH)
+		sc.stemBuf = sc.stemBuf[:sc.stemRefW]
+		sc.stemID = slices.Grow(sc.stemID[:refKeys], t.n-refKeys)[:t.n]
+		from = refKeys
+	} else {
+		sc.stemTab.reset(t.n)
+		sc.stemBuf = sc.stemBuf[:0]
+		sc.stemID = resize(sc.stemID, t.n)
+	}
+	sc.stemNewH = sc.stemNewH[:0]
 	full := sc.buf[:cap(sc.buf)] // internTokens leaves 16 bytes of slack
-	for id, k := range t.keys {
-		n := int(k.end - k.start)
-		if n <= maxPacked {
+	for id := from; id < len(t.keys); id++ {
+		if id == refKeys {
+			sc.stemRefN, sc.stemRefW = sc.stemTab.n, len(sc.stemBuf)
+		}
+		k := t.keys[id]
+		n0 := sc.stemTab.n
+		var h uint64
+		if n := int(k.end - k.start); n <= maxPacked {
 			ml, mh := packMasks(n)
 			lo := binary.LittleEndian.Uint64(full[k.start:]) & ml
 			hi := binary.LittleEndian.Uint64(full[k.start+8:]) & mh
@@ -502,15 +528,32 @@ func (sc *scratch) stemIDs() int {
 			}
 			// A key of at most 16 bytes is compared packed: its span only
 			// needs the right length.
-			sc.stemID[id] = sc.stemTab.lookup(nil, span{0, int32(n)}, lo, hi, hashPacked(lo, hi, n))
-			continue
+			h = hashPacked(lo, hi, n)
+			sc.stemID[id] = sc.stemTab.lookup(nil, span{0, int32(n)}, lo, hi, h)
+		} else {
+			// Long words are rare: stem them in stemBuf and intern from
+			// there (as intern does).
+			start := len(sc.stemBuf)
+			sc.stemBuf = sc.stem.stemTail(append(sc.stemBuf, full[k.start:k.end]...), start)
+			sc.stemBuf = withSlack(sc.stemBuf)
+			sp := span{int32(start), int32(len(sc.stemBuf))}
+			if n := len(sc.stemBuf) - start; n <= maxPacked { // a short stem is keyed packed, as intern keys it
+				ml, mh := packMasks(n)
+				lo := binary.LittleEndian.Uint64(sc.stemBuf[start:start+8]) & ml
+				hi := binary.LittleEndian.Uint64(sc.stemBuf[start+8:start+16]) & mh
+				h = hashPacked(lo, hi, n)
+				sc.stemID[id] = sc.stemTab.lookup(sc.stemBuf, sp, lo, hi, h)
+			} else {
+				h = hashToken(sc.stemBuf[start:])
+				sc.stemID[id] = sc.stemTab.lookup(sc.stemBuf, sp, h, 0, h)
+			}
 		}
-		// Long words are rare: stem them in stemBuf and intern from there.
-		start := len(sc.stemBuf)
-		sc.stemBuf = sc.stem.stemTail(append(sc.stemBuf, full[k.start:k.end]...), start)
-		sc.stemBuf = withSlack(sc.stemBuf)
-		sp := [1]span{{int32(start), int32(len(sc.stemBuf))}}
-		sc.stemTab.intern(sc.stemID[id:id], sc.stemBuf, sp[:]) // writes sc.stemID[id]
+		if id >= refKeys && sc.stemTab.n > n0 {
+			sc.stemNewH = append(sc.stemNewH, h)
+		}
+	}
+	if refKeys >= len(t.keys) && !hit {
+		sc.stemRefN, sc.stemRefW = sc.stemTab.n, len(sc.stemBuf)
 	}
 	for i, id := range sc.predID {
 		sc.predID[i] = sc.stemID[id]
@@ -602,10 +645,12 @@ func (s *Scorer) fastRouge(sc *scratch, split int, prepare bool) bool {
 		sc.refID, sc.sqRID, sc.buf = sc.tab.internTokens(sc.refID[:0], sc.sqRID[:0], &sc.scan, sc.text, sc.buf, np, tokens)
 	}
 	if s.cfg.Stem {
+		refKeys := len(sc.tab.keys) // no prepared reference: nothing recorded
 		if prepare {
 			sc.refID0 = append(sc.refID0[:0], sc.refID...) // stemIDs remaps refID
+			refKeys = sc.refKeys
 		}
-		sc.k = sc.stemIDs()
+		sc.k = sc.stemIDs(refKeys, false)
 		return true
 	}
 	sc.sqFused = !(control && hasControl(sc.text))
@@ -653,7 +698,9 @@ func (s *Scorer) rougeCached(sc *scratch, prediction string) bool {
 	sc.predID, sc.sqPID, sc.buf = sc.tab.internTokens(sc.predID[:0], sc.sqPID[:0], &sc.scan, sc.text, sc.buf, 0, tokens)
 	if s.cfg.Stem {
 		sc.refID = append(sc.refID[:0], sc.refID0...)
-		sc.k = sc.stemIDs()
+		// The recorded stems serve while stemTab has room for every key at
+		// reset's load (it was reset for the keys of the prepared pair).
+		sc.k = sc.stemIDs(sc.refKeys, 2*sc.tab.n <= int(sc.stemTab.mask)+1)
 		return true
 	}
 	sc.sqFused = !(sc.refCtl || control && hasControl(sc.text))
