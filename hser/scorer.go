@@ -169,6 +169,9 @@ type scratch struct {
 	// the last prediction's; sc.refID and sc.sqRID (refID0 with stemming,
 	// which remaps refID) are refStr's ids. refRoom is the table room its
 	// ids take and refCtl whether it holds an ASCII control character.
+	// refStr is the caller's string itself (the pooled scratch keeps this
+	// one text alive until the next reference), so that a hit with the
+	// same string is a pointer compare.
 	refOK   bool
 	refStr  string
 	refKeys int
