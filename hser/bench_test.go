@@ -110,6 +110,38 @@ func BenchmarkScore(b *testing.B) {
 	}
 }
 
+// BenchmarkScoreGroup is BenchmarkScore as a GRPO step scores: 8 answers
+// per reference, the answers' clips from BenchmarkScore's pairs and the
+// reference the group's first pair's, so each reference is scanned and
+// interned once per group (the scorer's prepared reference).
+func BenchmarkScoreGroup(b *testing.B) {
+	pairs := benchPairs(b)
+	const g = 8
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"unicode", DefaultConfig()},
+		{"rouge-score", rougeCfg(false)},
+		{"rouge-score+stem", rougeCfg(true)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s := mustScorer(b, c.cfg)
+			b.ReportAllocs()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			cpu0, ok := threadCPU()
+			i := 0
+			for b.Loop() {
+				ref := pairs[(i/g*g)%len(pairs)][1]
+				s.Score(pairs[i%len(pairs)][0], ref, nil)
+				i++
+			}
+			reportThreadCPU(b, cpu0, ok, i)
+		})
+	}
+}
+
 // BenchmarkLCS compares the bit-parallel LCS with the DP on the same ids.
 func BenchmarkLCS(b *testing.B) {
 	r := rand.New(rand.NewPCG(7, 8))

@@ -61,4 +61,12 @@
 // path on nearly any text. The rest (CJK, marks, text not in NFC, stemmed
 // unicode text with letters) takes the general tokenizers. With a context,
 // Hit's normalized answers are joined from the interned ids.
+//
+// A GRPO step scores its G answers against one reference: on the ASCII
+// fast path the reference is interned first, and the pooled scratch keeps
+// it so prepared (its keys, ids, SQuAD ids, normalizations and stems).
+// When the next pair on that scratch has the same reference, only the
+// prediction is scanned and interned, after the last prediction's keys
+// are taken out of the table again. Ids are compared only for equality,
+// so the scores are those of scoring the pair whole, bit for bit.
 package hser

@@ -161,6 +161,57 @@ func (t *internTable) lookup(buf []byte, sp span, lo, hi, h uint64) int32 {
 	}
 }
 
+// forget takes the keys from id n on out of the table, the last added
+// first, leaving it as it was with n keys (the reference's, in
+// rougeCached). Each was added to a slot that was then empty, and the keys
+// added before it were probed past only slots filled earlier, so emptying
+// the slots in reverse order restores every probe sequence. buf holds the
+// keys' bytes.
+func (t *internTable) forget(n int, buf []byte) {
+	full := buf[:cap(buf)]
+	for id := len(t.keys) - 1; id >= n; id-- {
+		k := t.keys[id]
+		l := int(k.end - k.start)
+		var h uint64
+		if l <= maxPacked {
+			ml, mh := packMasks(l)
+			lo := binary.LittleEndian.Uint64(full[k.start:]) & ml
+			hi := binary.LittleEndian.Uint64(full[k.start+8:]) & mh
+			h = hashPacked(lo, hi, l)
+		} else {
+			h = hashToken(buf[k.start:k.end])
+		}
+		for i := h >> t.shift; ; i = (i + 1) & t.mask {
+			if sl := &t.slots[i]; sl.id == int32(id) && sl.tag>>8 == t.gen {
+				sl.tag = 0 // generation 0 is never current
+				break
+			}
+		}
+	}
+	t.keys = t.keys[:n]
+	t.n = n
+}
+
+// forgetHashed is forget for keys whose bytes are not at hand (stemTab's
+// packed keys point nowhere): hs holds the hashes of the keys from id n on,
+// in order.
+func (t *internTable) forgetHashed(n int, hs []uint64) {
+	if len(hs) != len(t.keys)-n {
+		panic("hser: forgetHashed: one hash per key to forget")
+	}
+	for j := len(hs) - 1; j >= 0; j-- {
+		id := int32(n + j)
+		for i := hs[j] >> t.shift; ; i = (i + 1) & t.mask {
+			if sl := &t.slots[i]; sl.id == id && sl.tag>>8 == t.gen {
+				sl.tag = 0 // generation 0 is never current
+				break
+			}
+		}
+	}
+	t.keys = t.keys[:n]
+	t.n = n
+}
+
 // hashToken is a fast non-cryptographic hash for long tokens: 8 bytes at a
 // time, multiply-xorshift mixing. Collisions only cost a probe (keys are
 // compared byte for byte).

@@ -112,6 +112,9 @@ type Scorer struct {
 	gold    bool
 	pool    sync.Pool
 	chunks  chunkCache // normalized context chunks (Hit)
+	// noRefCache turns the prepared reference off (tests compare with it):
+	// every pair is then scanned and interned whole, prediction first.
+	noRefCache bool
 }
 
 // NewScorer validates cfg and returns a scorer for it.
@@ -154,6 +157,35 @@ type scratch struct {
 	// the SQuAD token ids of both sides.
 	sqFused      bool
 	sqPID, sqRID []int32
+	// tokenF1's own memory.
+	f1 struct {
+		text, buf []byte
+		tab       internTable
+		pred, ref []int32
+	}
+	// The prepared reference (rougeCached): while refOK, sc.tab holds
+	// refStr's tokens interned first (the articles seeded before them
+	// without stemming), refKeys keys whose bytes are sc.buf[:refW], then
+	// the last prediction's; sc.refID and sc.sqRID (refID0 with stemming,
+	// which remaps refID) are refStr's ids. refRoom is the table room its
+	// ids take and refCtl whether it holds an ASCII control character.
+	// refStr is the caller's string itself (the pooled scratch keeps this
+	// one text alive until the next reference), so that a hit with the
+	// same string is a pointer compare.
+	refOK   bool
+	refStr  string
+	refKeys int
+	refW    int
+	refRoom int
+	refCtl  bool
+	refID0  []int32
+	// The prepared reference's stems (stemIDs): stemTab's keys and
+	// stemBuf's bytes after them, and the hashes of the stems added since.
+	stemRefN, stemRefW int
+	stemNewH           []uint64
+	// sqRef, and normRef with stemming, hold the prepared reference's
+	// normalizations (Score computes them once per reference).
+	sqRefOK, normRefOK bool
 }
 
 // Score scores prediction against reference; context is the retrieved
@@ -177,8 +209,8 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 
 	if s.unicode && !s.cfg.Stem {
 		// The unicode normalization is the Rouge tokens minus articles:
-		// reuse the ids rouge just interned (before tokenF1 reuses them),
-		// for the EM and, joined, for Hit.
+		// reuse the ids rouge just interned, for the EM and, joined, for
+		// Hit.
 		out.EM = s.unicodeEM(sc)
 		if len(context) > 0 {
 			sc.normA = sc.appendJoined(sc.normA[:0], sc.predID)
@@ -194,7 +226,10 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 		out.SquadEM, out.SquadF1 = squadFromIDs(sc, sc.sqPID, sc.sqRID)
 	} else {
 		sc.sqA = appendSQuADNormalized(sc.sqA[:0], prediction, &sc.tmp)
-		sc.sqRef = appendSQuADNormalized(sc.sqRef[:0], reference, &sc.tmp)
+		if !sc.sqRefOK { // else sqRef is the prepared reference's already
+			sc.sqRef = appendSQuADNormalized(sc.sqRef[:0], reference, &sc.tmp)
+			sc.sqRefOK = sc.refOK
+		}
 		if bytes.Equal(sc.sqA, sc.sqRef) {
 			out.SquadEM = 1
 		}
@@ -215,7 +250,10 @@ func (s *Scorer) Score(prediction, reference string, context []string) Score {
 		}
 	case s.cfg.Stem:
 		sc.normA = s.normalize(sc, sc.normA[:0], prediction)
-		sc.normRef = s.normalize(sc, sc.normRef[:0], reference)
+		if !sc.normRefOK { // only this branch writes normRef with stemming
+			sc.normRef = s.normalize(sc, sc.normRef[:0], reference)
+			sc.normRefOK = sc.refOK
+		}
 		if bytes.Equal(sc.normA, sc.normRef) {
 			out.EM = 1
 		}
@@ -402,6 +440,18 @@ func (s *Scorer) tokenize(buf *[]byte, spans []span, text string, stem bool, st 
 }
 
 func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float64) {
+	// A GRPO step scores G answers against one reference: when this
+	// scratch prepared it last, only the prediction is scanned and
+	// interned (rougeCached). Go's string == compares lengths, then
+	// pointers, then bytes, so the check costs little on a miss and on a
+	// hit with the caller's own string.
+	if sc.refOK && reference == sc.refStr && s.rougeCached(sc, prediction) {
+		return s.rougeFromIDs(sc, sc.k)
+	}
+	// Every other path rebuilds sc.tab, and a prepared reference is a new
+	// one: its normalizations are not known yet.
+	sc.refOK, sc.refStr = false, ""
+	sc.sqRefOK, sc.normRefOK = false, false
 	// On ASCII text both tokenizers make the same tokens: runs of [a-z0-9]
 	// after lowercasing, stemmed when longer than 3 bytes if stemming is
 	// on. They are found, packed and interned from a copy of the text
@@ -409,7 +459,10 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 	var split int
 	sc.text, split = fillText(sc.text, prediction, reference)
 	sc.scan.xf = sc.scan.xf[:0]
-	if s.fastRouge(sc, split, true) {
+	if s.fastRouge(sc, split, !s.noRefCache) {
+		if !s.noRefCache {
+			sc.refOK, sc.refStr = true, reference
+		}
 		return s.rougeFromIDs(sc, sc.k)
 	}
 	// Text whose non-ASCII characters are separators (’ “ ” — … and the
@@ -417,7 +470,7 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 	// with them blanked; the fields holding them are tokenized and
 	// normalized on their own (blankText).
 	ok := blankText(sc, prediction, reference, s.unicode, s.unicode && !s.cfg.Stem)
-	ok = ok && s.fastRouge(sc, int(sc.scan.split), true)
+	ok = ok && s.fastRouge(sc, int(sc.scan.split), false)
 	sc.scan.pred, sc.scan.ref = "", "" // the pooled scratch keeps no texts
 	if ok {
 		return s.rougeFromIDs(sc, sc.k)
@@ -439,15 +492,37 @@ func (s *Scorer) rouge(sc *scratch, prediction, reference string) (p, r, f float
 // and returns the number of distinct stems. Each distinct token is stemmed
 // once (tokens longer than 3 bytes, as both tokenizers do), so stemming stays
 // out of the tokenizer's inner loop.
-func (sc *scratch) stemIDs() int {
+//
+// The keys below refKeys are the prepared reference's (fastRouge interns
+// it first). Without hit every key is stemmed and the state after the
+// reference's is recorded (stemRefN, stemRefW; the stems added after it
+// are listed by hash in stemNewH). With hit, the reference's stems and
+// stem ids are those recorded: the last prediction's stems are taken out
+// of stemTab (forgetHashed) and only the prediction's keys are stemmed.
+// Stem ids are only compared for equality, like token ids.
+func (sc *scratch) stemIDs(refKeys int, hit bool) int {
 	t := &sc.tab
-	sc.stemTab.reset(t.n)
-	sc.stemBuf = sc.stemBuf[:0]
-	sc.stemID = resize(sc.stemID, t.n)
+	from := 0
+	if hit {
+		sc.stemTab.forgetHashed(sc.stemRefN, sc.stemNewH)
+		sc.stemBuf = sc.stemBuf[:sc.stemRefW]
+		sc.stemID = slices.Grow(sc.stemID[:refKeys], t.n-refKeys)[:t.n]
+		from = refKeys
+	} else {
+		sc.stemTab.reset(t.n)
+		sc.stemBuf = sc.stemBuf[:0]
+		sc.stemID = resize(sc.stemID, t.n)
+	}
+	sc.stemNewH = sc.stemNewH[:0]
 	full := sc.buf[:cap(sc.buf)] // internTokens leaves 16 bytes of slack
-	for id, k := range t.keys {
-		n := int(k.end - k.start)
-		if n <= maxPacked {
+	for id := from; id < len(t.keys); id++ {
+		if id == refKeys {
+			sc.stemRefN, sc.stemRefW = sc.stemTab.n, len(sc.stemBuf)
+		}
+		k := t.keys[id]
+		n0 := sc.stemTab.n
+		var h uint64
+		if n := int(k.end - k.start); n <= maxPacked {
 			ml, mh := packMasks(n)
 			lo := binary.LittleEndian.Uint64(full[k.start:]) & ml
 			hi := binary.LittleEndian.Uint64(full[k.start+8:]) & mh
@@ -456,15 +531,32 @@ func (sc *scratch) stemIDs() int {
 			}
 			// A key of at most 16 bytes is compared packed: its span only
 			// needs the right length.
-			sc.stemID[id] = sc.stemTab.lookup(nil, span{0, int32(n)}, lo, hi, hashPacked(lo, hi, n))
-			continue
+			h = hashPacked(lo, hi, n)
+			sc.stemID[id] = sc.stemTab.lookup(nil, span{0, int32(n)}, lo, hi, h)
+		} else {
+			// Long words are rare: stem them in stemBuf and intern from
+			// there (as intern does).
+			start := len(sc.stemBuf)
+			sc.stemBuf = sc.stem.stemTail(append(sc.stemBuf, full[k.start:k.end]...), start)
+			sc.stemBuf = withSlack(sc.stemBuf)
+			sp := span{int32(start), int32(len(sc.stemBuf))}
+			if n := len(sc.stemBuf) - start; n <= maxPacked { // a short stem is keyed packed, as intern keys it
+				ml, mh := packMasks(n)
+				lo := binary.LittleEndian.Uint64(sc.stemBuf[start:start+8]) & ml
+				hi := binary.LittleEndian.Uint64(sc.stemBuf[start+8:start+16]) & mh
+				h = hashPacked(lo, hi, n)
+				sc.stemID[id] = sc.stemTab.lookup(sc.stemBuf, sp, lo, hi, h)
+			} else {
+				h = hashToken(sc.stemBuf[start:])
+				sc.stemID[id] = sc.stemTab.lookup(sc.stemBuf, sp, h, 0, h)
+			}
 		}
-		// Long words are rare: stem them in stemBuf and intern from there.
-		start := len(sc.stemBuf)
-		sc.stemBuf = sc.stem.stemTail(append(sc.stemBuf, full[k.start:k.end]...), start)
-		sc.stemBuf = withSlack(sc.stemBuf)
-		sp := [1]span{{int32(start), int32(len(sc.stemBuf))}}
-		sc.stemTab.intern(sc.stemID[id:id], sc.stemBuf, sp[:]) // writes sc.stemID[id]
+		if id >= refKeys && sc.stemTab.n > n0 {
+			sc.stemNewH = append(sc.stemNewH, h)
+		}
+	}
+	if refKeys >= len(t.keys) && !hit {
+		sc.stemRefN, sc.stemRefW = sc.stemTab.n, len(sc.stemBuf)
 	}
 	for i, id := range sc.predID {
 		sc.predID[i] = sc.stemID[id]
@@ -478,11 +570,15 @@ func (sc *scratch) stemIDs() int {
 // fastRouge tokenizes and interns sc.text (padded by padText), the
 // prediction's bytes before split and the reference's from there, on the
 // ASCII fast path, setting predID, refID and k (the number of distinct ids).
-// With squad, and without stemming, it also sets sqPID and sqRID to the ids
-// of the SQuAD normalize_answer tokens and sqFused, unless the text holds an
-// ASCII control character (kept by normalize_answer as part of a token:
-// the general path handles it). It reports false, having done nothing
-// useful, if the text is not ASCII.
+// Without stemming it also sets sqPID and sqRID to the ids of the SQuAD
+// normalize_answer tokens and sqFused, unless the text holds an ASCII
+// control character (kept by normalize_answer as part of a token: the
+// general path handles it). It reports false, having done nothing useful,
+// if the text is not ASCII.
+//
+// With prepare (text from fillText, no xfields) it interns the reference
+// first and records its state for rougeCached; ids are only compared for
+// equality (the articles keep ids 0-2), so the order changes no score.
 //
 // On ASCII text without control characters, normalize_answer's tokens are
 // the whitespace-separated fields with punctuation deleted, that is the
@@ -493,7 +589,7 @@ func (sc *scratch) stemIDs() int {
 // field is interned from there. Equal ids are equal bytes, so EM and F1 come
 // from the ids. On text from blankText, the fields it lists in sc.scan.xf
 // are interned from their normalize_answer instead (internXFields).
-func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
+func (s *Scorer) fastRouge(sc *scratch, split int, prepare bool) bool {
 	sc.sqFused = false
 	tokens, ascii, control := sc.scan.scan(sc.text)
 	if !ascii {
@@ -503,7 +599,7 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 	// SQuAD, whose articles need their reserved ids (with stemming the ids
 	// are remapped to stems, and seeded keys have no bytes to stem).
 	seed := !s.cfg.Stem
-	squad = squad && seed
+	squad := seed
 	sc.buf = growBuf(sc.buf, sc.text)
 	room := tokens + articleIDs
 	if squad {
@@ -522,6 +618,12 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 		sc.scan.xf = sc.scan.xf[:0] // no SQuAD ids: the xfields' tokens are ordinary ones
 	}
 	np, _ := slices.BinarySearchFunc(sc.scan.tok[:tokens], int32(split), func(t scanToken, at int32) int { return int(t.start - at) })
+	if prepare {
+		// Room for this prediction again on top of the reference, as
+		// rougeCached counts it.
+		sc.refRoom = tableRoom(tokens-np, squad) + articleIDs
+		room = max(room, sc.refRoom+tableRoom(np, squad))
+	}
 	sc.tab.reset(4 * room)
 	if seed {
 		sc.tab.seedArticles()
@@ -533,15 +635,78 @@ func (s *Scorer) fastRouge(sc *scratch, split int, squad bool) bool {
 			sc.scan.tok[i].field = 1
 		}
 	}
-	sc.scan.xi, sc.scan.xlim = 0, int32(split)
-	sc.predID, sc.sqPID, sc.buf = sc.tab.internTokens(sc.predID[:0], sc.sqPID[:0], &sc.scan, sc.text, sc.buf, 0, np)
-	sc.scan.xlim = math.MaxInt32
-	sc.refID, sc.sqRID, sc.buf = sc.tab.internTokens(sc.refID[:0], sc.sqRID[:0], &sc.scan, sc.text, sc.buf, np, tokens)
+	if prepare {
+		sc.scan.xi, sc.scan.xlim = 0, math.MaxInt32
+		sc.refID, sc.sqRID, sc.buf = sc.tab.internTokens(sc.refID[:0], sc.sqRID[:0], &sc.scan, sc.text, sc.buf, np, tokens)
+		sc.refKeys, sc.refW = sc.tab.n, len(sc.buf)
+		sc.refCtl = control && hasControl(sc.text[split:])
+		sc.predID, sc.sqPID, sc.buf = sc.tab.internTokens(sc.predID[:0], sc.sqPID[:0], &sc.scan, sc.text, sc.buf, 0, np)
+	} else {
+		sc.scan.xi, sc.scan.xlim = 0, int32(split)
+		sc.predID, sc.sqPID, sc.buf = sc.tab.internTokens(sc.predID[:0], sc.sqPID[:0], &sc.scan, sc.text, sc.buf, 0, np)
+		sc.scan.xlim = math.MaxInt32
+		sc.refID, sc.sqRID, sc.buf = sc.tab.internTokens(sc.refID[:0], sc.sqRID[:0], &sc.scan, sc.text, sc.buf, np, tokens)
+	}
 	if s.cfg.Stem {
-		sc.k = sc.stemIDs()
+		refKeys := len(sc.tab.keys) // no prepared reference: nothing recorded
+		if prepare {
+			sc.refID0 = append(sc.refID0[:0], sc.refID...) // stemIDs remaps refID
+			refKeys = sc.refKeys
+		}
+		sc.k = sc.stemIDs(refKeys, false)
 		return true
 	}
-	sc.sqFused = squad && !(control && hasControl(sc.text))
+	sc.sqFused = !(control && hasControl(sc.text))
+	sc.k = sc.tab.n
+	return true
+}
+
+// tableRoom is the number of ids tokens of one side may take in sc.tab:
+// one each, and with SQuAD fields one per field of several tokens.
+func tableRoom(tokens int, squad bool) int {
+	if squad {
+		return tokens + tokens/2 + 1
+	}
+	return tokens
+}
+
+// rougeCached is fastRouge for prediction against the reference prepared
+// in sc (refOK), which it neither scans nor interns again: the last
+// prediction's keys are taken out of sc.tab (forget), leaving the
+// reference's, and prediction is interned after them. It reports false,
+// having changed sc.tab only as forget does, when prediction is not ASCII
+// or the table has no room for it at the usual load; the caller then scores
+// the pair from scratch.
+func (s *Scorer) rougeCached(sc *scratch, prediction string) bool {
+	sc.sqFused = false
+	sc.text = padText(append(sc.text[:0], prediction...))
+	tokens, ascii, control := sc.scan.scan(sc.text)
+	if !ascii {
+		return false
+	}
+	squad := !s.cfg.Stem
+	// fastRouge's reset(4*room) makes at least 8 slots per id.
+	if 8*(sc.refRoom+tableRoom(tokens, squad)) > int(sc.tab.mask)+1 {
+		return false
+	}
+	sc.tab.forget(sc.refKeys, sc.buf) // before buf moves: it reads the keys
+	sc.buf = slices.Grow(sc.buf[:sc.refW], len(sc.text)+2*maxPacked)
+	if !squad {
+		for i := range sc.scan.tok[:tokens] {
+			sc.scan.tok[i].field = 1
+		}
+	}
+	sc.scan.xf = sc.scan.xf[:0]
+	sc.scan.xi, sc.scan.xlim = 0, math.MaxInt32
+	sc.predID, sc.sqPID, sc.buf = sc.tab.internTokens(sc.predID[:0], sc.sqPID[:0], &sc.scan, sc.text, sc.buf, 0, tokens)
+	if s.cfg.Stem {
+		sc.refID = append(sc.refID[:0], sc.refID0...)
+		// The recorded stems serve while stemTab has room for every key at
+		// reset's load (it was reset for the keys of the prepared pair).
+		sc.k = sc.stemIDs(sc.refKeys, 2*sc.tab.n <= int(sc.stemTab.mask)+1)
+		return true
+	}
+	sc.sqFused = !(sc.refCtl || control && hasControl(sc.text))
 	sc.k = sc.tab.n
 	return true
 }
@@ -726,23 +891,27 @@ func (s *Scorer) normalize(sc *scratch, dst []byte, text string) []byte {
 
 // tokenF1 is SQuAD's f1_score over space-separated normalized answers:
 // multiset overlap, 0 when nothing overlaps (so two empty answers give 0).
+//
+// It has its own table, buffers and ids, so that the Rouge tokens' (sc.tab,
+// sc.buf, sc.refID), which hold the prepared reference, survive it.
 func tokenF1(sc *scratch, pred, ref []byte) float64 {
-	sc.text = append(append(sc.text[:0], pred...), ref...)
-	sc.text = withTextSlack(sc.text)
+	f := &sc.f1
+	f.text = append(append(f.text[:0], pred...), ref...)
+	f.text = withTextSlack(f.text)
 	// Fields are separated by one space: at most one per two bytes.
-	sc.tab.reset(len(sc.text)/2 + 2)
-	sc.predID, sc.buf = sc.tab.internFields(sc.predID[:0], sc.buf[:0], sc.text, 0, len(pred))
-	sc.refID, sc.buf = sc.tab.internFields(sc.refID[:0], sc.buf, sc.text, len(pred), len(sc.text))
-	if len(sc.predID) == 0 || len(sc.refID) == 0 {
+	f.tab.reset(len(f.text)/2 + 2)
+	f.pred, f.buf = f.tab.internFields(f.pred[:0], f.buf[:0], f.text, 0, len(pred))
+	f.ref, f.buf = f.tab.internFields(f.ref[:0], f.buf, f.text, len(pred), len(f.text))
+	if len(f.pred) == 0 || len(f.ref) == 0 {
 		return 0
 	}
-	sc.counts = resize(sc.counts, sc.tab.n)
+	sc.counts = resize(sc.counts, f.tab.n)
 	clear(sc.counts)
-	for _, id := range sc.refID {
+	for _, id := range f.ref {
 		sc.counts[id]++
 	}
 	same := 0
-	for _, id := range sc.predID {
+	for _, id := range f.pred {
 		if sc.counts[id] > 0 {
 			sc.counts[id]--
 			same++
@@ -751,8 +920,8 @@ func tokenF1(sc *scratch, pred, ref []byte) float64 {
 	if same == 0 {
 		return 0
 	}
-	p := 1.0 * float64(same) / float64(len(sc.predID))
-	r := 1.0 * float64(same) / float64(len(sc.refID))
+	p := 1.0 * float64(same) / float64(len(f.pred))
+	r := 1.0 * float64(same) / float64(len(f.ref))
 	return (2 * p * r) / (p + r)
 }
 
