@@ -85,6 +85,15 @@ func clipper(r *rand.Rand) func([]string) string {
 // core, both independent of how busy the machine is (Linux).
 func BenchmarkScore(b *testing.B) {
 	pairs := benchPairs(b)
+	benchScorers(b, func(s *Scorer, i int) {
+		p := pairs[i%len(pairs)]
+		s.Score(p[0], p[1], nil)
+	})
+}
+
+// benchScorers runs score(s, i) for i = 0, 1, ... under each tokenizer and
+// stemming mode, reporting thread CPU time per call and allocations.
+func benchScorers(b *testing.B, score func(s *Scorer, i int)) {
 	for _, c := range []struct {
 		name string
 		cfg  Config
@@ -101,8 +110,7 @@ func BenchmarkScore(b *testing.B) {
 			cpu0, ok := threadCPU()
 			i := 0
 			for b.Loop() {
-				p := pairs[i%len(pairs)]
-				s.Score(p[0], p[1], nil)
+				score(s, i)
 				i++
 			}
 			reportThreadCPU(b, cpu0, ok, i)
@@ -117,29 +125,10 @@ func BenchmarkScore(b *testing.B) {
 func BenchmarkScoreGroup(b *testing.B) {
 	pairs := benchPairs(b)
 	const g = 8
-	for _, c := range []struct {
-		name string
-		cfg  Config
-	}{
-		{"unicode", DefaultConfig()},
-		{"rouge-score", rougeCfg(false)},
-		{"rouge-score+stem", rougeCfg(true)},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			s := mustScorer(b, c.cfg)
-			b.ReportAllocs()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			cpu0, ok := threadCPU()
-			i := 0
-			for b.Loop() {
-				ref := pairs[(i/g*g)%len(pairs)][1]
-				s.Score(pairs[i%len(pairs)][0], ref, nil)
-				i++
-			}
-			reportThreadCPU(b, cpu0, ok, i)
-		})
-	}
+	benchScorers(b, func(s *Scorer, i int) {
+		ref := pairs[(i/g*g)%len(pairs)][1]
+		s.Score(pairs[i%len(pairs)][0], ref, nil)
+	})
 }
 
 // BenchmarkLCS compares the bit-parallel LCS with the DP on the same ids.

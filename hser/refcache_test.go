@@ -152,6 +152,18 @@ func checkRefCache(t *testing.T, cached, plain []*Scorer, pairs [][2]string, ctx
 	return n, held
 }
 
+// refCacheScorers returns a scorer per configuration of refCacheConfigs,
+// and its twin with the prepared reference off.
+func refCacheScorers(t *testing.T) (cached, plain []*Scorer) {
+	for _, cfg := range refCacheConfigs() {
+		cached = append(cached, mustScorer(t, cfg))
+		u := mustScorer(t, cfg)
+		u.noRefCache = true
+		plain = append(plain, u)
+	}
+	return cached, plain
+}
+
 // TestRefCacheBitIdentical: with references repeating — groups of 8
 // predictions per reference, alternating references, a reference equal but
 // not the same string, predictions that do not fit the table or are not
@@ -160,13 +172,7 @@ func checkRefCache(t *testing.T, cached, plain []*Scorer, pairs [][2]string, ctx
 func TestRefCacheBitIdentical(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	texts := refCacheTexts(t, r)
-	var cached, plain []*Scorer
-	for _, cfg := range refCacheConfigs() {
-		cached = append(cached, mustScorer(t, cfg))
-		u := mustScorer(t, cfg)
-		u.noRefCache = true
-		plain = append(plain, u)
-	}
+	cached, plain := refCacheScorers(t)
 	// Groups of 8 answers per reference (GRPO), then the same references
 	// alternating two by two, then every reference against the next text.
 	var pairs [][2]string
@@ -218,13 +224,7 @@ func TestRefCacheBitIdentical(t *testing.T) {
 // TestRefCacheRealGroups: real answer clips (the benchmark's), 8
 // predictions per reference, with their retrieved chunks as context.
 func TestRefCacheRealGroups(t *testing.T) {
-	var cached, plain []*Scorer
-	for _, cfg := range refCacheConfigs() {
-		cached = append(cached, mustScorer(t, cfg))
-		u := mustScorer(t, cfg)
-		u.noRefCache = true
-		plain = append(plain, u)
-	}
+	cached, plain := refCacheScorers(t)
 	total := 0
 	for _, nonASCII := range []bool{false, true} {
 		real, ctxs := realPairs(t, nonASCII)
