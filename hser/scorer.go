@@ -540,16 +540,9 @@ func (sc *scratch) stemIDs(refKeys int, hit bool) int {
 			sc.stemBuf = sc.stem.stemTail(append(sc.stemBuf, full[k.start:k.end]...), start)
 			sc.stemBuf = withSlack(sc.stemBuf)
 			sp := span{int32(start), int32(len(sc.stemBuf))}
-			if n := len(sc.stemBuf) - start; n <= maxPacked { // a short stem is keyed packed, as intern keys it
-				ml, mh := packMasks(n)
-				lo := binary.LittleEndian.Uint64(sc.stemBuf[start:start+8]) & ml
-				hi := binary.LittleEndian.Uint64(sc.stemBuf[start+8:start+16]) & mh
-				h = hashPacked(lo, hi, n)
-				sc.stemID[id] = sc.stemTab.lookup(sc.stemBuf, sp, lo, hi, h)
-			} else {
-				h = hashToken(sc.stemBuf[start:])
-				sc.stemID[id] = sc.stemTab.lookup(sc.stemBuf, sp, h, 0, h)
-			}
+			var lo, hi uint64
+			lo, hi, h = keyHash(sc.stemBuf, sp) // keyed as intern keys it: a short stem packed
+			sc.stemID[id] = sc.stemTab.lookup(sc.stemBuf, sp, lo, hi, h)
 		}
 		if id >= refKeys && sc.stemTab.n > n0 {
 			sc.stemNewH = append(sc.stemNewH, h)
