@@ -27,6 +27,23 @@ def need(condition: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+def load_script(name: str):
+    """scripts/<name>.py as a module (the measurement scripts are not part of
+    the package). Registered in sys.modules under its name, where dataclasses
+    look their module up, with scripts/ on the path for its sibling imports."""
+    import importlib.util  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    scripts = os.path.join(ROOT, "scripts")
+    if scripts not in sys.path:
+        sys.path.insert(0, scripts)
+    spec = importlib.util.spec_from_file_location(name, os.path.join(scripts, f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture(scope="session")
 def himes_bin(tmp_path_factory) -> str:
     """$HIMES_BIN (scripts/test.d/python.sh builds it), else `go build ./cmd/himes`."""

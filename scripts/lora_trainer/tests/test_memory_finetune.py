@@ -4,27 +4,20 @@ topic halves against docs/EMBEDDINGS.md's (A = topics 1, 3, 5, 7: 56 turns, 23
 labelled; B = topics 2, 4, 6, 8: 39 turns, 19 labelled) on the shared iKAT file,
 which is skipped with the reason when ../shared is missing (a failure under CI=true)."""
 
-import importlib.util
 import json
 import math
 import os
-import sys
 
 import pytest
 
-from .conftest import ROOT, need
+from .conftest import ROOT, load_script, need
 
-SCRIPT = os.path.join(ROOT, "scripts", "memory_finetune.py")
 IKAT = os.path.join(os.path.dirname(ROOT), "shared", "data", "conversations", "ikat2023_train_memory.jsonl")
 
 
 @pytest.fixture(scope="module")
 def mf():
-    spec = importlib.util.spec_from_file_location("memory_finetune", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["memory_finetune"] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)  # imports no torch: that happens in main()
-    return mod
+    return load_script("memory_finetune")
 
 
 def test_mrr_at_3_by_hand(mf):

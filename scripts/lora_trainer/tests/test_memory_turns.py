@@ -3,28 +3,21 @@ paired by turn, gains and losses counted by hand, the passages that enter and
 leave the top 3 split by the judgments (unknown relevance counting as 1, grade
 0 as not relevant), and the errors that name the file and line."""
 
-import importlib.util
 import json
 import os
-import sys
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import load_script
 
 pq = pytest.importorskip("pyarrow.parquet")
 pa = pytest.importorskip("pyarrow")
 
-SCRIPT = os.path.join(ROOT, "scripts", "memory_turns.py")
 
 
 @pytest.fixture(scope="module")
 def mt():
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    spec = importlib.util.spec_from_file_location("memory_turns", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("memory_turns")
 
 
 def write_eval(d, rows):

@@ -2,27 +2,20 @@
 mean, the pairing by (conversation, turn), unjudged turns left out, the
 difference against a hand computation, and the errors that name the file."""
 
-import importlib.util
 import os
-import sys
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import load_script
 
 pq = pytest.importorskip("pyarrow.parquet")
 pa = pytest.importorskip("pyarrow")
 
-SCRIPT = os.path.join(ROOT, "scripts", "transfer_pair.py")
 
 
 @pytest.fixture(scope="module")
 def tp():
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    spec = importlib.util.spec_from_file_location("transfer_pair", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("transfer_pair")
 
 
 def write_run(root, fold, recipe, seed, rows):
