@@ -130,8 +130,9 @@ def compare(off: Dict[Key, Row], on: Dict[Key, Row], qrels: Dict[Key, Dict[str, 
     convs: Dict[str, List[Key]] = {}
     for k in keys:
         convs.setdefault(k[0], []).append(k)
+    diffs: Dict[str, List[float]] = {}
     for metric in METRICS:
-        d = [value(on[k], metric) - value(off[k], metric) for k in keys]  # type: ignore[operator]
+        d = diffs[metric] = [value(on[k], metric) - value(off[k], metric) for k in keys]  # type: ignore[operator]
         on_g = [[value(on[k], metric) for k in ks] for ks in convs.values()]
         off_g = [[value(off[k], metric) for k in ks] for ks in convs.values()]
         p = paired(on_g, off_g)  # type: ignore[arg-type]
@@ -145,7 +146,6 @@ def compare(off: Dict[Key, Row], on: Dict[Key, Row], qrels: Dict[Key, Dict[str, 
         }
     entered = {"relevant": 0, "not": 0}
     left = {"relevant": 0, "not": 0}
-    deltas: List[Tuple[float, Key]] = []
     for k in keys:
         rel = qrels.get(k, {})
         a = list(off[k]["top_passages"] or [])[:3]
@@ -154,7 +154,6 @@ def compare(off: Dict[Key, Row], on: Dict[Key, Row], qrels: Dict[Key, Dict[str, 
             entered["relevant" if rel.get(pid, 0) >= 1 else "not"] += 1
         for pid in set(a) - set(b):
             left["relevant" if rel.get(pid, 0) >= 1 else "not"] += 1
-        deltas.append((value(on[k], METRICS[0]) - value(off[k], METRICS[0]), k))  # type: ignore[operator]
     rep["top3_entered"], rep["top3_left"] = entered, left
 
     def example(d: float, k: Key) -> Dict[str, Any]:
@@ -167,7 +166,7 @@ def compare(off: Dict[Key, Row], on: Dict[Key, Row], qrels: Dict[Key, Dict[str, 
             "top3_off": mark(off[k]["top_passages"]), "top3_on": mark(on[k]["top_passages"]),
         }
 
-    deltas.sort(key=lambda x: (x[0], x[1]))
+    deltas = sorted(zip(diffs[METRICS[0]], keys))
     rep["largest_losses"] = [example(d, k) for d, k in deltas[:show] if d < -1e-12]
     rep["largest_gains"] = [example(d, k) for d, k in reversed(deltas[-show:]) if d > 1e-12]
     return rep

@@ -38,13 +38,13 @@ T = TypeVar("T")
 IDLE_TIMEOUT = datetime.timedelta(days=30)
 
 
-
 def comm_dtype(params: Sequence[torch.nn.Parameter]) -> torch.dtype:
     """The dtype weights and gradients travel in: float64 when a parameter is
     float64 (narrowing it would make N ranks differ from one process by float32
     rounding, which a float64 run is there to rule out), else float32 (gloo
     reduces no bfloat16, and half precision would round the sum)."""
     return torch.float64 if any(p.dtype == torch.float64 for p in params) else torch.float32
+
 
 class RankFailure(RuntimeError):
     """A collective across the data-parallel ranks failed or timed out: the ranks
