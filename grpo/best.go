@@ -25,7 +25,7 @@ type BestCheckpoint struct {
 
 // bestFields are the eval.policy.* fields best_metric may name; failed is
 // minimized, the others maximized.
-var bestFields = []string{"reward", "rougeL_f1", "em", "hit", "squad_em", "squad_f1", "recall_10", "mrr", "failed"}
+var bestFields = []string{"reward", "rougeL_f1", "em", "hit", "squad_em", "squad_f1", "recall_10", "mrr", "ndcg_cut_3", "failed"}
 
 // bestMetric parses best_metric and best_mode into the field of
 // EvalMetrics.Policy and the direction ("max" or "min").
@@ -76,6 +76,8 @@ func policyValue(m EvalMetrics, field string) (float64, bool) {
 		return opt(p.Recall10)
 	case "mrr":
 		return opt(p.MRR)
+	case "ndcg_cut_3":
+		return opt(p.NDCG3)
 	case "failed":
 		return float64(p.Failed), true
 	}
@@ -104,12 +106,16 @@ func (l *Loop) newBest(m *EvalMetrics) *BestCheckpoint {
 	return &BestCheckpoint{Metric: l.cfg.BestMetric, Mode: dir, Value: v, Step: m.Step}
 }
 
+// retrievalBestFields are the best-metric fields computed from the ranking
+// against the judged passages.
+var retrievalBestFields = []string{"recall_10", "mrr", "ndcg_cut_3"}
+
 // checkBestMetric refuses a retrieval best metric that every evaluation
 // would report as 0 (no ranker, or no judged held-out turn): the "best"
 // checkpoint would silently be the first one.
 func checkBestMetric(cfg Config, deps Deps) error {
 	field, _, err := bestMetric(cfg.BestMetric, cfg.BestMode)
-	if cfg.BestMetric == "" || err != nil || (field != "recall_10" && field != "mrr") {
+	if cfg.BestMetric == "" || err != nil || !slices.Contains(retrievalBestFields, field) {
 		return nil
 	}
 	turns := deps.Eval

@@ -178,14 +178,32 @@ func TestBestMetricDirection(t *testing.T) {
 }
 
 func TestRetrievalBestMetricNeedsJudgedTurns(t *testing.T) {
-	run, _ := rundir.Open(t.TempDir(), "r", rundir.New)
-	cfg := bestConfig(2, 1, 1)
-	scorer, _ := hser.NewScorer(hser.DefaultConfig())
-	runner, _ := rollout.NewRunner(rollout.DefaultConfig(), echoRetriever{}, lastWordResponder{}, scorer)
-	rend, _ := datasets.NewRenderer(datasets.DefaultPromptConfig())
-	_, err := NewLoop(cfg, Deps{Policy: newFakePolicy(""), Runner: runner, Renderer: rend, Train: testTurns(4),
-		Eval: testTurns(2), Reward: hser.DefaultConfig(), Run: run})
-	if err == nil || !strings.Contains(err.Error(), "recall_10") {
-		t.Fatalf("want an error naming recall_10 (no judged turns, no ranker), got %v", err)
+	for _, field := range []string{"recall_10", "mrr", "ndcg_cut_3"} {
+		run, _ := rundir.Open(t.TempDir(), "r", rundir.New)
+		cfg := bestConfig(2, 1, 1)
+		cfg.BestMetric = "eval.policy." + field
+		scorer, _ := hser.NewScorer(hser.DefaultConfig())
+		runner, _ := rollout.NewRunner(rollout.DefaultConfig(), echoRetriever{}, lastWordResponder{}, scorer)
+		rend, _ := datasets.NewRenderer(datasets.DefaultPromptConfig())
+		_, err := NewLoop(cfg, Deps{Policy: newFakePolicy(""), Runner: runner, Renderer: rend, Train: testTurns(4),
+			Eval: testTurns(2), Reward: hser.DefaultConfig(), Run: run})
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Fatalf("%s: want an error naming it (no judged turns, no ranker), got %v", field, err)
+		}
+	}
+}
+
+// policyValue reads each retrieval field from its own metric: a best
+// checkpoint chosen on ndcg_cut_3 is not one chosen on recall_10.
+func TestPolicyValueRetrievalFields(t *testing.T) {
+	r, m, n := 0.25, 0.5, 0.75
+	e := EvalMetrics{Policy: EvalSystem{Recall10: &r, MRR: &m, NDCG3: &n}}
+	for field, want := range map[string]float64{"recall_10": r, "mrr": m, "ndcg_cut_3": n} {
+		if got, ok := policyValue(e, field); !ok || got != want {
+			t.Errorf("%s: got %v (%v), want %v", field, got, ok, want)
+		}
+	}
+	if _, ok := policyValue(EvalMetrics{}, "ndcg_cut_3"); ok {
+		t.Error("ndcg_cut_3 not computed must not be a value")
 	}
 }

@@ -61,7 +61,7 @@ type Config struct {
 	// BestMetric keeps the checkpoint with the best value of this evaluation
 	// metric outside the keep_checkpoints rotation (state/best.json and its
 	// trainer checkpoint; `himes eval --checkpoint best` loads it):
-	// eval.policy.<reward|rougeL_f1|em|hit|squad_f1|recall_10|mrr|failed>,
+	// eval.policy.<reward|rougeL_f1|em|hit|squad_f1|recall_10|mrr|ndcg_cut_3|failed>,
 	// or "" to keep none. An evaluation that sets a new best is checkpointed
 	// even between checkpoint_every steps.
 	BestMetric string `yaml:"best_metric"`

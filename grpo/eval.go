@@ -129,7 +129,8 @@ func LogEval(log *slog.Logger, m EvalMetrics) {
 	for _, o := range []struct {
 		key string
 		v   *float64
-	}{{"policy_recall@10", m.Policy.Recall10}, {"raw_recall@10", m.Raw.Recall10}, {"policy_mrr", m.Policy.MRR}, {"raw_mrr", m.Raw.MRR}} {
+	}{{"policy_recall@10", m.Policy.Recall10}, {"raw_recall@10", m.Raw.Recall10}, {"policy_mrr", m.Policy.MRR}, {"raw_mrr", m.Raw.MRR},
+		{"policy_ndcg@3", m.Policy.NDCG3}, {"raw_ndcg@3", m.Raw.NDCG3}} {
 		if o.v != nil {
 			attrs = append(attrs, o.key, round4(*o.v))
 		}
@@ -225,11 +226,11 @@ func (l *Loop) evalSystem(ctx context.Context, turns []datasets.Turn, rewrites [
 	if l.deps.Ranker == nil {
 		return s, nil
 	}
-	recall, rr := make([]float64, len(turns)), make([]float64, len(turns))
+	recall, rr, ndcg := make([]float64, len(turns)), make([]float64, len(turns)), make([]float64, len(turns))
 	judged := 0
-	var sumR, sumRR float64
+	var sumR, sumRR, sumN float64
 	for i, turn := range turns {
-		recall[i], rr[i] = math.NaN(), math.NaN()
+		recall[i], rr[i], ndcg[i] = math.NaN(), math.NaN(), math.NaN()
 		qrels := turn.Qrels()
 		if len(qrels) == 0 {
 			continue
@@ -240,17 +241,21 @@ func (l *Loop) evalSystem(ctx context.Context, turns []datasets.Turn, rewrites [
 		}
 		judged++
 		sc := evaluate.ScoreRanking(run, qrels)
-		recall[i], rr[i] = sc.Recall10, sc.RecipRank
+		recall[i], rr[i], ndcg[i] = sc.Recall10, sc.RecipRank, sc.NDCG3
 		sumR += recall[i]
 		sumRR += rr[i]
+		sumN += ndcg[i]
 	}
 	if judged > 0 {
-		s.Recall10, s.MRR = ptr(sumR/float64(judged)), ptr(sumRR/float64(judged))
+		s.Recall10, s.MRR, s.NDCG3 = ptr(sumR/float64(judged)), ptr(sumRR/float64(judged)), ptr(sumN/float64(judged))
 		var err error
 		if s.CI.Recall10, err = interval(convs, recall, cfg); err != nil {
 			return s, err
 		}
 		if s.CI.MRR, err = interval(convs, rr, cfg); err != nil {
+			return s, err
+		}
+		if s.CI.NDCG3, err = interval(convs, ndcg, cfg); err != nil {
 			return s, err
 		}
 	}

@@ -58,6 +58,8 @@ func (firstAnswer) Respond(_ context.Context, _ string, chunks []retrieval.Ranke
 //	b1 [q p3] of p3 p4: recall 1/2, rr 1/2    c1 [q r] of p5: 0, 0
 //
 // Recall@10 (1 + 1 + 1/2 + 0)/4 = 5/8, MRR (1 + 1/2 + 1/2 + 0)/4 = 1/2.
+// NDCG@3 (gain 1 at rank r discounted by log2(r+1); every grade here is 1):
+// a1 1, a2 1/log2 3, b1 (1/log2 3)/(1 + 1/log2 3), c1 0, over 4.
 func TestInLoopEvalMatchesHimesEval(t *testing.T) {
 	one, zero := 1, 0
 	turn := func(conv string, n int, answer string, gold ...datasets.PassageRef) datasets.Turn {
@@ -113,6 +115,10 @@ func TestInLoopEvalMatchesHimesEval(t *testing.T) {
 	if got.Recall10 == nil || got.MRR == nil || *got.Recall10 != 5.0/8 || *got.MRR != 0.5 {
 		t.Fatalf("in-loop recall_10 %v, mrr %v; want 5/8 and 1/2", got.Recall10, got.MRR)
 	}
+	d := 1 / math.Log2(3)
+	if want := (1 + d + d/(1+d)) / 4; got.NDCG3 == nil || math.Abs(*got.NDCG3-want) > 1e-12 {
+		t.Fatalf("in-loop ndcg_cut_3 %v, want %v", got.NDCG3, want)
+	}
 	for _, c := range []struct {
 		name   string
 		mean   float64
@@ -121,6 +127,7 @@ func TestInLoopEvalMatchesHimesEval(t *testing.T) {
 	}{
 		{"recall_10", *got.Recall10, got.CI.Recall10, evaluate.MRecall10},
 		{"mrr", *got.MRR, got.CI.MRR, evaluate.MMRR},
+		{"ndcg_cut_3", *got.NDCG3, got.CI.NDCG3, evaluate.MNDCG3},
 		{"reward", got.Reward, got.CI.Reward, evaluate.MReward},
 		{"squad_f1", got.SquadF1, got.CI.SquadF1, evaluate.MSquadF1},
 	} {

@@ -153,19 +153,22 @@ type EvalCI struct {
 	Reward   *Interval `json:"reward,omitempty"`
 	Recall10 *Interval `json:"recall_10,omitempty"`
 	MRR      *Interval `json:"mrr,omitempty"`
+	NDCG3    *Interval `json:"ndcg_cut_3,omitempty"`
 	SquadF1  *Interval `json:"squad_f1,omitempty"`
 }
 
 // EvalSystem is the evaluation of one rewriter on the held-out split. The
 // reward terms are means over the Compared turns (those both systems
 // completed; an evaluation in which none is is an error, not a row of
-// zeros); Recall10 and MRR over every judged turn.
+// zeros); Recall10, MRR and NDCG3 over every judged turn.
 type EvalSystem struct {
 	Terms
-	// Recall10 and MRR are over the turns with gold passages; absent when
-	// there is no ranker or no turn has gold passages.
+	// Recall10, MRR and NDCG3 (trec_eval's ndcg_cut_3, graded by the
+	// judgments) are over the turns with gold passages; absent when there
+	// is no ranker or no turn has gold passages.
 	Recall10 *float64 `json:"recall_10,omitempty"`
 	MRR      *float64 `json:"mrr,omitempty"`
+	NDCG3    *float64 `json:"ndcg_cut_3,omitempty"`
 	CI       EvalCI   `json:"ci"`
 	// AddsNothing is the share of the evaluated turns whose greedy rewrite
 	// is the raw question (up to case and spacing): 1 means the policy

@@ -184,6 +184,7 @@ func Figures(runs []Run) ([]Figure, error) {
 		{"eval reward", "mean reward per turn", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return e.Reward, e.CI.Reward }, false},
 		{"eval Recall@10", "Recall@10 (0–1)", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return grpo.Val(e.Recall10), e.CI.Recall10 }, true},
 		{"eval MRR", "MRR (0–1)", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return grpo.Val(e.MRR), e.CI.MRR }, true},
+		{"eval NDCG@3", "NDCG@3 (0–1)", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return grpo.Val(e.NDCG3), e.CI.NDCG3 }, true},
 		{"eval SQuAD F1", "F1 (0–1)", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return e.SquadF1, e.CI.SquadF1 }, true},
 		{"adds nothing (policy)", "share of greedy rewrites = raw question", func(e grpo.EvalSystem) (float64, *grpo.Interval) { return grpo.Val(e.AddsNothing), nil }, true},
 	})

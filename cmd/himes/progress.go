@@ -58,6 +58,9 @@ func (p *barProgress) Eval(m grpo.EvalMetrics) {
 	if m.Policy.MRR != nil && m.Raw.MRR != nil {
 		line += fmt.Sprintf("  MRR %.3f (raw %.3f)", *m.Policy.MRR, *m.Raw.MRR)
 	}
+	if m.Policy.NDCG3 != nil && m.Raw.NDCG3 != nil {
+		line += fmt.Sprintf("  NDCG@3 %.3f (raw %.3f)", *m.Policy.NDCG3, *m.Raw.NDCG3)
+	}
 	if m.Compared < m.Turns {
 		line += fmt.Sprintf("\n  rewards over the %d of %d turns both completed (failed: policy %d, raw %d)",
 			m.Compared, m.Turns, m.Policy.Failed, m.Raw.Failed)
