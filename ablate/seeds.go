@@ -31,7 +31,7 @@ type SeedGroup struct {
 	Failed int      `json:"failed"` // runs left out: failed, or without the metric
 	Level  float64  `json:"level"`
 	// Metrics by name: policy_reward, reward_vs_raw, policy_recall_10,
-	// policy_mrr, train_reward_end.
+	// policy_mrr, policy_ndcg_cut_3, train_reward_end.
 	Metrics map[string]SeedStat `json:"metrics"`
 }
 
@@ -49,6 +49,7 @@ var seedMetrics = []struct {
 	}},
 	{"policy_recall_10", "policy R@10", func(r SweepRow) *float64 { return r.PolicyR10 }},
 	{"policy_mrr", "policy MRR", func(r SweepRow) *float64 { return r.PolicyMRR }},
+	{"policy_ndcg_cut_3", "policy NDCG@3", func(r SweepRow) *float64 { return r.PolicyNDCG3 }},
 	{"train_reward_end", "train reward end", func(r SweepRow) *float64 { return r.RewardEnd }},
 }
 

@@ -240,6 +240,8 @@ type SweepRow struct {
 	RawR10       *float64 `json:"raw_recall_10,omitempty"`
 	PolicyMRR    *float64 `json:"policy_mrr,omitempty"`
 	RawMRR       *float64 `json:"raw_mrr,omitempty"`
+	PolicyNDCG3  *float64 `json:"policy_ndcg_cut_3,omitempty"`
+	RawNDCG3     *float64 `json:"raw_ndcg_cut_3,omitempty"`
 }
 
 func ptr(v float64) *float64 { return &v }
@@ -270,6 +272,7 @@ func GatherSweep(ctx context.Context, runs []SweepRun, errs []error) []SweepRow 
 			row.PolicyReward, row.RawReward = ptr(e.Policy.Reward), ptr(e.Raw.Reward)
 			row.PolicyR10, row.RawR10 = e.Policy.Recall10, e.Raw.Recall10
 			row.PolicyMRR, row.RawMRR = e.Policy.MRR, e.Raw.MRR
+			row.PolicyNDCG3, row.RawNDCG3 = e.Policy.NDCG3, e.Raw.NDCG3
 		}
 		rows[i] = row
 	}
@@ -293,8 +296,8 @@ func deltaCell(a, b *float64) string {
 // WriteSweepMarkdown writes one row per grid point.
 func WriteSweepMarkdown(w io.Writer, rows []SweepRow) error {
 	var b strings.Builder
-	b.WriteString("| point | run | steps | train reward start → end | eval step | policy reward | raw reward | Δ | policy R@10 | raw R@10 | policy MRR | raw MRR | status |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| point | run | steps | train reward start → end | eval step | policy reward | raw reward | Δ | policy R@10 | raw R@10 | policy MRR | raw MRR | policy NDCG@3 | raw NDCG@3 | status |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		status := "ok"
 		if r.Error != "" {
@@ -304,10 +307,10 @@ func WriteSweepMarkdown(w io.Writer, rows []SweepRow) error {
 		if r.EvalStep > 0 || r.PolicyReward != nil {
 			eval = fmt.Sprint(r.EvalStep)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s → %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %d | %s → %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			evaluate.MarkdownEscape(r.Name), evaluate.MarkdownEscape(r.RunName), r.Steps, cell(r.RewardStart), cell(r.RewardEnd), eval,
 			cell(r.PolicyReward), cell(r.RawReward), deltaCell(r.PolicyReward, r.RawReward),
-			cell(r.PolicyR10), cell(r.RawR10), cell(r.PolicyMRR), cell(r.RawMRR), status)
+			cell(r.PolicyR10), cell(r.RawR10), cell(r.PolicyMRR), cell(r.RawMRR), cell(r.PolicyNDCG3), cell(r.RawNDCG3), status)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -68,7 +68,8 @@ func TestSweepPlansRunsLaunchesBoundedAndGathers(t *testing.T) {
 			pol = 0.75
 		}
 		_ = enc.Encode(grpo.EvalMetrics{Kind: "eval", Step: 10,
-			Policy: grpo.EvalSystem{Terms: grpo.Terms{Reward: pol}, Recall10: ptr(0.5)}, Raw: grpo.EvalSystem{Terms: grpo.Terms{Reward: 0.25}, Recall10: ptr(0.375)}})
+			Policy: grpo.EvalSystem{Terms: grpo.Terms{Reward: pol}, Recall10: ptr(0.5), NDCG3: ptr(0.125)},
+			Raw:    grpo.EvalSystem{Terms: grpo.Terms{Reward: 0.25}, Recall10: ptr(0.375), NDCG3: ptr(0.25)}})
 		return os.WriteFile(filepath.Join(r.RunDir, "metrics.jsonl"), b.Bytes(), 0o644)
 	})
 	if peak > 2 {
@@ -89,7 +90,7 @@ func TestSweepPlansRunsLaunchesBoundedAndGathers(t *testing.T) {
 	if err := WriteSweepMarkdown(&md, rows); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| alpha=1 beta=0 | abl-alpha_1_beta_0 | 10 | 0.100 → 1.000 | 10 | 0.750 | 0.250 | +0.500 | 0.500 | 0.375 |", "failed: exit status 1"} {
+	for _, want := range []string{"| alpha=1 beta=0 | abl-alpha_1_beta_0 | 10 | 0.100 → 1.000 | 10 | 0.750 | 0.250 | +0.500 | 0.500 | 0.375 | – | – | 0.125 | 0.250 | ok |", "failed: exit status 1"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, md.String())
 		}

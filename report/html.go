@@ -239,6 +239,7 @@ func signed(v float64) string {
 type row struct {
 	Name, Steps, RewardStart, RewardEnd, RewardDelta, KL, ZeroVar  string
 	EvalStep, PolReward, RawReward, PolR10, RawR10, PolMRR, RawMRR string
+	PolNDCG3, RawNDCG3                                             string
 }
 
 func rows(sums []Summary) []row {
@@ -246,7 +247,7 @@ func rows(sums []Summary) []row {
 	for i, s := range sums {
 		r := row{Name: s.Name, Steps: fmt.Sprint(s.Steps), EvalStep: "–",
 			RewardStart: "–", RewardEnd: "–", RewardDelta: "–", KL: "–", ZeroVar: "–",
-			PolReward: "–", RawReward: "–", PolR10: "–", RawR10: "–", PolMRR: "–", RawMRR: "–"}
+			PolReward: "–", RawReward: "–", PolR10: "–", RawR10: "–", PolMRR: "–", RawMRR: "–", PolNDCG3: "–", RawNDCG3: "–"}
 		if s.Steps > 0 {
 			r.RewardStart, r.RewardEnd = f3(s.RewardStart), f3(s.RewardEnd)
 			r.RewardDelta = signed(s.RewardEnd - s.RewardStart)
@@ -257,6 +258,7 @@ func rows(sums []Summary) []row {
 			r.PolReward, r.RawReward = f3(e.Policy.Reward), f3(e.Raw.Reward)
 			r.PolR10, r.RawR10 = f3(grpo.Val(e.Policy.Recall10)), f3(grpo.Val(e.Raw.Recall10))
 			r.PolMRR, r.RawMRR = f3(grpo.Val(e.Policy.MRR)), f3(grpo.Val(e.Raw.MRR))
+			r.PolNDCG3, r.RawNDCG3 = f3(grpo.Val(e.Policy.NDCG3)), f3(grpo.Val(e.Raw.NDCG3))
 		}
 		out[i] = r
 	}
@@ -301,8 +303,8 @@ table.samples td.ids{word-break:break-all;font-family:monospace;font-size:11px;m
 {{end}}
 <p>Generated {{.When}} from {{len .Rows}} run(s). {{.TableNote}}</p>
 <table>
-<tr><th>run</th><th>steps</th><th>reward start</th><th>reward end</th><th>Δ</th><th>KL end</th><th>zero-var end</th><th>eval step (checkpoint)</th><th>policy reward</th><th>raw reward</th><th>policy R@10</th><th>raw R@10</th><th>policy MRR</th><th>raw MRR</th></tr>
-{{range .Rows}}<tr><td>{{.Name}}</td><td>{{.Steps}}</td><td>{{.RewardStart}}</td><td>{{.RewardEnd}}</td><td>{{.RewardDelta}}</td><td>{{.KL}}</td><td>{{.ZeroVar}}</td><td>{{.EvalStep}}</td><td>{{.PolReward}}</td><td>{{.RawReward}}</td><td>{{.PolR10}}</td><td>{{.RawR10}}</td><td>{{.PolMRR}}</td><td>{{.RawMRR}}</td></tr>
+<tr><th>run</th><th>steps</th><th>reward start</th><th>reward end</th><th>Δ</th><th>KL end</th><th>zero-var end</th><th>eval step (checkpoint)</th><th>policy reward</th><th>raw reward</th><th>policy R@10</th><th>raw R@10</th><th>policy MRR</th><th>raw MRR</th><th>policy NDCG@3</th><th>raw NDCG@3</th></tr>
+{{range .Rows}}<tr><td>{{.Name}}</td><td>{{.Steps}}</td><td>{{.RewardStart}}</td><td>{{.RewardEnd}}</td><td>{{.RewardDelta}}</td><td>{{.KL}}</td><td>{{.ZeroVar}}</td><td>{{.EvalStep}}</td><td>{{.PolReward}}</td><td>{{.RawReward}}</td><td>{{.PolR10}}</td><td>{{.RawR10}}</td><td>{{.PolMRR}}</td><td>{{.RawMRR}}</td><td>{{.PolNDCG3}}</td><td>{{.RawNDCG3}}</td></tr>
 {{end}}</table>
 {{if .Diff}}<h2>Config differences</h2>
 <p>The config keys whose values differ between the runs (– : not in that run's config.yaml).</p>
@@ -378,12 +380,12 @@ func WriteMarkdown(w io.Writer, sums []Summary, figs []Figure) error {
 		fmt.Fprintf(&b, "- **%s**: %s\n", mdCell(s.Name), mdCell(s.Progress))
 	}
 	b.WriteString("\n" + tableNote + "\n\n")
-	b.WriteString("| run | steps | reward start | reward end | Δ | KL end | zero-var end | eval step (checkpoint) | policy reward | raw reward | policy R@10 | raw R@10 | policy MRR | raw MRR |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| run | steps | reward start | reward end | Δ | KL end | zero-var end | eval step (checkpoint) | policy reward | raw reward | policy R@10 | raw R@10 | policy MRR | raw MRR | policy NDCG@3 | raw NDCG@3 |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows(sums) {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			strings.ReplaceAll(r.Name, "|", `\|`), r.Steps, r.RewardStart, r.RewardEnd, r.RewardDelta, r.KL, r.ZeroVar,
-			r.EvalStep, r.PolReward, r.RawReward, r.PolR10, r.RawR10, r.PolMRR, r.RawMRR)
+			r.EvalStep, r.PolReward, r.RawReward, r.PolR10, r.RawR10, r.PolMRR, r.RawMRR, r.PolNDCG3, r.RawNDCG3)
 	}
 	diff, err := ConfigDiff(sums)
 	if err != nil {

@@ -87,6 +87,8 @@ func TestEvalAblateReportCLI(t *testing.T) {
 		{"policy reward", full.Systems[1].Metrics[evaluate.MReward].Mean, last.Policy.Reward},
 		{"policy recall_10", full.Systems[1].Metrics[evaluate.MRecall10].Mean, grpo.Val(last.Policy.Recall10)},
 		{"policy mrr", full.Systems[1].Metrics[evaluate.MMRR].Mean, grpo.Val(last.Policy.MRR)},
+		{"policy ndcg_cut_3", full.Systems[1].Metrics[evaluate.MNDCG3].Mean, grpo.Val(last.Policy.NDCG3)},
+		{"raw ndcg_cut_3", full.Systems[0].Metrics[evaluate.MNDCG3].Mean, grpo.Val(last.Raw.NDCG3)},
 		{"raw reward", full.Systems[0].Metrics[evaluate.MReward].Mean, last.Raw.Reward},
 		{"raw recall_10", full.Systems[0].Metrics[evaluate.MRecall10].Mean, grpo.Val(last.Raw.Recall10)},
 	} {
@@ -102,6 +104,7 @@ func TestEvalAblateReportCLI(t *testing.T) {
 		{"policy reward", full.Systems[1].Metrics[evaluate.MReward], last.Policy.CI.Reward},
 		{"policy recall_10", full.Systems[1].Metrics[evaluate.MRecall10], last.Policy.CI.Recall10},
 		{"raw mrr", full.Systems[0].Metrics[evaluate.MMRR], last.Raw.CI.MRR},
+		{"policy ndcg_cut_3", full.Systems[1].Metrics[evaluate.MNDCG3], last.Policy.CI.NDCG3},
 	} {
 		if c.iv == nil || math.Abs(c.est.Lo-c.iv.Lo) > 1e-9 || math.Abs(c.est.Hi-c.iv.Hi) > 1e-9 || !(c.iv.Lo < c.iv.Hi) {
 			t.Errorf("%s interval: himes eval [%v, %v], training eval %+v", c.name, c.est.Lo, c.est.Hi, c.iv)
