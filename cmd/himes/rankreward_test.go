@@ -20,7 +20,7 @@ func TestTrainRefusesRankRewardWithoutJudgments(t *testing.T) {
 	}
 	_, logs, err := runCLILogged(t, "train", "--config", "../../configs/quickstart.yaml", "--overwrite",
 		"--set", "data.train="+data, "--set", "data.eval="+data, "--set", "reward.rank=1",
-		"--set", "run.output_dir="+dir)
+		"--set", "data.judged_only=false", "--set", "run.output_dir="+dir)
 	if err == nil {
 		t.Fatalf("trained with reward.rank on unjudged turns\n%s", logs)
 	}
