@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/himes-rl/himes/internal/progress"
 	"io"
 	"log/slog"
 	"os"
@@ -37,7 +38,7 @@ func (p *Pipeline) openDisk(ctx context.Context, kbPath string, start time.Time)
 	p.bm25, p.analyzer = ix, ix.Analyzer()
 	p.chunkVecs = make([]atomic.Pointer[[]float32], ix.Len())
 	slog.Info("retrieval: on-disk BM25 index open", "kb", kbPath, "index", cfg.Index, "chunks", ix.Len(),
-		"terms", ix.NumTerms(), "elapsed_s", time.Since(start).Round(time.Millisecond).Seconds())
+		"terms", ix.NumTerms(), "elapsed_s", progress.Seconds(time.Since(start)))
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/himes-rl/himes/internal/progress"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -172,7 +173,7 @@ func (p *Pipeline) openKB(ctx context.Context, kbPath string) error {
 		}
 	}
 	slog.Info(what, "kb", kbPath, "passages", len(kb.Passages), "chunks", len(chunks),
-		"terms", p.bm25.NumTerms(), "persisted", cfg.Index != "", "elapsed_s", time.Since(start).Round(time.Millisecond).Seconds())
+		"terms", p.bm25.NumTerms(), "persisted", cfg.Index != "", "elapsed_s", progress.Seconds(time.Since(start)))
 	return nil
 }
 
@@ -578,7 +579,7 @@ func (p *Pipeline) Embedder() (embedding.Embedder, error) {
 		}
 		if p.lsaErr == nil {
 			slog.Info("retrieval: LSA embedder ready", "name", p.lsa.Name(), "persisted", p.cfg.Index != "",
-				"elapsed_s", time.Since(start).Round(time.Millisecond).Seconds())
+				"elapsed_s", progress.Seconds(time.Since(start)))
 		}
 	})
 	if p.lsaErr != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/himes-rl/himes/internal/progress"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -107,7 +108,7 @@ func startLaunchedOllama(ctx context.Context, rc retrieval.Config, logPath strin
 		return nil, o.finish(fmt.Errorf("retrieval.ollama_launch: create %s from %s on the launched server: %w", rc.EmbedModel, dir, err))
 	}
 	slog.Info("embedding model", "model", res.Model, "created", res.Created, "digest", shortDigest(res.Digest),
-		"fingerprint", shortDigest(res.Fingerprint), "from", dir, "models", models, "elapsed_s", time.Since(start).Round(time.Millisecond).Seconds())
+		"fingerprint", shortDigest(res.Fingerprint), "from", dir, "models", models, "elapsed_s", progress.Seconds(time.Since(start)))
 	return o, nil
 }
 

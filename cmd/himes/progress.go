@@ -104,7 +104,7 @@ func (p *logProgress) Step(m grpo.StepMetrics) {
 func (p *logProgress) Eval(m grpo.EvalMetrics) { grpo.LogEval(p.log, m) }
 
 func (p *logProgress) Finish() {
-	p.log.Info("training finished", "elapsed_s", p.meter.Elapsed().Round(time.Millisecond).Seconds())
+	p.log.Info("training finished", "elapsed_s", progress.Seconds(p.meter.Elapsed()))
 }
 
 // round keeps log lines short: 4 decimals.

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -61,5 +62,17 @@ func TestTrainJudgedOnlyTrainsRankRewardOnJudgedTurns(t *testing.T) {
 	}
 	if !strings.Contains(logs, "judged turns only") || !strings.Contains(logs, "prompts=1") || !strings.Contains(logs, "held_out=1") {
 		t.Errorf("want 1 prompt and 1 held-out turn logged:\n%s", logs)
+	}
+	// Durations are logged in seconds to the millisecond, in their shortest
+	// form ("2.728", not the 2.7279999999999998 that Duration.Seconds of a
+	// rounded duration can give).
+	elapsed := regexp.MustCompile(`elapsed_s=(\S+)`).FindAllStringSubmatch(logs, -1)
+	if len(elapsed) < 2 {
+		t.Fatalf("want the index's and the run's elapsed_s logged:\n%s", logs)
+	}
+	for _, m := range elapsed {
+		if !regexp.MustCompile(`^\d+(\.\d{1,3})?$`).MatchString(m[1]) {
+			t.Errorf("elapsed_s=%s: want seconds with at most 3 decimals", m[1])
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"sync"
@@ -213,6 +214,13 @@ func (m *Meter) text(done int, unit string) string {
 		s += ", " + FormatRate(r, unit)
 	}
 	return s
+}
+
+// Seconds is d in seconds rounded to the millisecond, as the nearest
+// float64 to that decimal, so logs print "2.728" and not the
+// 2.7279999999999998 that Duration.Seconds of a rounded duration can give.
+func Seconds(d time.Duration) float64 {
+	return math.Round(d.Seconds()*1e3) / 1e3
 }
 
 // FormatDuration is short and steady: tenths of a second under 10 s,
