@@ -70,8 +70,9 @@ func TestTrainJudgedOnlyTrainsRankRewardOnJudgedTurns(t *testing.T) {
 	if len(elapsed) < 2 {
 		t.Fatalf("want the index's and the run's elapsed_s logged:\n%s", logs)
 	}
+	millis := regexp.MustCompile(`^\d+(\.\d{1,3})?$`)
 	for _, m := range elapsed {
-		if !regexp.MustCompile(`^\d+(\.\d{1,3})?$`).MatchString(m[1]) {
+		if !millis.MatchString(m[1]) {
 			t.Errorf("elapsed_s=%s: want seconds with at most 3 decimals", m[1])
 		}
 	}
