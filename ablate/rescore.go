@@ -249,6 +249,11 @@ func rescoreOne(ctx context.Context, steps [][]ledgerGroup, refs [][][][]string,
 	if err := st.Advantage.ValidateWith(reg); err != nil {
 		return rescored{}, fmt.Errorf("advantage config: %w", err)
 	}
+	if est, _ := reg.AdvantageEstimator(st.Advantage.Estimator); est.UsesGreedy {
+		// Its baseline is each group's greedy rollout, which the ledger
+		// does not hold: the advantages cannot be recomputed.
+		return rescored{}, fmt.Errorf("setting %s: advantage.estimator %s compares each sample with its group's greedy rollout, which the ledger does not hold; rescore with another estimator (e.g. --set grpo.advantage.estimator=group)", st.Name, st.Advantage.Estimator)
+	}
 	r := rescored{
 		scores: make([][][]hser.Score, len(steps)),
 		adv:    grpoAdv{values: make([][][]float64, len(steps)), include: make([][][]bool, len(steps))},

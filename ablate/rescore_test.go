@@ -346,3 +346,16 @@ func TestRescoreRankReward(t *testing.T) {
 		t.Errorf("missing rank: err %v", err)
 	}
 }
+
+// TestRescoreRefusesGreedyBaseline: the greedy estimator's baseline is each
+// group's greedy rollout, which the ledger does not hold; re-scoring with it
+// is an error that says so and names the way out, never advantages against
+// a missing baseline.
+func TestRescoreRefusesGreedyBaseline(t *testing.T) {
+	adv := rlcore.DefaultAdvantageConfig()
+	adv.Estimator = rlcore.EstimatorGreedy
+	_, err := rescoreOne(context.Background(), nil, nil, nil, Setting{Name: "scst", Reward: hser.DefaultConfig(), Advantage: adv})
+	if err == nil || !strings.Contains(err.Error(), "setting scst") || !strings.Contains(err.Error(), "ledger does not hold") {
+		t.Errorf("rescore with the greedy estimator: %v", err)
+	}
+}

@@ -27,6 +27,9 @@ type stepBatch struct {
 	step   int
 	groups []group
 	stats  rollout.Stats
+	// greedy is each group's greedy rollout (greedyProbe), the baseline of
+	// the greedy advantage estimator; nil when the step rolled none out.
+	greedy []rlcore.SampleReward
 }
 
 func (b *stepBatch) sampleRewards() [][]rlcore.SampleReward {
@@ -42,9 +45,14 @@ func (b *stepBatch) sampleGroup(i int) []rlcore.SampleReward {
 	recs := b.groups[i].records
 	out := make([]rlcore.SampleReward, len(recs))
 	for k, r := range recs {
-		out[k] = sampleReward(!r.Failed(), recordScore(r), r.Guard != "", r.GuardPenalty)
+		out[k] = recordReward(r)
 	}
 	return out
+}
+
+// recordReward is one rollout's reward terms as the advantage code reads them.
+func recordReward(r rollout.Record) rlcore.SampleReward {
+	return sampleReward(!r.Failed(), recordScore(r), r.Guard != "", r.GuardPenalty)
 }
 
 // sampleReward is a rollout's reward terms as rlcore's advantages read them.

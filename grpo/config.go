@@ -84,7 +84,8 @@ type Config struct {
 	// (not trained on, not in the ledger) and logs frac_beat_greedy,
 	// frac_greedy_best and greedy_reward per step: whether GRPO samples
 	// around the policy that is evaluated. Costs one sample call at T = 0 and
-	// one rollout per prompt per step (1/group_size more rollouts). Default false.
+	// one rollout per prompt per step (1/group_size more rollouts). Default
+	// false; advantage.estimator greedy rolls them out (and logs them) anyway.
 	GreedyProbe bool `yaml:"greedy_probe"`
 }
 
@@ -235,6 +236,12 @@ func (c Config) Validate() error {
 	}
 	if f := c.DynamicSampling.MinZeroVarFrac; f < 0 || f > 1 {
 		return fielderr.New("dynamic_sampling.min_zero_var_frac", "must be in [0, 1], got %v", f)
+	}
+	if c.Advantage.Estimator == rlcore.EstimatorGreedy && c.DynamicSampling.MaxRounds > 0 {
+		// Dynamic sampling re-draws a group whose samples all tie, before
+		// the greedy rollout exists; against the greedy baseline such a
+		// group may still teach.
+		return fielderr.New("dynamic_sampling.max_rounds", "must be 0 with advantage.estimator greedy (it compares the samples with the greedy rollout, not with each other), got %d", c.DynamicSampling.MaxRounds)
 	}
 	if err := c.Guards.validate(); err != nil {
 		return fielderr.Prefix("guards", err)

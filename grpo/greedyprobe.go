@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/himes-rl/himes/rlcore"
 	"github.com/himes-rl/himes/rollout"
 	"github.com/himes-rl/himes/trainer"
 )
@@ -20,7 +21,9 @@ import (
 // reward exceeds their group's greedy reward), FracGreedyBest (the share of
 // groups whose greedy reward ties or beats every valid sample) and the mean
 // greedy reward, over the groups whose greedy rollout did not fail; nil
-// when every greedy rollout failed.
+// when every greedy rollout failed. It also sets b.greedy, each group's
+// greedy rollout as the advantage code reads it (the baseline of the greedy
+// estimator; Valid false where it failed).
 func (l *Loop) greedyProbe(ctx context.Context, step int, b *stepBatch, timing *stageTimes) (beat, best, greedy *float64, err error) {
 	prompts := make([]trainer.Prompt, len(b.groups))
 	for i, g := range b.groups {
@@ -55,9 +58,11 @@ func (l *Loop) greedyProbe(ctx context.Context, step int, b *stepBatch, timing *
 
 	var beats, valid, bestGroups, groupsSeen int
 	var greedySum float64
+	b.greedy = make([]rlcore.SampleReward, len(b.groups))
 	for i, g := range b.groups {
 		rec := records[i : i+1]
 		applyGuards(l.registry(), l.cfg.Guards, l.guardTurn(g.turn), rec)
+		b.greedy[i] = recordReward(rec[0])
 		if rec[0].Failed() {
 			continue
 		}

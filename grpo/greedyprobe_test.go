@@ -2,6 +2,8 @@ package grpo
 
 import (
 	"context"
+	"math"
+	"strings"
 	"testing"
 )
 
@@ -55,5 +57,50 @@ func TestGreedyProbe(t *testing.T) {
 	}
 	if m2.FracBeatGreedy != nil || m2.FracGreedyBest != nil || m2.GreedyReward != nil {
 		t.Errorf("without grpo.greedy_probe the probe's metrics must be absent")
+	}
+}
+
+// TestGreedyBaselineAdvantages: with advantage.estimator greedy (SCST /
+// ReMax) each sample's advantage is its reward minus its group's greedy
+// rollout's, rolled out without grpo.greedy_probe. With the fake policy of
+// TestGreedyProbe the samples score 5/3 and 1 against a greedy 1, so the
+// update carries 2/3 and exactly 0 (group normalization would send ±1), and
+// the probe's metrics are logged.
+func TestGreedyBaselineAdvantages(t *testing.T) {
+	_, run, pol := freshRun(t)
+	defer run.Close()
+	cfg := testConfig()
+	cfg.Advantage.Estimator = "greedy"
+	l := newTestLoop(t, cfg, pol, run)
+	startMetrics(t, l)
+	if err := l.restore(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	m, err := l.Step(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.GreedyReward == nil || *m.GreedyReward != 1 {
+		t.Errorf("greedy_reward = %v, want 1 (the greedy rollouts ran)", m.GreedyReward)
+	}
+	samples := pol.grpoCalls[0].Samples
+	if len(samples) != cfg.PromptsPerStep*cfg.GroupSize {
+		t.Fatalf("the update carried %d samples, want %d", len(samples), cfg.PromptsPerStep*cfg.GroupSize)
+	}
+	for i, s := range samples {
+		want := 0.0 // the fake's odd samples add "": the greedy rewrite itself
+		if s.TokenIDs[0]%2 == 0 {
+			want = 2.0 / 3 // " paris"
+		}
+		if math.Abs(s.Advantage-want) > 1e-12 {
+			t.Errorf("sample %d (token %d): advantage %v, want %v", i, s.TokenIDs[0], s.Advantage, want)
+		}
+	}
+
+	// Dynamic sampling draws tied groups again before the greedy rollout
+	// exists: refused with the greedy estimator.
+	cfg.DynamicSampling.MaxRounds = 2
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "dynamic_sampling.max_rounds") {
+		t.Errorf("greedy estimator with dynamic sampling: %v", err)
 	}
 }

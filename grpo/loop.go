@@ -405,16 +405,19 @@ func (l *Loop) Step(ctx context.Context, step int) (StepMetrics, error) {
 		resampled += batch.replaceWithVaried(l.cfg.Advantage, RewardWeights(l.deps.Reward), again)
 	}
 
-	var probe [3]*float64 // grpo.greedy_probe: how the samples fare against greedy
-	if l.cfg.GreedyProbe {
+	// The greedy rollouts: how the samples fare against greedy
+	// (grpo.greedy_probe), and the greedy estimator's baseline.
+	var probe [3]*float64
+	if l.cfg.GreedyProbe || l.greedyBaseline() {
 		if probe[0], probe[1], probe[2], err = l.greedyProbe(ctx, step, batch, &timing); err != nil {
 			return StepMetrics{}, err
 		}
 	}
 
-	// 5. Advantages: group-normalized, failed rollouts excluded.
+	// 5. Advantages: group-normalized (or against the greedy rollout),
+	// failed rollouts excluded.
 	scoreStart := time.Now()
-	adv, err := l.registry().ComputeAdvantages(l.cfg.Advantage, RewardWeights(l.deps.Reward), batch.sampleRewards())
+	adv, err := l.registry().ComputeAdvantagesGreedy(l.cfg.Advantage, RewardWeights(l.deps.Reward), batch.sampleRewards(), batch.greedy)
 	if err != nil {
 		return StepMetrics{}, fmt.Errorf("advantages: %w", err)
 	}

@@ -149,8 +149,8 @@ type term struct {
 // reproduce it.
 //
 // The estimator (cfg.Estimator, a name in r: group, batch, none, rloo
-// built in) normalizes each quantity over a group's valid
-// rollouts. std is the population standard deviation (divide by n) with Std
+// built in; greedy through ComputeAdvantagesGreedy) normalizes each
+// quantity over a group's valid rollouts. std is the population standard deviation (divide by n) with Std
 // "population" — the DeepSeekMath/GRPO formulation — or Bessel-corrected
 // (divide by n−1, what torch.std and TRL use) with Std "sample". ε
 // (Epsilon, default 1e-6) is added to the std, never under the square root,
@@ -162,10 +162,34 @@ type term struct {
 // dropped with "drop". A term that is constant within a group contributes
 // exactly 0, not a rounding residue.
 func (r *Registry) ComputeAdvantages(cfg AdvantageConfig, w Weights, groups [][]SampleReward) (Advantages, error) {
+	return r.ComputeAdvantagesGreedy(cfg, w, groups, nil)
+}
+
+// ComputeAdvantagesGreedy is ComputeAdvantages given also each group's
+// greedy rollout, greedy[g] for groups[g], which an estimator with
+// UsesGreedy (EstimatorGreedy) takes as its baseline; other estimators
+// ignore it (nil is fine for them). Under such an estimator a group needs
+// one valid sample, not two, and a valid greedy rollout (a group whose
+// greedy rollout failed is dropped: there is nothing to compare with); it
+// has zero variance when every term is constant over its valid samples and
+// its greedy rollout together.
+func (r *Registry) ComputeAdvantagesGreedy(cfg AdvantageConfig, w Weights, groups [][]SampleReward, greedy []SampleReward) (Advantages, error) {
 	if err := checkAdvantageInputs(r, cfg, w, groups); err != nil {
 		return Advantages{}, err
 	}
 	est, _ := r.AdvantageEstimator(cfg.Estimator) // checked above
+	minValid := 2
+	if est.UsesGreedy {
+		if len(greedy) != len(groups) {
+			return Advantages{}, fmt.Errorf("advantage estimator %q compares each sample with its group's greedy rollout: got %d greedy rollouts for %d groups", cfg.Estimator, len(greedy), len(groups))
+		}
+		if err := checkTerms(greedy, "greedy rollout of group"); err != nil {
+			return Advantages{}, err
+		}
+		minValid = 1
+	} else {
+		greedy = nil
+	}
 	terms := normalizedTerms(cfg, w)
 	in := EstimatorInput{SampleStd: cfg.Std == "sample", Epsilon: cfg.Epsilon}
 	var batchStd []float64
@@ -182,16 +206,24 @@ func (r *Registry) ComputeAdvantages(cfg AdvantageConfig, w Weights, groups [][]
 		out.Include[g] = make([]bool, len(grp))
 		valid := validRollouts(grp)
 		st.FailedRollouts += len(grp) - len(valid)
-		if len(valid) < 2 {
+		var base *SampleReward // the greedy rollout, the baseline of a UsesGreedy estimator
+		if greedy != nil {
+			if !greedy[g].Valid {
+				st.DroppedGroups++
+				continue
+			}
+			base = &greedy[g]
+		}
+		if len(valid) < minValid {
 			st.DroppedGroups++
 			continue
 		}
-		if !countVariance(st, cfg, terms, grp, valid) {
+		if !countVariance(st, cfg, terms, grp, valid, base) {
 			st.DroppedGroups++
 			continue
 		}
 		for t, tm := range terms {
-			if constantOver(grp, valid, tm.get) {
+			if constantOver(grp, valid, tm.get, base) {
 				continue // contributes exactly 0
 			}
 			vals = vals[:0]
@@ -200,6 +232,9 @@ func (r *Registry) ComputeAdvantages(cfg AdvantageConfig, w Weights, groups [][]
 			}
 			if batchStd != nil {
 				in.BatchStd = batchStd[t]
+			}
+			if base != nil {
+				in.Greedy = tm.get(*base)
 			}
 			est.Fn(vals, in) // vals are now the term's advantages
 			for k, i := range valid {
@@ -239,14 +274,23 @@ func checkAdvantageInputs(r *Registry, cfg AdvantageConfig, w Weights, groups []
 		}
 	}
 	for g, grp := range groups {
-		for i, s := range grp {
-			if !s.Valid {
-				continue
-			}
-			for _, v := range []float64{s.Terms.RougeF1, s.Terms.EM, s.Terms.Hit, s.Terms.Rank, s.Terms.Recall, s.Terms.NDCG, s.Terms.RR, s.guard()} {
-				if math.IsNaN(v) || math.IsInf(v, 0) {
-					return fmt.Errorf("group %d rollout %d: reward term is %v", g, i, v)
-				}
+		if err := checkTerms(grp, fmt.Sprintf("group %d rollout", g)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTerms refuses a valid rollout of rs whose reward term is not finite;
+// the error names it as what, then its index.
+func checkTerms(rs []SampleReward, what string) error {
+	for i, s := range rs {
+		if !s.Valid {
+			continue
+		}
+		for _, v := range []float64{s.Terms.RougeF1, s.Terms.EM, s.Terms.Hit, s.Terms.Rank, s.Terms.Recall, s.Terms.NDCG, s.Terms.RR, s.guard()} {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("%s %d: reward term is %v", what, i, v)
 			}
 		}
 	}
@@ -284,18 +328,20 @@ func validRollouts(grp []SampleReward) []int {
 
 // countVariance counts a comparable group's constant terms in st and
 // reports whether the group stays in the update: false for a zero-variance
-// group under ZeroVariance "drop".
-func countVariance(st *AdvantageStats, cfg AdvantageConfig, terms []term, grp []SampleReward, valid []int) bool {
+// group under ZeroVariance "drop". base is the group's greedy rollout for a
+// UsesGreedy estimator (nil otherwise), which a term must equal too to be
+// constant.
+func countVariance(st *AdvantageStats, cfg AdvantageConfig, terms []term, grp []SampleReward, valid []int, base *SampleReward) bool {
 	st.ComparableGroups++
 	for _, c := range []struct {
 		get   func(SampleReward) float64
 		count *int
 	}{{SampleReward.rougeF1, &st.ZeroVarRougeL}, {SampleReward.em, &st.ZeroVarEM}, {SampleReward.hit, &st.ZeroVarHit}} {
-		if constantOver(grp, valid, c.get) {
+		if constantOver(grp, valid, c.get, base) {
 			*c.count++
 		}
 	}
-	if !zeroVariance(terms, grp, valid) {
+	if !zeroVariance(terms, grp, valid, base) {
 		return true
 	}
 	st.ZeroVarGroups++
@@ -356,23 +402,25 @@ func normalizedTerms(cfg AdvantageConfig, w Weights) []term {
 // normalized term is constant over the valid rollouts, so every advantage is
 // exactly 0. The advantage statistics count such groups and dynamic sampling
 // draws them again.
-func zeroVariance(terms []term, grp []SampleReward, valid []int) bool {
+func zeroVariance(terms []term, grp []SampleReward, valid []int, base *SampleReward) bool {
 	for _, tm := range terms {
-		if !constantOver(grp, valid, tm.get) {
+		if !constantOver(grp, valid, tm.get, base) {
 			return false
 		}
 	}
 	return true
 }
 
-func constantOver(grp []SampleReward, valid []int, get func(SampleReward) float64) bool {
+// constantOver reports whether get is the same on every valid rollout of
+// grp, and on base when it is not nil (a greedy baseline).
+func constantOver(grp []SampleReward, valid []int, get func(SampleReward) float64, base *SampleReward) bool {
 	first := get(grp[valid[0]])
 	for _, i := range valid[1:] {
 		if get(grp[i]) != first {
 			return false
 		}
 	}
-	return true
+	return base == nil || get(*base) == first
 }
 
 // TeachesNothing reports whether a group (one prompt's rollouts) yields no
@@ -385,5 +433,5 @@ func TeachesNothing(cfg AdvantageConfig, w Weights, grp []SampleReward) bool {
 			valid = append(valid, i)
 		}
 	}
-	return len(valid) < 2 || zeroVariance(normalizedTerms(cfg, w), grp, valid)
+	return len(valid) < 2 || zeroVariance(normalizedTerms(cfg, w), grp, valid, nil)
 }

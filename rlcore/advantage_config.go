@@ -11,8 +11,10 @@ import (
 type AdvantageConfig struct {
 	// Estimator: "group" (r−mean_g)/(std_g+ε), "batch" (std over the whole
 	// batch), "none" (Dr. GRPO: centred only), "rloo" (leave-one-out
-	// baseline): the names of rlcore's registry, to which a Go caller may
-	// add its own (Registry.RegisterAdvantageEstimator).
+	// baseline), "greedy" (r − r_greedy, the reward of the group's greedy
+	// rollout: SCST / ReMax; each step rolls the greedy rewrites out, and
+	// dynamic_sampling must be off): the names of rlcore's registry, to
+	// which a Go caller may add its own (Registry.RegisterAdvantageEstimator).
 	Estimator string `yaml:"estimator"`
 	// Std: "population" (divide by n; the default, GRPO's formulation) or
 	// "sample" (Bessel, n−1; what torch.std and TRL compute).

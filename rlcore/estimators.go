@@ -18,6 +18,14 @@ const (
 	// EstimatorRLOO (verl's "rloo"; Ahmadian et al. 2024): A_i = r_i −
 	// (Σ_{j≠i} r_j)/(n−1), the leave-one-out baseline (= n/(n−1)·(r_i − m)).
 	EstimatorRLOO = "rloo"
+	// EstimatorGreedy is the greedy baseline of self-critical sequence
+	// training (Rennie et al. 2017) and ReMax (Li et al. 2023): A_i = r_i −
+	// r_greedy, the reward of the group's greedy (temperature 0) rollout,
+	// not scaled. A sample is pushed up only when it beats the rewrite the
+	// evaluation uses, so the update moves the greedy policy rather than
+	// sharpening the samples toward it. It needs each group's greedy
+	// rollout (the training loop rolls it out, as grpo.greedy_probe does).
+	EstimatorGreedy = "greedy"
 )
 
 // EstimatorInput is what an advantage estimator reads besides the group's
@@ -26,6 +34,7 @@ type EstimatorInput struct {
 	SampleStd bool    // Bessel-corrected std (grpo.advantage.std "sample")
 	Epsilon   float64 // added to the std, never under the square root
 	BatchStd  float64 // the quantity's std over the batch; set only for an estimator with UsesBatchStd
+	Greedy    float64 // the quantity for the group's greedy rollout; set only for an estimator with UsesGreedy
 }
 
 // AdvantageEstimator is one registry entry (Registry.RegisterAdvantageEstimator).
@@ -36,6 +45,12 @@ type AdvantageEstimator struct {
 	// UsesBatchStd: Fn reads EstimatorInput.BatchStd, which ComputeAdvantages
 	// then computes over the batch.
 	UsesBatchStd bool
+	// UsesGreedy: Fn reads EstimatorInput.Greedy, the group's greedy
+	// rollout's value (ComputeAdvantagesGreedy). Such an estimator compares
+	// each sample with the greedy rollout, not with the other samples: Fn
+	// is also called for a group of one valid sample, or of samples that
+	// are all equal but differ from the greedy one.
+	UsesGreedy bool
 }
 
 // GroupAdvantages (EstimatorGroup): (r − m) / (std + ε) with the group's own std.
@@ -74,5 +89,12 @@ func RLOOAdvantages(vals []float64, _ EstimatorInput) {
 	n := float64(len(vals) - 1)
 	for k, v := range vals {
 		vals[k] = v - (sum-v)/n
+	}
+}
+
+// GreedyAdvantages (EstimatorGreedy): r minus the group's greedy rollout's r.
+func GreedyAdvantages(vals []float64, in EstimatorInput) {
+	for k, v := range vals {
+		vals[k] = v - in.Greedy
 	}
 }

@@ -27,6 +27,8 @@ func TestEstimatorsByHand(t *testing.T) {
 		{EstimatorNone, EstimatorInput{Epsilon: 0.5, SampleStd: true}, []float64{-2, -1, 0, 3}},
 		// 1 − (2+3+6)/3, 2 − 10/3, 3 − 3, 6 − 2.
 		{EstimatorRLOO, EstimatorInput{}, []float64{1 - 11.0/3, 2 - 10.0/3, 0, 4}},
+		// The greedy rollout's value (2.5 here) is the baseline; no scaling.
+		{EstimatorGreedy, EstimatorInput{Greedy: 2.5, Epsilon: 0.5, SampleStd: true}, []float64{-1.5, -0.5, 0.5, 3.5}},
 	} {
 		est, err := reg.AdvantageEstimator(c.name)
 		if err != nil {
@@ -43,11 +45,11 @@ func TestEstimatorsByHand(t *testing.T) {
 	}
 	names := reg.AdvantageEstimators()
 	for _, n := range names {
-		if e, _ := reg.AdvantageEstimator(n); e.UsesBatchStd != (n == EstimatorBatch) {
-			t.Errorf("%s: UsesBatchStd %v", n, e.UsesBatchStd)
+		if e, _ := reg.AdvantageEstimator(n); e.UsesBatchStd != (n == EstimatorBatch) || e.UsesGreedy != (n == EstimatorGreedy) {
+			t.Errorf("%s: UsesBatchStd %v, UsesGreedy %v", n, e.UsesBatchStd, e.UsesGreedy)
 		}
 	}
-	if want := []string{EstimatorBatch, EstimatorGroup, EstimatorNone, EstimatorRLOO}; !slices.Equal(names, want) {
+	if want := []string{EstimatorBatch, EstimatorGreedy, EstimatorGroup, EstimatorNone, EstimatorRLOO}; !slices.Equal(names, want) {
 		t.Errorf("registry holds %v, want %v", names, want)
 	}
 }

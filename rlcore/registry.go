@@ -24,7 +24,7 @@ func NewRegistry() *Registry {
 }
 
 // DefaultRegistry returns a fresh registry holding the built-ins: the
-// advantage estimators group, batch, none and rloo; the KL estimators k3
+// advantage estimators group, batch, none, rloo and greedy; the KL estimators k3
 // and low_var_kl; the guards answer_leak, empty, too_long and
 // copies_history (in that order). Each is registered through the same
 // Register method a caller's own entry uses.
@@ -38,6 +38,7 @@ func DefaultRegistry() *Registry {
 		{EstimatorBatch, AdvantageEstimator{Fn: BatchAdvantages, UsesBatchStd: true}},
 		{EstimatorNone, AdvantageEstimator{Fn: CentredAdvantages}},
 		{EstimatorRLOO, AdvantageEstimator{Fn: RLOOAdvantages}},
+		{EstimatorGreedy, AdvantageEstimator{Fn: GreedyAdvantages, UsesGreedy: true}},
 	} {
 		must(r.RegisterAdvantageEstimator(e.name, e.est))
 	}

@@ -9,7 +9,7 @@ import (
 // registry's keys, sorted; the config error carries the field.
 func TestRegistryUnknownListsKeys(t *testing.T) {
 	reg := DefaultRegistry()
-	if _, err := reg.AdvantageEstimator("foo"); err == nil || err.Error() != `unknown "foo" (known: batch, group, none, rloo)` {
+	if _, err := reg.AdvantageEstimator("foo"); err == nil || err.Error() != `unknown "foo" (known: batch, greedy, group, none, rloo)` {
 		t.Errorf("advantage: %v", err)
 	}
 	if _, err := reg.Guard("foo"); err == nil || err.Error() != `unknown "foo" (known: answer_leak, copies_history, empty, too_long)` {
@@ -17,7 +17,7 @@ func TestRegistryUnknownListsKeys(t *testing.T) {
 	}
 	c := DefaultAdvantageConfig()
 	c.Estimator = "foo"
-	if err := c.Validate(); err == nil || err.Error() != `estimator: unknown "foo" (known: batch, group, none, rloo)` {
+	if err := c.Validate(); err == nil || err.Error() != `estimator: unknown "foo" (known: batch, greedy, group, none, rloo)` {
 		t.Errorf("config: %v", err)
 	}
 	if got, want := reg.Guards(), []string{GuardAnswerLeak, GuardEmpty, GuardTooLong, GuardCopiesHistory}; !slices.Equal(got, want) {
