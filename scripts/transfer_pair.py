@@ -38,9 +38,10 @@ def run_dir(root: str, fold: str, recipe: str, seed: int) -> str:
     return os.path.join(root, fold, f"{recipe.replace('+', '_')}_seed_{seed}")
 
 
-def policy_values(path: str, metric: str) -> Dict[Key, float]:
-    """The policy's metric per (conversation, turn) in one eval/turns.parquet;
-    turns without a value (unjudged: null or NaN) are left out."""
+def policy_values(path: str, metric: str, system: str = "policy") -> Dict[Key, float]:
+    """A system's metric (the policy's by default) per (conversation, turn) in
+    one eval/turns.parquet; turns without a value (unjudged: null or NaN) are
+    left out."""
     import pyarrow.parquet as pq  # noqa: PLC0415 - only when run
 
     if not os.path.exists(path):
@@ -50,13 +51,13 @@ def policy_values(path: str, metric: str) -> Dict[Key, float]:
         if col not in t:
             raise PairError(f"{path}: no column {col!r}")
     out: Dict[Key, float] = {}
-    for i, system in enumerate(t["system"]):
+    for i, row_system in enumerate(t["system"]):
         v = t[metric][i]
-        if system != "policy" or v is None or (isinstance(v, float) and math.isnan(v)):
+        if row_system != system or v is None or (isinstance(v, float) and math.isnan(v)):
             continue
         key = (str(t["conv_id"][i]), int(t["turn"][i]))
         if key in out:
-            raise PairError(f"{path}: turn {key[0]}/{key[1]} twice for the policy")
+            raise PairError(f"{path}: turn {key[0]}/{key[1]} twice for the {system}")
         out[key] = float(v)
     return out
 
