@@ -105,6 +105,57 @@ func TestResumeAfterSIGKILLIsExact(t *testing.T) {
 	}
 }
 
+// TestResumeWithGreedyBaselineIsExact: with advantage.estimator greedy each
+// step also rolls out the greedy rewrites (its baseline); a run killed
+// before and after an update resumes to the uninterrupted run's metrics
+// (greedy_reward included) and ledgers.
+func TestResumeWithGreedyBaselineIsExact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (skipped by -short): runs the CLI several times")
+	}
+	greedy := []string{"--set", "grpo.advantage.estimator=greedy"}
+	refDir := t.TempDir()
+	if out, err := runHimesProcess(t, nil, append([]string{"train", "--config", writeResumeConfig(t, refDir)}, greedy...)...); err != nil {
+		t.Fatalf("reference run: %v\n%s", err, out)
+	}
+	refMetrics := readMetrics(t, filepath.Join(refDir, "r", "metrics.jsonl"))
+	steps := 0
+	for _, m := range refMetrics {
+		if m["kind"] == "step" {
+			steps++
+			if _, ok := m["greedy_reward"]; !ok {
+				t.Fatalf("step %v logs no greedy_reward: the greedy rollouts did not run", m["step"])
+			}
+		}
+	}
+	if steps != 6 {
+		t.Fatalf("reference run logged %d steps, want 6", steps)
+	}
+	for _, at := range []string{"before_update:4", "after_update:3"} {
+		t.Run(at, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := writeResumeConfig(t, dir)
+			out, err := runHimesProcess(t, []string{faultEnv + "=" + at}, append([]string{"train", "--config", cfg}, greedy...)...)
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("want the run killed by SIGKILL at %s, got %v\n%s", at, err, out)
+			}
+			if out, err := runHimesProcess(t, nil, append([]string{"train", "--config", cfg, "--resume"}, greedy...)...); err != nil {
+				t.Fatalf("resume: %v\n%s", err, out)
+			}
+			if got := readMetrics(t, filepath.Join(dir, "r", "metrics.jsonl")); !reflect.DeepEqual(got, refMetrics) {
+				t.Errorf("metrics differ from the uninterrupted run: %s", firstDiff(got, refMetrics))
+			}
+			a, b := runLedgers(t, filepath.Join(refDir, "r")), runLedgers(t, filepath.Join(dir, "r"))
+			for step := 1; step <= 6; step++ {
+				if len(a[step]) == 0 || !reflect.DeepEqual(a[step], b[step]) {
+					t.Errorf("ledger of step %d differs from the uninterrupted run (%d vs %d records)", step, len(b[step]), len(a[step]))
+				}
+			}
+		})
+	}
+}
+
 // readMetrics decodes metrics.jsonl without the fields that measure time
 // (stage timings, time stamps, elapsed_s) or the process's cache.
 func readMetrics(t *testing.T, path string) []map[string]any {
