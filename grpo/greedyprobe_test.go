@@ -7,18 +7,12 @@ import (
 	"testing"
 )
 
-// TestGreedyProbe: the fake policy's greedy rewrite is the question ("where
-// is it", answered "it": Rouge-L 0 against "paris france", Hit 1, R = 1) and
-// its samples alternate " paris" (answered "paris": Rouge-L F1 = 2·1·½/(1 +
-// ½) = ⅔, Hit 1, R = 5/3) and "" (R = 1). So in every group of 4, 2 samples
-// beat greedy (frac_beat_greedy ½), greedy is never best (0), and its mean
-// reward is 1. The probe's rollouts are not trained on: the update still
-// carries prompts × group_size samples.
-func TestGreedyProbe(t *testing.T) {
+// firstStep runs step 1 of a fresh run under cfg with the fake policy that
+// samples " paris" and "" in turn.
+func firstStep(t *testing.T, cfg Config) (StepMetrics, *fakePolicy) {
+	t.Helper()
 	_, run, pol := freshRun(t)
-	defer run.Close()
-	cfg := testConfig()
-	cfg.GreedyProbe = true
+	t.Cleanup(func() { run.Close() })
 	l := newTestLoop(t, cfg, pol, run)
 	startMetrics(t, l)
 	if err := l.restore(context.Background(), false); err != nil {
@@ -28,6 +22,20 @@ func TestGreedyProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, pol
+}
+
+// TestGreedyProbe: the fake policy's greedy rewrite is the question ("where
+// is it", answered "it": Rouge-L 0 against "paris france", Hit 1, R = 1) and
+// its samples alternate " paris" (answered "paris": Rouge-L F1 = 2·1·½/(1 +
+// ½) = ⅔, Hit 1, R = 5/3) and "" (R = 1). So in every group of 4, 2 samples
+// beat greedy (frac_beat_greedy ½), greedy is never best (0), and its mean
+// reward is 1. The probe's rollouts are not trained on: the update still
+// carries prompts × group_size samples.
+func TestGreedyProbe(t *testing.T) {
+	cfg := testConfig()
+	cfg.GreedyProbe = true
+	m, pol := firstStep(t, cfg)
 	for name, c := range map[string]struct {
 		got  *float64
 		want float64
@@ -44,17 +52,7 @@ func TestGreedyProbe(t *testing.T) {
 	}
 
 	// Off (the default): absent.
-	_, run2, pol2 := freshRun(t)
-	defer run2.Close()
-	l2 := newTestLoop(t, testConfig(), pol2, run2)
-	startMetrics(t, l2)
-	if err := l2.restore(context.Background(), false); err != nil {
-		t.Fatal(err)
-	}
-	m2, err := l2.Step(context.Background(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m2, _ := firstStep(t, testConfig())
 	if m2.FracBeatGreedy != nil || m2.FracGreedyBest != nil || m2.GreedyReward != nil {
 		t.Errorf("without grpo.greedy_probe the probe's metrics must be absent")
 	}
@@ -67,19 +65,9 @@ func TestGreedyProbe(t *testing.T) {
 // update carries 2/3 and exactly 0 (group normalization would send ±1), and
 // the probe's metrics are logged.
 func TestGreedyBaselineAdvantages(t *testing.T) {
-	_, run, pol := freshRun(t)
-	defer run.Close()
 	cfg := testConfig()
 	cfg.Advantage.Estimator = "greedy"
-	l := newTestLoop(t, cfg, pol, run)
-	startMetrics(t, l)
-	if err := l.restore(context.Background(), false); err != nil {
-		t.Fatal(err)
-	}
-	m, err := l.Step(context.Background(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, pol := firstStep(t, cfg)
 	if m.GreedyReward == nil || *m.GreedyReward != 1 {
 		t.Errorf("greedy_reward = %v, want 1 (the greedy rollouts ran)", m.GreedyReward)
 	}
