@@ -28,7 +28,7 @@ import sys
 from typing import Dict, List, Optional, Set, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from transfer_pair import PairError, compare, policy_values  # noqa: E402 - the script's sibling
+from transfer_pair import PairError, compare, difference, policy_values  # noqa: E402 - the script's sibling
 
 Key = Tuple[str, int]
 
@@ -99,9 +99,7 @@ def main(argv: List[str] | None = None) -> int:
         print("|---|---:|---:|---|")
         for m in [m.strip() for m in a.metrics.split(",") if m.strip()]:
             r = compare(*pooled(a_dirs, b_dirs, m, a.system_a, a.system_b, only))
-            star = " *" if r["ci_lo"] > 0 or r["ci_hi"] < 0 else ""
-            print(f"| {m} | {r['mean_a']:.3f} | {r['mean_b']:.3f} | {r['diff']:+.3f} [{r['ci_lo']:+.3f}, "
-                  f"{r['ci_hi']:+.3f}], p {r['p_value']:.3f}{star} ({int(r['turns'])} turns) |")
+            print(f"| {m} | {r['mean_a']:.3f} | {r['mean_b']:.3f} | {difference(r)} |")
     except PairError as e:
         print(f"eval_pair: {e}", file=sys.stderr)
         return 1

@@ -87,6 +87,14 @@ def compare(a: Dict[Key, float], b: Dict[Key, float], resamples: int = 2000, see
     return out
 
 
+def difference(r: Dict[str, float]) -> str:
+    """compare's A − B as a table cell: the difference, its interval, p, a
+    star where the interval excludes 0, and the number of turns."""
+    star = " *" if r["ci_lo"] > 0 or r["ci_hi"] < 0 else ""
+    return (f"{r['diff']:+.3f} [{r['ci_lo']:+.3f}, {r['ci_hi']:+.3f}], "
+            f"p {r['p_value']:.3f}{star} ({int(r['turns'])} turns)")
+
+
 def folds(root: str) -> List[str]:
     return sorted(d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, "train.jsonl")))
 
@@ -114,9 +122,7 @@ def main(argv: List[str] | None = None) -> int:
             cells = []
             for m in metrics:
                 r = compare(seed_mean(a.a, fold, a.recipe_a, seeds, m), seed_mean(a.b, fold, a.recipe_b, seeds, m))
-                star = " *" if r["ci_lo"] > 0 or r["ci_hi"] < 0 else ""
-                cells.append(f"{r['mean_a']:.3f} vs {r['mean_b']:.3f}: {r['diff']:+.3f} [{r['ci_lo']:+.3f}, {r['ci_hi']:+.3f}], "
-                             f"p {r['p_value']:.3f}{star} ({int(r['turns'])} turns)")
+                cells.append(f"{r['mean_a']:.3f} vs {r['mean_b']:.3f}: {difference(r)}")
             print(f"| {fold} | " + " | ".join(cells) + " |")
     except PairError as e:
         print(f"transfer_pair: {e}", file=sys.stderr)

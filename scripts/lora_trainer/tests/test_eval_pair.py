@@ -44,13 +44,17 @@ def test_seeds_pair_index_by_index_and_clusters_per_seed(ep, tmp_path):
         ep.pooled([a1], [b1], "ndcg_cut_3", "raw", "policy")
 
 
-def test_identical_folders_differ_by_zero(ep, tmp_path):
+def test_identical_folders_differ_by_zero(ep, tmp_path, capsys):
     rows = [("policy", f"c{i}", t, (i * 7 + t) % 5 / 4) for i in range(5) for t in range(1, 4)]
     write_eval(str(tmp_path / "a"), rows)
     write_eval(str(tmp_path / "b"), rows)
     r = ep.compare(*ep.pooled([str(tmp_path / "a")], [str(tmp_path / "b")], "ndcg_cut_3", "policy", "policy"),
                    resamples=200)
     assert r["diff"] == 0 and r["ci_lo"] == 0 and r["ci_hi"] == 0 and r["p_value"] == 1.0
+    # the table row: both means (by hand: the 15 values sum to 7.5), the difference, its interval, p, the turns
+    assert ep.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "b"), "--metrics", "ndcg_cut_3"]) == 0
+    out = capsys.readouterr().out
+    assert "| ndcg_cut_3 | 0.500 | 0.500 | +0.000 [+0.000, +0.000], p 1.000 (15 turns) |" in out, out
 
 
 def test_errors_name_the_folders(ep, tmp_path, capsys):
