@@ -93,3 +93,11 @@ func (l *Loop) greedyProbe(ctx context.Context, step int, b *stepBatch, timing *
 	}
 	return beat, best, greedy, nil
 }
+
+// greedyBaseline reports whether the advantage estimator compares each
+// sample with its group's greedy rollout (rlcore.EstimatorGreedy): then
+// every step rolls the greedy rewrites out, as grpo.greedy_probe does.
+func (l *Loop) greedyBaseline() bool {
+	est, err := l.registry().AdvantageEstimator(l.cfg.Advantage.Estimator)
+	return err == nil && est.UsesGreedy
+}

@@ -86,11 +86,3 @@ func (l *Loop) registry() *rlcore.Registry {
 	}
 	return l.reg
 }
-
-// greedyBaseline reports whether the advantage estimator compares each
-// sample with its group's greedy rollout (rlcore.EstimatorGreedy): then
-// every step rolls the greedy rewrites out, as grpo.greedy_probe does.
-func (l *Loop) greedyBaseline() bool {
-	est, err := l.registry().AdvantageEstimator(l.cfg.Advantage.Estimator)
-	return err == nil && est.UsesGreedy
-}

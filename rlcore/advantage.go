@@ -150,8 +150,9 @@ type term struct {
 //
 // The estimator (cfg.Estimator, a name in r: group, batch, none, rloo
 // built in; greedy through ComputeAdvantagesGreedy) normalizes each
-// quantity over a group's valid rollouts. std is the population standard deviation (divide by n) with Std
-// "population" — the DeepSeekMath/GRPO formulation — or Bessel-corrected
+// quantity over a group's valid rollouts. std is the population standard
+// deviation (divide by n) with Std "population" — the DeepSeekMath/GRPO
+// formulation — or Bessel-corrected
 // (divide by n−1, what torch.std and TRL use) with Std "sample". ε
 // (Epsilon, default 1e-6) is added to the std, never under the square root,
 // so a near-constant group gets large but finite advantages.
