@@ -9,10 +9,10 @@ import (
 
 // asciiScan is the fast path's per-token working memory. The path runs as
 // two short loops — find the tokens (scan), then pack, hash and intern them
-// (internTokens) — rather than one loop doing everything: each loop's
-// variables then fit in registers, and neither branches on data except to
-// leave (rare cases are handled outside the loops, which they break out of,
-// so that no call keeps the loop's values out of registers).
+// (internRun, under internTokens) — rather than one loop doing everything,
+// and neither branches on data except to leave (rare cases are handled
+// outside the loops, which they break out of). Even so Go spills most of
+// the second loop's values to the stack, so on amd64 it is assembly.
 type asciiScan struct {
 	tok []scanToken
 	// Fields holding a non-ASCII character that SQuAD keeps (xfields,
@@ -200,9 +200,9 @@ func hasControl(text []byte) bool {
 // field of several tokens (reset).
 //
 // A token of at most maxPacked bytes is its own key (two little-endian
-// words, zero-padded) and is interned by the loop below; a longer one, one
+// words, zero-padded) and is interned by internRun; a longer one, one
 // whose first probe holds another key, or one that continues a field,
-// leaves the loop for internSlow.
+// stops internRun and goes to internSlow.
 func (t *internTable) internTokens(ids, sq []int32, a *asciiScan, text, buf []byte, from, to int) ([]int32, []int32, []byte) {
 	tok := a.tok[from:to]
 	if len(tok) == 0 && (a.xi == len(a.xf) || a.xf[a.xi].start >= a.xlim) {
@@ -218,49 +218,14 @@ func (t *internTable) internTokens(ids, sq []int32, a *asciiScan, text, buf []by
 	full := text[:cap(text)]
 	out := buf[:cap(buf)]
 	w := len(buf)
-	const lower = 0x2020202020202020 // [A-Z] → [a-z]; digits unchanged
 	for k := 0; k < len(tok); {
-		slots, shift, gen := t.slots, t.shift, t.gen<<8
-		keys := t.keys[:cap(t.keys)]
+		// The ordinary tokens, in a loop of their own (internRun).
+		keys := slices.Grow(t.keys, len(tok)-k)
+		keys = keys[:cap(keys)]
 		nk := len(t.keys)
-		for ; k < len(tok); k++ {
-			tk := &tok[k]
-			s := int(tk.start)
-			n := uint(tk.end - tk.start)
-			if n > maxPacked || tk.field != 1 {
-				break
-			}
-			m := &packMaskTab[n]
-			src := (*[16]byte)(full[s:])
-			lo := (binary.LittleEndian.Uint64(src[:8]) | lower) & m[0]
-			hi := (binary.LittleEndian.Uint64(src[8:]) | lower) & m[1]
-			dst := (*[16]byte)(out[w:])
-			binary.LittleEndian.PutUint64(dst[:8], lo)
-			binary.LittleEndian.PutUint64(dst[8:], hi)
-			tag := gen | uint32(n)
-			// The common cases — found at the first probe, or the first
-			// probe is empty — without a branch between them (whether a
-			// token is new is unpredictable): the slot and the key are
-			// written either way (a found slot gets its own values again)
-			// and only a new key is kept.
-			sl := &slots[hashPacked(lo, hi, int(n))>>shift]
-			empty := b2i(sl.tag&^0xff != gen)
-			found := b2i((sl.lo^lo)|(sl.hi^hi)|uint64(sl.tag^tag) == 0)
-			if empty|found == 0 {
-				break
-			}
-			id := sl.id
-			if empty != 0 {
-				id = int32(nk)
-			}
-			keys[nk] = span{int32(w), int32(w + int(n))}
-			nk += empty
-			*sl = internSlot{lo, hi, tag, id}
-			idv[k] = id
-			sqv[ns] = id
-			ns += b2i(id >= articleIDs)
-			w += int(n)
-		}
+		var done int
+		done, w, nk, ns = internRun(tok[k:], full, out, w, t.slots, t.shift, t.gen<<8, keys, nk, idv[k:], sqv, ns)
+		k += done
 		t.keys = keys[:nk]
 		if k == len(tok) {
 			break
