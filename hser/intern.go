@@ -72,14 +72,24 @@ const articleIDs = 3
 // have the right length but point nowhere: keys of at most 16 bytes are
 // compared by their packed value only.
 func (t *internTable) seedArticles() {
-	for _, w := range [articleIDs]string{"a", "an", "the"} {
-		var lo uint64
-		for i := range len(w) {
-			lo |= uint64(w[i]) << (8 * i)
-		}
-		t.lookup(nil, span{0, int32(len(w))}, lo, 0, hashPacked(lo, 0, len(w)))
+	for _, a := range &articleKeys {
+		t.lookup(nil, span{0, int32(a.n)}, a.lo, 0, a.h)
 	}
 }
+
+// articleKeys are the articles' packed keys and hashes, computed once.
+var articleKeys = func() (k [articleIDs]struct {
+	lo, h uint64
+	n     int
+}) {
+	for i, w := range [articleIDs]string{"a", "an", "the"} {
+		for j := range len(w) {
+			k[i].lo |= uint64(w[j]) << (8 * j)
+		}
+		k[i].n, k[i].h = len(w), hashPacked(k[i].lo, 0, len(w))
+	}
+	return k
+}()
 
 // packSlack is the number of addressable bytes intern needs past a buffer's
 // length: it loads every short token as two 64-bit words.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // runCase is one internRun input: the scanned tokens of a random text and
@@ -177,5 +178,58 @@ func TestInternRunStopsWhereDocumented(t *testing.T) {
 	tok[1].field |= xField
 	if d, _ := run(0); d != 1 {
 		t.Fatalf("took %d tokens, want 1 (an xfield mark on the second)", d)
+	}
+}
+
+// TestScanMatchesGo: the architecture's scan (SSE2 assembly on amd64)
+// finds exactly the tokens scanGo finds — starts, ends, whitespace flags —
+// and the same ASCII and control verdicts, on random texts of 0–300 bytes
+// over letters, digits, spaces, punctuation, control characters, 0x7f and
+// non-ASCII bytes, in every position of a 64-byte block.
+func TestScanMatchesGo(t *testing.T) {
+	if unsafe.Sizeof(scanToken{}) != 12 {
+		t.Fatalf("scanToken is %d bytes; the assembly writes 12-byte tokens", unsafe.Sizeof(scanToken{}))
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	classes := []string{
+		"abcxyzABCXYZ019@[`{/:", // letters, digits and their neighbours
+		"  \t\n",
+		".,-'!?\"()",
+		"\x00\x01\x1b\x1f\x7f",
+		"\x80\xc3\xa9\xff",
+	}
+	var ga, aa asciiScan
+	seen := map[[2]bool]int{}
+	for i := range 20000 {
+		n := r.IntN(301)
+		// Most texts only of the first three classes (ASCII, no control).
+		maxClass := 3
+		if r.IntN(4) == 0 {
+			maxClass = len(classes)
+		}
+		text := make([]byte, n)
+		for j := range text {
+			c := classes[r.IntN(maxClass)]
+			if r.IntN(3) > 0 {
+				c = classes[0]
+			}
+			text[j] = c[r.IntN(len(c))]
+		}
+		text = padText(text)
+		gk, gAscii, gCtl := ga.scanGo(text)
+		ak, aAscii, aCtl := aa.scan(text)
+		if gAscii != aAscii || (gAscii && (gk != ak || gCtl != aCtl)) {
+			t.Fatalf("case %d %q: scan (%d, %v, %v), scanGo (%d, %v, %v)", i, text, ak, aAscii, aCtl, gk, gAscii, gCtl)
+		}
+		if gAscii && !slices.Equal(ga.tok[:gk], aa.tok[:ak]) {
+			t.Fatalf("case %d %q: tokens differ:\n%v\n%v", i, text, aa.tok[:ak], ga.tok[:gk])
+		}
+		seen[[2]bool{gAscii, gCtl}]++
+	}
+	// Every verdict was exercised.
+	for _, v := range [][2]bool{{true, false}, {true, true}, {false, false}} {
+		if seen[v] < 100 {
+			t.Fatalf("only %d texts with (ascii, control) = %v", seen[v], v)
+		}
 	}
 }

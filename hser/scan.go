@@ -81,7 +81,7 @@ func padText(text []byte) []byte {
 	return text
 }
 
-// scan finds the tokens of text — runs of ASCII letters and digits — and
+// scanGo (scan) finds the tokens of text — runs of ASCII letters and digits — and
 // for each whether whitespace (Python's, on ASCII: \t \n \v \f \r,
 // U+001C–U+001F, ' ') separates it from the one before. text must be
 // followed by textSlack bytes of scanSep (padText). It returns the number of
@@ -100,7 +100,10 @@ func padText(text []byte) []byte {
 // and nothing carries into a run, since the bit before it is a token's, 0
 // in both). Control characters are bytes < ' ' or 0x7f; ≤ ' ' counts as
 // whitespace only when there are none.
-func (a *asciiScan) scan(text []byte) (tokens int, ascii, control bool) {
+//
+// scanGo is scan in Go; on amd64 scan is assembly (scan_amd64.s, SSE2
+// for the classification), and scanGo its tests' oracle.
+func (a *asciiScan) scanGo(text []byte) (tokens int, ascii, control bool) {
 	n := len(text)
 	full := text[:n+textSlack]
 	a.tok = resize(a.tok, n/2+1) // tokens are separated by at least one byte

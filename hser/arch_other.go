@@ -10,3 +10,8 @@ func internRun(tok []scanToken, full, out []byte, w int, slots []internSlot, shi
 	checkRun(tok, full, out, w, slots, shift, keys, nk, idv, sqv, ns)
 	return internRunGo(tok, full, out, w, slots, shift, gen, keys, nk, idv, sqv, ns)
 }
+
+// scan: see scanGo.
+func (a *asciiScan) scan(text []byte) (tokens int, ascii, control bool) {
+	return a.scanGo(text)
+}

@@ -27,3 +27,31 @@ var packMaskSplit = func() (t [2][maxPacked + 1]uint64) {
 	}
 	return t
 }()
+
+// scanASM is scanGo in assembly (scan_amd64.s) over blocks 64-byte blocks
+// of text; scan checks the bounds it relies on.
+//
+//go:noescape
+func scanASM(text *byte, blocks int, tok *scanToken, consts *[7][16]byte) (startBytes, endBytes int, flags uint64)
+
+// scanConsts are scanASM's byte constants, each in all 16 bytes of its row.
+var scanConsts = func() (c [7][16]byte) {
+	for i, b := range [7]byte{0x50, 0x8a, 0x20, 0x1f, 0x9a, 0x01, 0x21} {
+		for j := range c[i] {
+			c[i][j] = b
+		}
+	}
+	return c
+}()
+
+// scan: see scanGo.
+func (a *asciiScan) scan(text []byte) (tokens int, ascii, control bool) {
+	n := len(text)
+	full := text[:n+textSlack]   // blocks*64 ≤ n+64 bytes are read
+	a.tok = resize(a.tok, n/2+1) // tokens are separated by at least one byte
+	starts, _, flags := scanASM(&full[0], n/64+1, &a.tok[0], &scanConsts)
+	if flags&1 != 0 {
+		return 0, false, false
+	}
+	return starts / 12, true, flags&2 != 0
+}
