@@ -217,7 +217,6 @@ func (t *internTable) internTokens(ids, sq []int32, a *asciiScan, text, buf []by
 	d, ns := len(ids), len(sq)
 	ids, sq = slices.Grow(ids, len(tok)), slices.Grow(sq, len(tok))
 	idv, sqv := ids[d:d+len(tok)], sq[:cap(sq)]
-	t.keys = slices.Grow(t.keys, len(tok))
 	full := text[:cap(text)]
 	out := buf[:cap(buf)]
 	w := len(buf)
