@@ -704,7 +704,10 @@ func (p *Pipeline) RetrieveAt(ctx context.Context, user, rewrite, query string, 
 // dense queries, the activation queries, the candidates to re-rank — is
 // embedded ahead for the whole batch, each distinct text once and in the
 // embedder's batches, instead of one request per text; the vectors, and so
-// the results, are the same (TestRetrieveBatchPrefetchSameResults).
+// the results, are the same (TestRetrieveBatchPrefetchSameResults). Of the
+// candidates to re-rank only those that can still enter the top k are
+// embedded (rerankKeep; the top k is the full re-rank's,
+// TestRetrieveBatchPrunesWithTheSameResults).
 // errs[i] is request i's failure (callers name the stage: "retrieve").
 func (p *Pipeline) RetrieveBatch(ctx context.Context, reqs []Request) ([]Result, []error) {
 	texts := make([]string, len(reqs))
@@ -742,18 +745,37 @@ func (p *Pipeline) RetrieveBatch(ctx context.Context, reqs []Request) ([]Result,
 		return err
 	})
 	if m != nil {
+		// The candidates to re-rank, in two rounds: the first k of each
+		// request, then those of the rest that can still reach its top k
+		// (rerankKeep).
+		emb := m.Embedder()
 		var c []string
 		for i := range reqs {
 			if errs[i] == nil && acts[i].rerank {
-				c = append(c, p.missingCandidateTexts(m.Embedder(), cands[i])...)
+				c = append(c, p.missingCandidateTexts(emb, p.rerankHead(emb, cands[i]))...)
 			}
 		}
-		prefetch(ctx, m.Embedder(), "re-ranked candidates", c)
+		prefetch(ctx, emb, "re-ranked candidates", c)
+		p.each(reqs, errs, func(i int) error {
+			if !acts[i].rerank {
+				return nil
+			}
+			var err error
+			acts[i].keep, err = p.rerankKeep(ctx, emb, cands[i], acts[i].memVecs, false)
+			return err
+		})
+		c = c[:0]
+		for i := range reqs {
+			if errs[i] == nil && acts[i].rerank {
+				c = append(c, p.missingCandidateTexts(emb, pick(cands[i], acts[i].keep))...)
+			}
+		}
+		prefetch(ctx, emb, "re-ranked candidates", c)
 	}
 	out := make([]Result, len(reqs))
 	p.each(reqs, errs, func(i int) error {
 		var err error
-		out[i], _, err = p.finish(ctx, m, reqs[i], cands[i], acts[i])
+		out[i], _, err = p.finish(ctx, m, reqs[i], cands[i], acts[i], false)
 		return err
 	})
 	return out, errs

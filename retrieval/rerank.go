@@ -23,11 +23,16 @@ func Rerank(cands []Ranked, candVecs [][]float32, memVecs [][]float32, retrieval
 	if len(candVecs) != len(cands) {
 		return nil, errors.New("rerank: one vector per candidate required")
 	}
-	out := slices.Clone(cands)
 	if len(memVecs) == 0 {
-		return out, nil
+		return slices.Clone(cands), nil
 	}
-	lo, hi := 0.0, 0.0
+	lo, hi := scoreRange(cands)
+	return rerankIn(cands, candVecs, memVecs, retrievalWeight, lo, hi), nil
+}
+
+// scoreRange is the lowest and highest retrieval score of cands, the range
+// Rerank normalizes them over.
+func scoreRange(cands []Ranked) (lo, hi float64) {
 	for i, c := range cands {
 		if i == 0 || c.Score < lo {
 			lo = c.Score
@@ -36,21 +41,38 @@ func Rerank(cands []Ranked, candVecs [][]float32, memVecs [][]float32, retrieval
 			hi = c.Score
 		}
 	}
+	return lo, hi
+}
+
+// normalized is a retrieval score min–max normalized over [lo, hi] (all
+// equal: 1).
+func normalized(score, lo, hi float64) float64 {
+	if hi > lo {
+		return (score - lo) / (hi - lo)
+	}
+	return 1
+}
+
+// fusedScore is the score Rerank gives a candidate with retrieval score
+// score and vector v.
+func fusedScore(score float64, v []float32, memVecs [][]float32, w, lo, hi float64) float64 {
+	mem := 0.0
+	for _, h := range memVecs {
+		mem += embedding.Cosine(v, h)
+	}
+	mem /= float64(len(memVecs))
+	if w <= 0 {
+		return mem
+	}
+	return (1-w)*mem + w*normalized(score, lo, hi)
+}
+
+// rerankIn is Rerank with the retrieval scores normalized over [lo, hi],
+// which may be the range of a larger candidate list than cands.
+func rerankIn(cands []Ranked, candVecs [][]float32, memVecs [][]float32, w, lo, hi float64) []Ranked {
+	out := slices.Clone(cands)
 	for i := range out {
-		mem := 0.0
-		for _, h := range memVecs {
-			mem += embedding.Cosine(candVecs[i], h)
-		}
-		mem /= float64(len(memVecs))
-		score := mem
-		if retrievalWeight > 0 {
-			norm := 1.0
-			if hi > lo {
-				norm = (cands[i].Score - lo) / (hi - lo)
-			}
-			score = (1-retrievalWeight)*mem + retrievalWeight*norm
-		}
-		out[i].Score = score
+		out[i].Score = fusedScore(cands[i].Score, candVecs[i], memVecs, w, lo, hi)
 	}
 	slices.SortStableFunc(out, func(a, b Ranked) int {
 		switch {
@@ -61,7 +83,73 @@ func Rerank(cands []Ranked, candVecs [][]float32, memVecs [][]float32, retrieval
 		}
 		return 0
 	})
-	return out, nil
+	return out
+}
+
+// memoryBound is an upper bound on the memory term of any candidate:
+// mean over h of cos(c, h) = ĉ·mean(ĥ) ≤ ‖mean(ĥ)‖ by Cauchy–Schwarz,
+// whatever c is (a zero vector scores 0). The margin is far above the
+// rounding of either side.
+func memoryBound(memVecs [][]float32) float64 {
+	mean := make([]float64, len(memVecs[0]))
+	for _, h := range memVecs {
+		var n float64
+		for _, x := range h {
+			n += float64(x) * float64(x)
+		}
+		if n == 0 {
+			continue
+		}
+		n = math.Sqrt(n)
+		for i, x := range h {
+			mean[i] += float64(x) / n
+		}
+	}
+	var sq float64
+	for _, x := range mean {
+		x /= float64(len(memVecs))
+		sq += x * x
+	}
+	return math.Sqrt(sq) + 1e-9
+}
+
+// fusedMargin keeps a candidate whose bound falls short of the threshold
+// by less than rounding could explain.
+const fusedMargin = 1e-12
+
+// reachable returns, in order, the indices of the candidates that can
+// enter the top k of the fused re-rank; only they need a vector. The first
+// k candidates are always kept, and the lowest of their fused scores, t, is
+// a floor under the final k-th score: at least k candidates reach it. A
+// later candidate's fused score is at most (1−w)·memoryBound +
+// w·normalized(score), so one whose bound is below t ranks below k others
+// and is never in the top k. headVecs are the first k candidates' vectors.
+// The order within the kept candidates is the order the full re-rank gives
+// them (a stable sort on the same scores), so the top k is the full
+// re-rank's top k, scores and ties included (TestReachableKeepsTheTopK).
+func reachable(cands []Ranked, headVecs [][]float32, memVecs [][]float32, w float64, k int) []int {
+	keep := make([]int, 0, k)
+	for i := range min(k, len(cands)) {
+		keep = append(keep, i)
+	}
+	if k >= len(cands) || w <= 0 || len(memVecs) == 0 {
+		for i := len(keep); i < len(cands); i++ {
+			keep = append(keep, i)
+		}
+		return keep
+	}
+	lo, hi := scoreRange(cands)
+	t := math.Inf(1)
+	for i := range k {
+		t = min(t, fusedScore(cands[i].Score, headVecs[i], memVecs, w, lo, hi))
+	}
+	memMax := (1 - w) * memoryBound(memVecs)
+	for i := k; i < len(cands); i++ {
+		if memMax+w*normalized(cands[i].Score, lo, hi) >= t-fusedMargin {
+			keep = append(keep, i)
+		}
+	}
+	return keep
 }
 
 // RerankCandidates is the second stage of RetrieveAt on first-stage
@@ -81,7 +169,7 @@ func (p *Pipeline) rerankAll(ctx context.Context, r Request, cands []Ranked) (Re
 	if err != nil {
 		return Result{}, nil, err
 	}
-	return p.finish(ctx, m, r, cands, act)
+	return p.finish(ctx, m, r, cands, act, true)
 }
 
 // activation is the memory half of a request's second stage: the
@@ -90,6 +178,9 @@ type activation struct {
 	mems    []memory.Activated
 	memVecs [][]float32
 	rerank  bool // the most similar memory reaches cfg.Memory.RerankFloor
+	// keep are the candidates that can enter the top k (rerankKeep), when
+	// already known; nil: finish works them out.
+	keep []int
 }
 
 // activationText is the text request r activates memory m with, and
@@ -127,8 +218,11 @@ func (p *Pipeline) activate(ctx context.Context, m *memory.Store, r Request, can
 }
 
 // finish re-ranks the candidates with the activation's memories (when they
-// reach the floor) and cuts the result to cfg.TopK, with its trace.
-func (p *Pipeline) finish(ctx context.Context, m *memory.Store, r Request, cands []Ranked, act activation) (Result, []Ranked, error) {
+// reach the floor) and cuts the result to cfg.TopK, with its trace. The
+// ranking it also returns holds every candidate when all is set; otherwise
+// only those that could reach the top k were embedded and re-ranked
+// (rerankKeep), and it holds just those.
+func (p *Pipeline) finish(ctx context.Context, m *memory.Store, r Request, cands []Ranked, act activation, all bool) (Result, []Ranked, error) {
 	var res Result
 	res.Trace.Candidates = make([]Scored, len(cands))
 	for i, c := range cands {
@@ -137,13 +231,21 @@ func (p *Pipeline) finish(ctx context.Context, m *memory.Store, r Request, cands
 	res.Trace.Memories = act.mems
 	final := cands
 	if act.rerank {
-		candVecs, err := p.candidateVectors(ctx, m.Embedder(), cands)
+		emb := m.Embedder()
+		keep := act.keep
+		if keep == nil || all {
+			var err error
+			if keep, err = p.rerankKeep(ctx, emb, cands, act.memVecs, all); err != nil {
+				return Result{}, nil, err
+			}
+		}
+		kept := pick(cands, keep)
+		candVecs, err := p.candidateVectors(ctx, emb, kept)
 		if err != nil {
 			return Result{}, nil, fmt.Errorf("embed candidates for memory: %w", err)
 		}
-		if final, err = Rerank(cands, candVecs, act.memVecs, p.cfg.Memory.RetrievalWeight); err != nil {
-			return Result{}, nil, fmt.Errorf("memory re-rank: %w", err)
-		}
+		lo, hi := scoreRange(cands)
+		final = rerankIn(kept, candVecs, act.memVecs, p.cfg.Memory.RetrievalWeight, lo, hi)
 		res.Trace.Reranked = true
 	}
 	res.Chunks = final[:min(p.cfg.TopK, len(final)):min(p.cfg.TopK, len(final))]
@@ -152,6 +254,52 @@ func (p *Pipeline) finish(ctx context.Context, m *memory.Store, r Request, cands
 		res.Trace.Final[i] = Scored{ID: c.ID, Score: c.Score}
 	}
 	return res, final, nil
+}
+
+// prunes reports whether the re-rank of cands embeds only the candidates
+// that can reach the top k: the fused re-rank (retrieval_weight > 0), more
+// candidates than k, and vectors that cost an embedding (no dense index in
+// emb's space). A cold evaluation's time is almost all candidate
+// embeddings; with top_k 3 of 100 candidates most of them cannot reach it.
+func (p *Pipeline) prunes(emb embedding.Embedder, cands []Ranked) bool {
+	free := p.service == nil && p.dense != nil && p.dense.name == emb.Name()
+	return !free && p.cfg.Memory.RetrievalWeight > 0 && p.cfg.TopK < len(cands)
+}
+
+// rerankHead is the part of cands whose vectors rerankKeep needs first.
+func (p *Pipeline) rerankHead(emb embedding.Embedder, cands []Ranked) []Ranked {
+	if p.prunes(emb, cands) {
+		return cands[:p.cfg.TopK]
+	}
+	return cands
+}
+
+// rerankKeep returns the indices of the candidates to embed and re-rank:
+// all of them with all set or when nothing can be pruned, else those that
+// can enter the top k (reachable), from the first k's vectors.
+func (p *Pipeline) rerankKeep(ctx context.Context, emb embedding.Embedder, cands []Ranked, memVecs [][]float32, all bool) ([]int, error) {
+	if all || !p.prunes(emb, cands) {
+		keep := make([]int, len(cands))
+		for i := range keep {
+			keep[i] = i
+		}
+		return keep, nil
+	}
+	k := p.cfg.TopK
+	head, err := p.candidateVectors(ctx, emb, cands[:k])
+	if err != nil {
+		return nil, fmt.Errorf("embed candidates for memory: %w", err)
+	}
+	return reachable(cands, head, memVecs, p.cfg.Memory.RetrievalWeight, k), nil
+}
+
+// pick is cands at the indices keep, in that order.
+func pick(cands []Ranked, keep []int) []Ranked {
+	out := make([]Ranked, len(keep))
+	for j, i := range keep {
+		out[j] = cands[i]
+	}
+	return out
 }
 
 // missingCandidateTexts are the texts of the candidates candidateVectors
