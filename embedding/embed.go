@@ -461,8 +461,25 @@ func readVec(path string) ([]float32, error) {
 	for i := range v {
 		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
+	if err := checkFinite(v); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return v, nil
 }
+
+// checkFinite refuses a cached vector with a NaN or infinite value (a
+// damaged file; JSON, which the servers answer in, has neither): every
+// cosine with it would be NaN, and a NaN score sorts as a tie with
+// everything, so rankings would change without a word.
+func checkFinite(v []float32) error {
+	for i, x := range v {
+		if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("value %d of %d is %v", i, len(v), x)
+		}
+	}
+	return nil
+}
+
 
 // writeVec writes atomically (internal/atomicfile) so concurrent runs
 // sharing a cache never read a half-written vector.

@@ -2,6 +2,7 @@ package embedding
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -321,5 +322,49 @@ func TestOllamaEmbedderPrefetchThenSingles(t *testing.T) {
 	}
 	if calls.Load() != before {
 		t.Errorf("%d requests after prefetching, want none", calls.Load()-before)
+	}
+}
+
+// A cached vector with a NaN (a damaged file) is not served: the text is
+// embedded again and its cache entry rewritten, as for any unreadable entry.
+func TestOllamaEmbedderReembedsANaNCacheEntry(t *testing.T) {
+	var calls atomic.Int32
+	srv := fakeOllama(t, &calls, nil)
+	defer srv.Close()
+	cache := t.TempDir()
+	e, err := NewOllama(srv.URL, "nomic", 8, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := e.Embed(t.Context(), []string{"abc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := e.ready(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := e.cachePath(digest, "abc")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(b[4:], math.Float32bits(float32(math.Inf(1))))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readVec(path); err == nil || !strings.Contains(err.Error(), "value 1 of 3 is +Inf") {
+		t.Fatalf("readVec of the damaged entry: %v", err)
+	}
+	e2, _ := NewOllama(srv.URL, "nomic", 8, cache)
+	got, err := e2.Embed(t.Context(), []string{"abc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 2 || !slices.Equal(got[0], want[0]) {
+		t.Fatalf("after the damaged entry: %d requests (want 2), vector %v (want %v)", calls.Load(), got[0], want[0])
+	}
+	if v, err := readVec(path); err != nil || !slices.Equal(v, want[0]) {
+		t.Fatalf("the entry was not rewritten: %v, %v", v, err)
 	}
 }

@@ -172,7 +172,11 @@ func readDenseCache(path, model string, rows int) (*DenseIndex, error) {
 			return nil, bad("truncated at row %d of %d", r, rows)
 		}
 		for j := range dim {
-			data[r*dim+j] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*j:]))
+			x := math.Float32frombits(binary.LittleEndian.Uint32(buf[4*j:]))
+			if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
+				return nil, bad("row %d, value %d is %v", r, j, x)
+			}
+			data[r*dim+j] = x
 		}
 	}
 	if _, err := br.ReadByte(); err != io.EOF {

@@ -3,6 +3,8 @@ package retrieval
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,5 +100,16 @@ func TestEmbedDocsCached(t *testing.T) {
 	}
 	if _, err := EmbedDocsCached(ctx, newFP(t, 16, "ollama:m@d1"), texts, 3, dir, nil); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "truncated") {
 		t.Fatalf("truncated cache: %v", err)
+	}
+	// So is a NaN in it (row 2, value 5: past the first row, which the probe
+	// compares, so only the read can see it), named by row and value.
+	nan := bytes.Clone(before)
+	off := len(nan) - 4*16*len(texts) + 4*(2*16+5)
+	binary.LittleEndian.PutUint32(nan[off:], math.Float32bits(float32(math.NaN())))
+	if err := os.WriteFile(path, nan, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EmbedDocsCached(ctx, newFP(t, 16, "ollama:m@d1"), texts, 3, dir, nil); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "row 2, value 5 is NaN") {
+		t.Fatalf("NaN in the cache: %v", err)
 	}
 }
