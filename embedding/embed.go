@@ -480,7 +480,6 @@ func checkFinite(v []float32) error {
 	return nil
 }
 
-
 // writeVec writes atomically (internal/atomicfile) so concurrent runs
 // sharing a cache never read a half-written vector.
 func writeVec(path string, v []float32) error {
