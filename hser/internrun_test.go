@@ -3,6 +3,7 @@ package hser
 import (
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"unsafe"
@@ -230,6 +231,27 @@ func TestScanMatchesGo(t *testing.T) {
 	for _, v := range [][2]bool{{true, false}, {true, true}, {false, false}} {
 		if seen[v] < 100 {
 			t.Fatalf("only %d texts with (ascii, control) = %v", seen[v], v)
+		}
+	}
+}
+
+// tokensBefore is the first index whose token starts at or after at, as
+// sort.Search finds it, on sorted starts with repeats and on every at
+// around them.
+func TestTokensBefore(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	for range 2000 {
+		tok := make([]scanToken, rng.IntN(40))
+		s := int32(0)
+		for i := range tok {
+			s += int32(rng.IntN(4))
+			tok[i].start = s
+		}
+		for at := int32(-1); at <= s+2; at++ {
+			want := sort.Search(len(tok), func(i int) bool { return tok[i].start >= at })
+			if got := tokensBefore(tok, at); got != want {
+				t.Fatalf("starts %v, at %d: %d, want %d", tok, at, got, want)
+			}
 		}
 	}
 }

@@ -74,11 +74,31 @@ func fillText(dst []byte, pred, ref string) ([]byte, int) {
 func padText(text []byte) []byte {
 	n := len(text)
 	text = slices.Grow(text, textSlack)
-	pad := text[n : n+textSlack]
-	for i := range pad {
-		pad[i] = scanSep
-	}
+	copy(text[n:n+textSlack], sepPad[:]) // one block copy, not a byte loop
 	return text
+}
+
+// sepPad is textSlack bytes of scanSep.
+var sepPad = func() (p [textSlack]byte) {
+	for i := range p {
+		p[i] = scanSep
+	}
+	return p
+}()
+
+// tokensBefore is the number of tokens that start before at: tok is in
+// text order (slices.BinarySearchFunc, without its call per probe).
+func tokensBefore(tok []scanToken, at int32) int {
+	lo, hi := 0, len(tok)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if tok[mid].start < at {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 // scanGo (scan) finds the tokens of text — runs of ASCII letters and digits — and

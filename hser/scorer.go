@@ -610,7 +610,7 @@ func (s *Scorer) fastRouge(sc *scratch, split int, prepare bool) bool {
 	} else {
 		sc.scan.xf = sc.scan.xf[:0] // no SQuAD ids: the xfields' tokens are ordinary ones
 	}
-	np, _ := slices.BinarySearchFunc(sc.scan.tok[:tokens], int32(split), func(t scanToken, at int32) int { return int(t.start - at) })
+	np := tokensBefore(sc.scan.tok[:tokens], int32(split))
 	if prepare {
 		// Room for this prediction again on top of the reference, as
 		// rougeCached counts it.
