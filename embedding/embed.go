@@ -461,23 +461,24 @@ func readVec(path string) ([]float32, error) {
 	for i := range v {
 		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
-	if err := checkFinite(v); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if i := NonFinite(v); i >= 0 {
+		return nil, fmt.Errorf("%s: value %d of %d is %v", path, i, len(v), v[i])
 	}
 	return v, nil
 }
 
-// checkFinite refuses a cached vector with a NaN or infinite value (a
-// damaged file; JSON, which the servers answer in, has neither): every
-// cosine with it would be NaN, and a NaN score sorts as a tie with
-// everything, so rankings would change without a word.
-func checkFinite(v []float32) error {
+// NonFinite is the index of v's first NaN or infinite value, -1 if none.
+// Caches refuse such a vector (a damaged file; JSON, which the servers
+// answer in, has neither): every cosine with it would be NaN, and a NaN
+// score sorts as a tie with everything, so rankings would change without a
+// word.
+func NonFinite(v []float32) int {
 	for i, x := range v {
 		if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
-			return fmt.Errorf("value %d of %d is %v", i, len(v), x)
+			return i
 		}
 	}
-	return nil
+	return -1
 }
 
 // writeVec writes atomically (internal/atomicfile) so concurrent runs

@@ -171,12 +171,12 @@ func readDenseCache(path, model string, rows int) (*DenseIndex, error) {
 		if _, err := io.ReadFull(br, buf); err != nil {
 			return nil, bad("truncated at row %d of %d", r, rows)
 		}
-		for j := range dim {
-			x := math.Float32frombits(binary.LittleEndian.Uint32(buf[4*j:]))
-			if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
-				return nil, bad("row %d, value %d is %v", r, j, x)
-			}
-			data[r*dim+j] = x
+		row := data[r*dim : (r+1)*dim]
+		for j := range row {
+			row[j] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*j:]))
+		}
+		if j := embedding.NonFinite(row); j >= 0 {
+			return nil, bad("row %d, value %d is %v", r, j, row[j])
 		}
 	}
 	if _, err := br.ReadByte(); err != io.EOF {

@@ -128,16 +128,10 @@ const fusedMargin = 1e-12
 // them (a stable sort on the same scores), so the top k is the full
 // re-rank's top k, scores and ties included (TestReachableKeepsTheTopK).
 func reachable(cands []Ranked, headVecs [][]float32, memVecs [][]float32, w float64, k int) []int {
-	keep := make([]int, 0, k)
-	for i := range min(k, len(cands)) {
-		keep = append(keep, i)
-	}
 	if k >= len(cands) || w <= 0 || len(memVecs) == 0 {
-		for i := len(keep); i < len(cands); i++ {
-			keep = append(keep, i)
-		}
-		return keep
+		return allIndices(len(cands))
 	}
+	keep := allIndices(k)
 	lo, hi := scoreRange(cands)
 	t := math.Inf(1)
 	for i := range k {
@@ -232,8 +226,8 @@ func (p *Pipeline) finish(ctx context.Context, m *memory.Store, r Request, cands
 	final := cands
 	if act.rerank {
 		emb := m.Embedder()
-		keep := act.keep
-		if keep == nil || all {
+		keep := act.keep // nil from rerankAll, which asks for all
+		if keep == nil {
 			var err error
 			if keep, err = p.rerankKeep(ctx, emb, cands, act.memVecs, all); err != nil {
 				return Result{}, nil, err
@@ -279,11 +273,7 @@ func (p *Pipeline) rerankHead(emb embedding.Embedder, cands []Ranked) []Ranked {
 // can enter the top k (reachable), from the first k's vectors.
 func (p *Pipeline) rerankKeep(ctx context.Context, emb embedding.Embedder, cands []Ranked, memVecs [][]float32, all bool) ([]int, error) {
 	if all || !p.prunes(emb, cands) {
-		keep := make([]int, len(cands))
-		for i := range keep {
-			keep[i] = i
-		}
-		return keep, nil
+		return allIndices(len(cands)), nil
 	}
 	k := p.cfg.TopK
 	head, err := p.candidateVectors(ctx, emb, cands[:k])
@@ -291,6 +281,15 @@ func (p *Pipeline) rerankKeep(ctx context.Context, emb embedding.Embedder, cands
 		return nil, fmt.Errorf("embed candidates for memory: %w", err)
 	}
 	return reachable(cands, head, memVecs, p.cfg.Memory.RetrievalWeight, k), nil
+}
+
+// allIndices is 0, 1, …, n−1.
+func allIndices(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // pick is cands at the indices keep, in that order.
