@@ -399,7 +399,7 @@ func LoadLSA(ctx context.Context, dir string, want LSAMeta, cfg LSAConfig) (*LSA
 	path := filepath.Join(dir, LSAFile)
 	raw, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
-		return nil, fmt.Errorf("%s: no LSA model in the index: rebuild it with `himes index build` (retrieval.embedder lsa)", path)
+		return nil, fmt.Errorf("%s: no LSA model in the index: rebuild it with `himes index build` (retrieval.embedder or retrieval.memory.embedder lsa)", path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load lsa: %w", err)

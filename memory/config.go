@@ -72,6 +72,11 @@ type Config struct {
 	FusionK float64 `yaml:"fusion_k"`
 	// LexicalWeight is BM25's weight λ in fusion linear (default 0.3).
 	LexicalWeight float64 `yaml:"lexical_weight"`
+	// Embedder embeds the memories, the activating text and the candidates
+	// they re-rank: "" (default) is retrieval.embedder; hash, lsa, ollama
+	// or e5 give the memory its own space, e.g. a dense MiniLM first stage
+	// with an LSA memory fitted on the knowledge base (docs/EMBEDDINGS.md).
+	Embedder string `yaml:"embedder"`
 }
 
 // The memory kinds activation may pick (Config.Sources).

@@ -62,7 +62,7 @@ func (c *CausalRetriever) ActivateBefore(ctx context.Context, user, query string
 // datasets.UserMemories; memory.Merge), and returns the causal view that
 // rollouts and evaluations must use.
 func AttachMemory(ctx context.Context, cfg memory.Config, p *Pipeline, entries []memory.Entry) (*CausalRetriever, error) {
-	emb, err := p.Embedder()
+	emb, err := p.MemoryEmbedder()
 	if err != nil {
 		return nil, fmt.Errorf("long-term memory: %w", err)
 	}

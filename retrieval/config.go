@@ -47,8 +47,9 @@ type Config struct {
 	Index string `yaml:"index"`
 	// Embedder is "hash" (embedded default: feature hashing, lexical),
 	// "lsa" (latent semantic analysis fitted on the knowledge base in Go:
-	// semantic, no service; persisted with the index by `himes index build`)
-	// or "ollama".
+	// semantic, no service; persisted with the index by `himes index build`),
+	// "ollama" or "e5". It embeds dense queries and passages, and the
+	// long-term memory unless memory.embedder names another.
 	Embedder string        `yaml:"embedder"`
 	Memory   memory.Config `yaml:"memory"`
 
@@ -164,7 +165,33 @@ func (c Config) Validate() error {
 	if c.ChunkWords > 0 && (c.ChunkStride < 1 || c.ChunkStride > c.ChunkWords) {
 		return fielderr.New("chunk_stride", "must be in [1, chunk_words=%d], got %d", c.ChunkWords, c.ChunkStride)
 	}
-	switch c.Embedder {
+	if err := c.validateEmbedder(c.Embedder, "embedder"); err != nil {
+		return err
+	}
+	if c.Memory.Embedder != "" && c.Memory.Embedder != c.Embedder {
+		if err := c.validateEmbedder(c.Memory.Embedder, "memory.embedder"); err != nil {
+			return err
+		}
+	}
+	if c.EmbedThreads < 0 {
+		return fielderr.New("embed_threads", "must be ≥ 0 (0 = the server's default), got %d", c.EmbedThreads)
+	}
+	if c.EmbedBatch < 1 || c.EmbedBatch > 4096 {
+		return fielderr.New("embed_batch", "must be in [1, 4096], got %d", c.EmbedBatch)
+	}
+	if c.RRFK <= 0 {
+		return fielderr.New("rrf_k", "must be > 0, got %v", c.RRFK)
+	}
+	if err := c.Memory.Validate(); err != nil {
+		return fielderr.Prefix("memory", err)
+	}
+	return nil
+}
+
+// validateEmbedder checks embedder name (named field in errors) and the
+// settings it reads, which are retrieval's whichever stage uses it.
+func (c Config) validateEmbedder(name, field string) error {
+	switch name {
 	case "hash":
 		if c.HashDim < 2 || c.HashDim > 1<<20 {
 			return fielderr.New("hash_dim", "must be in [2, %d], got %d", 1<<20, c.HashDim)
@@ -193,21 +220,30 @@ func (c Config) Validate() error {
 			return fielderr.Prefix("e5", err)
 		}
 	default:
-		return fielderr.New("embedder", "must be hash, lsa, ollama or e5, got %q", c.Embedder)
-	}
-	if c.EmbedThreads < 0 {
-		return fielderr.New("embed_threads", "must be ≥ 0 (0 = the server's default), got %d", c.EmbedThreads)
-	}
-	if c.EmbedBatch < 1 || c.EmbedBatch > 4096 {
-		return fielderr.New("embed_batch", "must be in [1, 4096], got %d", c.EmbedBatch)
-	}
-	if c.RRFK <= 0 {
-		return fielderr.New("rrf_k", "must be > 0, got %v", c.RRFK)
-	}
-	if err := c.Memory.Validate(); err != nil {
-		return fielderr.Prefix("memory", err)
+		return fielderr.New(field, "must be hash, lsa, ollama or e5, got %q", name)
 	}
 	return nil
+}
+
+// MemoryEmbedder names the embedder of the long-term memory:
+// memory.embedder, or retrieval.embedder when that is empty.
+func (c Config) MemoryEmbedder() string {
+	if c.Memory.Embedder != "" {
+		return c.Memory.Embedder
+	}
+	return c.Embedder
+}
+
+// ForMemory is c with the memory's embedder as its embedder: the
+// configuration NewEmbedder builds the memory's embedder from.
+func (c Config) ForMemory() Config {
+	c.Embedder = c.MemoryEmbedder()
+	return c
+}
+
+// UsesEmbedder reports whether the retrieval or the memory embedder is name.
+func (c Config) UsesEmbedder(name string) bool {
+	return c.Embedder == name || c.Memory.Embedder == name
 }
 
 // KBLimits are the knowledge base's record limits.

@@ -52,7 +52,7 @@ type DiskBuildOptions struct {
 //
 // The resulting index ranks exactly as BuildIndexWith over the same chunks.
 func BuildDiskIndex(ctx context.Context, cfg Config, kbPath, dir string, opt DiskBuildOptions) (IndexMeta, error) {
-	if cfg.Embedder == "lsa" {
+	if cfg.UsesEmbedder("lsa") {
 		return IndexMeta{}, errors.New("index build --disk: the lsa embedder is fitted on the texts in memory; build it with the in-memory index (without --disk)")
 	}
 	if err := checkScoring(cfg.Scoring); err != nil {

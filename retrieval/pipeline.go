@@ -38,12 +38,15 @@ type Pipeline struct {
 	bm25     *Index          // nil for a service without data.kb
 	analyzer analysis.Analyzer
 	emb      embedding.Embedder // nil when neither dense search nor memory needs one
-	lsaOnce  sync.Once          // fits or loads the LSA embedder once, on first need
-	lsa      *embedding.LSA
-	lsaErr   error
-	dense    *DenseIndex     // nil unless method is dense or hybrid
-	service  service.Backend // the first stage when method is remote or elasticsearch
-	mem      atomic.Pointer[memory.Store]
+	// memEmb embeds the long-term memory and the candidates it re-ranks
+	// (MemoryEmbedder): emb itself unless memory.embedder names another.
+	memEmb  embedding.Embedder
+	lsaOnce sync.Once // fits or loads the LSA embedder once, on first need
+	lsa     *embedding.LSA
+	lsaErr  error
+	dense   *DenseIndex     // nil unless method is dense or hybrid
+	service service.Backend // the first stage when method is remote or elasticsearch
+	mem     atomic.Pointer[memory.Store]
 	// memBase are the memories loaded from cfg.Memory.Partitions, which
 	// AttachMemory extends with the data's own.
 	memBase []memory.Entry
@@ -90,9 +93,14 @@ func Open(ctx context.Context, cfg Config, kbPath string, opts ...OpenOption) (*
 			return nil, err
 		}
 	}
-	if cfg.Method == "dense" || cfg.Method == "hybrid" || cfg.Memory.Enabled {
+	if cfg.Method == "dense" || cfg.Method == "hybrid" || (cfg.Memory.Enabled && cfg.MemoryEmbedder() == cfg.Embedder) {
 		if p.emb, err = p.Embedder(); err != nil {
 			return nil, err
+		}
+	}
+	if cfg.Memory.Enabled {
+		if p.memEmb, err = p.MemoryEmbedder(); err != nil {
+			return nil, fmt.Errorf("memory embedder: %w", err)
 		}
 	}
 	if cfg.Method == "dense" || cfg.Method == "hybrid" {
@@ -110,7 +118,7 @@ func Open(ctx context.Context, cfg Config, kbPath string, opts ...OpenOption) (*
 		slog.Info("retrieval: dense index ready", "embedder", p.emb.Name(), "dim", p.dense.Dim())
 	}
 	if cfg.Memory.Enabled && cfg.Memory.Partitions != "" {
-		m, err := memory.Load(ctx, cfg.Memory.Partitions, cfg.Memory, p.emb)
+		m, err := memory.Load(ctx, cfg.Memory.Partitions, cfg.Memory, p.memEmb)
 		if err != nil {
 			return nil, err
 		}
@@ -314,7 +322,7 @@ func BuildIndexDirProgress(ctx context.Context, cfg Config, kbPath, dir string, 
 	if err := SaveIndex(ctx, dir, ix, meta); err != nil {
 		return IndexMeta{}, err
 	}
-	if cfg.Embedder == "lsa" {
+	if cfg.UsesEmbedder("lsa") {
 		lsa, err := embedding.FitLSA(ctx, texts, embedding.LSAConfig{Dim: cfg.LSADim, MinDF: cfg.LSAMinDF},
 			embedding.LSAMeta{KBFingerprint: kb.Fingerprint, ChunkWords: cfg.ChunkWords, ChunkStride: cfg.ChunkStride})
 		if err != nil {
@@ -561,6 +569,29 @@ func (p *Pipeline) Embedder() (embedding.Embedder, error) {
 	if p.cfg.Embedder != "lsa" {
 		return NewEmbedder(p.cfg)
 	}
+	return p.lsaEmbedder()
+}
+
+// MemoryEmbedder returns the long-term memory's embedder: the pipeline's
+// own (Embedder) unless retrieval.memory.embedder names another. Memories,
+// the texts that activate them and the candidates they re-rank are all
+// embedded by it, so they share one space whatever the first stage uses.
+func (p *Pipeline) MemoryEmbedder() (embedding.Embedder, error) {
+	switch name := p.cfg.MemoryEmbedder(); {
+	case p.memEmb != nil:
+		return p.memEmb, nil
+	case name == p.cfg.Embedder:
+		return p.Embedder()
+	case name == "lsa":
+		return p.lsaEmbedder()
+	default:
+		return NewEmbedder(p.cfg.ForMemory())
+	}
+}
+
+// lsaEmbedder is the LSA embedder: loaded from the persisted index (refused
+// when stale) or, without one, fitted on the knowledge base's chunks, once.
+func (p *Pipeline) lsaEmbedder() (embedding.Embedder, error) {
 	if p.kb == nil {
 		return nil, errors.New("the lsa embedder is fit on the knowledge base: set data.kb (a retrieval service alone has no corpus to fit it on)")
 	}
@@ -590,13 +621,13 @@ func (p *Pipeline) Embedder() (embedding.Embedder, error) {
 
 // SetMemory attaches a long-term memory store (built by `himes memory
 // build`, LoadMemory or BuildMemory). Its embedder must be the pipeline's
-// (same name), since chunk and memory vectors are compared. Memory is used
-// by Retrieve only when cfg.Memory.Enabled.
+// memory embedder (same name), since chunk and memory vectors are
+// compared. Memory is used by Retrieve only when cfg.Memory.Enabled.
 func (p *Pipeline) SetMemory(m *memory.Store) error {
-	if m != nil && p.emb != nil && m.Embedder().Name() != p.emb.Name() {
-		return fmt.Errorf("set memory: memories embedded with %s, pipeline embeds with %s", m.Embedder().Name(), p.emb.Name())
+	if m != nil && p.memEmb != nil && m.Embedder().Name() != p.memEmb.Name() {
+		return fmt.Errorf("set memory: memories embedded with %s, the pipeline's memory embeds with %s", m.Embedder().Name(), p.memEmb.Name())
 	}
-	if m != nil && p.emb == nil && p.cfg.Memory.Enabled {
+	if m != nil && p.memEmb == nil && p.cfg.Memory.Enabled {
 		// cannot happen through Open (memory on creates the embedder); the
 		// chunk-vector cache must never mix embedding spaces
 		return fmt.Errorf("set memory: pipeline has no embedder")

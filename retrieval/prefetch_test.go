@@ -95,7 +95,7 @@ func TestRetrieveBatchPrefetchSameResults(t *testing.T) {
 				var e *prefetching
 				if pf {
 					e = &prefetching{inner: p.emb, memo: map[string][]float32{}}
-					p.emb = e
+					p.emb, p.memEmb = e, e
 				}
 				c, err := AttachMemory(t.Context(), cfg.Memory, p, entries)
 				if err != nil {
@@ -139,6 +139,9 @@ func TestRetrieveBatchPrefetchSameResults(t *testing.T) {
 			wantCalls := map[string]int{"bm25": 3, "hybrid": 2}[method]
 			if e.calls > wantCalls {
 				t.Errorf("%d embedding calls, want ≤ %d (one per stage and round)", e.calls, wantCalls)
+			}
+			if e.calls == 0 { // the candidates (bm25), the dense queries (hybrid)
+				t.Errorf("no embedding call through the prefetcher: the stages went around it")
 			}
 			seen := map[string]bool{}
 			for _, s := range e.texts {

@@ -191,7 +191,7 @@ func TestRetrieveBatchPrunesWithTheSameResults(t *testing.T) {
 					t.Fatal(err)
 				}
 				e := &prefetching{inner: p.emb, memo: map[string][]float32{}}
-				p.emb = e
+				p.emb, p.memEmb = e, e
 				c, err := AttachMemory(t.Context(), cfg.Memory, p, entries)
 				if err != nil {
 					t.Fatal(err)

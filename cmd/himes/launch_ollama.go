@@ -40,15 +40,15 @@ type launchedOllama struct {
 
 // startLaunchedOllama starts `ollama serve` on a free loopback port with
 // retrieval.ollama_launch's model directory and environment when the
-// config's embedder is ollama and its ollama_url is "launch", its output
-// appended to logPath ("" = a temporary file, kept only when the command
-// fails); waits until it answers, and creates
+// config's embedder (or its memory's) is ollama and its ollama_url is
+// "launch", its output appended to logPath ("" = a temporary file, kept
+// only when the command fails); waits until it answers, and creates
 // retrieval.embed_model on it from ollama_launch.model_dir as `himes embed
 // create` does (kept when made from the same files). Everything that can
 // be missing (the binary, the model directory) is checked before the
 // server starts.
 func startLaunchedOllama(ctx context.Context, rc retrieval.Config, logPath string) (*launchedOllama, error) {
-	if rc.Embedder != "ollama" || rc.OllamaURL != retrieval.LaunchOllama {
+	if !rc.UsesEmbedder("ollama") || rc.OllamaURL != retrieval.LaunchOllama {
 		return nil, nil
 	}
 	lc := rc.OllamaLaunch

@@ -116,9 +116,11 @@ from another embedder or taxonomy are refused when loaded.`,
 	return cmd
 }
 
-// memoryEmbedder is the configured embedder; the LSA embedder comes from the
-// knowledge base's pipeline (fitted, or loaded from retrieval.index).
+// memoryEmbedder is the memory's configured embedder (retrieval.memory.embedder,
+// else retrieval.embedder); the LSA embedder comes from the knowledge base's
+// pipeline (fitted, or loaded from retrieval.index).
 func memoryEmbedder(cmd *cobra.Command, cfg retrieval.Config, kb string) (embedding.Embedder, error) {
+	cfg = cfg.ForMemory()
 	if cfg.Embedder != "lsa" {
 		return retrieval.NewEmbedder(cfg)
 	}
