@@ -160,6 +160,34 @@ def test_grpo_steps_change_the_greedy_decisions():
     assert changed > len(greedy) // 2, (greedy, after)
 
 
+@pytest.mark.parametrize("which", ["head", "all"])
+def test_grpo_params_head_leaves_the_adapter_as_it_was(which):
+    """--tagger-grpo-params head: a GRPO step moves the head and leaves every
+    LoRA weight bit-identical; all moves the adapter too. SFT is unaffected."""
+    eng = make_engine(grpo_params=which)
+    data = demo_prompts(2)
+    views = [eng.encode_prompt(p, "p") for p, _ in data]
+    eng.sft_step([(v, eng.tok.encode(rw)) for v, (_, rw) in zip(views, data)], 1e-2, 1, 1.0)
+    lora = [n for n in eng.backend.names if not n.startswith("head.")]
+    assert lora, "the engine has a LoRA adapter"
+    before = {n: t.detach().clone() for n, t in zip(eng.backend.names, eng.backend.params)}
+    v = views[0]
+    greedy = eng.sample([v], 1, 0.0, 1.0, 0, [], 0)[0]["token_ids"]
+    flipped = [1 - a for a in greedy]
+    old = eng.logprobs([v, v], [flipped, greedy], 1.0)
+    eng.grpo_step([{"prompt_ids": v, "token_ids": flipped, "old_logprobs": old[0], "advantage": 1.0},
+                   {"prompt_ids": v, "token_ids": greedy, "old_logprobs": old[1], "advantage": -1.0}], LOSS)
+    changed = {n for n, t in zip(eng.backend.names, eng.backend.params) if not torch.equal(t.detach(), before[n])}
+    assert any(n.startswith("head.") for n in changed), changed
+    if which == "head":
+        assert not changed & set(lora), sorted(changed & set(lora))
+    else:
+        assert changed & set(lora), "GRPO on all parameters moves the adapter"
+    assert all(p.requires_grad for p in eng.backend.params)
+    assert eng.info_overrides()["grpo_params"] == which
+    assert "grpo_params" not in eng.backend.adapter_info()  # checkpoints load whichever GRPO trained them
+
+
 def test_save_load_restores_logprobs_exactly(tmp_path):
     eng = make_engine()
     data = demo_prompts(3)

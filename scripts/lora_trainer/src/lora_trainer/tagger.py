@@ -122,6 +122,9 @@ class TaggerConfig:
     # What GRPO samples after a weighted SFT: "prior" the calibrated σ(z − ln w),
     # "none" the weighted σ(z) (as trainer.embedded.sample_calibration).
     sample_calibration: str = "prior"
+    # What grpo_step updates: "all" (the LoRA adapter and the head, as SFT)
+    # or "head" (the LoRA adapter stays as SFT left it).
+    grpo_params: str = "all"
     cache_prompts: int = 8192  # frozen-layer outputs kept (LRU)
     cache_dir: str = ""  # frozen-layer outputs also kept on disk, shared by processes (e.g. the runs of a transfer)
     seed: int = 0
@@ -518,6 +521,8 @@ class TaggerEngine(Engine):
             "reference": "snapshot",
             "capabilities": {"top_p": False, "stop": False},  # merged into the server's
             "token_kind": "decisions",
+            # Not in the adapter: the same weights load whichever GRPO trained.
+            "grpo_params": self.backend.cfg.grpo_params,
         }
 
     # --- prompts
@@ -656,6 +661,20 @@ class TaggerEngine(Engine):
         return GRPOPlan(units=list(groups.values()), norm=norm, loss_type=loss_type, temperature=temperature,
                         reference=reference, forward=forward, begin=begin)
 
+    def grpo_step(self, *args, **kwargs) -> Dict:
+        """Engine.grpo_step; with grpo_params "head" the LoRA adapter takes no
+        gradient, so AdamW leaves it exactly as it was (the head still moves)."""
+        if self.backend.cfg.grpo_params == "all":
+            return super().grpo_step(*args, **kwargs)
+        frozen = [p for n, p in zip(self.backend.names, self.backend.params) if not n.startswith("head.")]
+        for p in frozen:
+            p.requires_grad_(False)
+        try:
+            return super().grpo_step(*args, **kwargs)
+        finally:
+            for p in frozen:
+                p.requires_grad_(True)
+
     def sft_step(self, *args, **kwargs) -> Dict:
         """Engine.sft_step; then, with a keep-class weight w != 1 and calibration
         "prior", GRPO samples, scores and updates at z − ln w while greedy still
@@ -695,6 +714,8 @@ def add_flags(p) -> None:
     p.add_argument("--tagger-sample-calibration", choices=("prior", "none"), default=d.sample_calibration,
                    help="tagger: after SFT with --tagger-pos-weight w, sample (and score) the calibrated sigma(z - ln w) "
                         "(prior) or the weighted sigma(z) (none); greedy keeps z > 0 either way")
+    p.add_argument("--tagger-grpo-params", choices=("all", "head"), default=d.grpo_params,
+                   help="tagger: what GRPO updates: the LoRA adapter and the head (all), or the head alone (head)")
     p.add_argument("--tagger-cache-prompts", type=int, default=d.cache_prompts,
                    help="tagger: prompts whose frozen-layer output is kept in memory (0 = none)")
     p.add_argument("--tagger-cache-dir", default="",
@@ -722,6 +743,7 @@ def build_engine(a, device: str, limits: Limits) -> TaggerEngine:
         head_hidden=a.tagger_head_hidden,
         pos_weight=a.tagger_pos_weight,
         sample_calibration=a.tagger_sample_calibration,
+        grpo_params=a.tagger_grpo_params,
         cache_prompts=a.tagger_cache_prompts,
         cache_dir=a.tagger_cache_dir,
         seed=a.seed,
