@@ -165,21 +165,7 @@ func TestPipelineLSAPersistedWithIndex(t *testing.T) {
 	kb := writeFile(t, "kb.jsonl", tinyKB)
 	cfg := DefaultConfig()
 	cfg.Embedder, cfg.LSADim, cfg.LSAMinDF, cfg.Memory.Enabled = "lsa", 2, 1, true
-	fresh, err := Open(t.Context(), cfg, kb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fe, _ := fresh.Embedder()
-	dir := filepath.Join(t.TempDir(), "ix")
-	if _, err := BuildIndexDir(t.Context(), cfg, kb, dir); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Index = dir
-	persisted, err := Open(t.Context(), cfg, kb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pe, _ := persisted.Embedder()
+	fe, pe := fittedAndPersisted(t, &cfg, kb, (*Pipeline).Embedder)
 	if pe.Name() != fe.Name() || !strings.HasPrefix(pe.Name(), "lsa-tfidf-v1/2/") {
 		t.Fatalf("persisted %s, fitted %s", pe.Name(), fe.Name())
 	}
@@ -193,6 +179,30 @@ func TestPipelineLSAPersistedWithIndex(t *testing.T) {
 	if _, err := Open(t.Context(), cfg, kb); err == nil || !strings.Contains(err.Error(), "no LSA model") {
 		t.Fatalf("index without a model: %v", err)
 	}
+}
+
+// fittedAndPersisted opens cfg on kb fitted anew, builds its index and
+// opens it again on the index (cfg.Index is left set), returning the
+// embedder pick gives for each.
+func fittedAndPersisted(t *testing.T, cfg *Config, kb string, pick func(*Pipeline) (embedding.Embedder, error)) (fitted, persisted embedding.Embedder) {
+	t.Helper()
+	open := func() embedding.Embedder {
+		p, err := Open(t.Context(), *cfg, kb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := pick(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	fitted = open()
+	cfg.Index = filepath.Join(t.TempDir(), "ix")
+	if _, err := BuildIndexDir(t.Context(), *cfg, kb, cfg.Index); err != nil {
+		t.Fatal(err)
+	}
+	return fitted, open()
 }
 
 // Memories for a prompt (ActivateBefore): at every question a user gets

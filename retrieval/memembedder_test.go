@@ -2,7 +2,6 @@ package retrieval
 
 import (
 	"math"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -140,21 +139,7 @@ func TestMemoryEmbedderLSAPersistedWithIndex(t *testing.T) {
 	kb := writeFile(t, "kb.jsonl", tinyKB)
 	cfg := memoryEmbedderConfig()
 	cfg.Method = "bm25"
-	fresh, err := Open(t.Context(), cfg, kb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fe, _ := fresh.MemoryEmbedder()
-	dir := filepath.Join(t.TempDir(), "ix")
-	if _, err := BuildIndexDir(t.Context(), cfg, kb, dir); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Index = dir
-	persisted, err := Open(t.Context(), cfg, kb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pe, _ := persisted.MemoryEmbedder()
+	fe, pe := fittedAndPersisted(t, &cfg, kb, (*Pipeline).MemoryEmbedder)
 	if pe.Name() != fe.Name() {
 		t.Fatalf("persisted memory embedder %s, fitted %s", pe.Name(), fe.Name())
 	}
