@@ -103,35 +103,7 @@ func TestRerankFloorAndFusion(t *testing.T) {
 		t.Fatalf("best memory cosine %v, reranked %v: the test needs similar memories", best, res.Trace.Reranked)
 	}
 	emb, _ := p.Embedder()
-	var memVecs [][]float32
-	for _, m := range res.Trace.Memories {
-		v, _ := emb.Embed(t.Context(), []string{m.Text})
-		memVecs = append(memVecs, v[0])
-	}
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, c := range res.Trace.Candidates {
-		lo, hi = min(lo, c.Score), max(hi, c.Score)
-	}
-	type sc struct {
-		id string
-		s  float64
-	}
-	var want []sc
-	for _, c := range res.Trace.Candidates {
-		ch, _ := p.Chunk(c.ID)
-		cv, _ := emb.Embed(t.Context(), []string{ch.Title + " " + ch.Text})
-		mem := 0.0
-		for _, h := range memVecs {
-			mem += embedding.Cosine(cv[0], h)
-		}
-		want = append(want, sc{c.ID, 0.5*mem/float64(len(memVecs)) + 0.5*(c.Score-lo)/(hi-lo)})
-	}
-	slices.SortStableFunc(want, func(a, b sc) int { return -cmpFloat(a.s, b.s) })
-	for i, c := range res.Chunks {
-		if c.ID != want[i].id || math.Abs(c.Score-want[i].s) > 1e-9 {
-			t.Fatalf("fused rank %d: got %s %.6f, want %s %.6f", i+1, c.ID, c.Score, want[i].id, want[i].s)
-		}
-	}
+	checkFusedByHand(t, p, res, emb, 0.5)
 	// a floor just above the best cosine: retrieval order, scores untouched
 	cfg.Memory.RerankFloor = best + 1e-9
 	p2, _ := Open(t.Context(), cfg, kb)
@@ -145,6 +117,52 @@ func TestRerankFloorAndFusion(t *testing.T) {
 	for i, c := range res2.Chunks {
 		if c.ID != res2.Trace.Candidates[i].ID || c.Score != res2.Trace.Candidates[i].Score {
 			t.Fatalf("below the floor, rank %d: %s %v, retrieval gave %+v", i+1, c.ID, c.Score, res2.Trace.Candidates[i])
+		}
+	}
+}
+
+// checkFusedByHand recomputes res's fused re-rank with emb and weight w —
+// (1−w)·the mean cosine of a candidate with the activated memories +
+// w·its min–max normalized retrieval score — and compares it with
+// res.Chunks, ids and scores.
+func checkFusedByHand(t *testing.T, p *Pipeline, res Result, emb embedding.Embedder, w float64) {
+	t.Helper()
+	embed := func(text string) []float32 {
+		v, err := emb.Embed(t.Context(), []string{text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v[0]
+	}
+	var memVecs [][]float32
+	for _, m := range res.Trace.Memories {
+		memVecs = append(memVecs, embed(m.Text))
+	}
+	if len(memVecs) == 0 || !res.Trace.Reranked {
+		t.Fatalf("%d memories, reranked %v: the check needs a re-rank", len(memVecs), res.Trace.Reranked)
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, c := range res.Trace.Candidates {
+		lo, hi = min(lo, c.Score), max(hi, c.Score)
+	}
+	type scored struct {
+		id string
+		s  float64
+	}
+	var want []scored
+	for _, c := range res.Trace.Candidates {
+		ch, _ := p.Chunk(c.ID)
+		cv := embed(ch.Title + " " + ch.Text)
+		mem := 0.0
+		for _, h := range memVecs {
+			mem += embedding.Cosine(cv, h)
+		}
+		want = append(want, scored{c.ID, (1-w)*mem/float64(len(memVecs)) + w*(c.Score-lo)/(hi-lo)})
+	}
+	slices.SortStableFunc(want, func(a, b scored) int { return -cmpFloat(a.s, b.s) })
+	for i, c := range res.Chunks {
+		if c.ID != want[i].id || math.Abs(c.Score-want[i].s) > 1e-9 {
+			t.Fatalf("fused rank %d: got %s %.6f, want %s %.6f", i+1, c.ID, c.Score, want[i].id, want[i].s)
 		}
 	}
 }
