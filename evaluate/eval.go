@@ -207,10 +207,27 @@ type Report struct {
 	// EMNormalization names the normalization of the reward's EM ("em"):
 	// "unicode" or "squad" (hser.Config.EMNormalization); "" when the scorer
 	// does not say. squad_em and squad_f1 are always SQuAD v1.1's.
-	EMNormalization string         `json:"em_normalization"`
-	Stats           stats.Config   `json:"stats"`
-	Systems         []SystemReport `json:"systems"`
-	Seconds         float64        `json:"seconds"`
+	EMNormalization string `json:"em_normalization"`
+	// Retrieval says what retrieved for every system (filled by the
+	// caller, which holds the pipeline; zero when it does not say).
+	Retrieval RetrievalInfo  `json:"retrieval"`
+	Stats     stats.Config   `json:"stats"`
+	Systems   []SystemReport `json:"systems"`
+	Seconds   float64        `json:"seconds"`
+}
+
+// RetrievalInfo identifies the retrieval of an evaluation, so that two
+// folders made with different settings never read alike.
+type RetrievalInfo struct {
+	Method     string `json:"method"`
+	TopK       int    `json:"top_k"`
+	Candidates int    `json:"candidates"`
+	// Embedder is the dense first stage's embedder, fingerprinted (""
+	// for bm25 or a retrieval service).
+	Embedder string `json:"embedder,omitempty"`
+	// MemoryEmbedder is the long-term memory's embedder, fingerprinted,
+	// when a system evaluated with memory ("" otherwise).
+	MemoryEmbedder string `json:"memory_embedder,omitempty"`
 }
 
 // Evaluate runs every system over the turns and summarizes. Per-turn

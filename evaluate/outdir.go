@@ -75,13 +75,20 @@ func ReplaceOutputDir(dir string, write func(tmp string) error) error {
 
 // WriteOutputDir replaces the folder dir whole with an evaluation's outputs
 // (ReplaceOutputDir): summary.json, summary.md, qrels.txt, one TREC run per
-// system (runs/<FileSafe(name)>.trec) and turns.parquet; no stale
-// runs/*.trec of a system evaluated before and not now.
-func WriteOutputDir(dir string, rep Report, results [][]TurnResult, turns []datasets.Turn) error {
-	return ReplaceOutputDir(dir, func(tmp string) error { return writeOutputFiles(tmp, rep, results, turns) })
+// system (runs/<FileSafe(name)>.trec), turns.parquet and the caller's extra
+// files; no stale runs/*.trec of a system evaluated before and not now.
+func WriteOutputDir(dir string, rep Report, results [][]TurnResult, turns []datasets.Turn, extra ...OutputFile) error {
+	return ReplaceOutputDir(dir, func(tmp string) error { return writeOutputFiles(tmp, rep, results, turns, extra) })
 }
 
-func writeOutputFiles(dir string, rep Report, results [][]TurnResult, turns []datasets.Turn) error {
+// OutputFile is a file the caller adds to an evaluation folder (e.g. the
+// resolved config that produced it), written with the rest.
+type OutputFile struct {
+	Name string
+	Data []byte
+}
+
+func writeOutputFiles(dir string, rep Report, results [][]TurnResult, turns []datasets.Turn, extra []OutputFile) error {
 	if err := os.MkdirAll(filepath.Join(dir, "runs"), 0o755); err != nil {
 		return fmt.Errorf("eval output: %w", err)
 	}
@@ -99,6 +106,12 @@ func writeOutputFiles(dir string, rep Report, results [][]TurnResult, turns []da
 			name  string
 			write func(io.Writer) error
 		}{filepath.Join("runs", tag+".trec"), func(w io.Writer) error { return WriteTRECRun(w, results[i], tag) }})
+	}
+	for _, f := range extra {
+		files = append(files, struct {
+			name  string
+			write func(io.Writer) error
+		}{f.Name, func(w io.Writer) error { _, err := w.Write(f.Data); return err }})
 	}
 	for _, fl := range files {
 		if err := atomicfile.Write(filepath.Join(dir, fl.name), 0o644, fl.write); err != nil {

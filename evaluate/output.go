@@ -51,6 +51,16 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	metrics := presentMetrics(rep)
 	fmt.Fprintf(&b, "%d turns in %d conversations (%d with a reference answer, %d with judged passages); responder %s.\n",
 		rep.Turns, rep.Conversations, rep.WithAnswer, rep.WithGold, rep.Responder)
+	if r := rep.Retrieval; r.Method != "" {
+		fmt.Fprintf(&b, "Retrieval: %s, top %d of %d candidates", r.Method, r.TopK, r.Candidates)
+		if r.Embedder != "" {
+			fmt.Fprintf(&b, ", embedded by %s", r.Embedder)
+		}
+		if r.MemoryEmbedder != "" {
+			fmt.Fprintf(&b, "; long-term memory embedded by %s", r.MemoryEmbedder)
+		}
+		b.WriteString(".\n")
+	}
 	fmt.Fprintf(&b, "Means over turns with %.0f%% bootstrap intervals resampling conversations (%d resamples).\n",
 		rep.Stats.Level*100, rep.Stats.Resamples)
 	if slices.Contains(metrics, MEM) {

@@ -456,6 +456,20 @@ func NewEmbedder(cfg Config) (embedding.Embedder, error) {
 	}
 }
 
+// EmbedderNames are the fingerprinted names of the dense first stage's
+// embedder ("" without a dense index) and of the attached long-term
+// memory's ("" without one, or with memory off): what an evaluation
+// records so that its outputs say which spaces produced them.
+func (p *Pipeline) EmbedderNames() (dense, memory string) {
+	if p.dense != nil {
+		dense = p.dense.name
+	}
+	if m := p.mem.Load(); m != nil && p.cfg.Memory.Enabled {
+		memory = m.Embedder().Name()
+	}
+	return dense, memory
+}
+
 // Config returns the pipeline's configuration.
 func (p *Pipeline) Config() Config { return p.cfg }
 

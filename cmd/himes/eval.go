@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +18,7 @@ import (
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
 	"github.com/himes-rl/himes/grpo"
+	"github.com/himes-rl/himes/internal/buildinfo"
 	"github.com/himes-rl/himes/internal/progress"
 	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/internal/stats"
@@ -60,9 +63,12 @@ grpo.best_metric kept; by default the run's final policy, which is the best
 under grpo.load_best_at_end; the tables name the checkpoint, its step and
 metric value), ollama:<model> (a chat model served by Ollama).
 
-Writes into --out: summary.md (also printed), summary.json (every number),
-turns.parquet (one row per system and turn), runs/<system>.trec and
-qrels.txt (check with: trec_eval -m recall.10 qrels.txt runs/raw.trec).
+Writes into --out: summary.md (also printed), summary.json (every number,
+and the retrieval: method, depths, the fingerprinted embedders of the dense
+first stage and of the memory), turns.parquet (one row per system and turn),
+runs/<system>.trec and qrels.txt (check with: trec_eval -m recall.10
+qrels.txt runs/raw.trec), and what produced them: config.yaml (the resolved
+config, every --set applied) and version.json (the binary's).
 The folder is replaced whole (written beside it, then swapped in), so no
 file of an earlier evaluation is left in it; an existing folder that is not
 a himes eval folder (no .himes-eval marker) is refused. While it runs the
@@ -239,6 +245,7 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) (err error) 
 	if f.runDir != "" {
 		ollamaLog = filepath.Join(f.runDir, ollamaLogName)
 	}
+	recorded := cfg // as resolved, before a launched server's URL replaces "launch"
 	lo, err := startLaunchedOllama(ctx, cfg.Retrieval, ollamaLog)
 	if err != nil {
 		return err
@@ -343,7 +350,12 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) (err error) 
 		slog.Warn("no raw system: nothing to compare against; add raw to --rewriter for paired tests")
 	}
 
-	if err := evaluate.WriteOutputDir(out, rep, results, turns); err != nil {
+	rep.Retrieval = retrievalInfo(cfg, modes, comps)
+	provenance, err := evalProvenance(recorded)
+	if err != nil {
+		return err
+	}
+	if err := evaluate.WriteOutputDir(out, rep, results, turns, provenance...); err != nil {
 		return err
 	}
 	if err := evaluate.WriteMarkdown(cmd.OutOrStdout(), rep); err != nil {
@@ -351,6 +363,35 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) (err error) 
 	}
 	slog.Info("evaluation written", "dir", out, "elapsed_s", math.Round(rep.Seconds*10)/10)
 	return evaluate.CheckFailedTurns(rep, cfg.Rollout.MaxFailedFraction, filepath.Join(out, "turns.parquet"))
+}
+
+// retrievalInfo identifies the evaluation's retrieval: the method and
+// depths, and the embedders of the dense first stage and of the memory (the
+// first memory-on mode's; the variants share its embedder).
+func retrievalInfo(cfg configs.Config, modes []memoryMode, comps map[memoryMode]*components) evaluate.RetrievalInfo {
+	rc := cfg.Retrieval
+	info := evaluate.RetrievalInfo{Method: rc.Method, TopK: rc.TopK, Candidates: rc.Candidates}
+	for _, m := range modes {
+		dense, mem := comps[m].Retriever.EmbedderNames()
+		info.Embedder = cmp.Or(info.Embedder, dense)
+		info.MemoryEmbedder = cmp.Or(info.MemoryEmbedder, mem)
+	}
+	return info
+}
+
+// evalProvenance are the files that say what produced an evaluation: the
+// resolved config (every --set applied) and the binary's version, as a
+// training run keeps them.
+func evalProvenance(cfg configs.Config) ([]evaluate.OutputFile, error) {
+	conf, err := cfg.YAML()
+	if err != nil {
+		return nil, fmt.Errorf("render config: %w", err)
+	}
+	version, err := json.MarshalIndent(buildinfo.Current(), "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("version: %w", err)
+	}
+	return []evaluate.OutputFile{{Name: "config.yaml", Data: conf}, {Name: "version.json", Data: append(version, '\n')}}, nil
 }
 
 func memoryLabel(m memoryMode) string {

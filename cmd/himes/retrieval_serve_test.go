@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/himes-rl/himes/configs"
+	"github.com/himes-rl/himes/evaluate"
 	"github.com/himes-rl/himes/internal/sharedtest"
 	"github.com/himes-rl/himes/retrieval"
 )
@@ -125,12 +126,19 @@ func TestTrainAndEvalThroughRetrievalServe(t *testing.T) {
 	run(append(ev, "--out", filepath.Join(out, "ev-embedded"))...)
 	run(append(append(ev, "--out", filepath.Join(out, "ev-remote")), remote...)...)
 	var a, b struct {
-		Systems []map[string]any `json:"systems"`
+		Systems   []map[string]any       `json:"systems"`
+		Retrieval evaluate.RetrievalInfo `json:"retrieval"`
 	}
 	readEvalJSON(t, filepath.Join(out, "ev-remote", "summary.json"), &a)
 	readEvalJSON(t, filepath.Join(out, "ev-embedded", "summary.json"), &b)
 	if len(a.Systems) != 4 || !reflect.DeepEqual(a.Systems, b.Systems) {
 		t.Errorf("eval through the service differs from the embedded eval:\n got %v\nwant %v", a.Systems, b.Systems)
+	}
+	// Each folder names its retrieval, and the memory's embedder (the
+	// config's hashing one) since systems ran with memory on.
+	if a.Retrieval.Method != "remote" || b.Retrieval.Method != "bm25" || a.Retrieval.MemoryEmbedder == "" ||
+		a.Retrieval.MemoryEmbedder != b.Retrieval.MemoryEmbedder || a.Retrieval.Embedder != "" {
+		t.Errorf("retrieval recorded: remote %+v, embedded %+v", a.Retrieval, b.Retrieval)
 	}
 	for _, sys := range a.Systems {
 		if sys["failed"].(float64) != 0 {
