@@ -74,7 +74,8 @@ func TestEvalLabelsAnUntrainedPolicy(t *testing.T) {
 	if !slices.Equal(names, []string{"raw", "policy (untrained)"}) {
 		t.Errorf("summary.json systems %q", names)
 	}
-	want := []string{evaluate.OutputMarker, "qrels.txt", "runs/policy_untrained.trec", "runs/raw.trec", "summary.json", "summary.md", "turns.parquet"}
+	want := []string{evaluate.OutputMarker, "config.yaml", "qrels.txt", "runs/policy_untrained.trec", "runs/raw.trec", "summary.json", "summary.md",
+		"turns.parquet", "version.json"}
 	if got := listTree(t, out); !slices.Equal(got, want) {
 		t.Errorf("wrote %v, want %v", got, want)
 	}
