@@ -92,29 +92,26 @@ func writeOutputFiles(dir string, rep Report, results [][]TurnResult, turns []da
 	if err := os.MkdirAll(filepath.Join(dir, "runs"), 0o755); err != nil {
 		return fmt.Errorf("eval output: %w", err)
 	}
-	files := []struct {
+	type outputWriter struct {
 		name  string
 		write func(io.Writer) error
-	}{
+	}
+	files := []outputWriter{
 		{"summary.json", func(w io.Writer) error { return WriteJSON(w, rep) }},
 		{"summary.md", func(w io.Writer) error { return WriteMarkdown(w, rep) }},
 		{"qrels.txt", func(w io.Writer) error { return WriteQrels(w, turns) }},
 	}
 	for i, s := range rep.Systems {
 		tag := FileSafe(s.Name)
-		files = append(files, struct {
-			name  string
-			write func(io.Writer) error
-		}{filepath.Join("runs", tag+".trec"), func(w io.Writer) error { return WriteTRECRun(w, results[i], tag) }})
-	}
-	for _, f := range extra {
-		files = append(files, struct {
-			name  string
-			write func(io.Writer) error
-		}{f.Name, func(w io.Writer) error { _, err := w.Write(f.Data); return err }})
+		files = append(files, outputWriter{filepath.Join("runs", tag+".trec"), func(w io.Writer) error { return WriteTRECRun(w, results[i], tag) }})
 	}
 	for _, fl := range files {
 		if err := atomicfile.Write(filepath.Join(dir, fl.name), 0o644, fl.write); err != nil {
+			return err
+		}
+	}
+	for _, f := range extra {
+		if err := atomicfile.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644); err != nil {
 			return err
 		}
 	}

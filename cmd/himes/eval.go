@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,7 +17,6 @@ import (
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
 	"github.com/himes-rl/himes/grpo"
-	"github.com/himes-rl/himes/internal/buildinfo"
 	"github.com/himes-rl/himes/internal/progress"
 	"github.com/himes-rl/himes/internal/rundir"
 	"github.com/himes-rl/himes/internal/stats"
@@ -379,19 +377,15 @@ func retrievalInfo(cfg configs.Config, modes []memoryMode, comps map[memoryMode]
 	return info
 }
 
-// evalProvenance are the files that say what produced an evaluation: the
-// resolved config (every --set applied) and the binary's version, as a
-// training run keeps them.
+// evalProvenance are the files that say what produced an evaluation, as a
+// training run keeps them (provenance): config.yaml, every --set applied,
+// and version.json.
 func evalProvenance(cfg configs.Config) ([]evaluate.OutputFile, error) {
-	conf, err := cfg.YAML()
+	conf, version, err := provenance(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("render config: %w", err)
+		return nil, err
 	}
-	version, err := json.MarshalIndent(buildinfo.Current(), "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("version: %w", err)
-	}
-	return []evaluate.OutputFile{{Name: "config.yaml", Data: conf}, {Name: "version.json", Data: append(version, '\n')}}, nil
+	return []evaluate.OutputFile{{Name: "config.yaml", Data: conf}, {Name: "version.json", Data: version}}, nil
 }
 
 func memoryLabel(m memoryMode) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,16 +62,29 @@ func checkConfigChange(dir string, cfg configs.Config, allow bool) error {
 // version.resume-N.json (N counts the resumes) beside the originals, so the
 // run's history stays visible.
 func snapshotRun(run *rundir.RunDir, cfg configs.Config) error {
-	out, err := cfg.YAML()
+	confData, versionData, err := provenance(cfg)
 	if err != nil {
-		return fmt.Errorf("render config: %w", err)
+		return err
 	}
 	conf, version := "config.yaml", "version.json"
 	if g := run.Generation(); g > 0 {
 		conf, version = fmt.Sprintf("config.resume-%d.yaml", g), fmt.Sprintf("version.resume-%d.json", g)
 	}
-	if err := atomicfile.WriteFile(run.File(conf), out, 0o644); err != nil {
+	if err := atomicfile.WriteFile(run.File(conf), confData, 0o644); err != nil {
 		return err
 	}
-	return atomicfile.WriteJSON(run.File(version), buildinfo.Current())
+	return atomicfile.WriteFile(run.File(version), versionData, 0o644)
+}
+
+// provenance is what records what produced a run or an evaluation: the
+// resolved config as YAML and the binary's version as indented JSON.
+func provenance(cfg configs.Config) (conf, version []byte, err error) {
+	if conf, err = cfg.YAML(); err != nil {
+		return nil, nil, fmt.Errorf("render config: %w", err)
+	}
+	v, err := json.MarshalIndent(buildinfo.Current(), "", "  ")
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode version: %w", err)
+	}
+	return conf, append(v, '\n'), nil
 }
