@@ -148,7 +148,7 @@ func LoadContext(ctx context.Context, path string, opts LoadOptions) ([]Turn, Lo
 		}
 		if r.err == nil {
 			if first, dup := seen[r.turn.ID()]; dup {
-				r.err = fieldErrf("turn", "duplicate turn %s (first at %s)", r.turn.ID(), recs[first].where())
+				r.err = fieldErrf("turn", "duplicate turn %s (first at %s)%s", r.turn.ID(), recs[first].where(), labelNote(r.turn))
 			}
 		}
 		if r.err != nil {
@@ -388,4 +388,14 @@ func LoadFiles(ctx context.Context, paths []string, opts LoadOptions) ([]Turn, L
 		}
 	}
 	return all, total, nil
+}
+
+// labelNote explains a labelled turn's number in a duplicate-turn error:
+// the label itself is not the number, so "turn": "two" after no history
+// collides with turn 1, which the message alone would not show.
+func labelNote(t Turn) string {
+	if t.TurnLabel == "" {
+		return ""
+	}
+	return fmt.Sprintf(`; its "turn" is the label %q, so its number is counted from its history: %d earlier user turns`, t.TurnLabel, t.Turn-1)
 }

@@ -165,6 +165,8 @@ func TestLoadMalformedLines(t *testing.T) {
 		{"answer type", `{"conv_id": "c2", "turn": 1, "question": "q", "answer": 42}`, "answer", "want a string"},
 		{"meta type", `{"conv_id": "c2", "turn": 1, "question": "q", "meta": [1]}`, "meta", "want an object"},
 		{"duplicate", `{"conv_id": "c1", "turn": 1, "question": "again"}`, "turn", "duplicate turn c1#1 (first at line 1)"},
+		{"duplicate by label", `{"conv_id": "c1", "turn": "two", "question": "again"}`, "turn",
+			`duplicate turn c1#1 (first at line 1); its "turn" is the label "two", so its number is counted from its history: 0 earlier user turns`},
 		// encoding/json would replace invalid bytes by U+FFFD without a word.
 		{"invalid UTF-8 question", "{\"conv_id\": \"c2\", \"turn\": 1, \"question\": \"caf\xe9?\"}", "question", "invalid UTF-8"},
 		{"invalid UTF-8 history", "{\"conv_id\": \"c2\", \"turn\": 2, \"question\": \"q\", \"history\": [{\"role\": \"user\", \"text\": \"a\"}, {\"role\": \"assistant\", \"text\": \"\xff\xfe\"}]}", "history[1].text", "invalid UTF-8"},
