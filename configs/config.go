@@ -227,25 +227,43 @@ func (c *Config) inputFiles() []pathField {
 	}
 }
 
-// resolvePaths makes relative input paths relative to the config's directory,
-// so a config works from any working directory. Output locations
-// (run.output_dir, cache directories) stay relative to the working directory.
+// resolvePaths makes relative input paths absolute, so a config works
+// from any working directory. A path written in the file is relative to the
+// config's directory (dir); one given by a --set override is relative to
+// the working directory, where it was typed, like every other path on the
+// command line (--data, --out). Output locations (run.output_dir, cache
+// directories) stay relative to the working directory.
 func (c *Config) resolvePaths(dir string) {
 	// Absolute, so that the config snapshot in a run directory still points
 	// at the same files from any working directory.
-	abs := func(p string) string {
+	abs := func(key, p string) string {
 		if p == "" || filepath.IsAbs(p) {
 			return p
 		}
-		if a, err := filepath.Abs(filepath.Join(dir, p)); err == nil {
+		base := dir
+		if c.overridden(key) {
+			base = "."
+		}
+		if a, err := filepath.Abs(filepath.Join(base, p)); err == nil {
 			return a
 		}
-		return filepath.Join(dir, p)
+		return filepath.Join(base, p)
 	}
 	for _, f := range c.inputFiles() {
-		*f.path = abs(*f.path)
+		*f.path = abs(f.key, *f.path)
 	}
-	c.Retrieval.Index = abs(c.Retrieval.Index)
+	c.Retrieval.Index = abs("retrieval.index", c.Retrieval.Index)
+}
+
+// overridden reports whether key's value came from a --set override: of
+// the key itself or of a section above it.
+func (c *Config) overridden(key string) bool {
+	for k := range c.overrides {
+		if k == key || strings.HasPrefix(key, k+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // fieldErr adds the file and line to a field error when the key came from the file.

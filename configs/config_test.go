@@ -58,6 +58,46 @@ func TestLoadValid(t *testing.T) {
 	}
 }
 
+// A relative input path in the file is relative to the config's folder;
+// one typed in a --set override is relative to the working directory, as
+// --data and --out are. Before, both were taken from the config's folder,
+// so "--set data.kb=kb.jsonl" beside the user looked for configs/kb.jsonl.
+func TestOverridePathsAreRelativeToTheWorkingDirectory(t *testing.T) {
+	p := writeConfig(t, valid) // data.train: train.jsonl, beside the config
+	work := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(work, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"kb.jsonl", "eval.jsonl"} {
+		if err := os.WriteFile(filepath.Join(work, "sub", f), []byte("{}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(work)
+	cfg, err := Load(p, []string{"data.kb=sub/kb.jsonl", "data={train: sub/eval.jsonl, eval: sub/eval.jsonl}", "retrieval.index=idx"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ key, got, want string }{
+		{"data.kb", cfg.Data.KB, filepath.Join(work, "sub", "kb.jsonl")},
+		{"data.train (its section set)", cfg.Data.Train, filepath.Join(work, "sub", "eval.jsonl")},
+		{"data.eval", cfg.Data.Eval, filepath.Join(work, "sub", "eval.jsonl")},
+		{"retrieval.index", cfg.Retrieval.Index, filepath.Join(work, "idx")},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.key, c.got, c.want)
+		}
+	}
+	// Without overrides, the file's path stays beside the config.
+	cfg, err = Load(p, []string{"data.kb=sub/kb.jsonl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(filepath.Dir(p), "train.jsonl"); cfg.Data.Train != want {
+		t.Errorf("data.train from the file = %q, want %q", cfg.Data.Train, want)
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
 	cases := []struct {
 		name, body string
