@@ -456,6 +456,12 @@ func (f *evalFlags) checkRewriters(ctx context.Context, cfg configs.Config) erro
 		}
 		seen[name] = true
 	}
+	// --checkpoint names the policy rewriter's checkpoint; without that
+	// rewriter it would be ignored, and the table would not say so.
+	if f.checkpoint != "" && !seen["policy"] {
+		return fmt.Errorf("--checkpoint %q: names the policy's checkpoint, but --rewriter %s has no policy (add it: --rewriter %s,policy)",
+			f.checkpoint, strings.Join(f.rewriters, ","), strings.Join(f.rewriters, ","))
+	}
 	return nil
 }
 
