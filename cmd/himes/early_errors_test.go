@@ -97,8 +97,8 @@ func TestArgumentErrorsComeBeforeLoading(t *testing.T) {
 	}{
 		{"mistyped rewriter", []string{"eval", "--config", cfg, "--rewriter", "raw,polcy"}, []string{`"polcy"`, "want raw, concat"}},
 		{"rewriter twice", []string{"eval", "--config", cfg, "--rewriter", "raw,gold,raw"}, []string{`"raw"`, "twice"}},
-		{"--checkpoint without the policy rewriter", []string{"eval", "--config", cfg, "--checkpoint", "best"},
-			[]string{`--checkpoint "best"`, "has no policy", "raw,concat,gold,policy"}},
+		{"--checkpoint without the policy rewriter", []string{"eval", "--config", cfg, "--checkpoint", "best", "--rewriter", "raw,gold"},
+			[]string{`--checkpoint "best"`, "has no policy", "raw,gold,policy"}},
 		{"ollama rewriter without a model", []string{"eval", "--config", cfg, "--rewriter", "raw,ollama:"}, []string{"empty model name"}},
 		{"ollama rewriter the host lacks", []string{"eval", "--config", cfg, "--rewriter", "ollama:missing", "--ollama-host", ollama},
 			[]string{"ollama:missing", "ollama pull missing"}},

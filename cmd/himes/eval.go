@@ -73,6 +73,8 @@ a himes eval folder (no .himes-eval marker) is refused. While it runs the
 evaluation holds a lock on the folder (the file <out>.lock beside it): a
 second himes eval into the same --out fails at once, naming the first's pid.
 
+With --run or --checkpoint and no --rewriter, the rows are raw, concat, gold
+and policy; a --rewriter list without policy and a --checkpoint is an error.
 policy without --run or --checkpoint is the trainer endpoint's policy as it
 is; when it has had no update (policy_version 0) it is labelled
 "policy (untrained)" in every output (table, summary.json, turns.parquet;
@@ -82,6 +84,11 @@ system fails more than rollout.max_failed_fraction of its turns the command
 writes its outputs and exits with an error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Evaluating a run (or a checkpoint) means evaluating its
+			// policy: the default rows gain it unless --rewriter was given.
+			if !cmd.Flags().Changed("rewriter") && (f.runDir != "" || f.checkpoint != "") {
+				f.rewriters = append(slices.Clone(f.rewriters), "policy")
+			}
 			stop, err := prof.start()
 			if err != nil {
 				return err
@@ -92,7 +99,7 @@ writes its outputs and exits with an error.`,
 	f.cf.register(cmd, false)
 	prof.register(cmd)
 	fl := cmd.Flags()
-	fl.StringSliceVar(&f.rewriters, "rewriter", []string{"raw", "concat", "gold"}, "rewriters to compare: raw, concat, gold, policy, ollama:<model>")
+	fl.StringSliceVar(&f.rewriters, "rewriter", []string{"raw", "concat", "gold"}, "rewriters to compare: raw, concat, gold, policy, ollama:<model>; with --run or --checkpoint the default adds policy")
 	fl.StringSliceVar(&f.memory, "memory", []string{"config"}, "long-term memory: off, on, on:<variant> (paper, semantic, +topic, no-recency, …: an ablation row each), several comma-separated; config = as retrieval.memory.enabled says")
 	fl.StringVar(&f.runDir, "run", "", "a training run directory: its config.yaml when --config is absent, its checkpoint (--checkpoint) for the policy rewriter")
 	fl.StringVar(&f.checkpoint, "checkpoint", "", "policy checkpoint to load before evaluating: latest or best (the run's, with --run; without --run latest is the trainer's newest), or a trainer checkpoint name (default with --run: the run's final policy, best when grpo.load_best_at_end made it so)")

@@ -120,6 +120,18 @@ func TestEvalAblateReportCLI(t *testing.T) {
 	if !strings.Contains(o, "| policy (best: step ") || !strings.Contains(o, "eval.policy.recall_10") {
 		t.Fatalf("eval output does not name the policy's checkpoint:\n%s", o)
 	}
+	// Without --rewriter, evaluating a run evaluates its policy too.
+	defDir := filepath.Join(out, "ev-default")
+	run("eval", "--run", runDir, "--limit", "1", "--resamples", "50", "--out", defDir)
+	var def evaluate.Report
+	readEvalJSON(t, filepath.Join(defDir, "summary.json"), &def)
+	var rewriters []string
+	for _, s := range def.Systems {
+		rewriters = append(rewriters, s.Rewriter)
+	}
+	if strings.Join(rewriters, ",") != "raw,concat,gold,policy" {
+		t.Fatalf("eval --run without --rewriter evaluated %v, want raw, concat, gold and the run's policy", rewriters)
+	}
 	var rep evaluate.Report
 	readEvalJSON(t, filepath.Join(evalDir, "summary.json"), &rep)
 	if len(rep.Systems) != 3 || rep.Conversations != 2 || rep.Systems[1].VsBaseline[evaluate.MRecall10].Turns == 0 {
