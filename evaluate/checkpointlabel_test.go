@@ -35,3 +35,21 @@ func TestMarkdownNamesThePolicyCheckpoint(t *testing.T) {
 		t.Fatalf("want 2 labelled policy rows and a plain raw row:\n%s", md.String())
 	}
 }
+
+// With one conversation the cluster bootstrap resamples the same turns every
+// time: the table says so instead of letting a zero-width interval read as
+// certainty; with two or more it says nothing.
+func TestMarkdownSaysOneConversationHasNoInterval(t *testing.T) {
+	for _, convs := range []int{1, 2} {
+		rep := Report{Turns: 3, Conversations: convs, Stats: stats.Config{Level: 0.95, Resamples: 100}, Systems: []SystemReport{
+			{Name: "raw", Turns: 3, Metrics: map[string]stats.Estimate{MRecall10: {Mean: 0.3, Lo: 0.3, Hi: 0.3}}},
+		}}
+		var md bytes.Buffer
+		if err := WriteMarkdown(&md, rep); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(md.String(), "One conversation: the bootstrap has nothing to resample"); got != (convs == 1) {
+			t.Errorf("%d conversations: note shown %v, want %v:\n%s", convs, got, convs == 1, md.String())
+		}
+	}
+}

@@ -63,6 +63,11 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	}
 	fmt.Fprintf(&b, "Means over turns with %.0f%% bootstrap intervals resampling conversations (%d resamples).\n",
 		rep.Stats.Level*100, rep.Stats.Resamples)
+	if rep.Conversations == 1 {
+		// Every resample is the one conversation: the interval collapses
+		// to the mean and would read as certainty.
+		b.WriteString("One conversation: the bootstrap has nothing to resample, so each interval is the mean itself, not a measure of its uncertainty (and every p is 1).\n")
+	}
 	if slices.Contains(metrics, MEM) {
 		b.WriteString("EM (reward) is the reward's exact match, normalized as reward.tokenizer says; SQuAD EM and F1 are the official SQuAD v1.1 script's.\n")
 	}
