@@ -49,8 +49,8 @@ func metricLabel(m string, rep Report) string {
 func WriteMarkdown(w io.Writer, rep Report) error {
 	var b strings.Builder
 	metrics := presentMetrics(rep)
-	fmt.Fprintf(&b, "%d turns in %d conversations (%d with a reference answer, %d with judged passages); responder %s.\n",
-		rep.Turns, rep.Conversations, rep.WithAnswer, rep.WithGold, rep.Responder)
+	fmt.Fprintf(&b, "%d %s in %d %s (%d with a reference answer, %d with judged passages); responder %s.\n",
+		rep.Turns, plural(rep.Turns, "turn"), rep.Conversations, plural(rep.Conversations, "conversation"), rep.WithAnswer, rep.WithGold, rep.Responder)
 	if r := rep.Retrieval; r.Method != "" {
 		fmt.Fprintf(&b, "Retrieval: %s, top %d of %d candidates", r.Method, r.TopK, r.Candidates)
 		if r.Embedder != "" {
@@ -371,4 +371,12 @@ func WriteTurnsParquet(path string, results [][]TurnResult) (err error) {
 		return fmt.Errorf("write per-turn results: %w", err)
 	}
 	return nil
+}
+
+// plural is word, with an s unless n is 1.
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
