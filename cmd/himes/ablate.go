@@ -184,6 +184,9 @@ is resumed with "himes train --resume", then evaluated. The tables cover
 every run, kept or new.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if jobs < 1 {
+				return fmt.Errorf("--jobs must be ≥ 1, got %d", jobs)
+			}
 			cfg, err := cf.load()
 			if err != nil {
 				return err

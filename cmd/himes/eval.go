@@ -212,6 +212,9 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) (err error) 
 	if err := stats.Validate(); err != nil {
 		return fmt.Errorf("--resamples/--level: %w", err)
 	}
+	if f.limit < 0 || f.concurrency < 0 {
+		return fmt.Errorf("--limit and --concurrency must be ≥ 0 (0: all conversations, rollout.concurrency), got %d and %d", f.limit, f.concurrency)
+	}
 	// Everything that can be checked without the data and the index is
 	// checked first: a typo must not cost the minutes a large index takes.
 	if err := f.checkRewriters(ctx, cfg); err != nil {

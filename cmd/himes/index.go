@@ -42,6 +42,9 @@ it instead of loading the KB.`,
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("index build: %w", err)
 			}
+			if blockDocs < 0 || (blockDocs != 0 && !disk) {
+				return fmt.Errorf("index build: --block-docs %d: must be ≥ 0 and applies only with --disk", blockDocs)
+			}
 			start := time.Now()
 			var meta retrieval.IndexMeta
 			var err error

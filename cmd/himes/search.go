@@ -78,8 +78,8 @@ the list of activated memories. --relevant names relevant memory ids by hand.`,
 	f.StringVar(&sf.memory, "memory", "", "memory partitions (Parquet from `himes memory build`); enables memory")
 	f.StringVar(&sf.user, "user", "", "user whose long-term memory is activated")
 	f.StringVar(&sf.query, "query", "", "the user's original query for memory activation (default: the searched text)")
-	f.IntVar(&sf.topK, "k", 0, "final top-k (overrides retrieval.top_k)")
-	f.IntVar(&sf.candidates, "candidates", 0, "first-stage candidates (overrides retrieval.candidates)")
+	f.IntVar(&sf.topK, "k", 0, "final top-k (overrides retrieval.top_k; 0: the config's)")
+	f.IntVar(&sf.candidates, "candidates", 0, "first-stage candidates (overrides retrieval.candidates; 0: the config's)")
 	f.BoolVar(&sf.asJSON, "json", false, "print the result with its trace as JSON")
 	f.StringVar(&sf.trecRun, "trec-run", "", "write a TREC run for --queries to this file")
 	f.StringVar(&sf.queries, "queries", "", "JSONL of queries for --trec-run")
@@ -113,6 +113,9 @@ func (sf *searchFlags) config() (retrieval.Config, string, error) {
 	}
 	if sf.memory != "" {
 		cfg.Memory.Enabled, cfg.Memory.Partitions = true, sf.memory
+	}
+	if sf.topK < 0 || sf.candidates < 0 {
+		return cfg, "", fmt.Errorf("search: --k and --candidates must be ≥ 0 (0: the config's), got %d and %d", sf.topK, sf.candidates)
 	}
 	if sf.topK > 0 {
 		cfg.TopK = sf.topK
