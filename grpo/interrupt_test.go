@@ -108,3 +108,36 @@ func TestInterruptBeforeTrainedWorkSaysRunAgain(t *testing.T) {
 		t.Fatal("the run directory was kept")
 	}
 }
+
+// A run that cannot start (here: SFT epochs with no rewrite to imitate) is
+// refused before its directory is opened, so --overwrite does not first
+// clear the run it would have replaced.
+func TestOverwriteKeepsTheOldRunWhenTheNewCannotStart(t *testing.T) {
+	base := t.TempDir()
+	pol := newFakePolicy(" paris", "")
+	tmp, err := rundir.Open(t.TempDir(), "tmp", rundir.New) // NewLoop wants one; Train sets its own
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tmp.Close()
+	l := newTestLoop(t, testConfig(), pol, tmp)
+	if err := Train(context.Background(), l.cfg, l.deps, RunPlace{Base: base, Name: "r", Mode: rundir.New}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadDir(filepath.Join(base, "r", "state"))
+	if err != nil || len(before) == 0 {
+		t.Fatalf("the first run saved no state: %v %v", before, err)
+	}
+	cfg := l.cfg
+	cfg.SFT = SFTConfig{Epochs: 1, BatchSize: 2, LearningRate: 0.1}
+	deps := l.deps
+	deps.SFT = testTurns(2) // no rewrites
+	err = Train(context.Background(), cfg, deps, RunPlace{Base: base, Name: "r", Mode: rundir.Overwrite})
+	if err == nil || !strings.Contains(err.Error(), "grpo.sft.epochs 1") {
+		t.Fatalf("got %v, want the refusal naming grpo.sft.epochs", err)
+	}
+	after, err := os.ReadDir(filepath.Join(base, "r", "state"))
+	if err != nil || len(after) != len(before) {
+		t.Fatalf("the old run's state went from %d files to %d (%v): --overwrite cleared it for a run that never started", len(before), len(after), err)
+	}
+}

@@ -135,17 +135,11 @@ type Loop struct {
 
 // NewLoop checks the dependencies and returns a loop ready to Run.
 func NewLoop(cfg Config, deps Deps) (*Loop, error) {
-	switch {
-	case deps.Policy == nil:
-		return nil, errors.New("grpo: no policy")
-	case deps.Runner == nil:
-		return nil, errors.New("grpo: no rollout runner")
-	case deps.Renderer == nil:
-		return nil, errors.New("grpo: no prompt renderer")
-	case deps.Run == nil:
+	if deps.Run == nil {
 		return nil, errors.New("grpo: no run directory")
-	case len(deps.Train) == 0 && cfg.Steps > 0:
-		return nil, errors.New("grpo: the training set has no turns with a reference answer")
+	}
+	if err := checkDeps(cfg, deps); err != nil {
+		return nil, err
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
@@ -153,14 +147,37 @@ func NewLoop(cfg Config, deps Deps) (*Loop, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	if err := checkBestMetric(cfg, deps); err != nil {
-		return nil, err
-	}
 	loss, err := cfg.ResolvedLoss()
 	if err != nil {
 		return nil, fmt.Errorf("grpo.loss: %w", err)
 	}
 	return &Loop{cfg: cfg, deps: deps, log: deps.Logger.With("component", "grpo"), loss: loss}, nil
+}
+
+// checkDeps is every check of NewLoop that needs no run directory: Train
+// makes them before it opens one, so that a run that cannot start does not
+// first clear the run it was told to --overwrite.
+func checkDeps(cfg Config, deps Deps) error {
+	switch {
+	case deps.Policy == nil:
+		return errors.New("grpo: no policy")
+	case deps.Runner == nil:
+		return errors.New("grpo: no rollout runner")
+	case deps.Renderer == nil:
+		return errors.New("grpo: no prompt renderer")
+	case len(deps.Train) == 0 && cfg.Steps > 0:
+		return errors.New("grpo: the training set has no turns with a reference answer")
+	}
+	if err := checkBestMetric(cfg, deps); err != nil {
+		return err
+	}
+	if err := checkSFTData(cfg, deps.SFT); err != nil {
+		return err
+	}
+	if _, err := cfg.ResolvedLoss(); err != nil {
+		return fmt.Errorf("grpo.loss: %w", err)
+	}
+	return nil
 }
 
 // maxTrainerReloads bounds the reloads of the last checkpoint after the
@@ -614,6 +631,21 @@ func (l *Loop) checkSampled(resp trainer.SampleResponse) error {
 		}
 	}
 	return nil
+}
+
+// checkSFTData refuses an SFT phase with nothing to imitate. Without this
+// the epochs ran on no examples and logged a loss of 0 that was never
+// computed, and the run went on as if SFT had happened.
+func checkSFTData(cfg Config, turns []datasets.Turn) error {
+	if cfg.SFT.Epochs == 0 {
+		return nil
+	}
+	for _, t := range turns {
+		if t.Rewrite != nil && strings.TrimSpace(*t.Rewrite) != "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("grpo.sft.epochs %d: none of the %d SFT turns (data.sft, else the training split of data.train) has a human rewrite to imitate; give rewrites or set grpo.sft.epochs: 0", cfg.SFT.Epochs, len(turns))
 }
 
 // sftPhase runs the optional supervised epochs on (prompt, human rewrite).

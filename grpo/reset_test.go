@@ -120,3 +120,37 @@ func TestOptimizerResetOnFirstStepAfterSFT(t *testing.T) {
 		t.Errorf("%d grpo_steps sent before the refusal", len(fake.grpoCalls))
 	}
 }
+
+// An SFT phase with no human rewrite to imitate is refused before any
+// trainer call, naming the key: before, its epochs ran on no examples and
+// logged "loss=0" for a loss never computed.
+func TestSFTWithoutRewritesIsRefused(t *testing.T) {
+	cfg := testConfig()
+	cfg.SFT = SFTConfig{Epochs: 2, BatchSize: 2, LearningRate: 0.1}
+	_, run, fake := freshRun(t)
+	defer run.Close()
+	rend, err := datasets.NewRenderer(datasets.DefaultPromptConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sft := testTurns(3)
+	for i := range sft {
+		sft[i].Rewrite = new("  ") // blank counts as none
+	}
+	_, err = NewLoop(cfg, Deps{Policy: &resetPolicy{fakePolicy: fake, reset: true}, Runner: &rollout.Runner{}, Renderer: rend,
+		Train: testTurns(4), SFT: sft, Eval: testTurns(2), Reward: hser.DefaultConfig(), Run: run, Seed: 3})
+	if err == nil || !strings.Contains(err.Error(), "grpo.sft.epochs 2: none of the 3 SFT turns") {
+		t.Fatalf("SFT turns without rewrites: %v, want a refusal naming grpo.sft.epochs", err)
+	}
+	// One rewrite is enough; no SFT epochs need none.
+	sft[1].Rewrite = new("where is paris")
+	if _, err := NewLoop(cfg, Deps{Policy: fake, Runner: &rollout.Runner{}, Renderer: rend, Train: testTurns(4), SFT: sft,
+		Eval: testTurns(2), Reward: hser.DefaultConfig(), Run: run, Seed: 3}); err != nil {
+		t.Errorf("one SFT turn with a rewrite: %v", err)
+	}
+	cfg.SFT.Epochs = 0
+	if _, err := NewLoop(cfg, Deps{Policy: fake, Runner: &rollout.Runner{}, Renderer: rend, Train: testTurns(4), SFT: testTurns(3),
+		Eval: testTurns(2), Reward: hser.DefaultConfig(), Run: run, Seed: 3}); err != nil {
+		t.Errorf("no SFT epochs: %v", err)
+	}
+}

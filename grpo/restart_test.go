@@ -127,13 +127,11 @@ func runOver(t *testing.T, url string, sft ...bool) (*rundir.RunDir, error) {
 		t.Fatal(err)
 	}
 	c := trainer.NewClient(url, "", trainer.WithBackoff(time.Millisecond, time.Millisecond), trainer.WithLogger(discard()))
-	cfg := restartConfig()
-	if len(sft) > 0 && sft[0] {
-		cfg.SFT = SFTConfig{Epochs: 2, BatchSize: 2, LearningRate: 0.3}
-	}
-	tr := newTestLoop(t, cfg, nil, run)
+	tr := newTestLoop(t, restartConfig(), nil, run)
 	tr.deps.Policy = c
 	if len(sft) > 0 && sft[0] {
+		// Set after NewLoop, which refuses SFT epochs without SFT turns.
+		tr.cfg.SFT = SFTConfig{Epochs: 2, BatchSize: 2, LearningRate: 0.3}
 		rewrite := "where is paris"
 		for _, turn := range testTurns(4) {
 			turn.Rewrite = &rewrite
