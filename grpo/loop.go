@@ -195,6 +195,13 @@ const maxTrainerReloads = 3
 // and continues from there, exactly as --resume would; without a checkpoint
 // it starts over on a fresh policy, or stops.
 func (l *Loop) Run(ctx context.Context, resume bool) error {
+	if l.cfg.Steps == 0 && !l.sftRuns() {
+		// A run that trains nothing still ends "finished" with a "best"
+		// checkpoint: say that its policy is the trainer's starting one.
+		msg := "nothing is trained: grpo.steps is 0 and there is no SFT phase (grpo.sft.epochs 0), so the run's policy is the trainer's starting policy"
+		l.log.Warn(msg)
+		l.warnings = append(l.warnings, msg)
+	}
 	reloads, lastStep := 0, -1
 	for {
 		err := l.run(ctx, resume)

@@ -2,6 +2,7 @@ package grpo
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -152,5 +153,29 @@ func TestSFTWithoutRewritesIsRefused(t *testing.T) {
 	if _, err := NewLoop(cfg, Deps{Policy: fake, Runner: &rollout.Runner{}, Renderer: rend, Train: testTurns(4), SFT: testTurns(3),
 		Eval: testTurns(2), Reward: hser.DefaultConfig(), Run: run, Seed: 3}); err != nil {
 		t.Errorf("no SFT epochs: %v", err)
+	}
+}
+
+// A run that trains nothing (no GRPO steps, no SFT) still finishes with a
+// "best" checkpoint; its log and status.json say that its policy is the
+// starting one. A run that trains says nothing of the kind.
+func TestRunThatTrainsNothingSaysSo(t *testing.T) {
+	const msg = "nothing is trained"
+	for _, steps := range []int{0, 1} {
+		cfg := testConfig()
+		cfg.Steps = steps
+		_, run, pol := freshRun(t)
+		if err := newTestLoop(t, cfg, pol, run).Run(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+		run.Close()
+		st, ok, err := ReadStatus(run.Path)
+		if err != nil || !ok {
+			t.Fatalf("status: %v %v", ok, err)
+		}
+		said := slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.HasPrefix(w, msg) })
+		if said != (steps == 0) {
+			t.Errorf("grpo.steps %d: status warnings %q; want %q said: %v", steps, st.Warnings, msg, steps == 0)
+		}
 	}
 }
