@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/export"
 	"github.com/himes-rl/himes/grpo"
+	"github.com/himes-rl/himes/trainer"
 )
 
 func newExportCmd() *cobra.Command {
@@ -194,6 +196,9 @@ func resolveExportAdapter(o *export.Ollama, run, which, root string) error {
 	if which != "" && which != "best" && which != "latest" {
 		return fmt.Errorf("--checkpoint %q: want best or latest", which)
 	}
+	if err := checkRunExportable(run); err != nil {
+		return err
+	}
 	if root == "" {
 		return errors.New("--checkpoint-dir: is required with --run (the LoRA server's --checkpoint-dir)")
 	}
@@ -203,5 +208,38 @@ func resolveExportAdapter(o *export.Ollama, run, which, root string) error {
 	}
 	o.Adapter = filepath.Join(root, c.Name)
 	o.Checkpoint = c.Label
+	return nil
+}
+
+// checkRunExportable refuses a run whose policy is no language model: the
+// embedded linear policy and the MiniLM tagger pick terms to add, and have
+// no weights Ollama could serve. Without this the command asked for a
+// --checkpoint-dir, as if one existed.
+func checkRunExportable(run string) error {
+	cfg, err := configs.LoadRunSnapshot(run)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // no snapshot to tell by; the checkpoint lookup decides
+	}
+	if err != nil {
+		return err
+	}
+	tagger := func(args []string) bool {
+		for i, a := range args {
+			if a == "--backend=tagger" || (a == "--backend" && i+1 < len(args) && args[i+1] == "tagger") {
+				return true
+			}
+		}
+		return false
+	}
+	kind := ""
+	switch {
+	case cfg.Trainer.Endpoint == "embedded":
+		kind = "the embedded linear policy (trainer.endpoint: embedded)"
+	case cfg.Trainer.Endpoint == trainer.LaunchEndpoint && tagger(cfg.Trainer.Launch.Args):
+		kind = "the MiniLM tagger (trainer.launch.args: --backend tagger)"
+	}
+	if kind != "" {
+		return fmt.Errorf("--run %s trained %s, which is not a language model: there is nothing for Ollama to serve (an LLM rewriter is trained with the reference trainer's hf backend: docs/LLM_ON_CPU.md)", run, kind)
+	}
 	return nil
 }

@@ -135,10 +135,28 @@ func TestExportOllamaRunCheckpoint(t *testing.T) {
 			t.Errorf("--checkpoint %q: output %q does not start with %q", c.which, stdout.String(), c.label)
 		}
 	}
+	// A run whose policy is no language model is refused by name, before
+	// --checkpoint-dir is asked for; an hf run is not.
+	snapshotRun := func(name, trainerYAML string) string {
+		dir := filepath.Join(tmp, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(trainerYAML), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	embeddedRun := snapshotRun("embedded", "trainer:\n  endpoint: embedded\n")
+	taggerRun := snapshotRun("tagger", "trainer:\n  endpoint: launch\n  launch:\n    args: [--backend, tagger, --threads, \"1\"]\n")
+	hfRun := snapshotRun("hf", "trainer:\n  endpoint: launch\n  launch:\n    args: [--backend=hf]\n")
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"--run", embeddedRun}, "trained the embedded linear policy (trainer.endpoint: embedded), which is not a language model"},
+		{[]string{"--run", taggerRun}, "trained the MiniLM tagger"},
+		{[]string{"--run", hfRun}, "--checkpoint-dir: is required"},
 		{[]string{"--run", run.Path, "--checkpoint", "best"}, "--checkpoint-dir"},
 		{[]string{"--run", run.Path, "--checkpoint", "first", "--checkpoint-dir", ckdir}, `"first"`},
 		{[]string{"--run", run.Path, "--adapter", ckdir, "--checkpoint-dir", ckdir}, "give one"},
