@@ -51,5 +51,9 @@ func TestMarkdownSaysOneConversationHasNoInterval(t *testing.T) {
 		if got := strings.Contains(md.String(), "One conversation: the bootstrap has nothing to resample"); got != (convs == 1) {
 			t.Errorf("%d conversations: note shown %v, want %v:\n%s", convs, got, convs == 1, md.String())
 		}
+		want := map[int]string{1: "3 turns in 1 conversation (", 2: "3 turns in 2 conversations ("}[convs]
+		if !strings.HasPrefix(md.String(), want) {
+			t.Errorf("%d conversations: first line %q, want it to start %q", convs, strings.SplitN(md.String(), "\n", 2)[0], want)
+		}
 	}
 }
