@@ -127,6 +127,9 @@ type TurnResult struct {
 	Memories []string
 	// MemoryIDs are the activated memories' ids, in activation order.
 	MemoryIDs []string
+	// Reranked: the activated memories re-ranked the candidates (the most
+	// similar reached retrieval.memory.rerank_floor).
+	Reranked bool
 	// HasMemoryLabels: memory was on, the turn has labelled relevant
 	// memories, and retrieval succeeded.
 	HasMemoryLabels                 bool
@@ -195,6 +198,9 @@ type SystemReport struct {
 	// MemoryTurns counts turns where long-term memory activated at least one
 	// historical query (it can only re-rank those).
 	MemoryTurns int `json:"memory_turns"`
+	// RerankedTurns counts the turns whose candidates the memories
+	// re-ranked: activation alone changes no ranking.
+	RerankedTurns int `json:"reranked_turns"`
 }
 
 // Report is a whole evaluation.
@@ -502,6 +508,7 @@ func finishTurn(ctx context.Context, s System, t datasets.Turn, a ahead, resp Re
 		r.Memories = append(r.Memories, m.Text)
 		r.MemoryIDs = append(r.MemoryIDs, m.ID)
 	}
+	r.Reranked = res.Trace.Reranked
 	if s.Memory && len(t.MemoryLabels) > 0 {
 		r.HasMemoryLabels = true
 		r.MemPrecision, r.MemRecall, r.MemMRR = MemoryActivation(r.MemoryIDs, t.MemoryLabels)
@@ -585,6 +592,9 @@ func summarizeSystem(s System, res []TurnResult, convs [][]int, cfg stats.Config
 		sr.RunDepth = max(sr.RunDepth, len(r.Run))
 		if len(r.Memories) > 0 {
 			sr.MemoryTurns++
+		}
+		if r.Reranked {
+			sr.RerankedTurns++
 		}
 	}
 	for _, m := range allMetrics() {

@@ -33,8 +33,12 @@ func TestMemoryActivationHandComputed(t *testing.T) {
 	}
 }
 
-// memRetriever activates fixed memory ids per query.
-type memRetriever struct{ act map[string][]string }
+// memRetriever activates fixed memory ids per query, and re-ranks with them
+// for the queries in rerank.
+type memRetriever struct {
+	act    map[string][]string
+	rerank map[string]bool
+}
 
 func (m memRetriever) Retrieve(_ context.Context, _, _, query string) (retrieval.Result, error) {
 	var res retrieval.Result
@@ -43,6 +47,7 @@ func (m memRetriever) Retrieve(_ context.Context, _, _, query string) (retrieval
 	for _, id := range m.act[query] {
 		res.Trace.Memories = append(res.Trace.Memories, memory.Activated{ID: id, Text: "memory " + id})
 	}
+	res.Trace.Reranked = m.rerank[query]
 	return res, nil
 }
 
@@ -54,7 +59,7 @@ func TestEvaluateReportsMemoryActivation(t *testing.T) {
 		{ConvID: "a", Turn: 2, Question: "q2", User: "a"}, // unlabelled: left out
 		{ConvID: "b", Turn: 1, Question: "q3", User: "b", MemoryLabels: []string{"5"}},
 	}
-	ret := memRetriever{act: map[string][]string{"q1": {"2", "9"}, "q2": {"1"}, "q3": {"7", "8", "5"}}}
+	ret := memRetriever{act: map[string][]string{"q1": {"2", "9"}, "q2": {"1"}, "q3": {"7", "8", "5"}}, rerank: map[string]bool{"q3": true}}
 	scorer, _ := hser.NewScorer(hser.DefaultConfig())
 	systems := []System{
 		{Name: "raw", Rewriter: Raw{}, Retriever: ret},
@@ -67,6 +72,10 @@ func TestEvaluateReportsMemoryActivation(t *testing.T) {
 	}
 	if _, ok := rep.Systems[0].Metrics[MMemRecall]; ok {
 		t.Error("memory-off system reports memory metrics")
+	}
+	// Activated on all three turns, re-ranked on q3's alone (the trace's word).
+	if s := rep.Systems[1]; s.MemoryTurns != 3 || s.RerankedTurns != 1 {
+		t.Errorf("memory_turns %d, reranked_turns %d; want 3 and 1", s.MemoryTurns, s.RerankedTurns)
 	}
 	m := rep.Systems[1].Metrics
 	// q1: P 1/2, R 1/2, RR 1; q3: P 1/3, R 1, RR 1/3

@@ -131,7 +131,14 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			notes = append(notes, note)
 		}
 		if s.Memory {
-			notes = append(notes, fmt.Sprintf("%s: long-term memory activated on %d of %d turns.", s.Name, s.MemoryTurns, s.Turns))
+			note := fmt.Sprintf("%s: long-term memory activated on %d of %d turns and re-ranked the candidates on %d.", s.Name, s.MemoryTurns, s.Turns, s.RerankedTurns)
+			if s.RerankedTurns == 0 && s.Turns > s.Failed {
+				// Activation alone changes no ranking: without this a
+				// memory row equal to its memory-off row reads as "memory
+				// does not help" when the memory never took part.
+				note += " It never re-ranked (no activated memory reached retrieval.memory.rerank_floor): its rankings are those without memory."
+			}
+			notes = append(notes, note)
 		}
 		if _, ok := s.Metrics[MRecall100]; ok && s.RunDepth < 100 {
 			shallow[s.RunDepth] = append(shallow[s.RunDepth], s.Name)

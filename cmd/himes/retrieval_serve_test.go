@@ -145,7 +145,12 @@ func TestTrainAndEvalThroughRetrievalServe(t *testing.T) {
 			t.Errorf("system %v: %v failed turns", sys["name"], sys["failed"])
 		}
 		if on := sys["memory"].(bool); on != (sys["memory_turns"].(float64) > 0) {
-			t.Errorf("system %v: memory %v but %v turns re-ranked by memory", sys["name"], on, sys["memory_turns"])
+			t.Errorf("system %v: memory %v but memory activated on %v turns", sys["name"], on, sys["memory_turns"])
+		}
+		// The service carries the trace's re-rank flag: memory-on systems
+		// re-rank some turns (equal to the embedded eval's, above), others none.
+		if r := sys["reranked_turns"].(float64); r > sys["memory_turns"].(float64) || (r > 0) != sys["memory"].(bool) {
+			t.Errorf("system %v: memory %v, re-ranked on %v of the %v turns with memories", sys["name"], sys["memory"], r, sys["memory_turns"])
 		}
 	}
 	for _, f := range []string{"raw.trec", "concat+memory.trec"} {
