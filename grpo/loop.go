@@ -138,7 +138,8 @@ func NewLoop(cfg Config, deps Deps) (*Loop, error) {
 	if deps.Run == nil {
 		return nil, errors.New("grpo: no run directory")
 	}
-	if err := checkDeps(cfg, deps); err != nil {
+	loss, err := checkDeps(cfg, deps)
+	if err != nil {
 		return nil, err
 	}
 	if deps.Logger == nil {
@@ -147,37 +148,35 @@ func NewLoop(cfg Config, deps Deps) (*Loop, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	loss, err := cfg.ResolvedLoss()
-	if err != nil {
-		return nil, fmt.Errorf("grpo.loss: %w", err)
-	}
 	return &Loop{cfg: cfg, deps: deps, log: deps.Logger.With("component", "grpo"), loss: loss}, nil
 }
 
 // checkDeps is every check of NewLoop that needs no run directory: Train
 // makes them before it opens one, so that a run that cannot start does not
-// first clear the run it was told to --overwrite.
-func checkDeps(cfg Config, deps Deps) error {
+// first clear the run it was told to --overwrite. It returns the resolved
+// loss, the one thing of them the loop keeps.
+func checkDeps(cfg Config, deps Deps) (trainer.ResolvedLoss, error) {
 	switch {
 	case deps.Policy == nil:
-		return errors.New("grpo: no policy")
+		return trainer.ResolvedLoss{}, errors.New("grpo: no policy")
 	case deps.Runner == nil:
-		return errors.New("grpo: no rollout runner")
+		return trainer.ResolvedLoss{}, errors.New("grpo: no rollout runner")
 	case deps.Renderer == nil:
-		return errors.New("grpo: no prompt renderer")
+		return trainer.ResolvedLoss{}, errors.New("grpo: no prompt renderer")
 	case len(deps.Train) == 0 && cfg.Steps > 0:
-		return errors.New("grpo: the training set has no turns with a reference answer")
+		return trainer.ResolvedLoss{}, errors.New("grpo: the training set has no turns with a reference answer")
 	}
 	if err := checkBestMetric(cfg, deps); err != nil {
-		return err
+		return trainer.ResolvedLoss{}, err
 	}
 	if err := checkSFTData(cfg, deps.SFT); err != nil {
-		return err
+		return trainer.ResolvedLoss{}, err
 	}
-	if _, err := cfg.ResolvedLoss(); err != nil {
-		return fmt.Errorf("grpo.loss: %w", err)
+	loss, err := cfg.ResolvedLoss()
+	if err != nil {
+		return trainer.ResolvedLoss{}, fmt.Errorf("grpo.loss: %w", err)
 	}
-	return nil
+	return loss, nil
 }
 
 // maxTrainerReloads bounds the reloads of the last checkpoint after the

@@ -38,7 +38,7 @@ func Train(ctx context.Context, cfg Config, deps Deps, place RunPlace) (err erro
 		log = slog.Default()
 	}
 	resume := place.Mode == rundir.Resume
-	if err := checkDeps(cfg, deps); err != nil {
+	if _, err := checkDeps(cfg, deps); err != nil {
 		return err
 	}
 	run, err := rundir.Open(place.Base, place.Name, place.Mode)
