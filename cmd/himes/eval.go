@@ -469,8 +469,8 @@ func (f *evalFlags) checkRewriters(ctx context.Context, cfg configs.Config) erro
 	// --checkpoint names the policy rewriter's checkpoint; without that
 	// rewriter it would be ignored, and the table would not say so.
 	if f.checkpoint != "" && !seen["policy"] {
-		return fmt.Errorf("--checkpoint %q: names the policy's checkpoint, but --rewriter %s has no policy (add it: --rewriter %s,policy)",
-			f.checkpoint, strings.Join(f.rewriters, ","), strings.Join(f.rewriters, ","))
+		list := strings.Join(f.rewriters, ",")
+		return fmt.Errorf("--checkpoint %q: names the policy's checkpoint, but --rewriter %s has no policy (add it: --rewriter %s,policy)", f.checkpoint, list, list)
 	}
 	return nil
 }
