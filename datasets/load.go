@@ -90,7 +90,7 @@ func (s *LoadStats) skip(err error) {
 // Turn.User from opts.UserField, and rejects a (conv_id, turn) seen twice.
 func LoadContext(ctx context.Context, path string, opts LoadOptions) ([]Turn, LoadStats, error) {
 	var stats LoadStats
-	userOf, err := userKeyFunc(opts.UserField)
+	userOf, err := userKeyFunc(opts.UserField, "data.user_field")
 	if err != nil {
 		return nil, stats, err
 	}
@@ -322,8 +322,10 @@ func sourceField(field string, cols map[string]string) string {
 	return field
 }
 
-// userKeyFunc returns the function that computes Turn.User for a UserField.
-func userKeyFunc(field string) (func(Turn) (string, error), error) {
+// userKeyFunc returns the function that computes a turn's key from field
+// (conv_id, topic or meta.<key>); setting names the config key that chose
+// field, so a turn without it is reported against that key.
+func userKeyFunc(field, setting string) (func(Turn) (string, error), error) {
 	switch {
 	case field == "" || field == "conv_id":
 		return func(t Turn) (string, error) { return t.ConvID, nil }, nil
@@ -335,7 +337,7 @@ func userKeyFunc(field string) (func(Turn) (string, error), error) {
 		return func(t Turn) (string, error) {
 			v, ok := t.Meta[key]
 			if !ok || v == nil {
-				return "", fieldErrf("meta."+key, "is missing (the user field is %s)", field)
+				return "", fieldErrf("meta."+key, "is missing (%s is %s)", setting, field)
 			}
 			return metaString(v), nil
 		}, nil

@@ -227,7 +227,7 @@ func TestLoadUserField(t *testing.T) {
 	}
 	_, _, err := LoadContext(t.Context(), path, LoadOptions{UserField: "meta.region"})
 	var re *RecordError
-	if !errors.As(err, &re) || re.Line != 1 || re.Field != "meta.region" {
+	if !errors.As(err, &re) || re.Line != 1 || re.Field != "meta.region" || !strings.Contains(err.Error(), "data.user_field is meta.region") {
 		t.Errorf("missing user field: got %v", err)
 	}
 	if _, _, err := LoadContext(t.Context(), path, LoadOptions{UserField: "speaker"}); err == nil || !strings.Contains(err.Error(), "want conv_id, topic or meta.<key>") {

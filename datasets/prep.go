@@ -91,7 +91,7 @@ func SplitKeyFunc(by string) (func(Turn) (string, error), error) {
 			return t.User, nil
 		}, nil
 	}
-	f, err := userKeyFunc(by)
+	f, err := userKeyFunc(by, "data.prep.split_by")
 	if err != nil {
 		return nil, fmt.Errorf("split_by: %w", err)
 	}

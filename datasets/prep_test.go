@@ -329,3 +329,19 @@ func TestBuildRLCAsT2022(t *testing.T) {
 		t.Errorf("split_by topic without topics: %v", err)
 	}
 }
+
+// A split key a turn lacks is reported against data.prep.split_by, the
+// setting that asked for it, not against the user field.
+func TestSplitKeyMissingNamesSplitBy(t *testing.T) {
+	keyOf, err := SplitKeyFunc("meta.region")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = keyOf(Turn{ConvID: "c", Turn: 2, Meta: map[string]any{"topic": "x"}})
+	if err == nil || !strings.Contains(err.Error(), "data.prep.split_by is meta.region") || strings.Contains(err.Error(), "user") {
+		t.Errorf("got %v, want an error naming data.prep.split_by", err)
+	}
+	if _, err := SplitKeyFunc("speaker"); err == nil || !strings.Contains(err.Error(), "split_by") {
+		t.Errorf("bad split key: got %v", err)
+	}
+}
