@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -146,5 +147,15 @@ func parseMemoryTime(raw json.RawMessage) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("want RFC 3339 or Unix seconds, got %s", s)
 	}
-	return time.Unix(0, int64(sec*1e9)).UTC(), nil
+	// RFC 3339's years, 0001–9999: the range a Parquet microsecond timestamp
+	// holds. Nanoseconds in an int64 end in 2262, so a later time converted
+	// through them would wrap to another date without a word.
+	if !(sec >= minUnixSeconds && sec <= maxUnixSeconds) {
+		return time.Time{}, fmt.Errorf("Unix seconds %s: outside the years 0001–9999", s)
+	}
+	whole := math.Floor(sec)
+	return time.Unix(int64(whole), int64(math.Round((sec-whole)*1e9))).UTC(), nil
 }
+
+// The Unix seconds of 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z.
+const minUnixSeconds, maxUnixSeconds = -62135596800, 253402300799

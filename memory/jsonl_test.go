@@ -65,3 +65,38 @@ func writeFile(t *testing.T, name, content string) string {
 	}
 	return p
 }
+
+// Unix seconds become the instant they name, fractions included, through
+// the whole RFC 3339 range; a time outside it is refused, not wrapped.
+// Before, seconds went through int64 nanoseconds, which end in 2262: 1e10
+// (the year 2286) came back as 1702.
+func TestReadJSONLUnixSecondsRange(t *testing.T) {
+	path := writeFile(t, "m.jsonl", `{"user":"u","query":"a","time":-5}
+{"user":"u","query":"b","time":1700000000.25}
+{"user":"u","query":"c","time":10000000000}
+{"user":"u","query":"d","time":253402300799}
+{"user":"u","query":"e","time":-62135596800}
+`)
+	got, err := ReadJSONL(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Time{
+		time.Date(1969, 12, 31, 23, 59, 55, 0, time.UTC),
+		time.Date(2023, 11, 14, 22, 13, 20, 250_000_000, time.UTC),
+		time.Date(2286, 11, 20, 17, 46, 40, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC),
+		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC),
+	}
+	for i, w := range want {
+		if !got[i].Time.Equal(w) {
+			t.Errorf("line %d: got %v, want %v", i+1, got[i].Time, w)
+		}
+	}
+	for _, sec := range []string{"253402300800", "-62135596801", "1e300", "-1e300"} {
+		bad := writeFile(t, "bad.jsonl", `{"user":"u","query":"a","time":`+sec+"}\n")
+		if _, err := ReadJSONL(bad); err == nil || !strings.Contains(err.Error(), bad+`:1: field "time": Unix seconds `+sec+": outside the years 0001–9999") {
+			t.Errorf("time %s: got %v", sec, err)
+		}
+	}
+}
