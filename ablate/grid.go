@@ -100,10 +100,17 @@ func ParseGrid(raw []byte, name string) (Grid, error) {
 		case yaml.ScalarNode:
 			ax.Values = []string{v.Value}
 		case yaml.SequenceNode:
+			first := map[string]int{}
 			for _, e := range v.Content {
 				if e.Kind != yaml.ScalarNode {
 					return g, fmt.Errorf("%s:%d: key %s: values must be scalars", name, e.Line, key)
 				}
+				// A repeated value would run or rescore the same point twice,
+				// under one name: a typo for another value, most likely.
+				if prev, dup := first[e.Value]; dup {
+					return g, fmt.Errorf("%s:%d: key %s: value %s already given on line %d", name, e.Line, key, e.Value, prev)
+				}
+				first[e.Value] = e.Line
 				ax.Values = append(ax.Values, e.Value)
 			}
 			if len(ax.Values) == 0 {
@@ -120,15 +127,18 @@ func ParseGrid(raw []byte, name string) (Grid, error) {
 	return g, nil
 }
 
-// Points enumerates the grid, first axis outermost.
+// Points enumerates the grid, first axis outermost. A point's name gives
+// each axis by the last segment of its key, or by as many trailing segments
+// as it takes to tell two axes apart (recall.weight=1 ndcg.weight=0, not
+// weight=1 weight=0).
 func (g Grid) Points() []Point {
 	pts := []Point{{}}
-	for _, ax := range g.Axes {
+	shorts := g.shortKeys()
+	for ai, ax := range g.Axes {
 		var next []Point
 		for _, p := range pts {
 			for _, v := range ax.Values {
-				short := ax.Key[strings.LastIndex(ax.Key, ".")+1:]
-				name := short + "=" + v
+				name := shorts[ai] + "=" + v
 				if p.Name != "" {
 					name = p.Name + " " + name
 				}
@@ -141,6 +151,29 @@ func (g Grid) Points() []Point {
 		pts = next
 	}
 	return pts
+}
+
+// shortKeys names each axis by the fewest trailing segments of its key that
+// no other axis's key ends with the same way.
+func (g Grid) shortKeys() []string {
+	out := make([]string, len(g.Axes))
+	for i, ax := range g.Axes {
+		segs := strings.Split(ax.Key, ".")
+		for n := 1; n <= len(segs); n++ {
+			out[i] = strings.Join(segs[len(segs)-n:], ".")
+			clash := false
+			for j, other := range g.Axes {
+				if j != i && (other.Key == out[i] || strings.HasSuffix(other.Key, "."+out[i])) {
+					clash = true
+					break
+				}
+			}
+			if !clash {
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Apply returns base with the point's overrides applied and validated;
