@@ -33,6 +33,7 @@ func ReadRunQueries(path, field string) ([]RunQuery, error) {
 		return readTSVTopics(path, raw)
 	}
 	var out []RunQuery
+	seen := map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for line := 1; sc.Scan(); line++ {
@@ -55,6 +56,9 @@ func ReadRunQueries(path, field string) ([]RunQuery, error) {
 		q := RunQuery{QID: rec.QID, Text: rec.Text, Query: rec.Query, User: rec.User}
 		if rec.ConvID != "" {
 			turn := strings.Trim(string(rec.Turn), `"`)
+			if q.QID == "" && (turn == "" || turn == "null") {
+				return nil, fmt.Errorf("%s:%d: field \"turn\": missing (a turn's qid is conv_id_turn; or give qid)", path, line)
+			}
 			if q.QID == "" {
 				q.QID = rec.ConvID + "_" + turn
 			}
@@ -75,9 +79,15 @@ func ReadRunQueries(path, field string) ([]RunQuery, error) {
 			return nil, fmt.Errorf("%s:%d: field \"qid\": missing (or give conv_id and turn)", path, line)
 		case strings.TrimSpace(q.Text) == "":
 			return nil, fmt.Errorf("%s:%d: field \"text\": no text to retrieve for", path, line)
-		case strings.ContainsAny(q.QID, " \t"):
+		case strings.ContainsAny(q.QID, trecSpace):
 			return nil, fmt.Errorf("%s:%d: field \"qid\": %q contains whitespace", path, line, q.QID)
 		}
+		// Two lines of one qid would write one query's ranking twice, with
+		// its ranks restarting: a run trec_eval refuses (a docno twice).
+		if first, dup := seen[q.QID]; dup {
+			return nil, fmt.Errorf("%s:%d: field \"qid\": duplicate qid %s (first on line %d)", path, line, q.QID, first)
+		}
+		seen[q.QID] = line
 		out = append(out, q)
 	}
 	if err := sc.Err(); err != nil {
@@ -85,3 +95,7 @@ func ReadRunQueries(path, field string) ([]RunQuery, error) {
 	}
 	return out, nil
 }
+
+// trecSpace is what separates a TREC run's fields (C's isspace), so none of
+// it may appear inside a qid.
+const trecSpace = " \t\n\v\f\r"

@@ -50,3 +50,21 @@ func TestReadRunQueries(t *testing.T) {
 		t.Fatalf("missing qid: %v", err)
 	}
 }
+
+// A qid given twice (or a turn's conv_id_turn twice) is refused by line:
+// written, its ranking would appear twice in the run with the ranks
+// restarting, a run trec_eval refuses. So are a qid holding any TREC field
+// separator and a turn line without its turn.
+func TestReadRunQueriesRefusesWhatTheRunCannotHold(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"{\"qid\":\"a\",\"text\":\"x\"}\n{\"qid\":\"b\",\"text\":\"y\"}\n{\"qid\":\"a\",\"text\":\"z\"}\n", `:3: field "qid": duplicate qid a (first on line 1)`},
+		{"{\"conv_id\":\"c\",\"turn\":2,\"question\":\"x\"}\n{\"qid\":\"c_2\",\"text\":\"y\"}\n", `:2: field "qid": duplicate qid c_2 (first on line 1)`},
+		{"{\"qid\":\"a\\rb\",\"text\":\"x\"}\n", `:1: field "qid": "a\rb" contains whitespace`},
+		{"{\"conv_id\":\"c\",\"question\":\"x\"}\n", `:1: field "turn": missing`},
+	} {
+		path := writeFile(t, "q.jsonl", c.in)
+		if _, err := ReadRunQueries(path, "rewrite"); err == nil || !strings.Contains(err.Error(), path+c.want) {
+			t.Errorf("%q: got %v, want …%s", c.in, err, c.want)
+		}
+	}
+}

@@ -52,7 +52,7 @@ func readTSVTopics(path string, raw []byte) ([]RunQuery, error) {
 			return nil, fmt.Errorf("%s:%d: no tab: TSV topics have qid<TAB>query on every line (%s)", path, n, queryFormatHint)
 		case qid == "":
 			return nil, fmt.Errorf("%s:%d: empty qid before the tab", path, n)
-		case strings.ContainsAny(qid, " \t"):
+		case strings.ContainsAny(qid, trecSpace):
 			return nil, fmt.Errorf("%s:%d: qid %q contains whitespace", path, n, qid)
 		case query == "":
 			return nil, fmt.Errorf("%s:%d: qid %s has an empty query", path, n, qid)
