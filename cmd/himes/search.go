@@ -16,6 +16,7 @@ import (
 	"github.com/himes-rl/himes/datasets"
 	"github.com/himes-rl/himes/evaluate"
 	"github.com/himes-rl/himes/evaluate/ir"
+	"github.com/himes-rl/himes/internal/atomicfile"
 	"github.com/himes-rl/himes/internal/progress"
 	"github.com/himes-rl/himes/memory"
 	"github.com/himes-rl/himes/retrieval"
@@ -314,31 +315,26 @@ func snippet(c retrieval.Chunk, n int) string {
 }
 
 func writeTRECRun(cmd *cobra.Command, p *retrieval.Pipeline, sf *searchFlags, qs []ir.RunQuery) error {
-	f, err := os.Create(sf.trecRun)
-	if err != nil {
-		return fmt.Errorf("trec run: %w", err)
-	}
-	bw := bufio.NewWriter(f)
+	// Written whole or not at all: a run cut short by a failed query would
+	// score as if the missing queries had retrieved nothing.
 	bar := progress.New(progressOutput(cmd), progress.Options{Label: "search", Unit: "query", Total: len(qs)})
 	defer bar.Finish()
-	for i, q := range qs {
-		res, err := p.Retrieve(cmd.Context(), q.User, q.Text, q.Query)
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("query %s: %w", q.QID, err)
+	err := atomicfile.Write(sf.trecRun, 0o644, func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		for i, q := range qs {
+			res, err := p.Retrieve(cmd.Context(), q.User, q.Text, q.Query)
+			if err != nil {
+				return fmt.Errorf("query %s: %w", q.QID, err)
+			}
+			if err := ir.WriteTRECRun(bw, q.QID, p.PassageRanking(res), sf.tag); err != nil {
+				return err
+			}
+			bar.Update(i+1, "")
 		}
-		if err := ir.WriteTRECRun(bw, q.QID, p.PassageRanking(res), sf.tag); err != nil {
-			f.Close()
-			return err
-		}
-		bar.Update(i+1, "")
-	}
-	if err := bw.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("trec run: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("trec run: %w", err)
+		return bw.Flush()
+	})
+	if err != nil {
+		return err // names the file and the query
 	}
 	slog.Info("trec run written", "file", sf.trecRun, "queries", len(qs))
 	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d queries)\n", sf.trecRun, len(qs))
