@@ -155,6 +155,11 @@ func (c *passageChecker) checkField(where string, p Passage, textField string) e
 	if strings.TrimSpace(p.ID) == "" {
 		return fmt.Errorf("%s:%s: field \"id\": missing or empty", c.path, where)
 	}
+	// Every evaluation writes its rankings as TREC runs, whose fields are
+	// whitespace-separated: such an id would fail only after the whole run.
+	if strings.ContainsAny(p.ID, " \t\n\v\f\r") {
+		return fmt.Errorf("%s:%s: field \"id\": passage id %q contains whitespace (a TREC run's docno cannot)", c.path, where, p.ID)
+	}
 	if strings.TrimSpace(p.Text) == "" {
 		return fmt.Errorf("%s:%s: field %q: empty text for passage %q", c.path, where, textField, p.ID)
 	}

@@ -33,6 +33,8 @@ func TestLoadErrorsNameFileAndLine(t *testing.T) {
 		// Pyserini/Anserini JsonCollection records.
 		{"both", "{\"id\":\"a\",\"text\":\"x\",\"contents\":\"y\"}\n", `:1: fields "text" and "contents"`},
 		{"nocontents", "{\"id\":\"a\",\"contents\":\"x\"}\n{\"id\":\"b\",\"contents\":\"\"}\n", `:2: field "contents": empty text for passage "b"`},
+		{"idspace", "{\"id\":\"a\",\"text\":\"x\"}\n{\"id\":\"doc 2\",\"text\":\"y\"}\n", `:2: field "id": passage id "doc 2" contains whitespace`},
+		{"idtab", "{\"id\":\"doc\\t2\",\"contents\":\"y\"}\n", `:1: field "id": passage id "doc\t2" contains whitespace`},
 		{"pyserinidup", "{\"id\":7,\"contents\":\"x\"}\n{\"id\":\"7\",\"contents\":\"y\"}\n", `:2: field "id": duplicate passage id "7"`},
 	}
 	for _, c := range cases {
