@@ -109,6 +109,26 @@ func Load(path string, overrides []string) (Config, error) {
 	return cfg, nil
 }
 
+// Defaults returns the defaults with overrides applied, for a command whose
+// --config is optional, so that a --set given without --config changes what
+// it says instead of being dropped. Relative paths resolve against the
+// working directory, where they were typed, and everything is validated as
+// Load does, except that no training data is required: the command may
+// never read it.
+func Defaults(overrides []string) (Config, error) {
+	cfg := Default()
+	for _, o := range overrides {
+		if err := cfg.Override(o); err != nil {
+			return cfg, err
+		}
+	}
+	cfg.resolvePaths(".")
+	if err := cfg.validate(false); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
 // Override applies one "dotted.key=value" override; value is parsed as YAML,
 // so numbers, booleans and lists work as they would in the file.
 func (c *Config) Override(o string) error {
@@ -165,7 +185,10 @@ func (c *Config) Override(o string) error {
 
 // Validate checks every section and that the input files exist. A field error
 // names the dotted key and, when it came from the file, its line.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.validate(true) }
+
+// validate is Validate; requireTrain false accepts an empty data.train.
+func (c *Config) validate(requireTrain bool) error {
 	// NaN passes every range check written as a comparison (NaN < 0 is
 	// false), so non-finite floats are refused here, for every key at once.
 	if err := checkFinite(reflect.ValueOf(*c), ""); err != nil {
@@ -186,7 +209,7 @@ func (c *Config) Validate() error {
 		name string
 		err  error
 	}{
-		{"data", c.Data.Validate()},
+		{"data", c.validateData(requireTrain)},
 		{"retrieval", c.Retrieval.Validate()},
 		{"rollout", c.Rollout.Validate()},
 		{"reward", c.Reward.Validate()},
@@ -207,6 +230,14 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+func (c *Config) validateData(requireTrain bool) error {
+	d := c.Data
+	if !requireTrain && d.Train == "" {
+		d.Train = "-" // a copy: only the "required" check sees it
+	}
+	return d.Validate()
 }
 
 type pathField struct {

@@ -618,3 +618,26 @@ func loadFails(t *testing.T, body string, sets []string, want ...string) {
 		}
 	}
 }
+
+// Defaults applies overrides to the defaults and validates as Load does,
+// without asking for training data: a relative path resolves against the
+// working directory, a missing file and a bad value are refused by key.
+func TestDefaultsAppliesOverridesWithoutAConfigFile(t *testing.T) {
+	cfg, err := Defaults([]string{"retrieval.top_k=7", "data.kb=config_test.go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	if cfg.Retrieval.TopK != 7 || cfg.Data.KB != filepath.Join(wd, "config_test.go") || cfg.Data.Train != "" {
+		t.Errorf("top_k %d, kb %q, train %q", cfg.Retrieval.TopK, cfg.Data.KB, cfg.Data.Train)
+	}
+	for set, want := range map[string]string{
+		"data.kb=no-such-file.jsonl": "data.kb",
+		"reward.alpha=-1":            "reward.alpha",
+		"retrieval.topk=2":           "retrieval.topk",
+	} {
+		if _, err := Defaults([]string{set}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want an error naming %s", set, err, want)
+		}
+	}
+}

@@ -29,6 +29,15 @@ func (f *configFlags) load() (configs.Config, error) {
 	return configs.Load(f.path, f.sets)
 }
 
+// loadOrDefaults is load for a command whose --config is optional: without
+// --config, the defaults with the --set overrides applied.
+func (f *configFlags) loadOrDefaults() (configs.Config, error) {
+	if f.path == "" {
+		return configs.Defaults(f.sets)
+	}
+	return f.load()
+}
+
 func newConfigCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "config", Short: "Inspect run configs"}
 	var cf configFlags

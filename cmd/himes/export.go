@@ -125,12 +125,9 @@ It exits non-zero when k/N < --min-agreement (default 0.9: 11 of 12 pass).`,
 					modelfile, name, modelfile, name)
 				return nil
 			}
-			cfg := configs.Default()
-			if cf.path != "" {
-				var err error
-				if cfg, err = cf.load(); err != nil {
-					return err
-				}
+			cfg, err := cf.loadOrDefaults()
+			if err != nil {
+				return err
 			}
 			verify.cfg, verify.name, verify.modelfile, verify.python, verify.gguf = cfg, name, modelfile, python, gguf
 			verify.base, verify.adapter = opts.Base, opts.Adapter

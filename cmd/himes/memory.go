@@ -31,7 +31,6 @@ func newMemoryBuildCmd() *cobra.Command {
 		from, out string
 		userField string
 		format    string
-		load      datasets.LoadOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "build --from FILE --out partitions.parquet",
@@ -53,17 +52,14 @@ Use the same --config (embedder, taxonomy) for search and training: memories
 from another embedder or taxonomy are refused when loaded.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			cfg, kb := retrieval.DefaultConfig(), ""
-			if cf.path != "" {
-				full, err := cf.load()
-				if err != nil {
-					return err
-				}
-				cfg, kb = full.Retrieval, full.Data.KB
-				load = full.Data.LoadOptions()
-				if !cmd.Flags().Changed("user-field") && full.Data.UserField != "" {
-					userField = full.Data.UserField
-				}
+			full, err := cf.loadOrDefaults()
+			if err != nil {
+				return err
+			}
+			cfg, kb := full.Retrieval, full.Data.KB
+			load := full.Data.LoadOptions()
+			if !cmd.Flags().Changed("user-field") && full.Data.UserField != "" {
+				userField = full.Data.UserField
 			}
 			load.UserField = userField
 			entries, err := readMemoryEntries(cmd, from, format, load)
@@ -218,14 +214,11 @@ func newMemoryShowCmd() *cobra.Command {
 		Short: "Print a memory file's partitions (per user, or for --user)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			cfg, kb := retrieval.DefaultConfig(), ""
-			if cf.path != "" {
-				full, err := cf.load()
-				if err != nil {
-					return err
-				}
-				cfg, kb = full.Retrieval, full.Data.KB
+			full, err := cf.loadOrDefaults()
+			if err != nil {
+				return err
 			}
+			cfg, kb := full.Retrieval, full.Data.KB
 			// retrieval.ollama_url "launch": the embedder's Ollama server
 			// (its log a temporary file, kept only on failure).
 			cfg, lo, err := launchOllamaFor(cmd, cfg, "")

@@ -70,15 +70,16 @@ func (f *prepFlags) registerSplit(cmd *cobra.Command) {
 // resolve merges defaults, the config and the flags set explicitly, and
 // picks the input files: --in, else the config's file for this command.
 func (f *prepFlags) resolve(cmd *cobra.Command, fromConfig func(datasets.Config) []string) (datasets.Config, int64, []string, error) {
-	dcfg, seed := datasets.DefaultConfig(), int64(1)
+	run, err := f.cf.loadOrDefaults()
+	if err != nil {
+		return run.Data, 0, nil, err
+	}
+	dcfg, seed := run.Data, run.Run.Seed
 	var inputs []string
-	if f.cf.path != "" {
-		run, err := f.cf.load()
-		if err != nil {
-			return dcfg, 0, nil, err
+	for _, in := range fromConfig(dcfg) {
+		if in != "" {
+			inputs = append(inputs, in)
 		}
-		dcfg, seed = run.Data, run.Run.Seed
-		inputs = fromConfig(dcfg)
 	}
 	fl := cmd.Flags()
 	if fl.Changed("format") {

@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/himes-rl/himes/evaluate/ir"
@@ -214,5 +218,42 @@ func TestMemoryBuildThenSearchActivatesTheUsersQueries(t *testing.T) {
 	}
 	if len(r.Chunks) == 0 {
 		t.Fatal("no chunks")
+	}
+}
+
+// A TREC run is written whole or not at all: when a query fails after
+// others have been retrieved, no run file (not even an empty or partial one,
+// which would score as a run that retrieved nothing) is left behind. The
+// service answers the start-up probe and the first query, then refuses.
+func TestTRECRunLeavesNoFileWhenAQueryFails(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) > 2 {
+			w.WriteHeader(http.StatusBadRequest) // a 4xx is not retried
+			fmt.Fprint(w, `{"error": "refused"}`)
+			return
+		}
+		fmt.Fprint(w, `{"result": [[{"document": {"id": "d1", "contents": "garage door"}, "score": 2}]]}`)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	queries := filepath.Join(dir, "q.jsonl")
+	if err := os.WriteFile(queries, []byte("{\"qid\":\"a\",\"text\":\"garage\"}\n{\"qid\":\"b\",\"text\":\"door\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "run.trec")
+	_, err := runCLI(t, "search", "--method", "remote", "--set", "retrieval.remote.url=["+srv.URL+"]",
+		"--queries", queries, "--trec-run", out)
+	if err == nil || !strings.Contains(err.Error(), "query b") {
+		t.Fatalf("got %v, want the failure of query b", err)
+	}
+	if calls.Load() != 3 {
+		t.Fatalf("%d calls to the service, want the probe, query a and query b", calls.Load())
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() != "q.jsonl" {
+			t.Errorf("left behind: %s", e.Name())
+		}
 	}
 }

@@ -73,14 +73,11 @@ run with an error naming its line; with --skip-bad it is skipped, and the
 count is reported on stderr.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := hser.DefaultConfig()
-			if cf.path != "" {
-				run, err := cf.load()
-				if err != nil {
-					return err
-				}
-				cfg = run.Reward
+			run, err := cf.loadOrDefaults()
+			if err != nil {
+				return err
 			}
+			cfg := run.Reward
 			fl := cmd.Flags()
 			if fl.Changed("tokenizer") {
 				cfg.Tokenizer = flagCfg.Tokenizer

@@ -92,14 +92,11 @@ the list of activated memories. --relevant names relevant memory ids by hand.`,
 }
 
 func (sf *searchFlags) config() (retrieval.Config, string, error) {
-	cfg, kb := retrieval.DefaultConfig(), ""
-	if sf.cf.path != "" {
-		full, err := sf.cf.load()
-		if err != nil {
-			return cfg, "", err
-		}
-		cfg, kb = full.Retrieval, full.Data.KB
+	full, err := sf.cf.loadOrDefaults()
+	if err != nil {
+		return full.Retrieval, "", err
 	}
+	cfg, kb := full.Retrieval, full.Data.KB
 	if sf.kb != "" {
 		kb = sf.kb
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/himes-rl/himes/configs"
 	"github.com/himes-rl/himes/retrieval"
 	"github.com/himes-rl/himes/trainer"
 	"github.com/himes-rl/himes/trainer/conformance"
@@ -52,12 +51,9 @@ When the config names a knowledge base (data.kb), the idf feature uses its
 BM25 statistics, as in an in-process run of that config; otherwise it is 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := configs.Default()
-			if cf.path != "" {
-				var err error
-				if cfg, err = cf.load(); err != nil {
-					return err
-				}
+			cfg, err := cf.loadOrDefaults()
+			if err != nil {
+				return err
 			}
 			ecfg := cfg.Trainer.Embedded
 			if ckptDir != "" {
@@ -75,7 +71,7 @@ BM25 statistics, as in an in-process run of that config; otherwise it is 0.`,
 			// With a config that names a knowledge base, the idf feature uses
 			// the same BM25 statistics as an in-process run of that config.
 			var stats embedded.TermStats
-			if cf.path != "" && cfg.Data.KB != "" {
+			if cfg.Data.KB != "" {
 				kb, err := retrieval.Open(cmd.Context(), cfg.Retrieval, cfg.Data.KB)
 				if err != nil {
 					ln.Close()
