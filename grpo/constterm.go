@@ -19,7 +19,9 @@ func (c ConstantTerm) String() string { return fmt.Sprintf("%s≡%g", c.Term, c.
 
 // constantTerms lists the weighted reward terms (Rouge-L always; EM when
 // alpha ≠ 0; Hit when beta ≠ 0) whose value is the same on every valid
-// rollout of recs. Fewer than two valid rollouts say nothing.
+// rollout of recs. Rollouts that all retrieve for the same text of the same
+// turn say nothing: their terms agree whatever the reward is (an
+// evaluation of one turn, where the policy still writes the raw question).
 func constantTerms(recs []rollout.Record, c hser.Config) []ConstantTerm {
 	terms := []struct {
 		name   string
@@ -34,12 +36,17 @@ func constantTerms(recs []rollout.Record, c hser.Config) []ConstantTerm {
 		{"rr", c.RR.Weight, func(r rollout.Record) float64 { return r.RR }},
 	}
 	var valid []rollout.Record
+	type query struct {
+		prompt, rewrite string
+	}
+	distinct := map[query]bool{}
 	for _, r := range recs {
 		if !r.Failed() {
 			valid = append(valid, r)
+			distinct[query{r.PromptID, r.Rewrite}] = true
 		}
 	}
-	if len(valid) < 2 {
+	if len(distinct) < 2 {
 		return nil
 	}
 	var out []ConstantTerm

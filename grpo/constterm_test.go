@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"reflect"
@@ -15,8 +16,12 @@ import (
 	"github.com/himes-rl/himes/rollout"
 )
 
+// recN numbers the test records' rewrites: each is a different query.
+var recN int
+
 func rec(rouge, em, hit float64) rollout.Record {
-	return rollout.Record{RougeF1: rouge, EM: em, Hit: hit}
+	recN++
+	return rollout.Record{PromptID: "p", Rewrite: fmt.Sprint("rewrite ", recN), RougeF1: rouge, EM: em, Hit: hit}
 }
 
 func TestConstantTerms(t *testing.T) {
@@ -37,6 +42,17 @@ func TestConstantTerms(t *testing.T) {
 			[]ConstantTerm{{"rougeL_f1", 0.5}, {"em", 0}, {"hit", 0}}},
 		{"all vary", []rollout.Record{rec(0.5, 0, 0), rec(0.25, 1, 1)}, hser.Weights{Alpha: 1, Beta: 1}, nil},
 		{"one valid rollout says nothing", []rollout.Record{rec(0.5, 0, 1), failed}, hser.Weights{Alpha: 1, Beta: 1}, nil},
+		// One turn evaluated with the policy and the raw question, both the
+		// question itself: the terms agree whatever the reward.
+		{"one query twice says nothing", []rollout.Record{
+			{PromptID: "eval/c#1", Rewrite: "why", RougeF1: 0.1, Hit: 1}, {PromptID: "eval/c#1", Rewrite: "why", RougeF1: 0.1, Hit: 1}},
+			hser.Weights{Alpha: 1, Beta: 1}, nil},
+		{"one turn, two rewrites", []rollout.Record{
+			{PromptID: "eval/c#1", Rewrite: "why", RougeF1: 0.1, Hit: 1}, {PromptID: "eval/c#1", Rewrite: "why cats", RougeF1: 0.1, Hit: 1}},
+			hser.Weights{Alpha: 0, Beta: 1}, []ConstantTerm{{"rougeL_f1", 0.1}, {"hit", 1}}},
+		{"two turns, one text", []rollout.Record{
+			{PromptID: "eval/c#1", Rewrite: "why", RougeF1: 0.1, Hit: 1}, {PromptID: "eval/d#1", Rewrite: "why", RougeF1: 0.1, Hit: 1}},
+			hser.Weights{Alpha: 0, Beta: 1}, []ConstantTerm{{"rougeL_f1", 0.1}, {"hit", 1}}},
 	}
 	for _, c := range cases {
 		if c.name == "a failed rollout is not scored" && !c.recs[1].Failed() {
