@@ -83,6 +83,15 @@ func TestArgumentErrorsComeBeforeLoading(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(notEval, "notes.txt"), []byte("mine"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	demoEval := filepath.Join(root, "datasets", "demo", "eval.jsonl")
+	raw, err := os.ReadFile(demoEval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evalCopy := filepath.Join(t.TempDir(), "copy.jsonl")
+	if err := os.WriteFile(evalCopy, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +113,10 @@ func TestArgumentErrorsComeBeforeLoading(t *testing.T) {
 			[]string{"ollama:missing", "ollama pull missing"}},
 		{"--out a folder that is not an eval's", []string{"eval", "--config", cfg, "--out", notEval}, []string{notEval, "not a himes eval folder"}},
 		{"malformed --data", []string{"eval", "--config", cfg, "--data", badData}, []string{"--data", "data.jsonl"}},
+		// Each of these evaluated every turn twice, doubling the turn count.
+		{"--data file twice", []string{"eval", "--config", cfg, "--data", demoEval + "," + demoEval}, []string{"--data", "eval.jsonl given twice"}},
+		{"--data conversation in two files", []string{"eval", "--config", cfg, "--data", demoEval + "," + evalCopy},
+			[]string{"--data", "is in both", "conversation ids must be unique"}},
 		{"responder model the host lacks", []string{"train", "--config", cfg, "--set", "run.output_dir=" + out,
 			"--set", "rollout.responder=ollama", "--set", "rollout.ollama.model=missing", "--set", "rollout.ollama.hosts=[" + ollama + "]"},
 			[]string{"responder", "ollama pull missing"}},

@@ -423,15 +423,27 @@ func (f *evalFlags) outDir(cfg configs.Config) string {
 // loadData reads the --data files (nil without them), before the
 // components: a malformed file is reported before the index is loaded.
 func (f *evalFlags) loadData(ctx context.Context, cfg configs.Config) ([]datasets.Turn, error) {
-	var turns []datasets.Turn
+	if len(f.data) == 0 {
+		return nil, nil
+	}
+	// A conversation in two files (or a file given twice) would be
+	// evaluated twice, doubling its turns in every mean and count.
+	given := map[string]bool{}
 	for _, path := range f.data {
-		load := cfg.Data.LoadOptions()
-		load.RequireQuestion = true // evaluated turns are rendered from their question
-		ts, _, err := datasets.LoadContext(ctx, path, load)
-		if err != nil {
-			return nil, fmt.Errorf("--data: %w", err)
+		key := path
+		if abs, err := filepath.Abs(path); err == nil {
+			key = abs
 		}
-		turns = append(turns, ts...)
+		if given[key] {
+			return nil, fmt.Errorf("--data: %s given twice", path)
+		}
+		given[key] = true
+	}
+	load := cfg.Data.LoadOptions()
+	load.RequireQuestion = true // evaluated turns are rendered from their question
+	turns, _, err := datasets.LoadFiles(ctx, f.data, load)
+	if err != nil {
+		return nil, fmt.Errorf("--data: %w", err)
 	}
 	return turns, nil
 }
