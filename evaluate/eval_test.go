@@ -342,7 +342,7 @@ func TestEvaluateScoresEveryReference(t *testing.T) {
 	}
 	turns := []datasets.Turn{{ConvID: "c", Turn: 1, Question: "q", User: "u", Answer: "something else", Answers: []string{"something else", "text of x1"}}}
 	rep, _, err := Evaluate(context.Background(), turns, []System{{Name: "raw", Rewriter: Raw{}, Retriever: ret}}, firstChunk{}, scorer,
-		Options{Concurrency: 1, Stats: stats.Config{Resamples: 10, Level: 0.95, Seed: 1}})
+		Options{Concurrency: 1, Stats: stats.Config{Resamples: 40, Level: 0.95, Seed: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

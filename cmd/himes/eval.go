@@ -106,7 +106,7 @@ writes its outputs and exits with an error.`,
 	fl.StringSliceVar(&f.data, "data", nil, "evaluate on these dataset files (comma-separated or repeated) instead of the config's held-out split")
 	fl.StringVarP(&f.out, "out", "o", "", "output directory (default: <run dir>/eval, or <run.output_dir>/<run.name>-eval)")
 	fl.IntVar(&f.concurrency, "concurrency", 0, "conversations evaluated at once (default: rollout.concurrency)")
-	fl.IntVar(&f.resamples, "resamples", 2000, "bootstrap resamples and randomization-test sign flips")
+	fl.IntVar(&f.resamples, "resamples", 2000, "bootstrap resamples and randomization-test sign flips (at least 2/(1−level): 40 at 95%)")
 	fl.Float64Var(&f.level, "level", 0.95, "confidence level of the intervals")
 	fl.IntVar(&f.limit, "limit", 0, "evaluate only the first N conversations (0 = all)")
 	fl.StringVar(&f.ollamaHost, "ollama-host", "", "Ollama host for ollama:<model> rewriters (default: rollout.ollama.hosts[0], then OLLAMA_HOST)")

@@ -38,7 +38,7 @@ func TestEvalReplacesItsFolder(t *testing.T) {
 	out := filepath.Join(parent, "ev")
 	eval := func(rewriters string) {
 		t.Helper()
-		if _, err := runCLI(t, "eval", "--config", cfg, "--rewriter", rewriters, "--limit", "2", "--resamples", "20", "--out", out,
+		if _, err := runCLI(t, "eval", "--config", cfg, "--rewriter", rewriters, "--limit", "2", "--resamples", "40", "--out", out,
 			"--set", "retrieval.top_k=2"); err != nil {
 			t.Fatalf("eval --rewriter %s: %v", rewriters, err)
 		}

@@ -25,15 +25,24 @@ type Config struct {
 // DefaultConfig is 2000 resamples at 95%.
 func DefaultConfig() Config { return Config{Resamples: 2000, Level: 0.95, Seed: 1} }
 
-// Validate rejects settings that cannot give an interval.
+// Validate rejects settings that cannot give an interval: the level must be
+// in (0, 1), and each tail of the percentile interval must hold at least one
+// resample (Resamples ≥ MinResamples(Level)). With fewer, the "interval" is
+// one or two resamples' means, which need not even contain the estimate.
 func (c Config) Validate() error {
-	if c.Resamples < 1 {
-		return fmt.Errorf("stats: resamples must be ≥ 1, got %d", c.Resamples)
-	}
 	if !(c.Level > 0 && c.Level < 1) {
 		return fmt.Errorf("stats: level must be in (0, 1), got %v", c.Level)
 	}
+	if least := MinResamples(c.Level); c.Resamples < least {
+		return fmt.Errorf("stats: resamples must be ≥ %d for a %v interval (each tail needs a resample), got %d", least, c.Level, c.Resamples)
+	}
 	return nil
+}
+
+// MinResamples is the fewest resamples whose (1−level)/2 tails hold one
+// resample each: 40 at level 0.95.
+func MinResamples(level float64) int {
+	return int(math.Ceil(2/(1-level) - 1e-9))
 }
 
 // Estimate is a mean over turns with a cluster-bootstrap confidence interval.

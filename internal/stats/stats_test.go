@@ -1,8 +1,10 @@
 package stats
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -240,5 +242,29 @@ func TestPearsonHandComputed(t *testing.T) {
 	}
 	if _, ok, _ := Pearson([]float64{0.1, 0.1, 0.1}, []float64{1, 2, 3}); ok {
 		t.Fatal("constant side must be undefined")
+	}
+}
+
+// Each tail of the percentile interval must hold a resample: 2/(1−level)
+// resamples at least (40 at 95%, 20 at 90%, 200 at 99%). With one resample
+// the "interval" was that resample's mean, which need not hold the estimate.
+func TestValidateWantsAResampleInEachTail(t *testing.T) {
+	for _, c := range []struct {
+		level float64
+		least int
+	}{{0.95, 40}, {0.9, 20}, {0.99, 200}, {0.5, 4}} {
+		if got := MinResamples(c.level); got != c.least {
+			t.Errorf("MinResamples(%v) = %d, want %d", c.level, got, c.least)
+		}
+		if err := (Config{Resamples: c.least, Level: c.level}).Validate(); err != nil {
+			t.Errorf("level %v, %d resamples: %v", c.level, c.least, err)
+		}
+		err := (Config{Resamples: c.least - 1, Level: c.level}).Validate()
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("must be ≥ %d", c.least)) {
+			t.Errorf("level %v, %d resamples: got %v", c.level, c.least-1, err)
+		}
+	}
+	if _, err := Bootstrap([][]float64{{1, 2}, {3}}, Config{Resamples: 1, Level: 0.95}); err == nil {
+		t.Error("Bootstrap with one resample: no error")
 	}
 }

@@ -206,7 +206,7 @@ def test_trained_adapter_served_by_ollama_rewrites_as_the_trainer(tmp_path, hime
 
     ev = str(tmp_path / "eval")
     run([himes_bin, "eval", "--config", cfg, "--rewriter", "policy,ollama:tiny-rw,ollama:tiny-base",
-         "--ollama-host", ollama.url, "--out", ev, "--resamples", "10"], "himes eval")
+         "--ollama-host", ollama.url, "--out", ev, "--resamples", "40"], "himes eval")
     rw = read_rewrites(os.path.join(ev, "turns.parquet"))
     policy, served, base = rw["policy"], rw["ollama:tiny-rw"], rw["ollama:tiny-base"]
     assert set(policy) == set(served) == set(base) and len(policy) == TURNS, (sorted(policy), sorted(served))
