@@ -25,6 +25,13 @@ def test_backend_dependent_defaults():
         (["--backend", "tiny", "--lora-dropout", "1.5"], "--lora-dropout: must be in [0, 1)"),
         (["--backend", "tiny", "--micro-batch-size", "-1"], "--micro-batch-size: must be >= 0"),
         (["--backend", "tiny", "--threads", "-1"], "--threads: must be >= 0"),
+        (["--backend", "tiny", "--lora-rank", "-3"], "--lora-rank: must be >= 1"),
+        (["--backend", "tiny", "--lora-alpha", "-1"], "--lora-alpha: must be a finite number > 0, got -1.0"),
+        (["--backend", "tiny", "--lora-alpha", "nan"], "--lora-alpha: must be a finite number > 0, got nan"),
+        (["--backend", "tiny", "--weight-decay", "-1"], "--weight-decay: must be a finite number >= 0, got -1.0"),
+        (["--backend", "tiny", "--tiny-layers", "0"], "--tiny-layers: must be >= 1"),
+        (["--backend", "tiny", "--tiny-d-model", "0"], "--tiny-d-model: must be >= 1"),
+        (["--backend", "tiny", "--vllm-gpu-memory-utilization", "0"], "--vllm-gpu-memory-utilization: must be in (0, 1]"),
     ],
 )
 def test_bad_flags(argv, message, capsys):

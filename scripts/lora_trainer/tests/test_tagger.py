@@ -302,3 +302,21 @@ def test_server_speaks_decisions(tmp_path):
                        "token_ids": [1, 2]}]}
     status, err = svc.handle("POST", "/v1/logprobs", {"Authorization": "Bearer t"}, json.dumps(body).encode())
     assert status == 400 and "token_ids" in err["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--tagger-pos-weight", "-1"], "--tagger-pos-weight: must be a finite number > 0, got -1.0"),
+        (["--tagger-pos-weight", "inf"], "--tagger-pos-weight: must be a finite number > 0, got inf"),
+        (["--tagger-lora-layers", "-2"], "--tagger-lora-layers: must be >= 0, got -2"),
+        (["--tagger-cache-prompts", "-1"], "--tagger-cache-prompts: must be >= 0, got -1"),
+    ],
+)
+def test_bad_tagger_flags_name_the_flag(flags, message, tmp_path):
+    """Each refused tagger flag is named with its value, before the model loads."""
+    ck = tmp_path / "ck"
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--backend", "tagger", "--checkpoint-dir", str(ck), "--port", "0", *flags])
+    assert message in str(e.value.code)
+    assert not ck.exists()

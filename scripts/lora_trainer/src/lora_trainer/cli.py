@@ -2,6 +2,7 @@
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
@@ -87,9 +88,20 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         p.error("--backend hf needs --base-model NAME_OR_PATH (or use --backend tiny)")
     if a.max_prompt_tokens < 0:
         a.max_prompt_tokens = 1024 if a.backend == "tiny" else 0
-    for flag in ("threads", "lora_rank", "micro_batch_size", "max_new_tokens", "limit_prompts", "limit_n", "limit_tokens", "limit_batch"):
+    for flag in ("threads", "micro_batch_size", "max_new_tokens", "limit_prompts", "limit_n", "limit_tokens", "limit_batch"):
         if getattr(a, flag) < 0:
             p.error(f"--{flag.replace('_', '-')}: must be >= 0")
+    for flag in ("tiny_d_model", "tiny_layers"):
+        if getattr(a, flag) < 1:
+            p.error(f"--{flag.replace('_', '-')}: must be >= 1")
+    # A negative alpha flips the adapter's sign and a negative decay grows the
+    # weights; torch refuses the latter only later, with a traceback.
+    if not (a.lora_alpha > 0 and math.isfinite(a.lora_alpha)):
+        p.error(f"--lora-alpha: must be a finite number > 0, got {a.lora_alpha}")
+    if not (a.weight_decay >= 0 and math.isfinite(a.weight_decay)):
+        p.error(f"--weight-decay: must be a finite number >= 0, got {a.weight_decay}")
+    if not 0 < a.vllm_gpu_memory_utilization <= 1:
+        p.error(f"--vllm-gpu-memory-utilization: must be in (0, 1], got {a.vllm_gpu_memory_utilization}")
     if not a.read_timeout > 0:
         p.error("--read-timeout: must be > 0")
     if not a.dist_timeout > 0:

@@ -729,8 +729,11 @@ def build_engine(a, device: str, limits: Limits) -> TaggerEngine:
     for flag in ("tagger_max_candidates", "tagger_max_seq_tokens", "tagger_max_message_tokens", "tagger_head_hidden"):
         if getattr(a, flag) < 1:
             raise BaseModelError(f"--{flag.replace('_', '-')}: must be >= 1")
-    if a.tagger_lora_layers < 0 or a.tagger_cache_prompts < 0 or not a.tagger_pos_weight > 0:
-        raise BaseModelError("--tagger-lora-layers and --tagger-cache-prompts must be >= 0, --tagger-pos-weight > 0")
+    for flag in ("tagger_lora_layers", "tagger_cache_prompts"):
+        if getattr(a, flag) < 0:
+            raise BaseModelError(f"--{flag.replace('_', '-')}: must be >= 0, got {getattr(a, flag)}")
+    if not (a.tagger_pos_weight > 0 and math.isfinite(a.tagger_pos_weight)):
+        raise BaseModelError(f"--tagger-pos-weight: must be a finite number > 0, got {a.tagger_pos_weight}")
     targets = tuple(t.strip() for t in a.lora_target_modules.split(",") if t.strip()) or TaggerConfig.target_modules
     cfg = TaggerConfig(
         max_candidates=a.tagger_max_candidates,
