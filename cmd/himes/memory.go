@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -237,7 +239,9 @@ func newMemoryShowCmd() *cobra.Command {
 			w := cmd.OutOrStdout()
 			byUser := map[string][]memory.Entry{}
 			var users []string
+			all := map[string]bool{}
 			for _, e := range m.Entries() {
+				all[e.User] = true
 				if user != "" && e.User != user {
 					continue
 				}
@@ -247,7 +251,20 @@ func newMemoryShowCmd() *cobra.Command {
 				byUser[e.User] = append(byUser[e.User], e)
 			}
 			sort.Strings(users)
-			fmt.Fprintf(w, "%s: %d memories, %d users shown (embedder %s)\n", args[0], m.Len(), len(users), emb.Name())
+			if user != "" && len(users) == 0 {
+				// Most likely a mistyped id: say so rather than print an
+				// empty listing that reads as "this user has no memories".
+				some := slices.Sorted(maps.Keys(all))
+				if len(some) > 3 {
+					some = append(some[:3], "…")
+				}
+				return fmt.Errorf("memory show: %s has no user %q; it has %d: %s", args[0], user, len(all), strings.Join(some, ", "))
+			}
+			shown := "users"
+			if len(users) == 1 {
+				shown = "user"
+			}
+			fmt.Fprintf(w, "%s: %d memories, %d %s shown (embedder %s)\n", args[0], m.Len(), len(users), shown, emb.Name())
 			for _, u := range users {
 				fmt.Fprintf(w, "user %s\n", u)
 				for _, e := range byUser[u] {

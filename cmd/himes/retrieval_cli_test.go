@@ -257,3 +257,33 @@ func TestTRECRunLeavesNoFileWhenAQueryFails(t *testing.T) {
 		}
 	}
 }
+
+// memory show --user lists that user's memories; a user the file lacks (a
+// mistyped id, most likely) is an error naming some of the users it has,
+// where it printed "0 users shown".
+func TestMemoryShowUser(t *testing.T) {
+	dir := t.TempDir()
+	from := filepath.Join(dir, "m.jsonl")
+	if err := os.WriteFile(from, []byte(`{"user":"ann","text":"I keep bees."}
+{"user":"bob","text":"How do wasps build nests?"}
+{"user":"bob","text":"Are hornets wasps?"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	parts := filepath.Join(dir, "mem.parquet")
+	if _, err := runCLI(t, "memory", "build", "--from", from, "--out", parts); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, "memory", "show", parts, "--user", "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "3 memories, 1 user shown") || !strings.Contains(out, "user bob") ||
+		!strings.Contains(out, "Are hornets wasps?") || strings.Contains(out, "bees") {
+		t.Errorf("memory show --user bob:\n%s", out)
+	}
+	_, err = runCLI(t, "memory", "show", parts, "--user", "bobb")
+	if err == nil || !strings.Contains(err.Error(), `has no user "bobb"; it has 2: ann, bob`) {
+		t.Errorf("memory show --user bobb: got %v", err)
+	}
+}
