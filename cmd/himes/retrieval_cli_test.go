@@ -286,4 +286,15 @@ func TestMemoryShowUser(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `has no user "bobb"; it has 2: ann, bob`) {
 		t.Errorf("memory show --user bobb: got %v", err)
 	}
+	// search says why a user activates nothing when the store lacks them.
+	kb := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo", "passages.jsonl")
+	for user, want := range map[string]bool{"bobb": true, "bob": false} {
+		out, err := runCLI(t, "search", "--kb", kb, "--memory", parts, "--user", user, "wasps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(out, `the memory store has no user "`+user+`"`); got != want {
+			t.Errorf("search --user %s: note %v, want %v:\n%s", user, got, want, out)
+		}
+	}
 }

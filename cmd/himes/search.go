@@ -211,7 +211,10 @@ func runSearch(cmd *cobra.Command, sf *searchFlags, args []string) (err error) {
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	printSearch(w, p, cfg, user, res, relevant)
+	// A user the store lacks activates nothing, which alone reads as "no
+	// memory was similar enough".
+	unknownUser := sf.turn == "" && p.Memory() != nil && !p.Memory().HasUser(user)
+	printSearch(w, p, cfg, user, unknownUser, res, relevant)
 	return nil
 }
 
@@ -249,7 +252,7 @@ func searchTurn(cmd *cobra.Command, sf *searchFlags, p *retrieval.Pipeline) (dat
 	return turns[i], causal, nil
 }
 
-func printSearch(w io.Writer, p *retrieval.Pipeline, cfg retrieval.Config, user string, res retrieval.Result, relevant []string) {
+func printSearch(w io.Writer, p *retrieval.Pipeline, cfg retrieval.Config, user string, unknownUser bool, res retrieval.Result, relevant []string) {
 	fmt.Fprintf(w, "retrieved (%s, %d candidates):\n", cfg.Method, len(res.Trace.Candidates))
 	for i, c := range res.Trace.Candidates {
 		ch, _ := p.Chunk(c.ID)
@@ -262,6 +265,9 @@ func printSearch(w io.Writer, p *retrieval.Pipeline, cfg retrieval.Config, user 
 		fmt.Fprintln(w, "long-term memory: on, but no memory store loaded (--memory FILE)")
 	default:
 		fmt.Fprintf(w, "activated memories (user %q, %d; score, cosine):\n", user, len(res.Trace.Memories))
+		if unknownUser {
+			fmt.Fprintf(w, "  none: the memory store has no user %q (check --user; users are data.user_field's values when it was built)\n", user)
+		}
 		for i, m := range res.Trace.Memories {
 			mark := ""
 			if len(relevant) > 0 {
