@@ -66,6 +66,14 @@ func AttachMemory(ctx context.Context, cfg memory.Config, p *Pipeline, entries [
 	if err != nil {
 		return nil, fmt.Errorf("long-term memory: %w", err)
 	}
+	if loaded, shared := sharedUsers(p.memBase, entries); loaded > 0 && shared == 0 && len(entries) > 0 {
+		// Memories are activated per user: a store keyed by other ids (built
+		// with another data.user_field, or for other people) adds nothing,
+		// while the data's own questions still activate, so the run looks
+		// as if the loaded memories had been used.
+		slog.Warn("long-term memory: none of the users of retrieval.memory.partitions asks a question in this data, so its memories never activate (was it built with the same data.user_field?)",
+			"partitions", cfg.Partitions, "users_in_partitions", loaded)
+	}
 	all, err := memory.Merge(p.memBase, entries, cfg.Partitions)
 	if err != nil {
 		return nil, fmt.Errorf("long-term memory: %w", err)
@@ -79,4 +87,24 @@ func AttachMemory(ctx context.Context, cfg memory.Config, p *Pipeline, entries [
 	}
 	slog.Info("long-term memory built", "memories", mem.Len(), "loaded", len(p.memBase), "from_data", mem.Len()-len(p.memBase))
 	return NewCausalRetriever(p, mem.Entries()), nil
+}
+
+// sharedUsers counts the users of loaded and how many of them also have an
+// entry in fromData.
+func sharedUsers(loaded, fromData []memory.Entry) (users, shared int) {
+	inData := map[string]bool{}
+	for _, e := range fromData {
+		inData[e.User] = true
+	}
+	seen := map[string]bool{}
+	for _, e := range loaded {
+		if seen[e.User] {
+			continue
+		}
+		seen[e.User] = true
+		if inData[e.User] {
+			shared++
+		}
+	}
+	return len(seen), shared
 }

@@ -282,3 +282,24 @@ func TestActivateBeforeIsCausalAndStrict(t *testing.T) {
 		t.Errorf("user without memories: %v, %v", mems, err)
 	}
 }
+
+// sharedUsers counts the loaded store's users and those the data also has:
+// none shared is what AttachMemory warns about.
+func TestSharedUsers(t *testing.T) {
+	loaded := []memory.Entry{{User: "ann", ID: "a"}, {User: "ann", ID: "b"}, {User: "cy", ID: "c"}}
+	for _, c := range []struct {
+		data          []memory.Entry
+		users, shared int
+	}{
+		{[]memory.Entry{{User: "bob"}}, 2, 0},
+		{[]memory.Entry{{User: "bob"}, {User: "ann"}, {User: "ann"}}, 2, 1},
+		{nil, 2, 0},
+	} {
+		if u, s := sharedUsers(loaded, c.data); u != c.users || s != c.shared {
+			t.Errorf("data %v: %d users, %d shared; want %d, %d", c.data, u, s, c.users, c.shared)
+		}
+	}
+	if u, s := sharedUsers(nil, []memory.Entry{{User: "bob"}}); u != 0 || s != 0 {
+		t.Errorf("nothing loaded: %d, %d", u, s)
+	}
+}
