@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -45,8 +44,15 @@ agreement.md to --out.`,
 			if samples < 0 {
 				return fmt.Errorf("--samples must be ≥ 0, got %d", samples)
 			}
+			if samplesOnly && samples < 2 {
+				return fmt.Errorf("--samples-only needs --samples ≥ 2, got %d", samples)
+			}
 			if len(data) == 0 {
 				data = []string{cfg.Data.Train}
+			}
+			names, err := dataSetNames(data)
+			if err != nil {
+				return err
 			}
 			if out == "" {
 				out = filepath.Join(cfg.Run.OutputDir, cfg.Run.Name+"-agreement")
@@ -73,7 +79,7 @@ agreement.md to --out.`,
 				return trainer.PromptFromRendered(t.ID(), p), nil
 			}
 			var sets []ablate.AgreementSet
-			for _, path := range data {
+			for i, path := range data {
 				turns, _, err := datasets.LoadContext(ctx, path, cfg.Data.LoadOptions())
 				if err != nil {
 					return fmt.Errorf("--data: %w", err)
@@ -81,11 +87,8 @@ agreement.md to --out.`,
 				if err := comp.attachMemory(ctx, cfg, dedupTurns(comp.known, turns)); err != nil {
 					return fmt.Errorf("%s: %w", path, err)
 				}
-				in := ablate.AgreementInput{Name: strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)), Data: path,
+				in := ablate.AgreementInput{Name: names[i], Data: path,
 					Turns: turns, Retrieve: comp.Retrieve, Responder: comp.Responder, Reward: cfg.Reward}
-				if samplesOnly && samples < 2 {
-					return fmt.Errorf("--samples-only needs --samples ≥ 2, got %d", samples)
-				}
 				in.SamplesOnly = samplesOnly
 				if samples > 0 {
 					in.Sample = ablate.PolicySampler(comp.Policy, render, samples, cfg.GRPO.Temperature, cfg.GRPO.MaxTokens, cfg.Run.Seed, 64)

@@ -65,6 +65,9 @@ to --out.`,
 			if len(data) == 0 {
 				data = []string{cfg.Data.Train}
 			}
+			if _, err := dataSetNames(data); err != nil {
+				return err
+			}
 			if out == "" {
 				out = filepath.Join(cfg.Run.OutputDir, cfg.Run.Name+"-memquant")
 			}

@@ -92,6 +92,10 @@ func TestArgumentErrorsComeBeforeLoading(t *testing.T) {
 	if err := os.WriteFile(evalCopy, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	evalSameName := filepath.Join(t.TempDir(), "eval.jsonl")
+	if err := os.WriteFile(evalSameName, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +124,12 @@ func TestArgumentErrorsComeBeforeLoading(t *testing.T) {
 		{"responder model the host lacks", []string{"train", "--config", cfg, "--set", "run.output_dir=" + out,
 			"--set", "rollout.responder=ollama", "--set", "rollout.ollama.model=missing", "--set", "rollout.ollama.hosts=[" + ollama + "]"},
 			[]string{"responder", "ollama pull missing"}},
+		{"reward-agreement --data sharing a name", []string{"ablate", "reward-agreement", "--config", cfg, "--data", demoEval + "," + evalSameName, "--out", filepath.Join(out, "ra")},
+			[]string{"would both be reported as \"eval\""}},
+		{"memory-quant --data file twice", []string{"ablate", "memory-quant", "--config", cfg, "--data", demoEval + "," + demoEval, "--out", filepath.Join(out, "mq")},
+			[]string{"eval.jsonl given twice"}},
+		{"reward-agreement --samples-only with one sample", []string{"ablate", "reward-agreement", "--config", cfg, "--samples-only", "--samples", "1", "--out", filepath.Join(out, "ra")},
+			[]string{"--samples-only needs --samples ≥ 2"}},
 		{"malformed --queries", []string{"search", "--config", cfg, "--trec-run", filepath.Join(out, "r.trec"), "--queries", badQueries},
 			[]string{"queries.jsonl:2"}},
 		{"--trec-run into a missing directory", []string{"search", "--config", cfg, "--trec-run", filepath.Join(out, "no", "r.trec"),
