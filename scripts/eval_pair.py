@@ -87,23 +87,44 @@ def main(argv: List[str] | None = None) -> int:
     p.add_argument("--ledgers", default="", help="training run folders, one per seed: keep only the turns "
                    "each trained on (its ledger's), e.g. to pair two policies on their training turns")
     a = p.parse_args(argv)
-    a_dirs = [d for d in a.a.split(",") if d.strip()]
-    b_dirs = [d for d in a.b.split(",") if d.strip()]
+    a_dirs = [d.strip() for d in a.a.split(",") if d.strip()]
+    b_dirs = [d.strip() for d in a.b.split(",") if d.strip()]
+    ledgers = [r.strip() for r in a.ledgers.split(",") if r.strip()]
     try:
-        only = [ledger_turns(r) for r in a.ledgers.split(",") if r.strip()] or None
-        print(f"A = {a.system_a} in {','.join(a_dirs)}; B = {a.system_b} in {','.join(b_dirs)}; "
-              "A − B paired by (seed, turn), 95% cluster-bootstrap interval over (seed, conversation), p"
-              + (f"; only the turns in the ledgers of {a.ledgers}" if only else ""))
-        print()
-        print("| metric | A | B | A − B |")
-        print("|---|---:|---:|---|")
+        if len(a_dirs) != len(b_dirs):
+            raise PairError(f"{len(a_dirs)} folders for A but {len(b_dirs)} for B: one each per seed")
+        for flag, dirs in (("--a", a_dirs), ("--b", b_dirs), ("--ledgers", ledgers)):
+            once_each(flag, dirs)
+        only = [ledger_turns(r) for r in ledgers] or None
+        rows = []
         for m in [m.strip() for m in a.metrics.split(",") if m.strip()]:
             r = compare(*pooled(a_dirs, b_dirs, m, a.system_a, a.system_b, only))
-            print(f"| {m} | {r['mean_a']:.3f} | {r['mean_b']:.3f} | {difference(r)} |")
+            rows.append(f"| {m} | {r['mean_a']:.3f} | {r['mean_b']:.3f} | {difference(r)} |")
     except PairError as e:
         print(f"eval_pair: {e}", file=sys.stderr)
         return 1
+    # Printed only once every metric is computed: an error leaves no table.
+    print(f"A = {a.system_a} in {','.join(a_dirs)}; B = {a.system_b} in {','.join(b_dirs)}; "
+          "A − B paired by (seed, turn), 95% cluster-bootstrap interval over (seed, conversation), p"
+          + (f"; only the turns in the ledgers of {a.ledgers}" if only else ""))
+    print()
+    print("| metric | A | B | A − B |")
+    print("|---|---:|---:|---|")
+    for row in rows:
+        print(row)
     return 0
+
+
+def once_each(flag: str, dirs: List[str]) -> None:
+    """A folder given twice in one list would count its seed twice: twice the
+    turns and conversations, intervals too narrow by about a factor of √2."""
+    seen: Dict[str, str] = {}
+    for d in dirs:
+        key = os.path.realpath(d)
+        if key in seen:
+            also = f" (also as {seen[key]})" if seen[key] != d else ""
+            raise PairError(f"{flag}: {d} is given twice{also}: one folder per seed")
+        seen[key] = d
 
 
 if __name__ == "__main__":

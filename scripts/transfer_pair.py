@@ -108,26 +108,49 @@ def main(argv: List[str] | None = None) -> int:
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--metrics", default="recall_10,ndcg_cut_3", help="turns.parquet columns")
     a = p.parse_args(argv)
-    seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
     metrics = [m.strip() for m in a.metrics.split(",") if m.strip()]
     try:
+        seeds = parse_seeds(a.seeds)
         common = sorted(set(folds(a.a)) & set(folds(a.b)))
         if not common:
             raise PairError(f"no left-out collection in both {a.a} and {a.b}")
-        print(f"A = {a.a} {a.recipe_a}, B = {a.b} {a.recipe_b}, seeds {a.seeds}; A − B paired by turn, 95% cluster-bootstrap interval, p")
-        print()
-        print("| left out | " + " | ".join(metrics) + " |")
-        print("|---|" + "---:|" * len(metrics))
+        rows = []
         for fold in common:
             cells = []
             for m in metrics:
                 r = compare(seed_mean(a.a, fold, a.recipe_a, seeds, m), seed_mean(a.b, fold, a.recipe_b, seeds, m))
                 cells.append(f"{r['mean_a']:.3f} vs {r['mean_b']:.3f}: {difference(r)}")
-            print(f"| {fold} | " + " | ".join(cells) + " |")
+            rows.append(f"| {fold} | " + " | ".join(cells) + " |")
     except PairError as e:
         print(f"transfer_pair: {e}", file=sys.stderr)
         return 1
+    # Printed only once every cell is computed: an error leaves no table.
+    print(f"A = {a.a} {a.recipe_a}, B = {a.b} {a.recipe_b}, seeds {a.seeds}; A − B paired by turn, 95% cluster-bootstrap interval, p")
+    print()
+    print("| left out | " + " | ".join(metrics) + " |")
+    print("|---|" + "---:|" * len(metrics))
+    for row in rows:
+        print(row)
     return 0
+
+
+def parse_seeds(text: str) -> List[int]:
+    """--seeds as integers, each once: a seed given twice would weigh twice
+    in each turn's mean over the seeds."""
+    seeds: List[int] = []
+    for s in (s.strip() for s in text.split(",")):
+        if not s:
+            continue
+        try:
+            n = int(s)
+        except ValueError:
+            raise PairError(f"--seeds: {s!r} is not an integer") from None
+        if n in seeds:
+            raise PairError(f"--seeds: seed {n} is given twice")
+        seeds.append(n)
+    if not seeds:
+        raise PairError("--seeds: no seed given")
+    return seeds
 
 
 if __name__ == "__main__":

@@ -67,6 +67,25 @@ def test_errors_name_the_folders(ep, tmp_path, capsys):
     assert rc == 1 and "missing/turns.parquet: missing" in capsys.readouterr().err
     rc = ep.main(["--a", str(tmp_path / "a"), "--b", f"{tmp_path / 'b'},{tmp_path / 'b'}"])
     assert rc == 1 and "1 folders for A but 2 for B" in capsys.readouterr().err
+    # a metric the files lack: an error and no partial table
+    write_eval(str(tmp_path / "b2"), [("policy", "c1", 1, 1.0), ("policy", "c1", 2, 0.0)])
+    rc = ep.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "b2"), "--metrics", "ndcg_cut_3,nope"])
+    cap = capsys.readouterr()
+    assert rc == 1 and "no column 'nope'" in cap.err and cap.out == ""
+
+
+def test_a_folder_twice_is_refused(ep, tmp_path, capsys):
+    """The same seed's folder twice doubled its turns and conversations: an
+    interval too narrow, a p-value too small."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    write_eval(a, [("policy", f"c{i}", 1, i % 2) for i in range(6)])
+    write_eval(b, [("policy", f"c{i}", 1, 0.0) for i in range(6)])
+    for argv, flag in ((["--a", f"{a},{b}", "--b", f"{b},{tmp_path / 'b' / '.'}"], "--b"),
+                       (["--a", f"{a},{a}", "--b", f"{b},{a}"], "--a"),
+                       (["--a", a, "--b", b, "--ledgers", f"{a},{a}"], "--ledgers")):
+        rc = ep.main(argv + ["--metrics", "ndcg_cut_3"])
+        cap = capsys.readouterr()
+        assert rc == 1 and f"{flag}: " in cap.err and "is given twice" in cap.err and cap.out == "", cap.err
 
 
 def test_ledgers_keep_the_training_turns(ep, tmp_path):

@@ -69,3 +69,20 @@ def test_errors_name_the_file(tp, tmp_path, capsys):
     rc = tp.main(["--a", str(tmp_path / "b"), "--recipe-a", "sft", "--b", str(tmp_path / "b"), "--recipe-b", "sft+grpo",
                   "--seeds", "1"])
     assert rc == 1 and "sft_grpo_seed_1" in capsys.readouterr().err
+
+
+def test_seeds_each_once_and_no_partial_table(tp, tmp_path, capsys):
+    """A seed given twice would weigh twice in each turn's mean; an error
+    after the first fold printed half a table."""
+    b = str(tmp_path / "b")
+    write_run(b, "f", "sft", 1, [("policy", "c1", 1, 1.0)])
+    base = ["--a", b, "--recipe-a", "sft", "--b", b, "--recipe-b", "sft"]
+    for seeds, want in (("1,1", "seed 1 is given twice"), ("1,x", "'x' is not an integer"), (",", "no seed given")):
+        rc = tp.main(base + ["--seeds", seeds])
+        cap = capsys.readouterr()
+        assert rc == 1 and want in cap.err and cap.out == "", (seeds, cap.err)
+    write_run(b, "g", "sft", 1, [("policy", "c1", 1, 1.0)])
+    os.remove(os.path.join(b, "g", "sft_seed_1", "eval", "turns.parquet"))
+    rc = tp.main(base + ["--seeds", "1", "--metrics", "recall_10"])  # fold f pairs, fold g fails
+    cap = capsys.readouterr()
+    assert rc == 1 and "g/sft_seed_1/eval/turns.parquet: missing" in cap.err and cap.out == ""
