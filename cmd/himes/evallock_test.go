@@ -25,7 +25,7 @@ func TestEvalRefusesAnOutputInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, logs, err := runCLILogged(t, "eval", "--config", cfg, "--rewriter", "raw", "--limit", "1", "--resamples", "10", "--out", out)
+	_, logs, err := runCLILogged(t, "eval", "--config", cfg, "--rewriter", "raw", "--limit", "1", "--resamples", "40", "--out", out)
 	wantEarlyError(t, logs, err, out, fmt.Sprintf("in use by pid %d", os.Getpid()))
 	if _, serr := os.Stat(out); !os.IsNotExist(serr) {
 		t.Errorf("the refused evaluation wrote %s: %v", out, serr)
@@ -34,7 +34,7 @@ func TestEvalRefusesAnOutputInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Released: the next evaluation runs.
-	if _, err := runCLI(t, "eval", "--config", cfg, "--rewriter", "raw", "--limit", "1", "--resamples", "10", "--out", out); err != nil {
+	if _, err := runCLI(t, "eval", "--config", cfg, "--rewriter", "raw", "--limit", "1", "--resamples", "40", "--out", out); err != nil {
 		t.Fatalf("eval after the lock was released: %v", err)
 	}
 }
@@ -49,7 +49,7 @@ func TestEvalLabelsAnUntrainedPolicy(t *testing.T) {
 	}
 	cfg := filepath.Join(sharedtest.RepoRoot(t), "configs", "quickstart.yaml")
 	out := filepath.Join(t.TempDir(), "ev")
-	stdout, logs, err := runCLILogged(t, "eval", "--config", cfg, "--rewriter", "raw,policy", "--limit", "2", "--resamples", "20", "--out", out)
+	stdout, logs, err := runCLILogged(t, "eval", "--config", cfg, "--rewriter", "raw,policy", "--limit", "2", "--resamples", "40", "--out", out)
 	if err != nil {
 		t.Fatalf("eval: %v\n%s", err, logs)
 	}

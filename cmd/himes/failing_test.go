@@ -88,7 +88,7 @@ func TestTrainStopsWhenEveryRolloutFails(t *testing.T) {
 	// himes eval against the broken responder: outputs written, exit non-zero.
 	broken.Store(true)
 	evalDir := filepath.Join(out, "ev")
-	o, err = runHimesProcess(t, nil, append([]string{"eval", "--rewriter", "raw", "--limit", "2", "--resamples", "10",
+	o, err = runHimesProcess(t, nil, append([]string{"eval", "--rewriter", "raw", "--limit", "2", "--resamples", "40",
 		"--data", filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo", "eval.jsonl"), "--out", evalDir}, args...)...)
 	if err == nil || !strings.Contains(o, "failed turns above rollout.max_failed_fraction 0.5: raw ") {
 		t.Errorf("eval with every turn failing: err %v\n%s", err, o)
