@@ -78,9 +78,15 @@ def read_cells(folder: str, metric: str) -> Dict[str, Cell]:
 
 def parse_column(arg: str) -> Tuple[str, List[str]]:
     label, sep, folders = arg.partition("=")
-    dirs = [d for d in folders.split(",") if d.strip()]
+    dirs = [d.strip() for d in folders.split(",") if d.strip()]
     if not sep or not label.strip() or not dirs:
         raise CellsError(f"--column {arg!r}: want LABEL=FOLDER,FOLDER,…")
+    seen = set()
+    for d in dirs:
+        # Twice in a column, a folder's cells would count twice in its totals.
+        if os.path.realpath(d) in seen:
+            raise CellsError(f"--column {label.strip()!r}: {d} is given twice")
+        seen.add(os.path.realpath(d))
     return label.strip(), dirs
 
 

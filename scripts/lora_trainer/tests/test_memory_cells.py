@@ -64,3 +64,6 @@ def test_errors_name_the_folder(mc, tmp_path):
     with pytest.raises(mc.CellsError, match="LABEL=FOLDER"):
         mc.parse_column("no-equals-sign")
     assert mc.main(["--column", "A=" + off]) == 1
+    # a folder twice in a column would count its cells twice in the totals
+    with pytest.raises(mc.CellsError, match=r"--column 'A': .*a is given twice"):
+        mc.parse_column(f"A={a},{b},{a}")
