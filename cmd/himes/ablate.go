@@ -86,6 +86,9 @@ standard deviation and a 95% Student-t interval over the seeds (also in
 sweep_seeds.json next to sweep.json).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if parallel < 1 {
+				return fmt.Errorf("--parallel must be ≥ 1, got %d", parallel)
+			}
 			cfg, err := cf.load()
 			if err != nil {
 				return err

@@ -135,6 +135,7 @@ func TestArgumentErrorsComeBeforeLoading(t *testing.T) {
 		{"--trec-run into a missing directory", []string{"search", "--config", cfg, "--trec-run", filepath.Join(out, "no", "r.trec"),
 			"--queries", filepath.Join(root, "datasets", "demo", "eval.jsonl")}, []string{"--trec-run"}},
 		{"negative --limit", []string{"eval", "--config", cfg, "--limit", "-1"}, []string{"--limit and --concurrency must be ≥ 0", "-1"}},
+		{"--parallel 0", []string{"ablate", "sweep", "--config", cfg, "--grid", "grid.yaml", "--parallel", "0"}, []string{"--parallel must be ≥ 1, got 0"}},
 		{"--jobs 0", []string{"ablate", "transfer", "--config", cfg, "--collections", "a.jsonl,b.jsonl", "--jobs", "0"}, []string{"--jobs must be ≥ 1, got 0"}},
 		{"--block-docs without --disk", []string{"index", "build", "--kb", "kb.jsonl", "--out", filepath.Join(out, "idx"), "--block-docs", "5"},
 			[]string{"--block-docs 5", "only with --disk"}},
