@@ -190,6 +190,9 @@ every run, kept or new.`,
 			if jobs < 1 {
 				return fmt.Errorf("--jobs must be ≥ 1, got %d", jobs)
 			}
+			if trainerTimeout <= 0 {
+				return fmt.Errorf("--trainer-start-timeout must be > 0, got %v", trainerTimeout)
+			}
 			cfg, err := cf.load()
 			if err != nil {
 				return err

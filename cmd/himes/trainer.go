@@ -166,6 +166,14 @@ when the endpoint supports delete it also removes the checkpoints it created.
 temporary directory).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A bad setting of the check itself would show as the endpoint
+			// failing properties.
+			if !(opts.LearningRate > 0 && opts.LearningRate <= 1) {
+				return fmt.Errorf("--lr must be in (0, 1], got %v", opts.LearningRate)
+			}
+			if timeout <= 0 {
+				return fmt.Errorf("--timeout must be > 0, got %v", timeout)
+			}
 			ctx := cmd.Context()
 			if token == "" {
 				token = os.Getenv(trainerTokenEnv)
