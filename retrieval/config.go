@@ -162,6 +162,11 @@ func (c Config) Validate() error {
 	if c.ChunkWords < 0 {
 		return fielderr.New("chunk_words", "must be ≥ 0, got %d", c.ChunkWords)
 	}
+	if c.ChunkWords == 0 && c.ChunkStride != 0 {
+		// Ignored, it would still be recorded in the index: a stride given
+		// alone is a window that was meant and not made.
+		return fielderr.New("chunk_stride", "is %d without chunk_words (0: one chunk per passage); set chunk_words too, or leave the stride 0", c.ChunkStride)
+	}
 	if c.ChunkWords > 0 && (c.ChunkStride < 1 || c.ChunkStride > c.ChunkWords) {
 		return fielderr.New("chunk_stride", "must be in [1, chunk_words=%d], got %d", c.ChunkWords, c.ChunkStride)
 	}

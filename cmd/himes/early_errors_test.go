@@ -163,3 +163,24 @@ func TestArgumentErrorsComeBeforeLoading(t *testing.T) {
 		t.Errorf("the failed commands left files behind in %s: %v %v", out, entries, err)
 	}
 }
+
+// A chunk stride without chunk words was ignored by the build but recorded in
+// the index; it is refused by key, from the flag and from a config.
+func TestChunkStrideAloneIsRefused(t *testing.T) {
+	kb := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo", "passages.jsonl")
+	out := filepath.Join(t.TempDir(), "ix")
+	_, err := runCLI(t, "index", "build", "--kb", kb, "--out", out, "--chunk-stride", "5")
+	if err == nil || !strings.Contains(err.Error(), "chunk_stride: is 5 without chunk_words") {
+		t.Errorf("index build --chunk-stride 5: got %v", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("an index was written: %v", err)
+	}
+	_, err = runCLI(t, "search", "--kb", kb, "--set", "retrieval.chunk_stride=3", "door")
+	if err == nil || !strings.Contains(err.Error(), "retrieval.chunk_stride") {
+		t.Errorf("search --set retrieval.chunk_stride=3: got %v", err)
+	}
+	if _, err := runCLI(t, "index", "build", "--kb", kb, "--out", out, "--chunk-words", "40", "--chunk-stride", "20"); err != nil {
+		t.Errorf("a stride with its window: %v", err)
+	}
+}
