@@ -24,6 +24,9 @@ of top-10 searches). --memory also builds the in-memory index.bin from the
 same KB for comparison. The machine's load average is printed alongside.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := p.Validate(); err != nil {
+				return err
+			}
 			if p.Format != "jsonl" && p.Format != "parquet" {
 				return fmt.Errorf("index bench: --kb-format %q: want jsonl or parquet", p.Format)
 			}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +36,31 @@ type Params struct {
 	Block   int     `json:"block_docs"`
 	Scoring string  `json:"scoring,omitempty"`
 	Format  string  `json:"kb_format,omitempty"`
+}
+
+// querySkip is how many of the most frequent words queries leave out.
+const querySkip = 20
+
+// Validate refuses parameters the generator cannot honour: Go's Zipf needs
+// an exponent above 1 (it returns nil otherwise), and queries draw words
+// past the querySkip most frequent, so a vocabulary barely larger than that
+// would draw for ever.
+func (p Params) Validate() error {
+	switch {
+	case p.Docs < 1:
+		return fmt.Errorf("index bench: --docs must be ≥ 1, got %d", p.Docs)
+	case p.Vocab < 2*querySkip:
+		return fmt.Errorf("index bench: --vocab must be ≥ %d (queries skip the %d most frequent words), got %d", 2*querySkip, querySkip, p.Vocab)
+	case p.Len < 1:
+		return fmt.Errorf("index bench: --len must be ≥ 1, got %d", p.Len)
+	case !(p.S > 1) || math.IsInf(p.S, 0):
+		return fmt.Errorf("index bench: --s (the Zipf exponent) must be a finite number > 1, got %v", p.S)
+	case p.Queries < 1:
+		return fmt.Errorf("index bench: --queries must be ≥ 1, got %d", p.Queries)
+	case p.Block < 0:
+		return fmt.Errorf("index bench: --block-docs must be ≥ 0 (0: the default), got %d", p.Block)
+	}
+	return nil
 }
 
 // KBFile is the bench KB's name for its format.
@@ -167,7 +193,7 @@ func RunPhase(ctx context.Context, w io.Writer, phase, dir string, p Params) err
 		}
 		r.IndexBytes, r.Postings, r.Terms = st.Size(), meta.Postings, meta.Terms
 	case "query":
-		qs := corpus.ZipfQueries(p.Seed+1, p.Queries, p.Vocab, 20, p.S)
+		qs := corpus.ZipfQueries(p.Seed+1, p.Queries, p.Vocab, querySkip, p.S)
 		t0 := time.Now()
 		ix, _, err := retrieval.OpenDiskIndex(filepath.Join(dir, "disk"))
 		if err != nil {

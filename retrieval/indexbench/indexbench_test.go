@@ -3,6 +3,8 @@ package indexbench
 import (
 	"bytes"
 	"encoding/json"
+	"math"
+	"strings"
 	"testing"
 )
 
@@ -47,6 +49,34 @@ func TestLastLine(t *testing.T) {
 	for in, want := range map[string]string{"a\nb\n": "b", "only": "only", "x\n\n{}\n\n": "{}", "": ""} {
 		if got := string(lastLine([]byte(in))); got != want {
 			t.Errorf("lastLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Parameters the generator cannot honour are refused by flag: before, --s 1
+// crashed a child on a nil Zipf, --vocab 1 drew query words for ever, and
+// --docs 0 failed as "phase build: exit status 1".
+func TestParamsValidate(t *testing.T) {
+	ok := Params{Docs: 300, Vocab: 200, Len: 12, S: 1.07, Queries: 20}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		edit func(*Params)
+		want string
+	}{
+		{func(p *Params) { p.Docs = 0 }, "--docs must be ≥ 1"},
+		{func(p *Params) { p.Vocab = 39 }, "--vocab must be ≥ 40"},
+		{func(p *Params) { p.Len = 0 }, "--len must be ≥ 1"},
+		{func(p *Params) { p.S = 1 }, "--s (the Zipf exponent) must be a finite number > 1"},
+		{func(p *Params) { p.S = math.Inf(1) }, "--s (the Zipf exponent)"},
+		{func(p *Params) { p.Queries = 0 }, "--queries must be ≥ 1"},
+		{func(p *Params) { p.Block = -1 }, "--block-docs must be ≥ 0"},
+	} {
+		p := ok
+		c.edit(&p)
+		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want %q", p, err, c.want)
 		}
 	}
 }
