@@ -151,7 +151,7 @@ func parseMemoryTime(raw json.RawMessage) (time.Time, error) {
 	// holds. Nanoseconds in an int64 end in 2262, so a later time converted
 	// through them would wrap to another date without a word.
 	if !(sec >= minUnixSeconds && sec <= maxUnixSeconds) {
-		return time.Time{}, fmt.Errorf("Unix seconds %s: outside the years 0001–9999", s)
+		return time.Time{}, fmt.Errorf("%s Unix seconds: outside the years 0001–9999", s)
 	}
 	whole := math.Floor(sec)
 	return time.Unix(int64(whole), int64(math.Round((sec-whole)*1e9))).UTC(), nil

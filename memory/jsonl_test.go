@@ -95,7 +95,7 @@ func TestReadJSONLUnixSecondsRange(t *testing.T) {
 	}
 	for _, sec := range []string{"253402300800", "-62135596801", "1e300", "-1e300"} {
 		bad := writeFile(t, "bad.jsonl", `{"user":"u","query":"a","time":`+sec+"}\n")
-		if _, err := ReadJSONL(bad); err == nil || !strings.Contains(err.Error(), bad+`:1: field "time": Unix seconds `+sec+": outside the years 0001–9999") {
+		if _, err := ReadJSONL(bad); err == nil || !strings.Contains(err.Error(), bad+`:1: field "time": `+sec+" Unix seconds: outside the years 0001–9999") {
 			t.Errorf("time %s: got %v", sec, err)
 		}
 	}
