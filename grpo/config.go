@@ -15,7 +15,8 @@ type Config struct {
 	PromptsPerStep int `yaml:"prompts_per_step"`
 	// GroupSize is G, the rewrites sampled per prompt.
 	GroupSize int `yaml:"group_size"`
-	// Temperature of the policy's sampling during GRPO (evaluations are greedy).
+	// Temperature of the policy's sampling during GRPO (evaluations are greedy);
+	// 0 only without GRPO steps: greedy groups tie and teach nothing.
 	Temperature float64 `yaml:"temperature"`
 	// TopP is nucleus sampling's p (endpoints that do not support it ignore it).
 	TopP float64 `yaml:"top_p"`
@@ -179,6 +180,10 @@ func (c Config) Validate() error {
 			c.PromptsPerStep*c.GroupSize, maxRolloutsPerStep)
 	case c.Temperature < 0:
 		return fielderr.New("temperature", "must be ≥ 0, got %v", c.Temperature)
+	case c.Temperature == 0 && c.Steps > 0:
+		// Greedy sampling draws one rewrite group_size times: every group
+		// ties, every advantage is 0, and the steps run without an update.
+		return fielderr.New("temperature", "is 0 with %d GRPO steps: every sample is the greedy rewrite, so each group ties and GRPO learns nothing; sample at > 0 (default 1)", c.Steps)
 	case c.TopP <= 0 || c.TopP > 1:
 		return fielderr.New("top_p", "must be in (0, 1], got %v", c.TopP)
 	case c.MaxTokens < 1 || c.MaxTokens > maxTokens:

@@ -179,3 +179,23 @@ func TestRunThatTrainsNothingSaysSo(t *testing.T) {
 		}
 	}
 }
+
+// grpo.temperature 0 samples the greedy rewrite group_size times: every
+// group ties and the steps apply no update (a 10-step quickstart ran with
+// zero_var=1 at every step and its weights all 0). It is refused when GRPO
+// steps run, and allowed for an SFT-only run, which samples nothing.
+func TestGreedyGRPOIsRefused(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Temperature, cfg.Steps = 0, 10
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "temperature: is 0 with 10 GRPO steps") {
+		t.Errorf("temperature 0, 10 steps: got %v", err)
+	}
+	cfg.Steps = 0
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("temperature 0, no steps: %v", err)
+	}
+	cfg.Temperature, cfg.Steps = 0.01, 10
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("temperature 0.01: %v", err)
+	}
+}
