@@ -51,6 +51,12 @@ When the config names a knowledge base (data.kb), the idf feature uses its
 BM25 statistics, as in an in-process run of that config; otherwise it is 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if sopts.ReadTimeout <= 0 {
+				// 0 would switch the limit off: a client that stalls mid-body
+				// would hold its connection for ever (the Python trainer's
+				// --read-timeout refuses it too).
+				return fmt.Errorf("--read-timeout must be > 0, got %v", sopts.ReadTimeout)
+			}
 			cfg, err := cf.loadOrDefaults()
 			if err != nil {
 				return err
