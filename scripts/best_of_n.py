@@ -112,6 +112,9 @@ def main(argv: List[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="the JSONL to write")
     a = p.parse_args(argv)
     try:
+        if os.path.realpath(a.out) == os.path.realpath(a.data):
+            # The copy would replace the data, and with it the human rewrites.
+            raise BestError(f"--out {a.out} is --data itself: write the copy elsewhere")
         n, mean = rewrite_file(a.data, a.out, best_rewrites(a.run))
     except BestError as e:
         print(f"best_of_n: {e}", file=sys.stderr)

@@ -84,3 +84,15 @@ def test_errors_name_file_and_line_and_leave_nothing(bn, tmp_path, capsys):
     assert "d.jsonl:2: not JSON" in capsys.readouterr().err
     assert bn.main(["--run", str(tmp_path / "none"), "--data", data, "--out", out]) == 1
     assert "no ledger chunk" in capsys.readouterr().err
+
+
+def test_out_may_not_be_the_data(bn, tmp_path, capsys):
+    """Written over its input, the copy would replace the human rewrites."""
+    run = str(tmp_path / "run")
+    write_ledger(run, [(1, 0, "c1", 1, "q1", "q1 a", 0.5, "")])
+    data = str(tmp_path / "d.jsonl")
+    write_data(data, [{"conv_id": "c1", "turn": 1, "question": "q1", "rewrite": "human"}])
+    before = open(data).read()
+    assert bn.main(["--run", run, "--data", data, "--out", str(tmp_path / "." / "d.jsonl")]) == 1
+    assert "is --data itself" in capsys.readouterr().err
+    assert open(data).read() == before
