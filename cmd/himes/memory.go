@@ -64,6 +64,9 @@ from another embedder or taxonomy are refused when loaded.`,
 				userField = full.Data.UserField
 			}
 			load.UserField = userField
+			if err := refuseOutputOverInput("--out", out, from); err != nil {
+				return err
+			}
 			entries, err := readMemoryEntries(cmd, from, format, load)
 			if err != nil {
 				return err

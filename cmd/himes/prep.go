@@ -47,6 +47,7 @@ type prepFlags struct {
 	seed      int64
 	valFrac   float64
 	splitBy   string
+	outIsFile bool // --out is one file (prep queries), not a directory
 }
 
 func (f *prepFlags) register(cmd *cobra.Command, outHelp string) {
@@ -105,6 +106,13 @@ func (f *prepFlags) resolve(cmd *cobra.Command, fromConfig func(datasets.Config)
 	}
 	if len(inputs) == 0 {
 		return dcfg, 0, nil, fmt.Errorf("no input: give --in FILE or a --config whose data section names the files")
+	}
+	check := refuseInputInOutputDir
+	if f.outIsFile {
+		check = refuseOutputOverInput
+	}
+	if err := check("--out", f.out, inputs...); err != nil {
+		return dcfg, 0, nil, err
 	}
 	return dcfg, seed, inputs, nil
 }
@@ -309,6 +317,7 @@ With --config the input is data.train.`,
 			return nil
 		},
 	}
+	f.outIsFile = true
 	f.register(cmd, "output JSONL file")
 	return cmd
 }

@@ -154,6 +154,9 @@ func runSearch(cmd *cobra.Command, sf *searchFlags, args []string) (err error) {
 		if _, err := os.Stat(filepath.Dir(sf.trecRun)); err != nil {
 			return fmt.Errorf("search: --trec-run: %w", err)
 		}
+		if err := refuseOutputOverInput("--trec-run", sf.trecRun, sf.queries, kb); err != nil {
+			return fmt.Errorf("search: %w", err)
+		}
 	}
 	if sf.turn != "" {
 		if sf.cf.path == "" {

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/himes-rl/himes/internal/sharedtest"
+)
+
+// An output that is one of the command's inputs (or a folder that holds
+// one) is refused before anything is written, and the input is left as it
+// was. Before, `prep queries --in d.jsonl --out d.jsonl` replaced the
+// conversations with their queries.
+func TestOutputOverAnInputIsRefused(t *testing.T) {
+	demo := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo")
+	raw, err := os.ReadFile(filepath.Join(demo, "eval.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "d.jsonl")
+	if err := os.WriteFile(in, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.jsonl")
+	if err := os.Symlink(in, link); err != nil {
+		t.Fatal(err)
+	}
+	kb := filepath.Join(demo, "passages.jsonl")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"prep", "queries", "--in", in, "--out", in}, "--out " + in + " is the input"},
+		{[]string{"prep", "queries", "--in", in, "--out", link}, "is the input"},
+		{[]string{"prep", "sft", "--in", in, "--out", dir}, "--out " + dir + " holds the input"},
+		{[]string{"prep", "rl", "--in", in, "--out", dir}, "holds the input"},
+		{[]string{"memory", "build", "--from", in, "--out", in}, "--out " + in + " is the input"},
+		{[]string{"search", "--kb", kb, "--queries", in, "--trec-run", in}, "--trec-run " + in + " is the input"},
+	} {
+		_, err := runCLI(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want %q", c.args, err, c.want)
+		}
+		if got, _ := os.ReadFile(in); string(got) != string(raw) {
+			t.Fatalf("%v: the input was changed", c.args)
+		}
+	}
+	// A different output file beside the input is fine.
+	if _, err := runCLI(t, "prep", "queries", "--in", in, "--out", filepath.Join(dir, "q.jsonl")); err != nil {
+		t.Errorf("prep queries beside the input: %v", err)
+	}
+}
