@@ -228,6 +228,10 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) (err error) 
 	if err := evaluate.CheckOutputDir(out); err != nil {
 		return err
 	}
+	// The folder is replaced whole: an input inside it would be deleted.
+	if err := refuseInputInOutputDir("--out", out, append(slices.Clone(f.data), cfg.Data.KB)...); err != nil {
+		return err
+	}
 	// Two evaluations into one folder would each replace it whole, and one's
 	// systems would be lost: the second fails now, naming the first.
 	lock, err := rundir.LockOutput("eval output", out)

@@ -16,6 +16,9 @@ func refuseOutputOverInput(outFlag, out string, inputs ...string) error {
 		return nil // nothing there yet: it cannot be an input
 	}
 	for _, in := range inputs {
+		if in == "" {
+			continue
+		}
 		if ii, err := os.Stat(in); err == nil && os.SameFile(oi, ii) {
 			return fmt.Errorf("%s %s is the input %s: it would be replaced; write elsewhere", outFlag, out, in)
 		}
@@ -34,6 +37,9 @@ func refuseInputInOutputDir(outFlag, dir string, inputs ...string) error {
 		d = r
 	}
 	for _, in := range inputs {
+		if in == "" {
+			continue
+		}
 		p, err := filepath.Abs(in)
 		if err != nil {
 			continue

@@ -48,6 +48,23 @@ func TestOutputOverAnInputIsRefused(t *testing.T) {
 			t.Fatalf("%v: the input was changed", c.args)
 		}
 	}
+	// An eval folder is replaced whole: data kept in one would be deleted.
+	cfg := filepath.Join(sharedtest.RepoRoot(t), "configs", "quickstart.yaml")
+	ev := filepath.Join(dir, "ev")
+	if _, err := runCLI(t, "eval", "--config", cfg, "--rewriter", "raw", "--limit", "1", "--resamples", "40", "--out", ev); err != nil {
+		t.Fatal(err)
+	}
+	kept := filepath.Join(ev, "mine.jsonl")
+	if err := os.WriteFile(kept, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runCLI(t, "eval", "--config", cfg, "--rewriter", "raw", "--data", kept, "--out", ev)
+	if err == nil || !strings.Contains(err.Error(), "--out "+ev+" holds the input") {
+		t.Errorf("eval --data inside --out: got %v", err)
+	}
+	if got, _ := os.ReadFile(kept); string(got) != string(raw) {
+		t.Errorf("eval deleted or changed its --data file")
+	}
 	// A different output file beside the input is fine.
 	if _, err := runCLI(t, "prep", "queries", "--in", in, "--out", filepath.Join(dir, "q.jsonl")); err != nil {
 		t.Errorf("prep queries beside the input: %v", err)
