@@ -139,6 +139,8 @@ func TestArgumentErrorsComeBeforeLoading(t *testing.T) {
 		{"--trainer-start-timeout 0", []string{"ablate", "transfer", "--config", cfg, "--collections", "a.jsonl,b.jsonl", "--trainer-start-timeout", "0s"},
 			[]string{"--trainer-start-timeout must be > 0, got 0s"}},
 		{"trainer serve --read-timeout 0", []string{"trainer", "serve", "--read-timeout", "0s", "--addr", "127.0.0.1:0"}, []string{"--read-timeout must be > 0, got 0s"}},
+		{"export --max-tokens -1", []string{"export", "ollama", "--adapter", "a", "--base", "b", "--out", filepath.Join(out, "exp"), "--max-tokens", "-1"},
+			[]string{"--max-tokens -1: want ≥ 1"}},
 		{"trainer check --lr -1", []string{"trainer", "check", "--endpoint", "embedded", "--lr", "-1"}, []string{"--lr must be in (0, 1], got -1"}},
 		{"trainer check --timeout 0", []string{"trainer", "check", "--endpoint", "http://127.0.0.1:9", "--timeout", "0s"}, []string{"--timeout must be > 0, got 0s"}},
 		{"--jobs 0", []string{"ablate", "transfer", "--config", cfg, "--collections", "a.jsonl,b.jsonl", "--jobs", "0"}, []string{"--jobs must be ≥ 1, got 0"}},

@@ -86,6 +86,9 @@ It exits non-zero when k/N < --min-agreement (default 0.9: 11 of 12 pass).`,
 			if verify.minAgreement < 0 || verify.minAgreement > 1 {
 				return fmt.Errorf("--min-agreement %v: want a share in [0, 1]", verify.minAgreement)
 			}
+			if verify.maxTokens < 0 {
+				return fmt.Errorf("--max-tokens %d: want ≥ 1, or 0 for the config's grpo.max_tokens", verify.maxTokens)
+			}
 			needPython := format == export.FormatMerged || verify.data != ""
 			if needPython && python == "" {
 				p, err := pythonEnv()
