@@ -150,3 +150,22 @@ func splitWithinGroups(turns []Turn, fraction float64, seed int64, key string) (
 
 // devSalt separates the dev split's ranking from the eval split's.
 const devSalt = 0x64657673706c6974 // "devsplit"
+
+// SharedConversations lists, sorted, the conversation ids that turns of a
+// and of b both have.
+func SharedConversations(a, b []Turn) []string {
+	inA := map[string]bool{}
+	for _, t := range a {
+		inA[t.ConvID] = true
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range b {
+		if inA[t.ConvID] && !seen[t.ConvID] {
+			seen[t.ConvID] = true
+			out = append(out, t.ConvID)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

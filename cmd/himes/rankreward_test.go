@@ -19,8 +19,9 @@ func TestTrainRefusesRankRewardWithoutJudgments(t *testing.T) {
 	if err := os.WriteFile(data, []byte(rows), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	eval := heldOutTwin(t, dir, rows)
 	_, logs, err := runCLILogged(t, "train", "--config", "../../configs/quickstart.yaml", "--overwrite",
-		"--set", "data.train="+data, "--set", "data.eval="+data, "--set", "reward.rank=1",
+		"--set", "data.train="+data, "--set", "data.eval="+eval, "--set", "reward.rank=1",
 		"--set", "data.judged_only=false", "--set", "run.output_dir="+dir)
 	if err == nil {
 		t.Fatalf("trained with reward.rank on unjudged turns\n%s", logs)
@@ -53,8 +54,9 @@ func TestTrainJudgedOnlyTrainsRankRewardOnJudgedTurns(t *testing.T) {
 	if err := os.WriteFile(data, []byte(rows), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	eval := heldOutTwin(t, dir, rows)
 	_, logs, err := runCLILogged(t, "train", "--config", "../../configs/quickstart.yaml", "--overwrite",
-		"--set", "data.train="+data, "--set", "data.eval="+data, "--set", "data.kb="+kb, "--set", "reward.rank=1",
+		"--set", "data.train="+data, "--set", "data.eval="+eval, "--set", "data.kb="+kb, "--set", "reward.rank=1",
 		"--set", "data.judged_only=true", "--set", "grpo.steps=2", "--set", "grpo.prompts_per_step=1",
 		"--set", "grpo.group_size=2", "--set", "run.output_dir="+dir)
 	if err != nil {
@@ -76,4 +78,16 @@ func TestTrainJudgedOnlyTrainsRankRewardOnJudgedTurns(t *testing.T) {
 			t.Errorf("elapsed_s=%s: want seconds with at most 3 decimals", m[1])
 		}
 	}
+}
+
+// heldOutTwin writes rows as another conversation (u2 for u1) into
+// dir/heldout.jsonl: held-out turns may not share a conversation with the
+// training data.
+func heldOutTwin(t *testing.T, dir, rows string) string {
+	t.Helper()
+	p := filepath.Join(dir, "heldout.jsonl")
+	if err := os.WriteFile(p, []byte(strings.ReplaceAll(rows, `"conv_id":"u1"`, `"conv_id":"u2"`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

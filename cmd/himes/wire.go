@@ -108,6 +108,9 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 			return nil, fmt.Errorf("load SFT data: %w", err)
 		}
 	}
+	if err := checkHeldOutIsHeldOut(cfg.Data, train, eval, c.SFT); err != nil {
+		return nil, err
+	}
 	c.Train = datasets.PromptTurns(train, cfg.Data.JudgedOnly)
 	c.Eval = datasets.PromptTurns(eval, cfg.Data.JudgedOnly)
 	c.Dev = datasets.PromptTurns(dev, cfg.Data.JudgedOnly)
@@ -314,4 +317,32 @@ func memoryEntries(turns []datasets.Turn) ([]memory.Entry, error) {
 		entries = append(entries, e)
 	}
 	return entries, nil
+}
+
+// checkHeldOutIsHeldOut refuses held-out turns from a conversation the run
+// trains on (data.eval sharing conversations with data.train, or data.sft
+// holding conversations that the eval split holds out): the evaluation, and
+// the best checkpoint chosen on it, would measure what the policy was
+// trained on.
+func checkHeldOutIsHeldOut(d datasets.Config, train, eval, sft []datasets.Turn) error {
+	for _, c := range []struct {
+		key   string
+		turns []datasets.Turn
+	}{{"data.train", train}, {"data.sft", sft}} {
+		if c.key == "data.sft" && d.SFT == "" {
+			continue // the SFT pairs are the training split's
+		}
+		if shared := datasets.SharedConversations(c.turns, eval); len(shared) > 0 {
+			return fmt.Errorf("%s and the held-out turns (%s) share %d conversations (e.g. %s): the evaluation would measure training conversations; hold out others",
+				c.key, heldOutSource(d), len(shared), shared[0])
+		}
+	}
+	return nil
+}
+
+func heldOutSource(d datasets.Config) string {
+	if d.Eval != "" {
+		return "data.eval " + d.Eval
+	}
+	return fmt.Sprintf("data.eval_fraction %v of data.train", d.EvalFraction)
 }
