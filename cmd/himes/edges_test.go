@@ -46,6 +46,7 @@ func TestTrainRefusesHeldOutTurnsItTrainsOn(t *testing.T) {
 	}{
 		{[]string{"data.eval=" + train}, "data.train and the held-out turns (data.eval " + train + ") share 32 conversations"},
 		{[]string{"data.eval=", "data.sft=" + train}, "data.sft and the held-out turns (data.eval_fraction 0.2 of data.train) share"},
+		{[]string{"data.dev_fraction=0.2", "data.sft=" + train}, "data.sft and the dev split (data.dev_fraction 0.2 of data.train) share"},
 	} {
 		out := t.TempDir()
 		args := []string{"train", "--config", cfg, "--set", "run.output_dir=" + out}

@@ -108,7 +108,7 @@ func buildComponents(ctx context.Context, cfg configs.Config, opts buildOptions)
 			return nil, fmt.Errorf("load SFT data: %w", err)
 		}
 	}
-	if err := checkHeldOutIsHeldOut(cfg.Data, train, eval, c.SFT); err != nil {
+	if err := checkHeldOutIsHeldOut(cfg.Data, train, eval, dev, c.SFT); err != nil {
 		return nil, err
 	}
 	c.Train = datasets.PromptTurns(train, cfg.Data.JudgedOnly)
@@ -321,20 +321,24 @@ func memoryEntries(turns []datasets.Turn) ([]memory.Entry, error) {
 
 // checkHeldOutIsHeldOut refuses held-out turns from a conversation the run
 // trains on (data.eval sharing conversations with data.train, or data.sft
-// holding conversations that the eval split holds out): the evaluation, and
-// the best checkpoint chosen on it, would measure what the policy was
-// trained on.
-func checkHeldOutIsHeldOut(d datasets.Config, train, eval, sft []datasets.Turn) error {
+// holding conversations that the eval or dev split holds out): the
+// evaluation, and the best checkpoint chosen on it, would measure what the
+// policy was trained on.
+func checkHeldOutIsHeldOut(d datasets.Config, train, eval, dev, sft []datasets.Turn) error {
 	for _, c := range []struct {
-		key   string
-		turns []datasets.Turn
-	}{{"data.train", train}, {"data.sft", sft}} {
+		key, split  string
+		turns, held []datasets.Turn
+	}{
+		{"data.train", "the held-out turns (" + heldOutSource(d) + ")", train, eval},
+		{"data.sft", "the held-out turns (" + heldOutSource(d) + ")", sft, eval},
+		{"data.sft", fmt.Sprintf("the dev split (data.dev_fraction %v of data.train)", d.DevFraction), sft, dev},
+	} {
 		if c.key == "data.sft" && d.SFT == "" {
 			continue // the SFT pairs are the training split's
 		}
-		if shared := datasets.SharedConversations(c.turns, eval); len(shared) > 0 {
-			return fmt.Errorf("%s and the held-out turns (%s) share %d conversations (e.g. %s): the evaluation would measure training conversations; hold out others",
-				c.key, heldOutSource(d), len(shared), shared[0])
+		if shared := datasets.SharedConversations(c.turns, c.held); len(shared) > 0 {
+			return fmt.Errorf("%s and %s share %d conversations (e.g. %s): the evaluation would measure training conversations; hold out others",
+				c.key, c.split, len(shared), shared[0])
 		}
 	}
 	return nil
