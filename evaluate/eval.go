@@ -220,6 +220,10 @@ type Report struct {
 	Stats     stats.Config   `json:"stats"`
 	Systems   []SystemReport `json:"systems"`
 	Seconds   float64        `json:"seconds"`
+	// TrainingConversations counts the evaluated conversations that the
+	// run's own training data holds (filled by the caller for data given in
+	// place of the held-out split): their turns are not held out.
+	TrainingConversations int `json:"training_conversations,omitempty"`
 }
 
 // RetrievalInfo identifies the retrieval of an evaluation, so that two

@@ -63,6 +63,12 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	}
 	fmt.Fprintf(&b, "Means over turns with %.0f%% bootstrap intervals resampling conversations (%d resamples).\n",
 		rep.Stats.Level*100, rep.Stats.Resamples)
+	if n := rep.TrainingConversations; n > 0 {
+		// Measured on what the policy trained on, a policy row is not a
+		// held-out result, however it is reported later.
+		fmt.Fprintf(&b, "Not held out: %d of the %d %s are in the run's training data (data.train's training and dev splits, data.sft); a trained policy's rows measure turns it was trained or selected on.\n",
+			n, rep.Conversations, plural(rep.Conversations, "conversation"))
+	}
 	if rep.Conversations == 1 {
 		// Every resample is the one conversation: the interval collapses
 		// to the mean and would read as certainty.

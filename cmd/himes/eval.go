@@ -363,6 +363,9 @@ func runEval(ctx context.Context, cmd *cobra.Command, f *evalFlags) (err error) 
 	}
 
 	rep.Retrieval = retrievalInfo(cfg, modes, comps)
+	if len(f.data) > 0 {
+		rep.TrainingConversations = len(datasets.SharedConversations(slices.Concat(first.SFT, first.Train, first.Dev), turns))
+	}
 	provenance, err := evalProvenance(recorded)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,5 +69,30 @@ func TestOutputOverAnInputIsRefused(t *testing.T) {
 	// A different output file beside the input is fine.
 	if _, err := runCLI(t, "prep", "queries", "--in", in, "--out", filepath.Join(dir, "q.jsonl")); err != nil {
 		t.Errorf("prep queries beside the input: %v", err)
+	}
+}
+
+// eval --data on conversations of the config's own training data says so in
+// summary.md and summary.json (training_conversations); on held-out ones it
+// says nothing.
+func TestEvalOnTrainingConversationsIsLabelled(t *testing.T) {
+	root := sharedtest.RepoRoot(t)
+	cfg := filepath.Join(root, "configs", "quickstart.yaml")
+	for file, want := range map[string]int{"train.jsonl": 2, "eval.jsonl": 0} {
+		out := filepath.Join(t.TempDir(), "ev")
+		stdout, err := runCLI(t, "eval", "--config", cfg, "--rewriter", "raw", "--limit", "2", "--resamples", "40",
+			"--data", filepath.Join(root, "datasets", "demo", file), "--out", out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		md, _ := os.ReadFile(filepath.Join(out, "summary.md"))
+		raw, _ := os.ReadFile(filepath.Join(out, "summary.json"))
+		note := fmt.Sprintf("Not held out: %d of the 2 conversations are in the run's training data", want)
+		if got := strings.Contains(string(md), note) && strings.Contains(stdout, note); got != (want > 0) {
+			t.Errorf("%s: note %q in summary.md and stdout: %v\n%s", file, note, got, md)
+		}
+		if got := strings.Contains(string(raw), fmt.Sprintf(`"training_conversations": %d`, want)); got != (want > 0) {
+			t.Errorf("%s: training_conversations %d in summary.json: %v", file, want, got)
+		}
 	}
 }
