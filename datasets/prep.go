@@ -485,6 +485,27 @@ func writeParquetRows(path string, schema *arrow.Schema, n int, add func(*array.
 	})
 }
 
+// SFTOutputs lists every file WriteSFT may write under dir.
+func SFTOutputs(dir string) []string {
+	var out []string
+	for _, split := range []string{"train", "validation"} {
+		out = append(out,
+			filepath.Join(dir, LayoutPromptCompletion, split+".jsonl"), filepath.Join(dir, LayoutPromptCompletion, split+".parquet"),
+			filepath.Join(dir, LayoutMessages, split+".jsonl"), filepath.Join(dir, LayoutMessages, split+".parquet"),
+			filepath.Join(dir, "examples", split+".jsonl"))
+	}
+	return out
+}
+
+// RLOutputs lists every file WriteRL may write under dir.
+func RLOutputs(dir string) []string {
+	var out []string
+	for _, split := range []string{"train", "validation"} {
+		out = append(out, filepath.Join(dir, split+".jsonl"), filepath.Join(dir, split+".parquet"))
+	}
+	return out
+}
+
 // WriteRL writes the RL prompt set under dir as {train,validation}.jsonl and
 // .parquet (the normalized schema, user key included). An empty split writes
 // no files. It returns the paths written.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -167,6 +168,10 @@ func TestPrepSFTSharedData(t *testing.T) {
 	if len(files) != 10 {
 		t.Errorf("wrote %d files: %v", len(files), files)
 	}
+	// The list prep checks its inputs against holds every file written.
+	if listed := SFTOutputs(dir); !sameSet(files, listed) {
+		t.Errorf("WriteSFT wrote %v; SFTOutputs lists %v", files, listed)
+	}
 	rows := readJSONLMaps(t, filepath.Join(dir, LayoutPromptCompletion, "train.jsonl"))
 	if len(rows) != len(train) {
 		t.Fatalf("%d prompt/completion rows, want %d", len(rows), len(train))
@@ -315,6 +320,9 @@ func TestBuildRLCAsT2022(t *testing.T) {
 	if err != nil || len(files) != 4 {
 		t.Fatalf("wrote %v, %v", files, err)
 	}
+	if listed := RLOutputs(dir); !sameSet(files, listed) {
+		t.Errorf("WriteRL wrote %v; RLOutputs lists %v", files, listed)
+	}
 	back, _, err := LoadContext(t.Context(), filepath.Join(dir, "validation.parquet"), LoadOptions{UserField: "topic"})
 	if err != nil || len(back) != len(val) {
 		t.Fatalf("read back %d of %d: %v", len(back), len(val), err)
@@ -344,4 +352,8 @@ func TestSplitKeyMissingNamesSplitBy(t *testing.T) {
 	if _, err := SplitKeyFunc("speaker"); err == nil || !strings.Contains(err.Error(), "split_by") {
 		t.Errorf("bad split key: got %v", err)
 	}
+}
+
+func sameSet(a, b []string) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(x string) bool { return !slices.Contains(b, x) })
 }

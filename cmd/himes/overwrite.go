@@ -11,19 +11,38 @@ import (
 // (the same file, by any path or link): an output is written whole and then
 // renamed over its path, so the input would be gone.
 func refuseOutputOverInput(outFlag, out string, inputs ...string) error {
-	oi, err := os.Stat(out)
+	if in, ok := inputAt(out, inputs...); ok {
+		return fmt.Errorf("%s %s is the input %s: it would be replaced; write elsewhere", outFlag, out, in)
+	}
+	return nil
+}
+
+// refuseOutputsOverInput is refuseOutputOverInput for a command that writes
+// the files outs into the folder dir given as outFlag.
+func refuseOutputsOverInput(outFlag, dir string, outs []string, inputs ...string) error {
+	for _, out := range outs {
+		if in, ok := inputAt(out, inputs...); ok {
+			return fmt.Errorf("%s %s would write %s, which is the input %s: it would be replaced; write elsewhere", outFlag, dir, out, in)
+		}
+	}
+	return nil
+}
+
+// inputAt returns the input that is the file at path, if any.
+func inputAt(path string, inputs ...string) (string, bool) {
+	oi, err := os.Stat(path)
 	if err != nil {
-		return nil // nothing there yet: it cannot be an input
+		return "", false // nothing there yet: it cannot be an input
 	}
 	for _, in := range inputs {
 		if in == "" {
 			continue
 		}
 		if ii, err := os.Stat(in); err == nil && os.SameFile(oi, ii) {
-			return fmt.Errorf("%s %s is the input %s: it would be replaced; write elsewhere", outFlag, out, in)
+			return in, true
 		}
 	}
-	return nil
+	return "", false
 }
 
 // refuseInputInOutputDir errors when an input lies inside the output

@@ -29,6 +29,17 @@ func TestOutputOverAnInputIsRefused(t *testing.T) {
 	if err := os.Symlink(in, link); err != nil {
 		t.Fatal(err)
 	}
+	// Inputs where prep rl and prep sft write their outputs.
+	rlIn := filepath.Join(dir, "train.jsonl")
+	sftIn := filepath.Join(dir, "examples", "train.jsonl")
+	for _, p := range []string{rlIn, sftIn} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	kb := filepath.Join(demo, "passages.jsonl")
 	for _, c := range []struct {
 		args []string
@@ -36,8 +47,8 @@ func TestOutputOverAnInputIsRefused(t *testing.T) {
 	}{
 		{[]string{"prep", "queries", "--in", in, "--out", in}, "--out " + in + " is the input"},
 		{[]string{"prep", "queries", "--in", in, "--out", link}, "is the input"},
-		{[]string{"prep", "sft", "--in", in, "--out", dir}, "--out " + dir + " holds the input"},
-		{[]string{"prep", "rl", "--in", in, "--out", dir}, "holds the input"},
+		{[]string{"prep", "rl", "--in", rlIn, "--out", dir}, "--out " + dir + " would write " + rlIn + ", which is the input " + rlIn},
+		{[]string{"prep", "sft", "--in", sftIn, "--out", dir}, "would write " + sftIn + ", which is the input"},
 		{[]string{"memory", "build", "--from", in, "--out", in}, "--out " + in + " is the input"},
 		{[]string{"search", "--kb", kb, "--queries", in, "--trec-run", in}, "--trec-run " + in + " is the input"},
 	} {
@@ -45,9 +56,15 @@ func TestOutputOverAnInputIsRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: got %v, want %q", c.args, err, c.want)
 		}
-		if got, _ := os.ReadFile(in); string(got) != string(raw) {
-			t.Fatalf("%v: the input was changed", c.args)
+		for _, p := range []string{in, rlIn, sftIn} {
+			if got, _ := os.ReadFile(p); string(got) != string(raw) {
+				t.Fatalf("%v: the input %s was changed", c.args, p)
+			}
 		}
+	}
+	// An input in the --out folder that prep does not write is fine.
+	if _, err := runCLI(t, "prep", "sft", "--in", in, "--out", dir); err != nil {
+		t.Errorf("prep sft beside its input: %v", err)
 	}
 	// An eval folder is replaced whole: data kept in one would be deleted.
 	cfg := filepath.Join(sharedtest.RepoRoot(t), "configs", "quickstart.yaml")

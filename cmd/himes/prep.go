@@ -47,7 +47,9 @@ type prepFlags struct {
 	seed      int64
 	valFrac   float64
 	splitBy   string
-	outIsFile bool // --out is one file (prep queries), not a directory
+	// outputs lists the files written into the --out folder (nil: --out is
+	// the one file written, as for prep queries).
+	outputs func(dir string) []string
 }
 
 func (f *prepFlags) register(cmd *cobra.Command, outHelp string) {
@@ -107,12 +109,14 @@ func (f *prepFlags) resolve(cmd *cobra.Command, fromConfig func(datasets.Config)
 	if len(inputs) == 0 {
 		return dcfg, 0, nil, fmt.Errorf("no input: give --in FILE or a --config whose data section names the files")
 	}
-	check := refuseInputInOutputDir
-	if f.outIsFile {
-		check = refuseOutputOverInput
+	var err2 error
+	if f.outputs == nil {
+		err2 = refuseOutputOverInput("--out", f.out, inputs...)
+	} else {
+		err2 = refuseOutputsOverInput("--out", f.out, append(f.outputs(f.out), filepath.Join(f.out, "summary.json")), inputs...)
 	}
-	if err := check("--out", f.out, inputs...); err != nil {
-		return dcfg, 0, nil, err
+	if err2 != nil {
+		return dcfg, 0, nil, err2
 	}
 	return dcfg, seed, inputs, nil
 }
@@ -220,6 +224,7 @@ Both layouts load with datasets.load_dataset and TRL's SFTTrainer. With
 			return finishPrep(cmd.OutOrStdout(), f.out, sum)
 		},
 	}
+	f.outputs = datasets.SFTOutputs
 	f.register(cmd, "output directory")
 	f.registerSplit(cmd)
 	d := datasets.DefaultPrepConfig()
@@ -276,6 +281,7 @@ input is data.train.`,
 			return finishPrep(cmd.OutOrStdout(), f.out, sum)
 		},
 	}
+	f.outputs = datasets.RLOutputs
 	f.register(cmd, "output directory")
 	f.registerSplit(cmd)
 	cmd.Flags().BoolVar(&requirePass, "require-passages", false, "keep only turns with gold passages (overrides data.prep.require_passages)")
@@ -317,7 +323,6 @@ With --config the input is data.train.`,
 			return nil
 		},
 	}
-	f.outIsFile = true
 	f.register(cmd, "output JSONL file")
 	return cmd
 }
