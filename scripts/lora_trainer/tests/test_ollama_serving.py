@@ -136,7 +136,7 @@ def write_config(path: str, data: str, kb: str, endpoint: str, out_dir: str):
 run: {{name: tiny-ollama, output_dir: {out_dir}, seed: 1}}
 data:
   train: {data}
-  eval: {data}
+  eval_fraction: 0   # no held-out split: the served rewrites are compared on the trained turns (eval --data)
   kb: {kb}
   user_field: conv_id
   prompt: {{max_turns: 2, max_message_chars: 200, max_chars: 400}}
@@ -205,7 +205,7 @@ def test_trained_adapter_served_by_ollama_rewrites_as_the_trainer(tmp_path, hime
     ollama.create("tiny-base", base_mf)
 
     ev = str(tmp_path / "eval")
-    run([himes_bin, "eval", "--config", cfg, "--rewriter", "policy,ollama:tiny-rw,ollama:tiny-base",
+    run([himes_bin, "eval", "--config", cfg, "--rewriter", "policy,ollama:tiny-rw,ollama:tiny-base", "--data", data,
          "--ollama-host", ollama.url, "--out", ev, "--resamples", "40"], "himes eval")
     rw = read_rewrites(os.path.join(ev, "turns.parquet"))
     policy, served, base = rw["policy"], rw["ollama:tiny-rw"], rw["ollama:tiny-base"]
