@@ -69,7 +69,7 @@ func writeFile(t *testing.T, name, content string) string {
 // Unix seconds become the instant they name, fractions included, through
 // the whole RFC 3339 range; a time outside it is refused, not wrapped.
 // Before, seconds went through int64 nanoseconds, which end in 2262: 1e10
-// (the year 2286) came back as 1702.
+// (the year 2286) came back as 1677-09-21, the int64 minimum (on amd64).
 func TestReadJSONLUnixSecondsRange(t *testing.T) {
 	path := writeFile(t, "m.jsonl", `{"user":"u","query":"a","time":-5}
 {"user":"u","query":"b","time":1700000000.25}
