@@ -52,9 +52,9 @@ BM25 statistics, as in an in-process run of that config; otherwise it is 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if sopts.ReadTimeout <= 0 {
-				// 0 would switch the limit off: a client that stalls mid-body
-				// would hold its connection for ever (the Python trainer's
-				// --read-timeout refuses it too).
+				// 0 or less was replaced by the 2-minute default without a
+				// word, as if the limit had been set; the Python trainer's
+				// --read-timeout refuses it too.
 				return fmt.Errorf("--read-timeout must be > 0, got %v", sopts.ReadTimeout)
 			}
 			cfg, err := cf.loadOrDefaults()
