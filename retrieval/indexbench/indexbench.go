@@ -43,8 +43,9 @@ const querySkip = 20
 
 // Validate refuses parameters the generator cannot honour: Go's Zipf needs
 // an exponent above 1 (it returns nil otherwise), and queries draw words
-// past the querySkip most frequent, so a vocabulary barely larger than that
-// would draw for ever.
+// past the querySkip most frequent: a vocabulary no larger than that draws
+// for ever, and one barely larger almost never reaches a usable word, so
+// querySkip more words are asked for.
 func (p Params) Validate() error {
 	switch {
 	case p.Docs < 1:
