@@ -233,11 +233,10 @@ func (c *Config) validate(requireTrain bool) error {
 }
 
 func (c *Config) validateData(requireTrain bool) error {
-	d := c.Data
-	if !requireTrain && d.Train == "" {
-		d.Train = "-" // a copy: only the "required" check sees it
+	if requireTrain {
+		return c.Data.Validate()
 	}
-	return d.Validate()
+	return c.Data.ValidateSettings()
 }
 
 type pathField struct {

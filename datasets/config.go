@@ -132,11 +132,18 @@ func DefaultConfig() Config {
 		Prompt: DefaultPromptConfig(), Prep: DefaultPrepConfig()}
 }
 
-// Validate checks ranges; file existence is checked by the loaders.
+// Validate checks ranges and that a training file is named; file existence
+// is checked by the loaders.
 func (c Config) Validate() error {
 	if c.Train == "" {
 		return fielderr.New("train", "is required")
 	}
+	return c.ValidateSettings()
+}
+
+// ValidateSettings is Validate without asking for a training file, for a
+// command that may never read one.
+func (c Config) ValidateSettings() error {
 	if c.EvalFraction < 0 || c.EvalFraction >= 1 {
 		return fielderr.New("eval_fraction", "must be in [0, 1), got %v", c.EvalFraction)
 	}

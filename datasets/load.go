@@ -362,12 +362,24 @@ func metaString(v any) string {
 
 // LoadFiles loads several files with the same options and concatenates them
 // in order. A turn id (conv_id#turn) found in two files is an error: the
-// outputs would be ambiguous, and splits would join unrelated conversations.
+// outputs would be ambiguous, and splits would join unrelated conversations;
+// so is a file given twice.
 func LoadFiles(ctx context.Context, paths []string, opts LoadOptions) ([]Turn, LoadStats, error) {
 	var all []Turn
 	var total LoadStats
 	from := map[string]string{}
+	given := map[string]bool{}
 	for _, p := range paths {
+		// Said as such: the duplicate-turn error below would name the
+		// file as "in both" itself.
+		key := p
+		if abs, err := filepath.Abs(p); err == nil {
+			key = abs
+		}
+		if given[key] {
+			return nil, total, fmt.Errorf("%s given twice", p)
+		}
+		given[key] = true
 		turns, st, err := LoadContext(ctx, p, opts)
 		if err != nil {
 			return nil, total, err

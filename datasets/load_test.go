@@ -343,8 +343,12 @@ func TestLoadFilesRejectsSharedTurnIDs(t *testing.T) {
 	if err != nil || len(turns) != 2 || st.Records != 2 || turns[1].ConvID != "c2" {
 		t.Fatalf("two files: %d turns, %+v, %v", len(turns), st, err)
 	}
-	if _, _, err := LoadFiles(context.Background(), []string{a, b, a}, LoadOptions{}); err == nil || !strings.Contains(err.Error(), "c1#1 is in both") {
+	aCopy := writeTemp(t, "a-copy.jsonl", goodLine+"\n")
+	if _, _, err := LoadFiles(context.Background(), []string{a, b, aCopy}, LoadOptions{}); err == nil || !strings.Contains(err.Error(), "c1#1 is in both") {
 		t.Errorf("shared id: %v", err)
+	}
+	if _, _, err := LoadFiles(context.Background(), []string{a, b, a}, LoadOptions{}); err == nil || !strings.Contains(err.Error(), a+" given twice") {
+		t.Errorf("a file twice: %v", err)
 	}
 }
 

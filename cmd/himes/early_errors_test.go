@@ -84,18 +84,10 @@ func TestArgumentErrorsComeBeforeLoading(t *testing.T) {
 		t.Fatal(err)
 	}
 	demoEval := filepath.Join(root, "datasets", "demo", "eval.jsonl")
-	raw, err := os.ReadFile(demoEval)
-	if err != nil {
-		t.Fatal(err)
-	}
 	evalCopy := filepath.Join(t.TempDir(), "copy.jsonl")
-	if err := os.WriteFile(evalCopy, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	demoCopy(t, "eval.jsonl", evalCopy)
 	evalSameName := filepath.Join(t.TempDir(), "eval.jsonl")
-	if err := os.WriteFile(evalSameName, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	demoCopy(t, "eval.jsonl", evalSameName)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -433,19 +433,8 @@ func (f *evalFlags) loadData(ctx context.Context, cfg configs.Config) ([]dataset
 	if len(f.data) == 0 {
 		return nil, nil
 	}
-	// A conversation in two files (or a file given twice) would be
-	// evaluated twice, doubling its turns in every mean and count.
-	given := map[string]bool{}
-	for _, path := range f.data {
-		key := path
-		if abs, err := filepath.Abs(path); err == nil {
-			key = abs
-		}
-		if given[key] {
-			return nil, fmt.Errorf("--data: %s given twice", path)
-		}
-		given[key] = true
-	}
+	// LoadFiles refuses a file given twice and a conversation in two files:
+	// either would be evaluated twice, doubling its turns in every mean.
 	load := cfg.Data.LoadOptions()
 	load.RequireQuestion = true // evaluated turns are rendered from their question
 	turns, _, err := datasets.LoadFiles(ctx, f.data, load)

@@ -16,15 +16,9 @@ import (
 // conversations with their queries.
 func TestOutputOverAnInputIsRefused(t *testing.T) {
 	demo := filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo")
-	raw, err := os.ReadFile(filepath.Join(demo, "eval.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	in := filepath.Join(dir, "d.jsonl")
-	if err := os.WriteFile(in, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	raw := demoCopy(t, "eval.jsonl", in)
 	link := filepath.Join(dir, "link.jsonl")
 	if err := os.Symlink(in, link); err != nil {
 		t.Fatal(err)
@@ -33,12 +27,7 @@ func TestOutputOverAnInputIsRefused(t *testing.T) {
 	rlIn := filepath.Join(dir, "train.jsonl")
 	sftIn := filepath.Join(dir, "examples", "train.jsonl")
 	for _, p := range []string{rlIn, sftIn} {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, raw, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		demoCopy(t, "eval.jsonl", p)
 	}
 	kb := filepath.Join(demo, "passages.jsonl")
 	for _, c := range []struct {
@@ -73,10 +62,8 @@ func TestOutputOverAnInputIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	kept := filepath.Join(ev, "mine.jsonl")
-	if err := os.WriteFile(kept, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err = runCLI(t, "eval", "--config", cfg, "--rewriter", "raw", "--data", kept, "--out", ev)
+	demoCopy(t, "eval.jsonl", kept)
+	_, err := runCLI(t, "eval", "--config", cfg, "--rewriter", "raw", "--data", kept, "--out", ev)
 	if err == nil || !strings.Contains(err.Error(), "--out "+ev+" holds the input") {
 		t.Errorf("eval --data inside --out: got %v", err)
 	}
@@ -112,4 +99,21 @@ func TestEvalOnTrainingConversationsIsLabelled(t *testing.T) {
 			t.Errorf("%s: training_conversations %d in summary.json: %v", file, want, got)
 		}
 	}
+}
+
+// demoCopy copies the demo data file name to dst (creating its folder) and
+// returns its bytes.
+func demoCopy(t *testing.T, name, dst string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(sharedtest.RepoRoot(t), "datasets", "demo", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }

@@ -109,14 +109,13 @@ func (f *prepFlags) resolve(cmd *cobra.Command, fromConfig func(datasets.Config)
 	if len(inputs) == 0 {
 		return dcfg, 0, nil, fmt.Errorf("no input: give --in FILE or a --config whose data section names the files")
 	}
-	var err2 error
 	if f.outputs == nil {
-		err2 = refuseOutputOverInput("--out", f.out, inputs...)
+		err = refuseOutputOverInput("--out", f.out, inputs...)
 	} else {
-		err2 = refuseOutputsOverInput("--out", f.out, append(f.outputs(f.out), filepath.Join(f.out, "summary.json")), inputs...)
+		err = refuseOutputsOverInput("--out", f.out, append(f.outputs(f.out), filepath.Join(f.out, "summary.json")), inputs...)
 	}
-	if err2 != nil {
-		return dcfg, 0, nil, err2
+	if err != nil {
+		return dcfg, 0, nil, err
 	}
 	return dcfg, seed, inputs, nil
 }
